@@ -1,0 +1,35 @@
+# benchloupe developer entry points. Everything goes through a local .venv.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DB ?= demo.db
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Build the demo workspace into $(DB) and open the workbench on it (headless summary when not a terminal).
+demo: $(STAMP)
+	$(BIN)/benchloupe demo --db $(DB) --open
+
+## Run the whole test suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) demo.db demo.db-wal demo.db-shm
