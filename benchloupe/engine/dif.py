@@ -1,0 +1,371 @@
+"""Spectral MIRT working model and residual family DIF (paper 002, Appendix C.2-C.5).
+
+What: within one audit owner half, a family-label-free rank-K spectral approximation of the item x model
+logit surface (C.2), its dimension chosen by nested owner- and item-held-out Bernoulli loss with the
+one-standard-error rule (C.3), residual item x family effects by clipped Newton with a sum-to-zero constraint
+(C.4), and three purification rounds that keep the lowest-DIF fraction of each blueprint cell with
+cell-restoring weights (C.5).  Why: the frozen weights score the other owner half in :mod:`.neartie`.
+
+Arrays here are **items x models** (the reference's orientation).  Missing cells: an optional 0/1 ``obs``
+array of the same shape marks observed cells; the working matrix is 0 (the item mean) where a cell is missing,
+item rates, Newton sums and held-out losses use observed cells only.  With ``obs=None`` (complete data) the
+arithmetic is the reference's.
+
+Paper vs reference (REFERENCE-IMPLEMENTATIONS.md B.2-B.5, B.11); we follow the reference where the paper is
+silent:
+- Randomized SVD is scikit-learn 1.6's ``randomized_svd`` re-implemented in numpy (legacy ``RandomState``
+  Gaussian test matrix, 10 oversamples, 5 LU-normalised power iterations, auto-transpose, sign flip), so the
+  same seed gives the reference's subspace.
+- Blueprint cells sort by the fitted *intercept* (an easiness measure, ascending) of the last round.
+- ``round`` for the anchor count is Python's half-to-even rounding (1,267 items -> 632 anchors at 0.5).
+- The final diagnostic refit (seed0 + 3) gives the stored item signatures; weights/cells are the last
+  round's, not re-derived from the refit.
+- The reference updates families one after another; given the intercepts they are independent, so we update
+  them together (vectorised) with each family stopping at its own convergence, which is the same iteration.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.linalg
+
+from benchloupe.engine.common import EngineError, check_cancel
+
+P_CLIP = 1e-4
+OFFSET_CLIP = 6.0
+
+
+# ----------------------------------------------------------------------------- randomized SVD (C.2)
+
+
+def randomized_svd(
+    matrix: np.ndarray, n_components: int, *, seed: int, n_iter: int = 5, n_oversamples: int = 10
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Halko et al. randomized SVD with scikit-learn 1.6's defaults and sign convention.
+
+    Returns ``U (n x k), S (k), Vt (k x m)``.  Signs follow ``svd_flip`` on U (largest-|.| entry positive).
+    """
+    n_rows, n_cols = matrix.shape
+    size = n_components + n_oversamples
+    transpose = n_rows < n_cols
+    a = matrix.T if transpose else matrix
+    rng = np.random.RandomState(seed)
+    q = rng.normal(size=(a.shape[1], size))
+    for _ in range(n_iter):
+        q, _ = scipy.linalg.lu(a @ q, permute_l=True)
+        q, _ = scipy.linalg.lu(a.T @ q, permute_l=True)
+    q, _ = scipy.linalg.qr(a @ q, mode="economic")
+    b = q.T @ a
+    u_hat, s, vt = scipy.linalg.svd(b, full_matrices=False, lapack_driver="gesdd")
+    u = q @ u_hat
+    if not transpose:
+        signs = np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(u.shape[1])])
+    else:
+        signs = np.sign(vt[np.arange(vt.shape[0]), np.argmax(np.abs(vt), axis=1)])
+    u *= signs[np.newaxis, :]
+    vt *= signs[:, np.newaxis]
+    if transpose:
+        return vt[:n_components].T, s[:n_components], u[:, :n_components].T
+    return u[:, :n_components], s[:n_components], vt[:n_components]
+
+
+# ----------------------------------------------------------------------------- working matrix (C.2)
+
+
+def item_rates(y: np.ndarray, obs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Smoothed item success rates p = clip((succ + .5)/(n + 1)) and s = sqrt(p(1-p))."""
+    if obs is None:
+        succ, count = y.sum(axis=1), y.shape[1]
+    else:
+        succ, count = (y * obs).sum(axis=1), obs.sum(axis=1)
+    p = np.clip((succ + 0.5) / (count + 1.0), P_CLIP, 1 - P_CLIP)
+    return p, np.sqrt(p * (1 - p))
+
+
+def working(y: np.ndarray, obs: np.ndarray | None, p: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Standardised working matrix (Y - p)/s, zero at missing cells."""
+    w = (y - p[:, None]) / s[:, None]
+    if obs is not None:
+        w *= obs
+    return w
+
+
+def fit_offsets(y: np.ndarray, obs: np.ndarray | None, anchors: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Rank-K spectral capability offsets for all items, directions learned from the anchor rows (C.2)."""
+    n_anchor = int(anchors.sum())
+    if not 0 < k < min(n_anchor, y.shape[1]):
+        raise EngineError(
+            f"spectral dimension K={k} needs fewer than min({n_anchor} anchors, {y.shape[1]} models); "
+            "use a smaller K grid or a larger audit half"
+        )
+    p, s = item_rates(y, obs)
+    w = working(y, obs, p, s)
+    _, _, vt = randomized_svd(w[anchors], k, seed=seed)
+    axes = vt.T
+    offsets = (w @ axes) @ axes.T
+    offsets /= s[:, None]
+    return np.clip(offsets, -OFFSET_CLIP, OFFSET_CLIP, out=offsets)
+
+
+# ----------------------------------------------------------------------------- dimension selection (C.3)
+
+
+@dataclass(frozen=True)
+class DimensionSelection:
+    """Nested owner/item held-out selection of K (C.3): chosen K and the loss curve."""
+
+    k: int
+    best_k: int
+    threshold: float
+    curve: pd.DataFrame  # dimension, mean_log_loss, se, selected, n_fit/val models, n_cal/eval items
+
+
+def _round_half_even(x: float) -> int:
+    return int(round(x))
+
+
+def select_dimension(
+    y: np.ndarray,
+    obs: np.ndarray | None,
+    owners: np.ndarray,
+    item_groups: np.ndarray,
+    grid: tuple[int, ...],
+    *,
+    owner_seed: int,
+    svd_seed: int,
+    ridge: float = 1.0,
+    validation_fraction: float = 0.25,
+    calibration_fraction: float = 0.5,
+) -> DimensionSelection:
+    """One-SE choice of K over the feasible grid from owner-held-out, item-held-out log loss (C.3, B.3)."""
+    unique_owners = np.unique(owners)
+    n_own = unique_owners.size
+    perm = np.random.default_rng(owner_seed).permutation(unique_owners)
+    n_val_owners = max(1, min(n_own - 1, _round_half_even(validation_fraction * n_own)))
+    val_mask = np.isin(owners, perm[:n_val_owners])
+    n_val, n_fit = int(val_mask.sum()), int((~val_mask).sum())
+    if n_own < 2 or n_val < 4 or n_fit < 8:
+        raise EngineError(
+            f"nested owner split of the audit half has {n_fit} fit and {n_val} validation models "
+            f"({n_own} owners); need >= 8 and >= 4: add owners or families"
+        )
+    y_fit, y_val = y[:, ~val_mask], y[:, val_mask]
+    o_fit = None if obs is None else obs[:, ~val_mask]
+    o_val = None if obs is None else obs[:, val_mask]
+    p, s = item_rates(y_fit, o_fit)
+    w_fit = working(y_fit, o_fit, p, s)
+    w_val = working(y_val, o_val, p, s)
+    feasible = [k for k in grid if k <= min(w_fit.shape)]
+    if not feasible:
+        raise EngineError(f"no K in the grid {grid} fits a {w_fit.shape[0]} x {w_fit.shape[1]} matrix")
+    u, sv, _ = randomized_svd(w_fit, max(feasible), seed=svd_seed)
+    factors = u * sv
+    rng = np.random.default_rng(svd_seed)
+    calibration = np.zeros(y.shape[0], dtype=bool)
+    for group in np.unique(item_groups):
+        idx = np.flatnonzero(item_groups == group)
+        order = rng.permutation(idx)
+        n_cal = max(1, min(idx.size - 1, _round_half_even(calibration_fraction * idx.size)))
+        calibration[order[:n_cal]] = True
+    evaluation = ~calibration
+    if not evaluation.any():
+        raise EngineError("every item group has a single item, so no items are left for held-out evaluation")
+    f_cal, f_eval = factors[calibration], factors[evaluation]
+    base = np.log(p[evaluation] / (1 - p[evaluation]))[:, None]
+    s_eval = s[evaluation][:, None]
+    y_eval = y_val[evaluation]
+    o_eval = None if o_val is None else o_val[evaluation]
+    rows = []
+    for k in feasible:
+        fc = f_cal[:, :k]
+        coords = np.linalg.solve(fc.T @ fc + ridge * np.eye(k), fc.T @ w_val[calibration])
+        logits = base + np.clip((f_eval[:, :k] @ coords) / s_eval, -OFFSET_CLIP, OFFSET_CLIP)
+        # Bernoulli log loss, stable form: log(1 + e^z) - y z
+        cell = np.logaddexp(0.0, logits) - y_eval * logits
+        if o_eval is None:
+            per_model = cell.mean(axis=0)
+        else:
+            per_model = (cell * o_eval).sum(axis=0) / np.maximum(o_eval.sum(axis=0), 1)
+        rows.append((k, float(per_model.mean()), float(per_model.std(ddof=1) / np.sqrt(n_val))))
+    curve = pd.DataFrame(rows, columns=["dimension", "mean_log_loss", "se"])
+    best = int(curve["mean_log_loss"].to_numpy().argmin())
+    threshold = float(curve["mean_log_loss"].iloc[best] + curve["se"].iloc[best])
+    chosen = int(curve.loc[curve["mean_log_loss"] <= threshold, "dimension"].iloc[0])
+    curve["selected"] = curve["dimension"] == chosen
+    curve["one_se_threshold"] = threshold
+    curve["n_fit_models"], curve["n_validation_models"] = n_fit, n_val
+    curve["n_calibration_items"], curve["n_evaluation_items"] = int(calibration.sum()), int(evaluation.sum())
+    return DimensionSelection(chosen, int(curve["dimension"].iloc[best]), threshold, curve)
+
+
+# ----------------------------------------------------------------------------- residual family DIF (C.4)
+
+
+@dataclass(frozen=True)
+class DifFit:
+    """Item easiness (intercept), family effects (items x families, rows sum to zero) and D_i = max - min."""
+
+    intercept: np.ndarray
+    effects: np.ndarray
+    dif_range: np.ndarray
+    cycles: int
+    converged: bool
+    objective: float  # penalised negative log-likelihood at the solution
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def fit_family_dif(
+    y: np.ndarray,
+    obs: np.ndarray | None,
+    offsets: np.ndarray,
+    codes: np.ndarray,
+    n_families: int,
+    *,
+    penalty: float = 1.0,
+    cycles: int = 5,
+    newton_iters: int = 30,
+    step_clip: float = 2.0,
+    tol: float = 1e-8,
+) -> DifFit:
+    """Block-coordinate clipped Newton for logit = b_i + o_im + delta_{i,f(m)} (C.4, B.4)."""
+    onehot = np.zeros((codes.size, n_families))
+    onehot[np.arange(codes.size), codes] = 1.0
+    yo = y if obs is None else y * obs
+    count = float(y.shape[1]) if obs is None else obs.sum(axis=1)
+    mean = yo.sum(axis=1) / np.maximum(count, 1)
+    mean_offset = offsets.mean(axis=1) if obs is None else (offsets * obs).sum(axis=1) / np.maximum(count, 1)
+    intercept = np.log(np.clip(mean, P_CLIP, 1 - P_CLIP) / (1 - np.clip(mean, P_CLIP, 1 - P_CLIP))) - mean_offset
+    effects = np.zeros((y.shape[0], n_families))
+    y_by_family = yo @ onehot
+
+    def probs() -> np.ndarray:
+        prob = _sigmoid(intercept[:, None] + offsets + effects[:, codes])
+        if obs is not None:
+            prob *= obs
+        return prob
+
+    last_step = np.inf
+    done = 0
+    for cycle in range(cycles):
+        done = cycle + 1
+        largest = 0.0
+        for _ in range(newton_iters):
+            prob = probs()
+            grad = yo.sum(axis=1) - prob.sum(axis=1)
+            hess = (prob * (1 - prob)).sum(axis=1) + 1e-9
+            step = np.clip(grad / hess, -step_clip, step_clip)
+            intercept += step
+            last_step = float(np.abs(step).max())
+            if last_step < tol:
+                break
+        largest = max(largest, last_step)
+        active = np.ones(n_families, dtype=bool)
+        for _ in range(newton_iters):
+            prob = probs()
+            grad = y_by_family - prob @ onehot - penalty * effects
+            hess = (prob * (1 - prob)) @ onehot + penalty
+            step = np.clip(grad / hess, -step_clip, step_clip)
+            step[:, ~active] = 0.0
+            effects += step
+            per_family = np.abs(step).max(axis=0)
+            active &= per_family >= tol
+            if not active.any():
+                break
+        largest = max(largest, float(per_family.max()))
+        centre = effects.mean(axis=1)
+        effects -= centre[:, None]
+        intercept += centre
+        if largest < tol:
+            break
+    prob = _sigmoid(intercept[:, None] + offsets + effects[:, codes])
+    loglik = yo * np.log(np.maximum(prob, 1e-300)) + (1 - y) * np.log(np.maximum(1 - prob, 1e-300))
+    if obs is not None:
+        loglik = loglik * obs
+    objective = float(-loglik.sum() + 0.5 * penalty * (effects**2).sum())
+    return DifFit(intercept, effects, np.ptp(effects, axis=1), done, largest < tol, objective)
+
+
+# ----------------------------------------------------------------------------- cells, weights, purification (C.5)
+
+
+def difficulty_cells(intercept: np.ndarray, item_groups: np.ndarray, strata: int = 4) -> np.ndarray:
+    """Blueprint cell label per item: ``{group}|difficulty_{k}``, items sorted by intercept within group."""
+    labels = np.empty(intercept.size, dtype=object)
+    for group in np.unique(item_groups):
+        idx = np.flatnonzero(item_groups == group)
+        ordered = idx[np.argsort(intercept[idx], kind="stable")]
+        for k, part in enumerate(np.array_split(ordered, min(strata, idx.size))):
+            labels[part] = f"{group}|difficulty_{k}"
+    return labels.astype(str)
+
+
+def anchor_weights(dif_range: np.ndarray, cells: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Keep the round(fraction * n) lowest-DIF items per cell, weight n_cell/n_sel (B.5; half-to-even)."""
+    selected = np.zeros(dif_range.size, dtype=bool)
+    weights = np.zeros(dif_range.size)
+    for cell in np.unique(cells):
+        idx = np.flatnonzero(cells == cell)
+        n_sel = max(1, min(idx.size, _round_half_even(fraction * idx.size)))
+        keep = idx[np.argsort(dif_range[idx], kind="stable")[:n_sel]]
+        selected[keep] = True
+        weights[keep] = idx.size / n_sel
+    if not np.isclose(weights.sum(), dif_range.size):
+        raise AssertionError("anchor weights lost mass")
+    return selected, weights
+
+
+@dataclass(frozen=True)
+class Purification:
+    """Result of the three purification rounds (C.5) plus the final diagnostic refit."""
+
+    selected: np.ndarray
+    weights: np.ndarray
+    cells: np.ndarray
+    final: DifFit
+    rounds: pd.DataFrame  # round, n_selected, jaccard_with_previous, median_dif_all, median_dif_anchor
+
+
+def purify(
+    y: np.ndarray,
+    obs: np.ndarray | None,
+    codes: np.ndarray,
+    n_families: int,
+    item_groups: np.ndarray,
+    k: int,
+    *,
+    seed0: int,
+    fraction: float,
+    rounds: int = 3,
+    strata: int = 4,
+    penalty: float = 1.0,
+    cycles: int = 5,
+    cancel: threading.Event | None = None,
+) -> Purification:
+    """Three fixed purification rounds from all items, then the final refit on the last anchors (C.5)."""
+    selected = np.ones(y.shape[0], dtype=bool)
+    weights = np.ones(y.shape[0])
+    cells = np.zeros(y.shape[0], dtype=str)
+    log = []
+    for r in range(rounds):
+        check_cancel(cancel)
+        offsets = fit_offsets(y, obs, selected, k, seed0 + r)
+        fit = fit_family_dif(y, obs, offsets, codes, n_families, penalty=penalty, cycles=cycles)
+        cells = difficulty_cells(fit.intercept, item_groups, strata)
+        new_selected, weights = anchor_weights(fit.dif_range, cells, fraction)
+        jaccard = float((new_selected & selected).sum() / (new_selected | selected).sum())
+        log.append((r + 1, int(new_selected.sum()), jaccard, float(np.median(fit.dif_range)),
+                    float(np.median(fit.dif_range[new_selected]))))
+        selected = new_selected
+    check_cancel(cancel)
+    offsets = fit_offsets(y, obs, selected, k, seed0 + rounds)
+    final = fit_family_dif(y, obs, offsets, codes, n_families, penalty=penalty, cycles=cycles)
+    table = pd.DataFrame(log, columns=["round", "n_selected", "jaccard_with_previous", "median_dif_all",
+                                       "median_dif_anchor"])
+    return Purification(selected, weights, cells, final, table)

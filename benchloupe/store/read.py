@@ -1,0 +1,209 @@
+"""Typed reads: response matrices as numpy arrays with masks, everything else as pandas frames.
+
+Row order of every matrix is the benchmark's model order (``benchmark_models.pos``); column order is the
+item order (``items.pos``), restricted to the items asked for (active static items by default).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .db import StoreError
+
+
+@dataclass
+class StaticMatrix:
+    """A benchmark's static results. ``correct`` is int8 (-1 missing); ``mask`` is True where observed.
+
+    For successes/trials results, ``successes``/``trials`` are int32 and ``correct`` holds the rounded
+    per-cell majority (successes * 2 >= trials) so 0/1 methods still run.
+    """
+
+    benchmark: str
+    items: pd.DataFrame
+    models: pd.DataFrame
+    correct: np.ndarray
+    mask: np.ndarray
+    successes: np.ndarray | None = None
+    trials: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.correct.shape
+
+
+@dataclass
+class ArenaMatrix:
+    """Arena rewards of one reward model: ``rewards`` (models x prompts) with NaN for a missing cell."""
+
+    benchmark: str
+    items: pd.DataFrame
+    models: pd.DataFrame
+    rewards: np.ndarray
+    reward_model: str
+
+
+def benchmark_id(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT id FROM benchmarks WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        names = [r[0] for r in conn.execute("SELECT name FROM benchmarks ORDER BY name")]
+        hint = f"known: {', '.join(names)}" if names else "the database has no benchmarks; import one or run `benchloupe demo`"
+        raise StoreError(f"no benchmark named {name!r}; {hint}")
+    return int(row[0])
+
+
+def items(conn: sqlite3.Connection, name: str, *, kind: str | None = None, status: str | None = None,
+          with_text: bool = True) -> pd.DataFrame:
+    """A benchmark's items in position order."""
+    bid = benchmark_id(conn, name)
+    cols = "id, pos, key, grp, kind, chance, origin, parent_id, status, metadata"
+    if with_text:
+        cols += ", text, answer"
+    sql = f"SELECT {cols} FROM items WHERE benchmark_id = ?"
+    args: list = [bid]
+    if kind:
+        sql += " AND kind = ?"
+        args.append(kind)
+    if status:
+        sql += " AND status = ?"
+        args.append(status)
+    df = pd.read_sql_query(sql + " ORDER BY pos", conn, params=args)
+    return df.rename(columns={"grp": "group"})
+
+
+def models(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
+    """A benchmark's models in their import order, with family, owner and aliases."""
+    bid = benchmark_id(conn, name)
+    df = pd.read_sql_query(
+        "SELECT m.id, m.name, m.family, m.owner, bm.pos,"
+        " (SELECT group_concat(alias, '|') FROM model_aliases a WHERE a.model_id = m.id) AS aliases"
+        " FROM benchmark_models bm JOIN models m ON m.id = bm.model_id WHERE bm.benchmark_id = ? ORDER BY bm.pos",
+        conn, params=[bid],
+    )
+    df["aliases"] = df["aliases"].fillna("")
+    return df
+
+
+def load_static(conn: sqlite3.Connection, name: str, *, include_retired: bool = False,
+                with_text: bool = False) -> StaticMatrix:
+    """The dense static response matrix of a benchmark, aligned with item and model order."""
+    bid = benchmark_id(conn, name)
+    its = items(conn, name, kind="static", status=None if include_retired else "active", with_text=with_text)
+    ms = models(conn, name)
+    rows = {r["model_id"]: r for r in conn.execute(
+        "SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?", (bid,))}
+    ms = ms[ms["id"].isin(rows.keys())].reset_index(drop=True)
+    pos = its["pos"].to_numpy(np.int64)
+    n_all = int(conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0])
+    binomial = any(r["trials"] is not None for r in rows.values())
+    full = np.full((len(ms), n_all), -1, np.int8)
+    succ = tri = None
+    if binomial:
+        succ = np.zeros((len(ms), n_all), np.int32)
+        tri = np.zeros((len(ms), n_all), np.int32)
+    for i, mid in enumerate(ms["id"].tolist()):
+        r = rows[mid]
+        n = r["n"]
+        if r["correct"] is not None:
+            full[i, :n] = np.frombuffer(r["correct"], np.int8)
+            if binomial:
+                seen = full[i, :n] >= 0
+                succ[i, :n][seen] = full[i, :n][seen]
+                tri[i, :n][seen] = 1
+        else:
+            s = np.frombuffer(r["successes"], np.int32)
+            t = np.frombuffer(r["trials"], np.int32)
+            succ[i, :n], tri[i, :n] = s, t
+            full[i, :n] = np.where(t > 0, (2 * s >= t).astype(np.int8), -1)
+    correct = full[:, pos]
+    if binomial:
+        succ, tri = succ[:, pos], tri[:, pos]
+    return StaticMatrix(name, its.reset_index(drop=True), ms, correct, correct >= 0, succ, tri)
+
+
+def reward_models(conn: sqlite3.Connection, name: str) -> list[str]:
+    bid = benchmark_id(conn, name)
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT r.reward_model FROM arena_rewards r JOIN items i ON i.id = r.item_id"
+        " WHERE i.benchmark_id = ? ORDER BY 1", (bid,))]
+
+
+def load_arena(conn: sqlite3.Connection, name: str, *, reward_model: str | None = None,
+               include_retired: bool = False) -> ArenaMatrix:
+    """The arena reward matrix (models x prompts) of one reward model."""
+    bid = benchmark_id(conn, name)
+    rms = reward_models(conn, name)
+    if not rms:
+        raise StoreError(f"benchmark {name!r} has no arena rewards; import them with `benchloupe import arena`")
+    if reward_model is None:
+        if len(rms) > 1:
+            raise StoreError(f"benchmark {name!r} has {len(rms)} reward models ({', '.join(rms)}); "
+                             "choose one with --reward-model")
+        reward_model = rms[0]
+    elif reward_model not in rms:
+        raise StoreError(f"benchmark {name!r} has no rewards from {reward_model!r}; known: {', '.join(rms)}")
+    its = items(conn, name, kind="arena", status=None if include_retired else "active", with_text=False)
+    df = pd.read_sql_query(
+        "SELECT r.item_id, r.model_id, r.reward FROM arena_rewards r JOIN items i ON i.id = r.item_id"
+        " WHERE i.benchmark_id = ? AND r.reward_model = ?", conn, params=[bid, reward_model])
+    ms = models(conn, name)
+    ms = ms[ms["id"].isin(set(df["model_id"]))].reset_index(drop=True)
+    its = its[its["id"].isin(set(df["item_id"]))].reset_index(drop=True)
+    mi = pd.Index(ms["id"]).get_indexer(df["model_id"])
+    ii = pd.Index(its["id"]).get_indexer(df["item_id"])
+    keep = (mi >= 0) & (ii >= 0)
+    rewards = np.full((len(ms), len(its)), np.nan)
+    rewards[mi[keep], ii[keep]] = df["reward"].to_numpy()[keep]
+    return ArenaMatrix(name, its, ms, rewards, reward_model)
+
+
+def load_preferences(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
+    bid = benchmark_id(conn, name)
+    return pd.read_sql_query(
+        "SELECT i.key AS item, ma.name AS model_a, mb.name AS model_b, p.judge, p.prob_a FROM preferences p"
+        " JOIN items i ON i.id = p.item_id JOIN models ma ON ma.id = p.model_a JOIN models mb ON mb.id = p.model_b"
+        " WHERE i.benchmark_id = ?", conn, params=[bid])
+
+
+def benchmark_summaries(conn: sqlite3.Connection) -> pd.DataFrame:
+    """One row per benchmark: counts and the last run, for ``list`` and the Benchmarks screen."""
+    return pd.read_sql_query(
+        """
+        SELECT b.id, b.name, b.kind,
+          (SELECT count(*) FROM items i WHERE i.benchmark_id = b.id) AS items,
+          (SELECT count(*) FROM items i WHERE i.benchmark_id = b.id AND i.status = 'active') AS active_items,
+          (SELECT count(*) FROM benchmark_models bm WHERE bm.benchmark_id = b.id) AS models,
+          (SELECT count(*) FROM static_results s WHERE s.benchmark_id = b.id) AS static_rows,
+          (SELECT count(*) FROM arena_rewards r JOIN items i ON i.id = r.item_id WHERE i.benchmark_id = b.id)
+            AS rewards,
+          (SELECT count(*) FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = b.id)
+            AS preferences,
+          (SELECT kind || ' #' || id || ' ' || status FROM runs r WHERE r.benchmark_id = b.id
+             ORDER BY id DESC LIMIT 1) AS last_run
+        FROM benchmarks b ORDER BY b.name
+        """,
+        conn,
+    )
+
+
+def static_cell_count(conn: sqlite3.Connection, name: str) -> int:
+    """Observed static cells (reads the packed vectors)."""
+    sm = load_static(conn, name, include_retired=True)
+    return int(sm.mask.sum())
+
+
+def truth(conn: sqlite3.Connection, name: str, entity: str) -> pd.DataFrame:
+    """Stored ground truth (demo workspace): long frame key, name, value."""
+    bid = benchmark_id(conn, name)
+    return pd.read_sql_query("SELECT key, name, value FROM truth WHERE benchmark_id = ? AND entity = ?", conn,
+                             params=[bid, entity])
+
+
+def setting(conn: sqlite3.Connection, key: str, default=None):
+    row = conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+    return default if row is None else json.loads(row[0])

@@ -1,0 +1,225 @@
+"""Runs and their outputs: provenance row, per-model and per-item parameters, artifacts, flags.
+
+A run row is created as ``running`` before computing (so the UI can list it) and its outputs are written in
+one transaction by :func:`save_outputs`; a failure or cancellation leaves only the run row with its status
+and error, never half the outputs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .db import transaction
+
+MODEL_COLS = ("theta", "se", "lo", "hi", "rank", "rank_lo", "rank_hi")
+ITEM_COLS = ("difficulty", "sharpness", "fisher", "dif_range")
+
+
+def _json(obj) -> str:
+    return json.dumps(obj, default=_default, sort_keys=True)
+
+
+def _default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return None if not np.isfinite(o) else float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.bool_):
+        return bool(o)
+    return str(o)
+
+
+def create_run(conn: sqlite3.Connection, kind: str, benchmark_id: int | None, *, config: dict, seed: int | None,
+               code_version: str, input_fingerprint: str, inputs: list[tuple[int, str]] = (), label: str = "") -> int:
+    with transaction(conn):
+        rid = conn.execute(
+            "INSERT INTO runs (kind, benchmark_id, label, config, seed, code_version, input_fingerprint)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (kind, benchmark_id, label, _json(config), seed, code_version, input_fingerprint),
+        ).lastrowid
+        conn.executemany("INSERT OR IGNORE INTO run_inputs (run_id, benchmark_id, role) VALUES (?, ?, ?)",
+                         [(rid, b, role) for b, role in inputs])
+    return int(rid)
+
+
+@dataclass
+class RunOutputs:
+    """What a job hands to :func:`save_outputs`.
+
+    models/items: frames with a ``model_id``/``item_id`` column plus any of MODEL_COLS/ITEM_COLS; other columns
+    go to the row's ``extra`` JSON. artifacts: name -> DataFrame (stored as JSON records), dict (JSON), str
+    (text) or dict of arrays (npz). flags: frame with kind, item_id, model_id, model_b_id, score, payload (dict).
+    """
+
+    metrics: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    models: pd.DataFrame | None = None
+    items: pd.DataFrame | None = None
+    artifacts: dict = field(default_factory=dict)
+    flags: pd.DataFrame | None = None
+
+
+def _rows(df: pd.DataFrame, key: str, cols: tuple[str, ...]):
+    extra_cols = [c for c in df.columns if c != key and c not in cols]
+    present = [c for c in cols if c in df.columns]
+    recs = df.to_dict("records")
+    for r in recs:
+        vals = []
+        for c in cols:
+            v = r.get(c) if c in present else None
+            if v is not None and isinstance(v, float) and not np.isfinite(v):
+                v = None
+            vals.append(v.item() if isinstance(v, np.generic) else v)
+        extra = {c: r[c] for c in extra_cols}
+        yield (int(r[key]), *vals, _json(extra))
+
+
+def save_outputs(conn: sqlite3.Connection, run_id: int, out: RunOutputs) -> None:
+    """Write a finished run's outputs and mark it done, all in one transaction."""
+    with transaction(conn):
+        if out.models is not None and len(out.models):
+            conn.executemany(
+                f"INSERT OR REPLACE INTO run_models (run_id, model_id, {', '.join(MODEL_COLS)}, extra)"
+                f" VALUES (?, ?, {', '.join('?' * len(MODEL_COLS))}, ?)",
+                ((run_id, *row) for row in _rows(out.models, "model_id", MODEL_COLS)),
+            )
+        if out.items is not None and len(out.items):
+            conn.executemany(
+                f"INSERT OR REPLACE INTO run_items (run_id, item_id, {', '.join(ITEM_COLS)}, extra)"
+                f" VALUES (?, ?, {', '.join('?' * len(ITEM_COLS))}, ?)",
+                ((run_id, *row) for row in _rows(out.items, "item_id", ITEM_COLS)),
+            )
+        for name, value in out.artifacts.items():
+            fmt, data = _encode(value)
+            conn.execute("INSERT OR REPLACE INTO run_artifacts (run_id, name, format, data) VALUES (?, ?, ?, ?)",
+                         (run_id, name, fmt, data))
+        if out.flags is not None and len(out.flags):
+            bid = conn.execute("SELECT benchmark_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+            recs = out.flags.to_dict("records")
+            conn.executemany(
+                "INSERT INTO flags (run_id, kind, benchmark_id, item_id, model_id, model_b_id, score, payload)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, r["kind"], r.get("benchmark_id", bid), _int(r.get("item_id")), _int(r.get("model_id")),
+                  _int(r.get("model_b_id")), _float(r.get("score")), _json(r.get("payload", {}))) for r in recs],
+            )
+        conn.execute(
+            "UPDATE runs SET status = 'done', metrics = ?, timings = ?,"
+            " finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
+            (_json(out.metrics), _json(out.timings), run_id),
+        )
+
+
+def _int(v):
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return int(v)
+
+
+def _float(v):
+    if v is None:
+        return None
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def _encode(value) -> tuple[str, bytes | str]:
+    if isinstance(value, pd.DataFrame):
+        return "json", value.to_json(orient="split", index=False, double_precision=15)
+    if isinstance(value, str):
+        return "text", value
+    if isinstance(value, dict) and value and all(isinstance(v, np.ndarray) for v in value.values()):
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **value)
+        return "npz", buf.getvalue()
+    return "json", _json(value)
+
+
+def load_artifact(conn: sqlite3.Connection, run_id: int, name: str):
+    """An artifact as it was saved: DataFrame, dict, str or dict of arrays; None when absent."""
+    row = conn.execute("SELECT format, data FROM run_artifacts WHERE run_id = ? AND name = ?", (run_id, name)).fetchone()
+    if row is None:
+        return None
+    fmt, data = row
+    if fmt == "text":
+        return data
+    if fmt == "npz":
+        with np.load(io.BytesIO(data)) as z:
+            return {k: z[k] for k in z.files}
+    obj = json.loads(data)
+    if isinstance(obj, dict) and set(obj) == {"columns", "data"}:
+        return pd.DataFrame(obj["data"], columns=obj["columns"])
+    return obj
+
+
+def artifact_names(conn: sqlite3.Connection, run_id: int) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT name FROM run_artifacts WHERE run_id = ? ORDER BY name", (run_id,))]
+
+
+def fail_run(conn: sqlite3.Connection, run_id: int, status: str, error: str) -> None:
+    with transaction(conn):
+        conn.execute(
+            "UPDATE runs SET status = ?, error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
+            (status, error, run_id),
+        )
+
+
+def list_runs(conn: sqlite3.Connection, benchmark: str | None = None, kind: str | None = None) -> pd.DataFrame:
+    sql = ("SELECT r.id, r.kind, b.name AS benchmark, r.status, r.seed, r.created_at, r.finished_at, r.metrics,"
+           " r.timings, r.config, r.error, r.label FROM runs r LEFT JOIN benchmarks b ON b.id = r.benchmark_id WHERE 1")
+    args: list = []
+    if benchmark:
+        sql += " AND b.name = ?"
+        args.append(benchmark)
+    if kind:
+        sql += " AND r.kind = ?"
+        args.append(kind)
+    return pd.read_sql_query(sql + " ORDER BY r.id DESC", conn, params=args)
+
+
+def get_run(conn: sqlite3.Connection, run_id: int) -> dict | None:
+    row = conn.execute("SELECT r.*, b.name AS benchmark FROM runs r LEFT JOIN benchmarks b ON b.id = r.benchmark_id"
+                       " WHERE r.id = ?", (run_id,)).fetchone()
+    if row is None:
+        return None
+    d = dict(row)
+    for k in ("config", "metrics", "timings"):
+        d[k] = json.loads(d[k])
+    return d
+
+
+def latest_run(conn: sqlite3.Connection, benchmark_id: int, kinds: tuple[str, ...], status: str = "done") -> int | None:
+    q = ",".join("?" * len(kinds))
+    row = conn.execute(
+        f"SELECT id FROM runs WHERE benchmark_id = ? AND kind IN ({q}) AND status = ? ORDER BY id DESC LIMIT 1",
+        (benchmark_id, *kinds, status)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def run_models(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
+    df = pd.read_sql_query(
+        "SELECT rm.*, m.name, m.family, m.owner FROM run_models rm JOIN models m ON m.id = rm.model_id"
+        " WHERE rm.run_id = ? ORDER BY rm.rank, rm.theta DESC", conn, params=[run_id])
+    return _expand_extra(df)
+
+
+def run_items(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
+    df = pd.read_sql_query(
+        "SELECT ri.*, i.key, i.grp AS \"group\" FROM run_items ri JOIN items i ON i.id = ri.item_id"
+        " WHERE ri.run_id = ? ORDER BY i.pos", conn, params=[run_id])
+    return _expand_extra(df)
+
+
+def _expand_extra(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return df.drop(columns=["extra"], errors="ignore")
+    extra = pd.DataFrame([json.loads(x) for x in df["extra"]], index=df.index)
+    extra = extra[[c for c in extra.columns if c not in df.columns]]
+    return pd.concat([df.drop(columns=["extra"]), extra], axis=1)

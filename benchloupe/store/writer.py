@@ -1,0 +1,263 @@
+"""Applying a :class:`ParsedImport` to the database in one transaction.
+
+Merge rule: an import adds items and models it names and overwrites the cells it observes; cells it leaves
+missing keep their stored value, so re-importing the same file changes nothing (idempotent). ``replace=True``
+first deletes the benchmark's results (static, rewards, preferences) — items and models stay — so the
+benchmark holds exactly what this file says.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .db import audit, transaction
+from .importers.base import ParsedImport
+
+MISSING = -1
+
+
+@dataclass
+class ImportSummary:
+    benchmark: str
+    benchmark_id: int
+    format: str
+    items_new: int = 0
+    items_updated: int = 0
+    models_new: int = 0
+    static_cells: int = 0
+    cells_changed: int = 0
+    rewards: int = 0
+    preferences: int = 0
+    replaced: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def _text(v) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    return str(v)
+
+
+def _opt(df: pd.DataFrame, col: str, i: int):
+    if col not in df.columns:
+        return None
+    v = df[col].iat[i]
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return v
+
+
+def get_or_create_benchmark(conn: sqlite3.Connection, name: str, kind: str | None) -> int:
+    """The benchmark's id, creating it; a static benchmark that receives arena data becomes "mixed"."""
+    row = conn.execute("SELECT id, kind FROM benchmarks WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return conn.execute("INSERT INTO benchmarks (name, kind) VALUES (?, ?)", (name, kind or "static")).lastrowid
+    if kind is not None and row["kind"] not in (kind, "mixed"):
+        conn.execute("UPDATE benchmarks SET kind = 'mixed' WHERE id = ?", (row["id"],))
+    return int(row["id"])
+
+
+def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summary: ImportSummary) -> dict[str, int]:
+    existing = {r["key"]: r["id"] for r in conn.execute("SELECT id, key FROM items WHERE benchmark_id = ?", (bid,))}
+    next_pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
+    keys = items["key"].astype(str).tolist()
+    new_rows = []
+    updates = []
+    for i, key in enumerate(keys):
+        fields = {
+            "text": _opt(items, "text", i),
+            "answer": _opt(items, "answer", i),
+            "grp": _opt(items, "group", i),
+            "kind": _opt(items, "kind", i),
+            "chance": _opt(items, "chance", i),
+            "metadata": _opt(items, "metadata", i),
+        }
+        if key in existing:
+            sets = {k: v for k, v in fields.items() if v is not None and v != ""}
+            if sets:
+                updates.append((existing[key], sets))
+            continue
+        existing[key] = -1
+        new_rows.append((
+            bid, next_pos, key, _text(fields["text"]), _text(fields["answer"]), _text(fields["grp"]),
+            fields["kind"] or default_kind,
+            None if fields["chance"] is None else float(fields["chance"]),
+            json.dumps(fields["metadata"] or {}),
+        ))
+        next_pos += 1
+    conn.executemany(
+        "INSERT INTO items (benchmark_id, pos, key, text, answer, grp, kind, chance, metadata)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        new_rows,
+    )
+    for item_id, sets in updates:
+        if "metadata" in sets:
+            sets["metadata"] = json.dumps(sets["metadata"])
+        if "chance" in sets:
+            sets["chance"] = float(sets["chance"])
+        cols = ", ".join(f"{k} = ?" for k in sets)
+        conn.execute(f"UPDATE items SET {cols} WHERE id = ?", (*[str(v) if k not in ("chance",) else v
+                                                                for k, v in sets.items()], item_id))
+    summary.items_new += len(new_rows)
+    summary.items_updated += len(updates)
+    return {r["key"]: r["id"] for r in conn.execute("SELECT id, key FROM items WHERE benchmark_id = ?", (bid,))}
+
+
+def resolve_model(conn: sqlite3.Connection, name: str) -> int | None:
+    row = conn.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        row = conn.execute("SELECT model_id AS id FROM model_aliases WHERE alias = ?", (name,)).fetchone()
+    return None if row is None else int(row["id"])
+
+
+def _upsert_models(conn, bid: int, models: pd.DataFrame, summary: ImportSummary) -> list[int]:
+    ids: list[int] = []
+    next_pos = conn.execute(
+        "SELECT coalesce(max(pos) + 1, 0) FROM benchmark_models WHERE benchmark_id = ?", (bid,)).fetchone()[0]
+    in_bench = {r[0] for r in conn.execute("SELECT model_id FROM benchmark_models WHERE benchmark_id = ?", (bid,))}
+    for i, name in enumerate(models["name"].astype(str).tolist()):
+        family, owner = _opt(models, "family", i), _opt(models, "owner", i)
+        meta = _opt(models, "metadata", i)
+        mid = resolve_model(conn, name)
+        if mid is None:
+            mid = conn.execute(
+                "INSERT INTO models (name, family, owner, metadata) VALUES (?, ?, ?, ?)",
+                (name, family, owner, json.dumps(meta or {})),
+            ).lastrowid
+            summary.models_new += 1
+        else:
+            if family is not None:
+                conn.execute("UPDATE models SET family = ? WHERE id = ?", (family, mid))
+            if owner is not None:
+                conn.execute("UPDATE models SET owner = ? WHERE id = ?", (owner, mid))
+        for alias in _opt(models, "aliases", i) or []:
+            conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)", (str(alias), mid))
+        if mid not in in_bench:
+            conn.execute("INSERT INTO benchmark_models (benchmark_id, model_id, pos) VALUES (?, ?, ?)",
+                         (bid, mid, next_pos))
+            in_bench.add(mid)
+            next_pos += 1
+        ids.append(int(mid))
+    return ids
+
+
+def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int], model_ids: list[int],
+                  summary: ImportSummary) -> None:
+    pos_of = {r["id"]: r["pos"] for r in conn.execute("SELECT id, pos FROM items WHERE benchmark_id = ?", (bid,))}
+    n = max(pos_of.values()) + 1 if pos_of else 0
+    cols = np.array([pos_of[item_ids[k]] for k in parsed.items["key"].astype(str)], dtype=np.int64)
+    binomial = parsed.trials is not None
+    existing = {
+        r["model_id"]: r
+        for r in conn.execute("SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?",
+                              (bid,))
+    }
+    rows = []
+    changed = 0
+    for m, mid in enumerate(model_ids):
+        old = existing.get(mid)
+        if binomial:
+            succ = np.zeros(n, np.int32)
+            tri = np.zeros(n, np.int32)
+            if old is not None and old["trials"] is not None:
+                succ[: old["n"]] = np.frombuffer(old["successes"], np.int32)
+                tri[: old["n"]] = np.frombuffer(old["trials"], np.int32)
+            elif old is not None and old["correct"] is not None:
+                prev = np.frombuffer(old["correct"], np.int8)
+                seen = prev >= 0
+                succ[: old["n"]][seen] = prev[seen]
+                tri[: old["n"]][seen] = 1
+            new_t = parsed.trials[m]
+            obs = new_t > 0
+            tgt = cols[obs]
+            changed += int(((tri[tgt] != new_t[obs]) | (succ[tgt] != parsed.successes[m][obs])).sum())
+            tri[tgt] = new_t[obs]
+            succ[tgt] = parsed.successes[m][obs]
+            rows.append((bid, mid, n, None, succ.tobytes(), tri.tobytes()))
+        else:
+            if old is not None and old["trials"] is not None:
+                raise ValueError(
+                    f"benchmark {parsed.benchmark!r} holds successes/trials results; import 0/1 results with --replace "
+                    "or into another benchmark"
+                )
+            vec = np.full(n, MISSING, np.int8)
+            if old is not None:
+                vec[: old["n"]] = np.frombuffer(old["correct"], np.int8)
+            new = parsed.correct[m]
+            obs = new >= 0
+            tgt = cols[obs]
+            changed += int((vec[tgt] != new[obs]).sum())
+            vec[tgt] = new[obs]
+            rows.append((bid, mid, n, vec.tobytes(), None, None))
+        summary.static_cells += int(obs.sum())
+    conn.executemany(
+        "INSERT OR REPLACE INTO static_results (benchmark_id, model_id, n, correct, successes, trials)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    summary.cells_changed = changed
+
+
+def _model_lookup(conn, bid: int, names) -> dict[str, int]:
+    out = {}
+    for name in pd.unique(pd.Series(list(names), dtype=object)):
+        mid = resolve_model(conn, str(name))
+        if mid is None:
+            raise ValueError(f"model {name!r} is not in the import's model list")
+        out[str(name)] = mid
+    return out
+
+
+def write_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sha256: str = "",
+                 replace: bool = False) -> ImportSummary:
+    """Apply *parsed* in one transaction and record it in ``imports`` and the audit log."""
+    with transaction(conn):
+        bid = get_or_create_benchmark(conn, parsed.benchmark, None if parsed.item_metadata_only else parsed.kind)
+        summary = ImportSummary(parsed.benchmark, bid, fmt, replaced=replace)
+        if replace:
+            conn.execute("DELETE FROM static_results WHERE benchmark_id = ?", (bid,))
+            conn.execute("DELETE FROM arena_rewards WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
+                         (bid,))
+            conn.execute("DELETE FROM preferences WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
+                         (bid,))
+        default_kind = "arena" if parsed.kind == "arena" else "static"
+        item_ids = _upsert_items(conn, bid, parsed.items, default_kind, summary)
+        model_ids = _upsert_models(conn, bid, parsed.models, summary) if len(parsed.models) else []
+        if parsed.correct is not None or parsed.trials is not None:
+            _write_static(conn, bid, parsed, item_ids, model_ids, summary)
+        if parsed.rewards is not None and len(parsed.rewards):
+            r = parsed.rewards
+            models = _model_lookup(conn, bid, r["model"].astype(str))
+            rm = r["reward_model"].astype(str) if "reward_model" in r.columns else pd.Series([""] * len(r))
+            conn.executemany(
+                "INSERT OR REPLACE INTO arena_rewards (item_id, model_id, reward_model, reward) VALUES (?, ?, ?, ?)",
+                zip((item_ids[str(k)] for k in r["item"]), (models[str(m)] for m in r["model"]), rm,
+                    r["reward"].astype(float)),
+            )
+            summary.rewards = len(r)
+        if parsed.preferences is not None and len(parsed.preferences):
+            p = parsed.preferences
+            models = _model_lookup(conn, bid, list(p["model_a"].astype(str)) + list(p["model_b"].astype(str)))
+            judge = p["judge"].astype(str) if "judge" in p.columns else pd.Series([""] * len(p))
+            conn.executemany(
+                "INSERT OR REPLACE INTO preferences (item_id, model_a, model_b, judge, prob_a) VALUES (?, ?, ?, ?, ?)",
+                zip((item_ids[str(k)] for k in p["item"]), (models[str(m)] for m in p["model_a"]),
+                    (models[str(m)] for m in p["model_b"]), judge, p["prob_a"].astype(float)),
+            )
+            summary.preferences = len(p)
+        counts = parsed.counts()
+        conn.execute(
+            "INSERT INTO imports (benchmark_id, format, source, sha256, counts, replaced) VALUES (?, ?, ?, ?, ?, ?)",
+            (bid, fmt, parsed.source, sha256, json.dumps(counts), int(replace)),
+        )
+        audit(conn, "import", "benchmark", bid, json.dumps({"format": fmt, "source": parsed.source, **counts,
+                                                             "replace": replace}))
+    return summary
