@@ -1,0 +1,200 @@
+"""The one bridge between the store, the engine and the prompts: one run = load -> compute -> save.
+
+The CLI and the TUI both call these functions, so a fit started from either is the same fit. Every function
+takes a database *path* and opens its own connection in the calling thread (sqlite3 connections cannot
+cross threads), and long work takes ``progress`` and ``cancel`` like the engine does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import threading
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchloupe import __version__
+from benchloupe.engine.common import Cancelled, EngineError, Progress, no_progress
+from benchloupe.engine.families import infer_family, infer_owner
+from benchloupe.engine.simulate import Workspace, demo_workspace
+from benchloupe.store import read, runs
+from benchloupe.store.db import StoreError, connect, transaction
+from benchloupe.store.importers.base import ImportFormatError, ParsedImport
+from benchloupe.store.writer import ImportSummary, write_import
+
+JobError = (EngineError, StoreError, ImportFormatError, ValueError)
+
+
+def code_version() -> str:
+    """Package version plus the git commit when running from a checkout."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[2],
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+    except Exception:  # noqa: BLE001 - no git, not a checkout
+        sha = ""
+    return f"{__version__}+{sha}" if sha else __version__
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fill_families(parsed: ParsedImport) -> ParsedImport:
+    """Family and owner from model names (paper 002 C.1 rules) where the file gave none."""
+    m = parsed.models
+    if not len(m):
+        return parsed
+    m = m.copy()
+    names = m["name"].astype(str)
+    if "family" not in m.columns:
+        m["family"] = None
+    if "owner" not in m.columns:
+        m["owner"] = None
+    fam = m["family"].where(m["family"].notna() & (m["family"].astype(str) != ""), None)
+    m["family"] = [f if f is not None else infer_family(n) for f, n in zip(fam, names)]
+    own = m["owner"].where(m["owner"].notna() & (m["owner"].astype(str) != ""), None)
+    m["owner"] = [o if o is not None else infer_owner(n) for o, n in zip(own, names)]
+    parsed.models = m
+    return parsed
+
+
+def parse_file(path: str | Path, fmt: str | None = None, **options) -> tuple[str, ParsedImport]:
+    """Parse (and validate) a file without touching any database."""
+    from benchloupe.store.importers.detect import FORMATS, detect_format
+
+    fmt = fmt or detect_format(path)
+    if fmt not in FORMATS:
+        raise ImportFormatError(path, "", f"unknown import format {fmt!r}", f"use one of {', '.join(sorted(FORMATS))}")
+    parser = FORMATS[fmt]
+    parsed = parser(path, **{k: v for k, v in options.items() if v is not None})
+    return fmt, fill_families(parsed)
+
+
+def import_file(db_path: str | Path, path: str | Path, fmt: str | None = None, *, replace: bool = False,
+                **options) -> ImportSummary:
+    """Parse, validate, then write in one transaction. A bad file leaves the database untouched (it is not
+    even opened before the file has parsed)."""
+    fmt, parsed = parse_file(path, fmt, **options)
+    conn = connect(db_path)
+    try:
+        return write_import(conn, parsed, fmt=fmt, sha256=file_sha256(path), replace=replace)
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------------- demo
+
+def _parsed_from_sim(ws: Workspace, bench) -> ParsedImport:
+    items = pd.DataFrame({
+        "key": bench.item_keys, "text": bench.item_text, "answer": bench.item_answer, "group": bench.item_group,
+        "kind": bench.kind, "chance": bench.item_chance,
+    })
+    models = pd.DataFrame({"name": ws.model_names, "family": [None if f == "unknown" else f for f in ws.families],
+                           "owner": ws.owners})
+    if bench.kind == "static":
+        return ParsedImport(bench.name, "static", items, models, correct=bench.correct, source="demo simulation")
+    mi, ii = np.nonzero(np.isfinite(bench.rewards))
+    rewards = pd.DataFrame({"model": np.array(ws.model_names, dtype=object)[mi],
+                            "item": np.array(bench.item_keys, dtype=object)[ii],
+                            "reward": bench.rewards[mi, ii], "reward_model": "demo-rm"})
+    return ParsedImport(bench.name, "arena", items, models, rewards=rewards, source="demo simulation")
+
+
+def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False) -> dict:
+    """Write the demo workspace (engine.simulate.demo_workspace) and its ground truth into *db_path*."""
+    ws = demo_workspace(seed)
+    conn = connect(db_path)
+    try:
+        have = {r[0] for r in conn.execute("SELECT name FROM benchmarks")}
+        names = [b.name for b in ws.benchmarks]
+        if have & set(names) and not force:
+            return {"db": str(db_path), "created": False, "benchmarks": sorted(have & set(names)),
+                    "message": "demo workspace already present (use --force to rebuild it)"}
+        if force:
+            with transaction(conn):
+                conn.executemany("DELETE FROM benchmarks WHERE name = ?", [(n,) for n in names])
+        for bench in ws.benchmarks:
+            write_import(conn, _parsed_from_sim(ws, bench), fmt="demo", sha256=f"seed:{seed}")
+            bid = read.benchmark_id(conn, bench.name)
+            rows = [(bid, "model", name, "theta", float(t)) for name, t in zip(ws.model_names, ws.theta)]
+            rows += [(bid, "item", k, "a", float(a)) for k, a in zip(bench.item_keys, bench.a)]
+            rows += [(bid, "item", k, "b", float(b)) for k, b in zip(bench.item_keys, bench.b)]
+            rows += [(bid, "cell", f"{ws.model_names[m]}\t{bench.item_keys[j]}", "contaminated", 1.0)
+                     for m, j in bench.contaminated]
+            rows.append((bid, "model", ws.model_names[ws.adversarial], "adversarial", 1.0))
+            if bench.gap is not None:
+                rows += [(bid, "benchmark", "gap", "lo", bench.gap[0]), (bid, "benchmark", "gap", "hi", bench.gap[1])]
+            with transaction(conn):
+                conn.executemany("INSERT OR REPLACE INTO truth (benchmark_id, entity, key, name, value)"
+                                 " VALUES (?, ?, ?, ?, ?)", rows)
+        return {"db": str(db_path), "created": True, "benchmarks": names, "models": len(ws.model_names),
+                "seed": seed}
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------------- runs
+
+def _config_dict(config) -> dict:
+    return asdict(config) if is_dataclass(config) else dict(config)
+
+
+def fingerprint(*arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        if a is None:
+            h.update(b"none")
+            continue
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+class RunContext:
+    """Creates the run row, times stages, and marks the run failed/cancelled if the body raises."""
+
+    def __init__(self, db_path, kind: str, benchmark: str | None, config, seed: int | None,
+                 inputs: list[tuple[str, str]] = (), label: str = ""):
+        self.db_path, self.kind, self.benchmark = db_path, kind, benchmark
+        self.config, self.seed, self.inputs, self.label = _config_dict(config), seed, inputs, label
+        self.t0 = time.perf_counter()
+        self.timings: dict[str, float] = {}
+        self.run_id: int | None = None
+
+    def start(self, conn, fp: str) -> int:
+        bid = read.benchmark_id(conn, self.benchmark) if self.benchmark else None
+        inputs = [(read.benchmark_id(conn, b), role) for b, role in self.inputs]
+        self.run_id = runs.create_run(conn, self.kind, bid, config=self.config, seed=self.seed,
+                                      code_version=code_version(), input_fingerprint=fp, inputs=inputs,
+                                      label=self.label)
+        return self.run_id
+
+    def lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timings[name] = round(now - since, 4)
+        return now
+
+    def fail(self, conn, exc: BaseException) -> None:
+        if self.run_id is None:
+            return
+        status = "cancelled" if isinstance(exc, Cancelled) else "failed"
+        runs.fail_run(conn, self.run_id, status, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+def run_guarded(ctx: RunContext, conn, body):
+    """Run *body(ctx)*; on any exception record the failure on the run row and re-raise."""
+    try:
+        return body(ctx)
+    except BaseException as exc:
+        ctx.fail(conn, exc)
+        raise
