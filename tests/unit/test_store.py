@@ -1,0 +1,170 @@
+"""The item store: schema and migrations, the import writer's merge rules, typed reads, runs and triage."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchloupe.store import curation, read, runs
+from benchloupe.store.db import StoreError, connect, schema_version
+from benchloupe.store.importers.base import ParsedImport
+from benchloupe.store.schema import SCHEMA_VERSION
+from benchloupe.store.writer import write_import
+
+
+def _parsed(name="b", n_models=4, n_items=6, seed=0, missing=0.2, keys=None, models=None):
+    rng = np.random.default_rng(seed)
+    y = (rng.random((n_models, n_items)) < 0.6).astype(np.int8)
+    y[rng.random(y.shape) < missing] = -1
+    keys = keys or [f"q{j}" for j in range(n_items)]
+    models = models or [f"org{i % 2}/Llama-3-{i}B" for i in range(n_models)]
+    return ParsedImport(name, "static", pd.DataFrame({"key": keys, "group": ["g1", "g2"] * (n_items // 2)}),
+                        pd.DataFrame({"name": models}), correct=y, source="test")
+
+
+def test_open_creates_schema_in_wal_with_foreign_keys(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    assert schema_version(conn) == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_refuses_foreign_and_newer_databases(tmp_path):
+    other = tmp_path / "other.db"
+    c = sqlite3.connect(other)
+    c.execute("CREATE TABLE t (x)")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError, match="not a benchloupe database"):
+        connect(other)
+    newer = tmp_path / "newer.db"
+    c = sqlite3.connect(newer)
+    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError, match="newer than this benchloupe"):
+        connect(newer)
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not a usable SQLite database"):
+        connect(garbage)
+
+
+def test_matrix_round_trip_is_aligned_with_items_and_models(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    p = _parsed()
+    write_import(conn, p, fmt="test")
+    sm = read.load_static(conn, "b")
+    assert sm.items["key"].tolist() == p.items["key"].tolist()
+    assert sm.models["name"].tolist() == p.models["name"].tolist()
+    np.testing.assert_array_equal(sm.correct, p.correct)
+    np.testing.assert_array_equal(sm.mask, p.correct >= 0)
+
+
+def test_reimport_is_idempotent_and_merge_keeps_unobserved_cells(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    p = _parsed()
+    write_import(conn, p, fmt="test")
+    s2 = write_import(conn, _parsed(), fmt="test")
+    assert (s2.items_new, s2.models_new, s2.cells_changed) == (0, 0, 0)
+    np.testing.assert_array_equal(read.load_static(conn, "b").correct, p.correct)
+    # a second file with one new model and two new items merges; old cells stay
+    q = _parsed(n_models=1, n_items=2, seed=3, missing=0.0, keys=["q0", "new1"], models=["org9/phi-2"])
+    s3 = write_import(conn, q, fmt="test")
+    assert (s3.items_new, s3.models_new) == (1, 1)
+    sm = read.load_static(conn, "b")
+    assert sm.shape == (5, 7)
+    np.testing.assert_array_equal(sm.correct[:4, :6], p.correct)
+    assert (sm.correct[:4, 6] == -1).all()
+    assert sm.correct[4, 0] == q.correct[0, 0] and sm.correct[4, 6] == q.correct[0, 1]
+
+
+def test_replace_drops_previous_results(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    write_import(conn, _parsed(), fmt="test")
+    q = _parsed(n_models=1, n_items=2, seed=3, missing=0.0, keys=["q0", "q1"], models=["org9/phi-2"])
+    write_import(conn, q, fmt="test", replace=True)
+    sm = read.load_static(conn, "b")
+    assert sm.models["name"].tolist() == ["org9/phi-2"]
+    assert sm.mask[0, :2].all() and not sm.mask[0, 2:].any()
+
+
+def test_failed_write_rolls_back_everything(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    p = _parsed()
+    p.rewards = pd.DataFrame({"model": ["nobody"], "item": ["q0"], "reward": [1.0]})
+    with pytest.raises(ValueError, match="not in the import's model list"):
+        write_import(conn, p, fmt="test")
+    assert conn.execute("SELECT count(*) FROM benchmarks").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM items").fetchone()[0] == 0
+
+
+def test_binomial_results_and_arena_rewards(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    succ = np.array([[3, 0], [1, 2]], np.int32)
+    tri = np.array([[4, 0], [4, 2]], np.int32)
+    write_import(conn, ParsedImport("roll", "static", pd.DataFrame({"key": ["a", "b"]}),
+                                    pd.DataFrame({"name": ["m1", "m2"]}), successes=succ, trials=tri), fmt="t")
+    sm = read.load_static(conn, "roll")
+    np.testing.assert_array_equal(sm.trials, tri)
+    np.testing.assert_array_equal(sm.successes, succ)
+    assert sm.correct.tolist() == [[1, -1], [0, 1]]
+    rewards = pd.DataFrame({"model": ["m1", "m2", "m1"], "item": ["p1", "p1", "p2"], "reward": [0.5, -1.0, 2.0],
+                            "reward_model": ["rm"] * 3})
+    write_import(conn, ParsedImport("ar", "arena", pd.DataFrame({"key": ["p1", "p2"]}),
+                                    pd.DataFrame({"name": ["m1", "m2"]}), rewards=rewards), fmt="t")
+    am = read.load_arena(conn, "ar")
+    assert am.reward_model == "rm"
+    np.testing.assert_array_equal(np.isnan(am.rewards), [[False, False], [False, True]])
+    assert am.rewards[0, 1] == 2.0
+
+
+def test_runs_outputs_flags_and_triage_with_audit(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    write_import(conn, _parsed(), fmt="test")
+    bid = read.benchmark_id(conn, "b")
+    sm = read.load_static(conn, "b")
+    rid = runs.create_run(conn, "joint", bid, config={"lr": 0.02}, seed=1, code_version="t", input_fingerprint="f")
+    out = runs.RunOutputs(
+        metrics={"acc": 0.5},
+        models=pd.DataFrame({"model_id": sm.models["id"], "theta": np.arange(4.0), "rank": [4, 3, 2, 1],
+                             "family_note": ["x"] * 4}),
+        items=pd.DataFrame({"item_id": sm.items["id"], "difficulty": np.linspace(-1, 1, 6)}),
+        artifacts={"pairs": pd.DataFrame({"i": [0, 1], "j": [1, 2]}), "curve": {"k": [1, 2]},
+                   "arrays": {"theta": np.arange(3.0)}},
+        flags=pd.DataFrame({"kind": ["anomaly", "anomaly"], "item_id": sm.items["id"][:2].tolist(),
+                            "model_id": sm.models["id"][:2].tolist(), "score": [4.0, -5.0],
+                            "payload": [{"p": 0.1}, {"p": 0.9}]}),
+    )
+    runs.save_outputs(conn, rid, out)
+    assert runs.get_run(conn, rid)["status"] == "done"
+    assert runs.run_models(conn, rid)["family_note"].tolist() == ["x"] * 4
+    assert runs.load_artifact(conn, rid, "pairs")["j"].tolist() == [1, 2]
+    assert runs.load_artifact(conn, rid, "curve") == {"k": [1, 2]}
+    np.testing.assert_array_equal(runs.load_artifact(conn, rid, "arrays")["theta"], np.arange(3.0))
+    fl = curation.flags(conn, run_id=rid)
+    assert fl["score"].tolist() == [-5.0, 4.0]  # largest |residual| first
+    curation.set_flag_state(conn, int(fl["id"].iloc[0]), "confirmed", "leaked in a blog post")
+    conn.close()
+    conn = connect(tmp_path / "x.db")
+    fl = curation.flags(conn, run_id=rid)
+    assert fl["state"].tolist() == ["confirmed", "open"]
+    log = curation.audit_log(conn)
+    assert log.iloc[0]["action"] == "flag:confirmed" and log.iloc[0]["note"] == "leaked in a blog post"
+    with pytest.raises(StoreError, match="unknown triage state"):
+        curation.set_flag_state(conn, int(fl["id"].iloc[0]), "maybe")
+
+
+def test_retire_and_restore_items_are_audited(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    write_import(conn, _parsed(), fmt="test")
+    item_id = int(read.items(conn, "b")["id"].iloc[0])
+    curation.set_item_status(conn, item_id, "retired", "ambiguous wording")
+    assert read.load_static(conn, "b").shape == (4, 5)
+    assert read.load_static(conn, "b", include_retired=True).shape == (4, 6)
+    curation.set_item_status(conn, item_id, "active")
+    assert read.load_static(conn, "b").shape == (4, 6)
+    assert curation.audit_log(conn)["action"].tolist()[:2] == ["item:restore", "item:retire"]
