@@ -12,7 +12,8 @@ import json
 import subprocess
 import threading
 import time
-from dataclasses import asdict, is_dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +199,31 @@ def run_guarded(ctx: RunContext, conn, body):
     except BaseException as exc:
         ctx.fail(conn, exc)
         raise
+
+
+# --------------------------------------------------------------------------------------------- registry
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis the CLI and the Runs screen can start.
+
+    ``run(db_path, benchmark, config, *, arena=None, progress=no_progress, cancel=None) -> run_id`` loads
+    from the store, computes and saves a run; ``config_cls()`` gives the paper's defaults for the form.
+    ``inputs`` says what the benchmark must hold: "static", "arena", "static+arena" (arena may be a second
+    benchmark passed as ``arena=``) or "any".
+    """
+
+    name: str
+    title: str
+    area: str
+    config_cls: type
+    inputs: str
+    run: Callable[..., int]
+
+
+ANALYSES: dict[str, Analysis] = {}
+
+
+def register(analysis: Analysis) -> Analysis:
+    ANALYSES[analysis.name] = analysis
+    return analysis

@@ -1,0 +1,112 @@
+"""Read models for screens and reports: one frame per table a curator looks at.
+
+Parameters come from the latest finished run of the relevant kind: difficulty and sharpness from the latest
+calibration (joint, static or arena fit), Fisher information from the latest calibration or compression run,
+DIF range from the latest near-tie audit; anomaly counts are the open-or-confirmed anomaly flags.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pandas as pd
+
+from . import read
+
+CALIBRATION_KINDS = ("joint", "static", "arena")
+
+
+def latest_run_id(conn: sqlite3.Connection, benchmark: str, kinds: tuple[str, ...]) -> int | None:
+    bid = read.benchmark_id(conn, benchmark)
+    q = ",".join("?" * len(kinds))
+    row = conn.execute(
+        f"SELECT r.id FROM runs r WHERE r.status = 'done' AND r.kind IN ({q}) AND (r.benchmark_id = ? OR r.id IN"
+        f" (SELECT run_id FROM run_inputs WHERE benchmark_id = ?)) ORDER BY r.id DESC LIMIT 1",
+        (*kinds, bid, bid)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def item_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
+    """Items with pass rate, latest difficulty/sharpness/Fisher/DIF range and anomaly counts."""
+    its = read.items(conn, benchmark, with_text=False)
+    sm = read.load_static(conn, benchmark, include_retired=True)
+    pass_rate = pd.Series(np.nan, index=its["id"])
+    if sm.correct.size:
+        with np.errstate(invalid="ignore"):
+            rate = np.where(sm.mask, sm.correct, 0).sum(0) / np.maximum(sm.mask.sum(0), 1)
+        rate[sm.mask.sum(0) == 0] = np.nan
+        pass_rate.loc[sm.items["id"].to_numpy()] = rate
+    out = its[["id", "key", "group", "kind", "origin", "status"]].copy()
+    out["pass_rate"] = pass_rate.to_numpy()
+    for col, kinds, src in (("difficulty", CALIBRATION_KINDS, "difficulty"), ("sharpness", CALIBRATION_KINDS, "sharpness"),
+                            ("fisher", ("compress", *CALIBRATION_KINDS), "fisher"),
+                            ("dif_range", ("neartie",), "dif_range")):
+        rid = latest_run_id(conn, benchmark, kinds)
+        vals = {}
+        if rid is not None:
+            vals = dict(conn.execute(f"SELECT item_id, {src} FROM run_items WHERE run_id = ?", (rid,)).fetchall())
+        out[col] = [vals.get(i) for i in out["id"]]
+        out[col] = out[col].astype(float)
+    bid = read.benchmark_id(conn, benchmark)
+    counts = dict(conn.execute(
+        "SELECT item_id, count(*) FROM flags WHERE kind = 'anomaly' AND benchmark_id = ? AND state != 'dismissed'"
+        " GROUP BY item_id", (bid,)).fetchall())
+    out["anomalies"] = [counts.get(i, 0) for i in out["id"]]
+    return out
+
+
+def model_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
+    """Models with static/arena/joint abilities and ranks side by side, bootstrap intervals when present."""
+    ms = read.models(conn, benchmark)[["id", "name", "family", "owner"]].copy()
+    for kind in ("joint", "static", "arena", "bt", "avg-reward"):
+        rid = latest_run_id(conn, benchmark, (kind,))
+        col = kind.replace("-", "_")
+        vals = {}
+        if rid is not None:
+            vals = {r[0]: (r[1], r[2]) for r in conn.execute(
+                "SELECT model_id, theta, rank FROM run_models WHERE run_id = ?", (rid,))}
+        ms[f"{col}_theta"] = [vals.get(i, (None, None))[0] for i in ms["id"]]
+        ms[f"{col}_rank"] = [vals.get(i, (None, None))[1] for i in ms["id"]]
+    rid = latest_run_id(conn, benchmark, ("bootstrap",))
+    vals = {}
+    if rid is not None:
+        vals = {r[0]: r[1:] for r in conn.execute(
+            "SELECT model_id, se, lo, hi, rank_lo, rank_hi FROM run_models WHERE run_id = ?", (rid,))}
+    for k, name in enumerate(("se", "lo", "hi", "rank_lo", "rank_hi")):
+        ms[name] = [vals.get(i, (None,) * 5)[k] for i in ms["id"]]
+    order = next((c for c in ("joint_rank", "static_rank", "arena_rank") if ms[c].notna().any()), None)
+    if order:
+        ms = ms.sort_values(order, na_position="last")
+    return ms.reset_index(drop=True)
+
+
+def item_detail(conn: sqlite3.Connection, item_id: int) -> dict:
+    """Everything the item panel shows: text, answer, outcomes by model (ordered by ability), params per run."""
+    row = conn.execute("SELECT i.*, b.name AS benchmark FROM items i JOIN benchmarks b ON b.id = i.benchmark_id"
+                       " WHERE i.id = ?", (item_id,)).fetchone()
+    if row is None:
+        raise read.StoreError(f"no item with id {item_id}")
+    d = dict(row)
+    d["metadata"] = json.loads(d["metadata"])
+    sm = read.load_static(conn, d["benchmark"], include_retired=True)
+    outcomes = pd.DataFrame(columns=["model", "outcome", "theta"])
+    col = np.flatnonzero(sm.items["id"].to_numpy() == item_id)
+    if col.size:
+        j = int(col[0])
+        outcomes = pd.DataFrame({"model_id": sm.models["id"], "model": sm.models["name"],
+                                 "outcome": np.where(sm.mask[:, j], sm.correct[:, j], -1)})
+        rid = latest_run_id(conn, d["benchmark"], CALIBRATION_KINDS)
+        theta = {}
+        if rid is not None:
+            theta = dict(conn.execute("SELECT model_id, theta FROM run_models WHERE run_id = ?", (rid,)).fetchall())
+        outcomes["theta"] = [theta.get(i) for i in outcomes["model_id"]]
+        outcomes = outcomes.sort_values("theta", ascending=False, na_position="last").reset_index(drop=True)
+    params = pd.read_sql_query(
+        "SELECT r.id AS run, r.kind, r.created_at, ri.difficulty, ri.sharpness, ri.fisher, ri.dif_range, ri.extra"
+        " FROM run_items ri JOIN runs r ON r.id = ri.run_id WHERE ri.item_id = ? ORDER BY r.id DESC",
+        conn, params=[item_id])
+    d["outcomes"] = outcomes
+    d["params"] = params
+    return d
