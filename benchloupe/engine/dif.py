@@ -56,11 +56,11 @@ def randomized_svd(
     rng = np.random.RandomState(seed)
     q = rng.normal(size=(a.shape[1], size))
     for _ in range(n_iter):
-        q, _ = scipy.linalg.lu(a @ q, permute_l=True)
-        q, _ = scipy.linalg.lu(a.T @ q, permute_l=True)
-    q, _ = scipy.linalg.qr(a @ q, mode="economic")
+        q, _ = scipy.linalg.lu(a @ q, permute_l=True, check_finite=False)
+        q, _ = scipy.linalg.lu(a.T @ q, permute_l=True, check_finite=False)
+    q, _ = scipy.linalg.qr(a @ q, mode="economic", check_finite=False)
     b = q.T @ a
-    u_hat, s, vt = scipy.linalg.svd(b, full_matrices=False, lapack_driver="gesdd")
+    u_hat, s, vt = scipy.linalg.svd(b, full_matrices=False, lapack_driver="gesdd", check_finite=False)
     u = q @ u_hat
     if not transpose:
         signs = np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(u.shape[1])])
