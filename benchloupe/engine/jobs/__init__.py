@@ -227,3 +227,11 @@ ANALYSES: dict[str, Analysis] = {}
 def register(analysis: Analysis) -> Analysis:
     ANALYSES[analysis.name] = analysis
     return analysis
+
+
+def _load_analyses() -> None:
+    """Import the area modules so they register their analyses (they import this package, hence the delay)."""
+    from . import calibration  # noqa: F401
+
+
+_load_analyses()

@@ -1,0 +1,81 @@
+"""Loading engine inputs from the store: static and arena matrices aligned on one joint model list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from benchloupe.engine.common import EngineError
+from benchloupe.engine.joint import ArenaData, StaticData
+from benchloupe.store import read
+
+
+@dataclass
+class JointInputs:
+    """Static and/or arena data on a shared model axis (``models``), with the store's item frames."""
+
+    models: pd.DataFrame
+    static: StaticData | None
+    static_items: pd.DataFrame | None
+    arena: ArenaData | None
+    arena_items: pd.DataFrame | None
+    reward_model: str | None
+    static_benchmark: str | None
+    arena_benchmark: str | None
+
+
+def has_static(conn, benchmark: str) -> bool:
+    bid = read.benchmark_id(conn, benchmark)
+    return conn.execute("SELECT 1 FROM static_results WHERE benchmark_id = ? LIMIT 1", (bid,)).fetchone() is not None
+
+
+def has_arena(conn, benchmark: str) -> bool:
+    return bool(read.reward_models(conn, benchmark))
+
+
+def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: str | None = None,
+               need_static: bool = False, need_arena: bool = False) -> JointInputs:
+    """Static results of *benchmark* and arena rewards of *arena* (default: the benchmark's own, if any).
+
+    A model present in only one source is normal input: its cells in the other are simply missing.
+    """
+    sm = read.load_static(conn, benchmark) if has_static(conn, benchmark) else None
+    arena_name = arena or (benchmark if has_arena(conn, benchmark) else None)
+    am = read.load_arena(conn, arena_name, reward_model=reward_model) if arena_name else None
+    if need_static and (sm is None or not sm.correct.size):
+        raise EngineError(f"benchmark {benchmark!r} has no static (0/1) results; import some or fit in arena mode")
+    if need_arena and am is None:
+        raise EngineError(f"benchmark {benchmark!r} has no arena rewards; pass --arena BENCHMARK or fit in static mode")
+    frames = [f for f in (sm.models if sm is not None else None, am.models if am is not None else None) if f is not None]
+    if not frames:
+        raise EngineError(f"benchmark {benchmark!r} holds no results to fit; import results first")
+    models = pd.concat(frames).drop_duplicates("id").reset_index(drop=True)
+    index = pd.Index(models["id"])
+    static = arena_data = None
+    if sm is not None and sm.correct.size:
+        rows = index.get_indexer(sm.models["id"])
+        correct = np.zeros((len(models), sm.correct.shape[1]), np.int8)
+        mask = np.zeros_like(correct, dtype=bool)
+        correct[rows] = np.where(sm.mask, sm.correct, 0)
+        mask[rows] = sm.mask
+        static = StaticData(correct, mask, item_source=np.array(["static"] * correct.shape[1]))
+    if am is not None:
+        rows = index.get_indexer(am.models["id"])
+        rewards = np.full((len(models), am.rewards.shape[1]), np.nan)
+        rewards[rows] = am.rewards
+        arena_data = ArenaData(rewards)
+    return JointInputs(models, static, sm.items if sm is not None else None, arena_data,
+                       am.items if am is not None else None, am.reward_model if am is not None else None,
+                       benchmark if sm is not None else None, arena_name)
+
+
+def truth_vector(conn, benchmark: str, entity: str, name: str, keys) -> np.ndarray | None:
+    """Stored ground truth aligned with *keys* (NaN where unknown); None when the benchmark has none."""
+    t = read.truth(conn, benchmark, entity)
+    t = t[t["name"] == name]
+    if t.empty:
+        return None
+    m = dict(zip(t["key"], t["value"]))
+    return np.array([m.get(k, np.nan) for k in keys], float)
