@@ -347,4 +347,11 @@ def register_db(sub, common) -> None:
     p.set_defaults(func=cmd_db)
 
 
-REGISTRY = [register_open, register_demo, register_list, register_show, register_import, register_export, register_db]
+def _analysis_commands() -> list:
+    from benchloupe.tui.commands_calibration import register_fit
+
+    return [register_fit]
+
+
+REGISTRY = [register_open, register_demo, register_list, register_show, register_import, register_export, register_db,
+            *_analysis_commands()]

@@ -1,0 +1,181 @@
+"""The benchloupe terminal workbench: one Textual app, one mode per screen, one background job at a time.
+
+Screens read the store in thread workers with their own connection (store/db.py: a connection belongs to its
+thread) and post what they read back as messages; long work (fits, imports, the demo build, BenchFill) runs
+through :meth:`BenchloupeApp.start_job`, which owns the cancel event and turns the job's
+``progress(done, total, message)`` calls into :class:`JobProgress` messages that replace one another.
+A failing worker never takes the app down: its error is shown in one line and the app keeps running.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.worker import Worker, WorkerState
+
+from benchloupe.tui.palette import WorkbenchCommands
+from benchloupe.tui.screens import SCREENS
+from benchloupe.tui.widgets.jobbar import JobBar, JobState
+
+JobFn = Callable[[Callable[[float, float, str], None], threading.Event], object]
+
+
+class JobProgress(Message):
+    """The running job reached ``done`` of ``total`` in stage ``stage``."""
+
+    def __init__(self, done: float, total: float, stage: str) -> None:
+        super().__init__()
+        self.done, self.total, self.stage = done, total, stage
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error, or its type when it has no message."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class BenchloupeApp(App[int]):
+    """The workbench over one database file. ``benchmark`` is the open benchmark (None until chosen)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "benchloupe"
+    COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    MODES = {name: cls for name, (cls, _key, _title) in SCREENS.items()}
+    DEFAULT_MODE = "benchmarks"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("x", "cancel_job", "Cancel job", id="app.cancel"),
+        *(Binding(key, f"go('{name}')", title, show=False, id=f"go.{name}")
+          for name, (_cls, key, title) in SCREENS.items()),
+    ]
+
+    def __init__(self, db_path: str | Path, *, benchmark: str | None = None) -> None:
+        super().__init__()
+        self.db_path = Path(db_path)
+        self.benchmark = benchmark
+        self.data_version = 0
+        self.job = JobState()
+        self._cancel = threading.Event()
+        self._on_done: Callable[[object], None] | None = None
+
+    # ------------------------------------------------------------------ navigation
+    def action_go(self, mode: str) -> None:
+        if mode in self.MODES:
+            self.switch_mode(mode)
+
+    def open_benchmark(self, name: str, mode: str = "items") -> None:
+        self.benchmark = name
+        self.switch_mode(mode)
+
+    def action_help(self) -> None:
+        from benchloupe.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def data_changed(self) -> None:
+        """The store changed (an import, a run, a decision): visible screens reload when next shown."""
+        self.data_version += 1
+        reload = getattr(self.screen, "reload", None)
+        if reload is not None:
+            reload()
+
+    # ------------------------------------------------------------------ errors
+    def report_error(self, exc: BaseException, where: str = "") -> None:
+        """Show a failure in one line (what went wrong; the store's and engine's messages say how to fix)."""
+        prefix = f"{where}: " if where else ""
+        self.notify(prefix + one_line(exc), title="Failed", severity="error", timeout=10, markup=False)
+
+    # ------------------------------------------------------------------ jobs
+    def start_job(self, title: str, fn: JobFn, on_done: Callable[[object], None] | None = None) -> bool:
+        """Run ``fn(progress, cancel)`` in a thread worker; False (and a notice) when a job is running."""
+        if self.job.running:
+            self.notify(f"{self.job.title} is still running; press x to cancel it first", severity="warning",
+                        markup=False)
+            return False
+        self._cancel = threading.Event()
+        self._on_done = on_done
+        self.job = JobState(title=title, running=True)
+        self._show_job()
+        self._job_worker(fn, self._cancel)
+        return True
+
+    @work(thread=True, exclusive=True, group="job", exit_on_error=False)
+    def _job_worker(self, fn: JobFn, cancel: threading.Event) -> object:
+        last = [0.0, ""]
+
+        def progress(done: float, total: float, message: str) -> None:
+            now = time.monotonic()
+            if message != last[1] or now - last[0] > 0.1 or (total and done >= total):
+                last[0], last[1] = now, message
+                self.post_message(JobProgress(done, total, message))
+
+        return fn(progress, cancel)
+
+    def on_job_progress(self, message: JobProgress) -> None:
+        if self.job.running:
+            self.job.done, self.job.total, self.job.stage = message.done, message.total, message.stage
+            self._show_job()
+
+    def action_cancel_job(self) -> None:
+        if self.job.running:
+            self._cancel.set()
+            self.job.stage = "cancelling…"
+            self._show_job()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_job":
+            return self.job.running
+        return True
+
+    def _show_job(self) -> None:
+        for bar in self.screen.query(JobBar):
+            bar.show_state(self.job)
+        self.refresh_bindings()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group != "job" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR,
+                                                         WorkerState.CANCELLED):
+            return
+        self.job.running = False
+        if event.state == WorkerState.SUCCESS:
+            result = worker.result
+            self.job.outcome = _describe(result)
+            self.data_changed()
+            if self._on_done is not None:
+                self._on_done(result)
+        elif event.state == WorkerState.ERROR and type(worker.error).__name__ == "Cancelled":
+            self.job.outcome = "cancelled"
+            self.data_changed()
+            self.notify(f"{self.job.title} cancelled", markup=False)
+        else:
+            self.job.failed = True
+            error = worker.error or RuntimeError("cancelled")
+            self.job.outcome = "failed: " + one_line(error)
+            self.data_changed()
+            self.report_error(error, self.job.title)
+        self._show_job()
+
+
+def _describe(result: object) -> str:
+    if isinstance(result, int) and not isinstance(result, bool):
+        return f"done (run #{result})"
+    if isinstance(result, dict) and result.get("message"):
+        return str(result["message"])
+    return "done"
+
+
+def run_app(db_path: str | Path) -> int:
+    """Open the workbench on *db_path* (created and migrated by the caller); the exit status."""
+    app = BenchloupeApp(db_path)
+    app.run()
+    return int(app.return_code or 0)

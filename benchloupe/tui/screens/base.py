@@ -1,0 +1,129 @@
+"""What every workbench screen shares: the tab line, the job line, the footer, and loading in a worker.
+
+A screen implements ``fetch(conn, benchmark)`` (runs in a thread worker with its own connection, reads
+through the store) and ``show(data)`` (runs on the UI thread, touches widgets). It reloads when it is shown
+after the open benchmark or the store changed (``app.data_version``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState
+
+from benchloupe.tui.widgets.jobbar import JobBar
+
+TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "models"), ("4", "Runs", "runs"),
+        ("5", "Anomalies", "anomalies"), ("6", "Reversals", "reversals"), ("7", "Coverage", "coverage"),
+        ("8", "Fill", "benchfill"))
+
+
+class TopBar(Static):
+    """One line: the screens with their keys (current one highlighted) and the open benchmark."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(id="topbar", markup=False)
+        self.mode = mode
+
+    def on_mount(self) -> None:
+        self.refresh_bar()
+
+    def refresh_bar(self) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for key, label, mode in TABS:
+            if mode == self.mode:
+                text.append(f" {key} {label} ", style="reverse bold")
+            else:
+                text.append(f" {key}", style="bold")
+                text.append(f" {label}", style="dim")
+        bench = self.app.benchmark
+        text.append("  │ ", style="dim")
+        text.append(bench if bench else "no benchmark", style="bold" if bench else "dim italic")
+        self.update(text)
+
+
+class BenchScreen(Screen):
+    """Base screen: tab line, body (``compose_body``), job line, footer; data loaded by ``fetch``/``show``."""
+
+    MODE: ClassVar[str] = ""
+    NEEDS_BENCHMARK: ClassVar[bool] = True
+
+    class Loaded(Message):
+        def __init__(self, data: object, token: tuple) -> None:
+            super().__init__()
+            self.data, self.token = data, token
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._token: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(self.MODE)
+        yield from self.compose_body()
+        yield JobBar()
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    # ------------------------------------------------------------------ loading
+    def on_screen_resume(self) -> None:
+        self.query_one(TopBar).refresh_bar()
+        self.query_one(JobBar).show_state(self.app.job)
+        token = (self.app.benchmark, self.app.data_version)
+        if token != self._token:
+            self.reload()
+
+    def reload(self) -> None:
+        """Read again from the store (in a worker)."""
+        self._token = (self.app.benchmark, self.app.data_version)
+        if self.NEEDS_BENCHMARK and not self.app.benchmark:
+            self.show_no_benchmark()
+            return
+        self.loading_started()
+        self._load(self._token)
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _load(self, token: tuple) -> None:
+        from benchloupe.store.db import connect
+
+        conn = connect(self.app.db_path)
+        try:
+            data = self.fetch(conn, token[0])
+        finally:
+            conn.close()
+        self.post_message(self.Loaded(data, token))
+
+    def on_bench_screen_loaded(self, message: BenchScreen.Loaded) -> None:
+        if message.token == self._token:
+            self.show(message.data)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            self.app.report_error(event.worker.error, self.MODE)
+            self.loading_failed(event.worker.error)
+
+    # ------------------------------------------------------------------ hooks
+    def fetch(self, conn: sqlite3.Connection, benchmark: str | None) -> object:
+        """Read what the screen shows (worker thread; no widgets here)."""
+        return None
+
+    def show(self, data: object) -> None:
+        """Put fetched data on screen (UI thread)."""
+
+    def loading_started(self) -> None:
+        """Called before a reload starts."""
+
+    def loading_failed(self, error: BaseException) -> None:
+        """Called when fetch raised (the error is already notified)."""
+
+    def show_no_benchmark(self) -> None:
+        """Called instead of fetch when no benchmark is open."""
+        self.notify("no benchmark open: press 1 and choose one", markup=False)

@@ -1,0 +1,102 @@
+"""Small modal dialogs: one line of input with validation (paths, notes) and a multi-field form."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+Validator = Callable[[str], str | None]
+
+
+class PromptDialog(ModalScreen[str | None]):
+    """Ask for one value. Enter submits when *validate* returns None, otherwise its message shows in one line;
+    escape cancels (returns None)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+
+    def __init__(self, title: str, *, value: str = "", placeholder: str = "", help: str = "",
+                 validate: Validator | None = None) -> None:
+        super().__init__()
+        self.title_text, self.value, self.placeholder, self.help = title, value, placeholder, help
+        self.validate = validate
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text(self.title_text, style="bold"))
+            if self.help:
+                yield Static(Text(self.help, style="dim"))
+            yield Input(value=self.value, placeholder=self.placeholder, id="dialog-input")
+            yield Static("", id="dialog-error", classes="error-line", markup=False)
+            yield Static(Text("enter: ok   escape: cancel", style="dim"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        value = event.value.strip()
+        error = self.validate(value) if self.validate else None
+        if error:
+            self.query_one("#dialog-error", Static).update(Text(error))
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One form field: name, label, initial text, and a parser that raises ValueError with a message."""
+
+    name: str
+    label: str
+    value: str
+    parse: Callable[[str], object]
+    help: str = ""
+
+
+class FormDialog(ModalScreen[dict | None]):
+    """A form of text fields; ctrl+s or enter on the last field submits, escape cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="form.cancel"),
+                Binding("ctrl+s", "submit", "Start", id="form.submit", priority=True)]
+
+    def __init__(self, title: str, fields: list[Field], *, note: str = "") -> None:
+        super().__init__()
+        self.title_text, self.fields, self.note = title, fields, note
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog form"):
+            yield Label(Text(self.title_text, style="bold"))
+            if self.note:
+                yield Static(Text(self.note, style="dim"))
+            with VerticalScroll(id="form-fields"):
+                for f in self.fields:
+                    yield Label(Text(f.label + (f"  ({f.help})" if f.help else ""), style="dim"))
+                    yield Input(value=f.value, id=f"field-{f.name}", classes="form-input")
+            yield Static("", id="dialog-error", classes="error-line", markup=False)
+            yield Static(Text("tab: next field   enter/ctrl+s: start   escape: cancel", style="dim"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
+
+    def action_submit(self) -> None:
+        values = {}
+        for f in self.fields:
+            raw = self.query_one(f"#field-{f.name}", Input).value.strip()
+            try:
+                values[f.name] = f.parse(raw)
+            except (ValueError, TypeError) as exc:
+                self.query_one("#dialog-error", Static).update(Text(f"{f.label}: {exc}"))
+                self.query_one(f"#field-{f.name}", Input).focus()
+                return
+        self.dismiss(values)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
