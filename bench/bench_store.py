@@ -26,20 +26,31 @@ from benchloupe.store.db import connect  # noqa: E402
 
 # The documented commands (README / docs/IMPORT-FORMATS.md) for every ../shared/data set.
 SHARED_IMPORTS = [
-    ("chembench", ["wide", "chembench/matrix_models_all_correct.csv.gz", "--benchmark", "chembench"]),
-    ("chembench-items", ["items", "chembench/questions.csv.gz", "--benchmark", "chembench", "--key-col", "key",
-                         "--text-col", "input", "--answer-col", "target", "--group-col", "topic_dir"]),
-    ("metabench-arc", ["metabench", "metabench/arc-2PL-MAP-0.005-seed=1.responses.csv.gz", "--benchmark", "arc",
-                       "--models-file", "metabench/open-llm-leaderboard.csv.gz"]),
-    ("metabench-gsm8k", ["metabench", "metabench/gsm8k-2PL-EAPsum-0.001-seed=1.responses.csv.gz", "--benchmark",
-                         "gsm8k", "--models-file", "metabench/open-llm-leaderboard.csv.gz"]),
-    ("metabench-truthfulqa", ["metabench", "metabench/truthfulqa-2PL-EAPsum-0.01-seed=1.responses.csv.gz",
-                              "--benchmark", "truthfulqa", "--models-file", "metabench/open-llm-leaderboard.csv.gz"]),
+    ("chembench", ["wide", "chembench/matrix_models_all_correct.csv.gz", "--benchmark", "chembench",
+                   "--models-file", "chembench/respondents.csv"]),
+    ("chembench-items", ["items", "chembench/questions.csv.gz", "--benchmark", "chembench", "--text-col", "input",
+                         "--answer-col", "target", "--group-col", "topic_dir"]),
+    ("chembench-humans", ["long", "chembench/responses_long.csv.gz", "--benchmark", "chembench-humans",
+                          "--model-col", "respondent", "--item-col", "question_name", "--correct-col", "all_correct",
+                          "--models-file", "chembench/respondents.csv"]),
+    *[(f"metabench-{b}", ["metabench", f"metabench/{b}-{cfg}.responses.csv.gz", "--models-file",
+                          "metabench/open-llm-leaderboard.csv.gz"])
+      for b, cfg in (("arc", "2PL-MAP-0.005-seed=1"), ("gsm8k", "2PL-EAPsum-0.001-seed=1"),
+                     ("truthfulqa", "2PL-EAPsum-0.01-seed=1"))],
+    *[(f"metabench-{b}-items", ["items", f"metabench/{b}-{cfg}.items.csv.gz", "--benchmark", f"metabench-{b}",
+                                "--key-col", "item", "--text-col", "prompt"])
+      for b, cfg in (("arc", "2PL-MAP-0.005-seed=1"), ("gsm8k", "2PL-EAPsum-0.001-seed=1"),
+                     ("truthfulqa", "2PL-EAPsum-0.01-seed=1"))],
     ("alpacaeval2", ["arena", "alpacaeval/annotations_ae2_long.csv.gz", "--benchmark", "alpacaeval2",
                      "--model-col", "generator_2", "--item-col", "instruction_id", "--reward-col", "preference",
-                     "--reward-model", "weighted_alpaca_eval_gpt4_turbo"]),
+                     "--reward-model-col", "annotator", "--group-col", "dataset"]),
+    ("alpacaeval2-items", ["items", "alpacaeval/instructions.csv.gz", "--benchmark", "alpacaeval2", "--key-col",
+                           "instruction_id", "--text-col", "instruction", "--group-col", "dataset"]),
+    ("lsat6", ["classic-irt", "classic_irt/LSAT6_patterns.csv", "--benchmark", "lsat6"]),
     ("lsat7", ["classic-irt", "classic_irt/LSAT7_patterns.csv", "--benchmark", "lsat7"]),
     ("sat12", ["classic-irt", "classic_irt/SAT12_scored.csv", "--benchmark", "sat12"]),
+    ("asvab", ["classic-irt", "classic_irt/ASVAB_group_patterns.csv", "--benchmark", "asvab", "--freq-col",
+               "White_Male,White_Female,Black_Male,Black_Female"]),
 ]
 
 

@@ -110,3 +110,26 @@ def item_detail(conn: sqlite3.Connection, item_id: int) -> dict:
     d["outcomes"] = outcomes
     d["params"] = params
     return d
+
+
+def compare_runs(conn: sqlite3.Connection, run_a: int, run_b: int) -> dict:
+    """Two runs' model rankings side by side: Spearman and Kendall correlation of the scores over the common
+    models, and the models ordered by how far they moved (rank in b minus rank in a)."""
+    a = pd.read_sql_query("SELECT model_id, theta, rank FROM run_models WHERE run_id = ?", conn, params=[run_a])
+    b = pd.read_sql_query("SELECT model_id, theta, rank FROM run_models WHERE run_id = ?", conn, params=[run_b])
+    names = dict(conn.execute("SELECT id, name FROM models").fetchall())
+    both = a.merge(b, on="model_id", suffixes=("_a", "_b")).dropna(subset=["theta_a", "theta_b"])
+    out = {"run_a": run_a, "run_b": run_b, "models_a": len(a), "models_b": len(b), "common": len(both),
+           "spearman": None, "kendall": None, "moved": pd.DataFrame(columns=["model", "rank_a", "rank_b", "moved"])}
+    if len(both) < 2:
+        return out
+    out["spearman"] = float(both["theta_a"].corr(both["theta_b"], method="spearman"))
+    out["kendall"] = float(both["theta_a"].corr(both["theta_b"], method="kendall"))
+    ra = both["theta_a"].rank(ascending=False, method="min").astype(int)
+    rb = both["theta_b"].rank(ascending=False, method="min").astype(int)
+    moved = pd.DataFrame({"model": [names.get(i, str(i)) for i in both["model_id"]], "rank_a": ra.to_numpy(),
+                          "rank_b": rb.to_numpy()})
+    moved["moved"] = moved["rank_b"] - moved["rank_a"]
+    out["moved"] = moved.reindex(moved["moved"].abs().sort_values(ascending=False, kind="stable").index
+                                 ).reset_index(drop=True)
+    return out

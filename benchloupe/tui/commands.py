@@ -194,23 +194,36 @@ IMPORT_OPTIONS = [
     ("--model", "model name (lm-eval / Inspect logs: one model per file)"),
     ("--metric", "metric field to score (lm-eval) or scorer (Inspect)"),
     ("--exclude-models", "regular expression of models to leave out"),
+    ("--prompt-col", "prompt column (arena rewards, preferences)"),
+    ("--model-a-col", "first model column (preferences)"), ("--model-b-col", "second model column (preferences)"),
+    ("--winner-col", "winner column: a / b / tie or a model name (preferences)"),
+    ("--probability-col", "P(model_a wins) column (preferences)"),
+    ("--freq-col", "pattern frequency column(s), comma-separated (classic pattern tables)"),
+    ("--na-values", "extra cell values meaning missing, comma-separated (wide)"),
+    ("--key-prefix", "DualEval keys: 'tag' reproduces the reference's tag::key"),
+    ("--filter-name", "lm-eval filter (e.g. strict-match)"), ("--threshold", "score at or above which a cell is correct"),
+    ("--partial", "Inspect 'P' scores: incorrect | correct | error"), ("--scorer", "Inspect scorer name"),
+    ("--score-key", "Inspect score key inside a dict value"),
 ]
+IMPORT_FLAGS = [("--require-status-ok", "DualEval: keep only rows whose status is ok (item_informativeness.py)"),
+                ("--no-model-col", "wide: every column is an item; rows are respondents person_0001 ...")]
 
 
 def cmd_import(args) -> int:
     from benchloupe.engine.jobs import import_file
 
     if args.format == "formats":
-        from benchloupe.store.importers.detect import FORMATS
+        from benchloupe.store.importers.detect import ALIASES, FORMATS
 
         for name, parser in sorted(FORMATS.items()):
             doc = (parser.__doc__ or "").strip().splitlines()
             print(f"{name:14s} {doc[0] if doc else ''}")
+        print("aliases: " + ", ".join(f"{a} -> {f}" for a, f in sorted(ALIASES.items())))
         return 0
     if not args.file:
         raise CliError("import needs a FILE; e.g. `benchloupe import wide results.csv --benchmark mybench`")
     opts = {name.lstrip("-").replace("-", "_"): getattr(args, name.lstrip("-").replace("-", "_"))
-            for name, _ in IMPORT_OPTIONS}
+            for name, _ in IMPORT_OPTIONS + IMPORT_FLAGS}
     fmt = None if args.format == "auto" else args.format
     summary = import_file(db_path(args), args.file, fmt, replace=args.replace, benchmark=args.benchmark, **opts)
     if args.json:
@@ -237,6 +250,8 @@ def register_import(sub, common) -> None:
     p.add_argument("--replace", action="store_true", help="replace the benchmark's results instead of merging")
     for flag, helptext in IMPORT_OPTIONS:
         p.add_argument(flag, default=None, help=helptext)
+    for flag, helptext in IMPORT_FLAGS:
+        p.add_argument(flag, action="store_true", default=None, help=helptext)
     p.set_defaults(func=cmd_import)
 
 

@@ -8,9 +8,7 @@ cross threads), and long work takes ``progress`` and ``cancel`` like the engine 
 from __future__ import annotations
 
 import hashlib
-import json
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
@@ -20,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from benchloupe import __version__
-from benchloupe.engine.common import Cancelled, EngineError, Progress, no_progress
+from benchloupe.engine.common import Cancelled, EngineError
 from benchloupe.engine.families import infer_family, infer_owner
 from benchloupe.engine.simulate import Workspace, demo_workspace
 from benchloupe.store import read, runs
@@ -69,14 +67,17 @@ def fill_families(parsed: ParsedImport) -> ParsedImport:
 
 
 def parse_file(path: str | Path, fmt: str | None = None, **options) -> tuple[str, ParsedImport]:
-    """Parse (and validate) a file without touching any database."""
-    from benchloupe.store.importers.detect import FORMATS, detect_format
+    """Parse (and validate) a file without touching any database; families from names or architectures."""
+    from benchloupe.engine.families import family_from_architecture
+    from benchloupe.store.importers import detect
 
-    fmt = fmt or detect_format(path)
-    if fmt not in FORMATS:
-        raise ImportFormatError(path, "", f"unknown import format {fmt!r}", f"use one of {', '.join(sorted(FORMATS))}")
-    parser = FORMATS[fmt]
-    parsed = parser(path, **{k: v for k, v in options.items() if v is not None})
+    fmt = detect.detect_format(path) if fmt in (None, "auto") else detect.ALIASES.get(fmt, fmt)
+    if fmt not in detect.FORMATS:
+        names = sorted(detect.FORMATS) + sorted(detect.ALIASES)
+        raise ImportFormatError(path, "", f"unknown import format {fmt!r}", f"use one of {', '.join(names)}")
+    options = {k: v for k, v in options.items() if v is not None}
+    options.setdefault("arch_to_family", family_from_architecture)
+    parsed = detect.parse_file(path, fmt, **options)
     return fmt, fill_families(parsed)
 
 

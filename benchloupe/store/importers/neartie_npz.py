@@ -1,0 +1,115 @@
+"""The near-tie verifier's ``.npz`` (issue 2, importer 7; REFERENCE-IMPLEMENTATIONS.md B.8).
+
+Arrays: ``responses`` (items x models, complete 0/1), ``model_id``, ``family``, ``owner`` (per model) and
+``item_group`` (per item), Unicode, not pickled (the file is opened with ``allow_pickle=False``). The
+reference's validation is kept: missing or non-binary responses, blank labels and duplicate model ids are
+rejected. Family and owner come from the file. Item keys are ``item_id`` when the file has that array,
+else ``item_00000`` ... in row order (the reference aligns items by position only).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .base import ImportFormatError, ParsedImport
+from .long import default_benchmark
+from .readers import duplicate_rows
+
+REQUIRED = ("responses", "model_id", "family", "owner", "item_group")
+
+
+def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: object) -> ParsedImport:
+    """Parse a family-dif-audit ``.npz``; the matrix is transposed to models x items."""
+    p = Path(path)
+    if not p.is_file():
+        raise ImportFormatError(p, "", "no such file", "check the path")
+    if p.stat().st_size == 0:
+        raise ImportFormatError(p, "", "the file is empty", "write it with numpy.savez")
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise ImportFormatError(
+            p,
+            "",
+            f"not a readable unpickled .npz ({exc})",
+            "save Unicode arrays with numpy.savez (no object arrays)",
+        ) from None
+    for name in REQUIRED:
+        if name not in arrays:
+            raise ImportFormatError(
+                p,
+                f"array '{name}'",
+                f"missing array '{name}' (has {sorted(arrays)})",
+                f"save the arrays {', '.join(REQUIRED)}",
+            )
+    resp = arrays["responses"]
+    if resp.ndim != 2:
+        raise ImportFormatError(
+            p, "array 'responses'", f"responses has shape {resp.shape}", "save a 2-D items x models array"
+        )
+    n_items, n_models = resp.shape
+    for name, n in (
+        ("model_id", n_models),
+        ("family", n_models),
+        ("owner", n_models),
+        ("item_group", n_items),
+    ):
+        if arrays[name].shape != (n,):
+            raise ImportFormatError(
+                p,
+                f"array '{name}'",
+                f"{name} has shape {arrays[name].shape}, expected ({n},)",
+                "align labels with the responses matrix (items x models)",
+            )
+        labels = [str(x).strip() for x in arrays[name].tolist()]
+        blank = [i for i, x in enumerate(labels) if not x]
+        if blank:
+            raise ImportFormatError(
+                p, f"array '{name}', index {blank[0]}", f"blank {name}", f"give every {name}"
+            )
+    values = resp.astype(np.float64)
+    bad = ~np.isin(values, (0.0, 1.0))
+    if bad.any():
+        i, m = (int(x) for x in np.argwhere(bad)[0])
+        raise ImportFormatError(
+            p,
+            f"responses[{i}, {m}]",
+            f"missing or non-binary response {resp[i, m]!r}",
+            "the near-tie format needs a complete 0/1 matrix",
+        )
+    ids = [str(x).strip() for x in arrays["model_id"].tolist()]
+    item_ids = (
+        [str(x) for x in arrays["item_id"].tolist()]
+        if "item_id" in arrays
+        else [f"item_{i:05d}" for i in range(n_items)]
+    )
+    for name, keys in (("model_id", ids), ("item_id", item_ids)):
+        dup = duplicate_rows(keys)
+        if dup:
+            raise ImportFormatError(
+                p,
+                f"array '{name}', index {dup[1]}",
+                f"duplicate {name} '{keys[dup[1]]}'",
+                f"make {name} unique",
+            )
+    models = pd.DataFrame(
+        {
+            "name": ids,
+            "family": [str(x) for x in arrays["family"].tolist()],
+            "owner": [str(x) for x in arrays["owner"].tolist()],
+        }
+    )
+    items = pd.DataFrame({"key": item_ids, "group": [str(x) for x in arrays["item_group"].tolist()]})
+    return ParsedImport(
+        benchmark=benchmark or default_benchmark(p),
+        kind="static",
+        items=items,
+        models=models,
+        correct=values.T.astype(np.int8),
+        source=f"neartie_npz:{path}",
+    )

@@ -1,0 +1,427 @@
+"""Shared file readers for the importers: bytes -> validated text -> a table with line numbers.
+
+Every failure becomes an :class:`ImportFormatError` whose one-line message names the file, the line/column
+and the fix: missing or empty file, truncated or corrupt gzip (detected by its magic bytes, whatever the
+extension), text that is not UTF-8, a CSV row with the wrong number of fields, a bad or duplicated header,
+JSONL lines that are not JSON objects, a value that is not 0/1 or not a number. Parsers build on
+:class:`Table`, which keeps every cell as read (strings for CSV, JSON values for JSONL) and maps a data row
+back to its physical line, so that an error points at the line a curator opens in an editor.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import re
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .base import ImportFormatError
+
+GZIP_MAGIC = b"\x1f\x8b"
+TRUE_WORDS = {"1", "1.0", "true", "yes"}
+FALSE_WORDS = {"0", "0.0", "false", "no"}
+
+
+def base_suffix(path: str | Path) -> str:
+    """The extension that names the format, ignoring a trailing ``.gz`` (``a.csv.gz`` -> ``.csv``)."""
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return Path(name).suffix
+
+
+def load_bytes(path: str | Path) -> bytes:
+    """The file's bytes, gunzipped when they start with the gzip magic; checked to be non-empty UTF-8.
+
+    A UTF-8 byte-order mark is removed. Raises ImportFormatError for a missing, empty, truncated or
+    corrupt file, or one that is not UTF-8 (with the line and column of the first bad byte).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ImportFormatError(p, "", "no such file", "check the path")
+    raw = p.read_bytes()
+    if raw[:2] == GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise ImportFormatError(
+                p, "", f"truncated or corrupt gzip ({exc})", "re-download or re-compress the file"
+            ) from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    if not raw.strip():
+        raise ImportFormatError(p, "line 1", "the file is empty", "export the data again with a header row")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ImportFormatError(
+            p,
+            f"line {line}, column {col}",
+            f"byte 0x{raw[exc.start]:02x} is not UTF-8",
+            "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+        ) from None
+    return raw
+
+
+def load_text(path: str | Path) -> str:
+    """The file as validated UTF-8 text (see :func:`load_bytes`)."""
+    return load_bytes(path).decode("utf-8")
+
+
+def csv_header(path: str | Path, data: bytes) -> list[str]:
+    """The first CSV record, checked: no blank and no duplicated column names."""
+    first = io.StringIO(data[: data.find(b"\n") + 1 if b"\n" in data else len(data)].decode("utf-8"))
+    header = next(csv.reader(first), [])
+    header = [h.strip() for h in header]
+    if not header or all(not h for h in header):
+        raise ImportFormatError(path, "line 1", "no header row", "put the column names on the first line")
+    for j, name in enumerate(header):
+        if not name and j > 0:
+            raise ImportFormatError(
+                path, f"line 1, column {j + 1}", "blank column name", "give every column a name"
+            )
+    seen: dict[str, int] = {}
+    for j, name in enumerate(header):
+        if name in seen:
+            raise ImportFormatError(
+                path,
+                f"line 1, column {j + 1}",
+                f"duplicate column '{name}' (also column {seen[name] + 1})",
+                "make column names unique",
+            )
+        seen[name] = j
+    return header
+
+
+def csv_row_lines(data: bytes) -> np.ndarray:
+    """Physical start line (1-based) of every CSV data row (blank lines skipped, as pandas does)."""
+    csv.field_size_limit(2**31 - 1)  # few-shot prompts exceed the default 128 KiB field limit
+    reader = csv.reader(io.StringIO(data.decode("utf-8")))
+    starts, start, header_seen = [], 1, False
+    for record in reader:
+        if record:
+            if header_seen:
+                starts.append(start)
+            header_seen = True
+        start = reader.line_num + 1
+    return np.asarray(starts, dtype=np.int64)
+
+
+def csv_line_of_row(data: bytes, row: int) -> int:
+    """Physical line (1-based) where data row ``row`` (0-based, after the header) starts."""
+    lines = csv_row_lines(data)
+    return int(lines[row]) if row < len(lines) else int(lines[-1]) + 1 if len(lines) else 2
+
+
+def parser_error(path: str | Path, exc: Exception) -> ImportFormatError:
+    """Turn a pandas/csv tokenizer error ("Expected 3 fields in line 5, saw 4") into one clear line."""
+    msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    msg = msg.replace("Error tokenizing data. C error: ", "")
+    found = re.search(r"line (\d+)", msg)
+    where = f"line {found.group(1)}" if found else ""
+    return ImportFormatError(
+        path,
+        where,
+        f"malformed CSV: {msg}",
+        "every row needs as many fields as the header; quote fields containing commas",
+    )
+
+
+@dataclass
+class Table:
+    """Cells of a CSV or JSONL file as read, with a way back from a data row to its file line."""
+
+    path: str
+    frame: pd.DataFrame
+    kind: str  # "csv" or "jsonl"
+    data: bytes = b""
+    row_lines: np.ndarray | None = None  # physical line of each data row, when known
+
+    @property
+    def columns(self) -> list[str]:
+        return [str(c) for c in self.frame.columns]
+
+    def line_of(self, row: int) -> int:
+        if self.row_lines is not None:
+            return int(self.row_lines[row])
+        return csv_line_of_row(self.data, row)
+
+    def keep_rows(self, keep: np.ndarray) -> None:
+        """Drop the rows where ``keep`` is False, keeping line numbers right for later errors."""
+        if self.row_lines is None:
+            self.row_lines = csv_row_lines(self.data)
+        self.row_lines = self.row_lines[keep]
+        self.frame = self.frame[keep].reset_index(drop=True)
+
+    def where(self, row: int, column: str | None = None) -> str:
+        loc = f"line {self.line_of(row)}"
+        if column is not None:
+            if self.kind == "csv":
+                loc += f", column {self.columns.index(column) + 1} ({column})"
+            else:
+                loc += f", field '{column}'"
+        return loc
+
+    def error(self, row: int, column: str | None, what: str, fix: str) -> ImportFormatError:
+        return ImportFormatError(self.path, self.where(row, column), what, fix)
+
+    def require(self, column: str, option: str) -> str:
+        """Check that ``column`` exists; the error names the columns there are and the option to change."""
+        if column not in self.frame.columns:
+            have = ", ".join(self.columns[:12]) + (" ..." if len(self.columns) > 12 else "")
+            where = "line 1" if self.kind == "csv" else "line 1, fields"
+            raise ImportFormatError(
+                self.path,
+                where,
+                f"no column '{column}' (columns: {have})",
+                f"name the right column with {option} or rename it in the file",
+            )
+        return column
+
+    def optional(self, column: str | None) -> str | None:
+        return column if column and column in self.frame.columns else None
+
+
+def read_table(path: str | Path, *, fmt: str | None = None) -> Table:
+    """Read a CSV or JSONL file (gzip accepted) into a :class:`Table` of raw cells.
+
+    CSV cells stay strings (no NA guessing: an empty cell is ""), so validation sees exactly what the
+    file says. ``fmt`` forces "csv" or "jsonl"; by default ``.jsonl``/``.json``/``.ndjson`` are JSONL.
+    """
+    path = str(path)
+    data = load_bytes(path)
+    kind = fmt or ("jsonl" if base_suffix(path) in {".jsonl", ".ndjson", ".json"} else "csv")
+    if kind == "jsonl":
+        return _read_jsonl(path, data)
+    header = csv_header(path, data)
+    try:
+        frame = pd.read_csv(
+            io.BytesIO(data),
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            engine="c",
+            header=0,
+            names=header,
+            encoding="utf-8",
+        )
+    except (pd.errors.ParserError, csv.Error, ValueError) as exc:
+        raise parser_error(path, exc) from None
+    if frame.empty:
+        raise ImportFormatError(path, "line 2", "header but no data rows", "export the data rows too")
+    return Table(path, frame, "csv", data=data)
+
+
+def _read_jsonl(path: str, data: bytes) -> Table:
+    records: list[dict] = []
+    lines: list[int] = []
+    for n, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ImportFormatError(
+                path,
+                f"line {n}, column {exc.colno}",
+                f"not JSON ({exc.msg})",
+                "write one JSON object per line",
+            ) from None
+        if not isinstance(obj, dict):
+            raise ImportFormatError(
+                path, f"line {n}", "a JSONL line must be an object {...}", "write one JSON object per line"
+            )
+        records.append(obj)
+        lines.append(n)
+    return Table(path, pd.DataFrame.from_records(records), "jsonl", row_lines=np.asarray(lines))
+
+
+def as_bool(value) -> bool:
+    """An option that may arrive as text from the command line ("true", "1", "yes")."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in TRUE_WORDS
+
+
+def _is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+
+
+def binary_column(table: Table, column: str) -> np.ndarray:
+    """0/1 values of a column as int8; accepts 0/1, 0.0/1.0, true/false, yes/no (any case)."""
+    values = table.frame[column].tolist()
+    out = np.empty(len(values), dtype=np.int8)
+    for i, v in enumerate(values):
+        if isinstance(v, bool):
+            out[i] = int(v)
+            continue
+        if isinstance(v, (int, float)) and not _is_missing(v) and v in (0, 1):
+            out[i] = int(v)
+            continue
+        word = str(v).strip().lower() if v is not None else ""
+        if word in TRUE_WORDS:
+            out[i] = 1
+        elif word in FALSE_WORDS:
+            out[i] = 0
+        elif _is_missing(v) or word in {"", "nan", "na", "null", "none"}:
+            raise table.error(
+                i,
+                column,
+                f"missing value {v!r} in '{column}'",
+                "drop rows without a result (a missing cell is simply an absent row)",
+            )
+        else:
+            raise table.error(
+                i,
+                column,
+                f"non-binary value {v!r} in '{column}'",
+                "use 0/1 (or true/false); for partial credit use successes and trials",
+            )
+    return out
+
+
+def float_column(table: Table, column: str, *, allow_missing: bool = False) -> np.ndarray:
+    """Finite float values of a column (NaN where missing, only if ``allow_missing``)."""
+    values = table.frame[column].tolist()
+    out = np.empty(len(values), dtype=np.float64)
+    for i, v in enumerate(values):
+        if _is_missing(v) or (isinstance(v, str) and v.strip().lower() in {"", "nan", "na", "null", "none"}):
+            if allow_missing:
+                out[i] = np.nan
+                continue
+            raise table.error(
+                i, column, f"missing value {v!r} in '{column}'", "give a number or drop the row"
+            )
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            raise table.error(i, column, f"not a number: {v!r}", "give a number") from None
+        if not math.isfinite(x):
+            raise table.error(i, column, f"not a finite number: {v!r}", "give a finite number")
+        out[i] = x
+    return out
+
+
+def int_column(table: Table, column: str, *, minimum: int = 0) -> np.ndarray:
+    """Whole numbers >= ``minimum`` of a column as int64."""
+    x = float_column(table, column)
+    bad = np.flatnonzero((x != np.round(x)) | (x < minimum))
+    if bad.size:
+        i = int(bad[0])
+        raise table.error(
+            i,
+            column,
+            f"expected a whole number >= {minimum}, got {table.frame[column].iloc[i]!r}",
+            "give counts as whole numbers",
+        )
+    return x.astype(np.int64)
+
+
+def key_column(table: Table, column: str) -> list[str]:
+    """Non-blank string keys of a column (numbers are written without a trailing ``.0``)."""
+    out: list[str] = []
+    for i, v in enumerate(table.frame[column].tolist()):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        s = "" if _is_missing(v) else str(v).strip()
+        if not s:
+            raise table.error(i, column, f"blank '{column}'", f"every row needs a '{column}'")
+        out.append(s)
+    return out
+
+
+def text_column(table: Table, column: str | None) -> list[str | None] | None:
+    """Optional text column: None for blank cells; None when the column is absent."""
+    if column is None:
+        return None
+    return [None if _is_missing(v) else str(v) for v in table.frame[column].tolist()]
+
+
+def duplicate_rows(keys: Iterable) -> tuple[int, int] | None:
+    """(first, second) row index of the first repeated key, or None."""
+    seen: dict = {}
+    for i, k in enumerate(keys):
+        if k in seen:
+            return seen[k], i
+        seen[k] = i
+    return None
+
+
+def read_models_file(path: str | Path) -> dict[str, dict]:
+    """A models side file (CSV): name column (``name``/``model``/``model_id``/``respondent``, the first
+    found) plus optional ``family``, ``owner``, ``arch``/``architecture``; other columns become metadata.
+
+    Returns ``{name: {"family", "owner", "arch", "metadata"}}`` (blank cells are None).
+    """
+    table = read_table(path, fmt="csv")
+    name_col = next(
+        (c for c in ("name", "model", "model_id", "respondent") if c in table.frame.columns), None
+    )
+    if name_col is None:
+        raise ImportFormatError(
+            path,
+            "line 1",
+            "no model-name column (name, model, model_id or respondent)",
+            "add a 'name' column",
+        )
+    names = key_column(table, name_col)
+    dup = duplicate_rows(names)
+    if dup:
+        raise table.error(dup[1], name_col, f"model '{names[dup[1]]}' listed twice", "keep one row per model")
+    arch_col = table.optional("arch") or table.optional("architecture")
+    known = {name_col, "family", "owner", arch_col}
+    extra = [c for c in table.columns if c not in known]
+    rows = table.frame.to_dict("records")
+    out: dict[str, dict] = {}
+    for name, row in zip(names, rows, strict=True):
+        out[name] = {
+            "family": row.get("family") or None,
+            "owner": row.get("owner") or None,
+            "arch": (row.get(arch_col) or None) if arch_col else None,
+            "metadata": {c: row[c] for c in extra},
+        }
+    return out
+
+
+def models_frame(
+    names: list[str],
+    models_file: str | Path | None = None,
+    family: list | None = None,
+    owner: list | None = None,
+    arch_to_family: Callable[[str], str | None] | None = None,
+) -> pd.DataFrame:
+    """The ParsedImport.models frame for ``names`` (in order), enriched from an optional models file.
+
+    Family/owner columns of the data file win over the models file. A models-file ``arch`` column is kept
+    in metadata and, when the caller passes ``arch_to_family`` (the CLI passes
+    ``benchloupe.engine.families.family_from_architecture``; store code may not import engine, DESIGN.md),
+    fills a missing family. Models the file does not list keep family None (inferred later from the name).
+    """
+    fam = list(family) if family is not None else [None] * len(names)
+    own = list(owner) if owner is not None else [None] * len(names)
+    meta: list[dict] = [{} for _ in names]
+    if models_file is not None:
+        side = read_models_file(models_file)
+        for i, name in enumerate(names):
+            row = side.get(name)
+            if row is None:
+                continue
+            meta[i] = dict(row["metadata"])
+            if row["arch"]:
+                meta[i]["arch"] = row["arch"]
+            fam[i] = (
+                fam[i]
+                or row["family"]
+                or (arch_to_family(row["arch"]) if arch_to_family and row["arch"] else None)
+            )
+            own[i] = own[i] or row["owner"]
+    return pd.DataFrame({"name": names, "family": fam, "owner": own, "metadata": meta}, dtype=object)
