@@ -170,9 +170,9 @@ def demo_workspace(seed: int = 20261129, n_models: int = 40) -> Workspace:
     theta[adversarial] = -1.8
     theta -= theta.mean()
 
-    chem = _static(rng, "demo-chem", theta, fams, 320, CHEM_GROUPS, chance=0.25, gap=(0.6, 1.9), dif_sd=0.7,
+    chem = _static(rng, "demo-chem", theta, fams, 320, CHEM_GROUPS, chance=0.25, gap=(-2.2, -0.4), dif_sd=0.7,
                    maker=lambda r, g, j, lvl: _chem_item(r, g, j))
-    math = _static(rng, "demo-math", theta, fams, 240, MATH_GROUPS, chance=None, gap=(-1.6, -0.5), dif_sd=0.5,
+    math = _static(rng, "demo-math", theta, fams, 240, MATH_GROUPS, chance=None, gap=(0.0, 2.0), dif_sd=0.5,
                    maker=_math_item)
     # Contamination (DualEval §4.3): weak models "solve" hard items they should fail.
     weak = np.argsort(theta)[1:9]

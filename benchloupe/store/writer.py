@@ -261,3 +261,57 @@ def write_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
         audit(conn, "import", "benchmark", bid, json.dumps({"format": fmt, "source": parsed.source, **counts,
                                                              "replace": replace}))
     return summary
+
+
+def derive_benchmark(conn: sqlite3.Connection, source: str, name: str, item_ids: list[int], *, reason: str,
+                     detail: dict | None = None) -> int:
+    """A new benchmark holding a subset of *source*'s items with their results (compression, calibration).
+
+    Items are copied with origin "derived" and ``parent_id`` pointing at the source item; the source is not
+    changed. One transaction; audited.
+    """
+    with transaction(conn):
+        src = conn.execute("SELECT id, kind FROM benchmarks WHERE name = ?", (source,)).fetchone()
+        if src is None:
+            raise ValueError(f"no benchmark named {source!r}")
+        if conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (name,)).fetchone():
+            raise ValueError(f"a benchmark named {name!r} already exists; choose another --name")
+        if not item_ids:
+            raise ValueError("the subset is empty; nothing to export")
+        bid = conn.execute("INSERT INTO benchmarks (name, kind, description, metadata) VALUES (?, ?, ?, ?)",
+                           (name, src["kind"], f"{reason} of {source}",
+                            json.dumps({"derived_from": source, "reason": reason, **(detail or {})}))).lastrowid
+        wanted = set(int(i) for i in item_ids)
+        rows = [r for r in conn.execute("SELECT * FROM items WHERE benchmark_id = ? ORDER BY pos", (src["id"],))
+                if r["id"] in wanted]
+        old_pos = np.array([r["pos"] for r in rows], np.int64)
+        new_ids = {}
+        for new_pos, r in enumerate(rows):
+            new_ids[r["id"]] = conn.execute(
+                "INSERT INTO items (benchmark_id, pos, key, text, answer, grp, kind, chance, origin, parent_id, status,"
+                " metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'derived', ?, 'active', ?)",
+                (bid, new_pos, r["key"], r["text"], r["answer"], r["grp"], r["kind"], r["chance"], r["id"],
+                 r["metadata"])).lastrowid
+        conn.execute("INSERT INTO benchmark_models (benchmark_id, model_id, pos) SELECT ?, model_id, pos"
+                     " FROM benchmark_models WHERE benchmark_id = ?", (bid, src["id"]))
+        out = []
+        for r in conn.execute("SELECT * FROM static_results WHERE benchmark_id = ?", (src["id"],)):
+            sel = old_pos[old_pos < r["n"]]
+            def pick(blob, dtype, fill, sel=sel, n=r["n"]):
+                v = np.full(len(old_pos), fill, dtype)
+                if blob is not None:
+                    v[old_pos < n] = np.frombuffer(blob, dtype)[sel]
+                    return v.tobytes()
+                return None
+            out.append((bid, r["model_id"], len(old_pos), pick(r["correct"], np.int8, -1),
+                        pick(r["successes"], np.int32, 0), pick(r["trials"], np.int32, 0)))
+        conn.executemany("INSERT INTO static_results (benchmark_id, model_id, n, correct, successes, trials)"
+                         " VALUES (?, ?, ?, ?, ?, ?)", out)
+        for old, new in new_ids.items():
+            conn.execute("INSERT INTO arena_rewards (item_id, model_id, reward_model, reward) SELECT ?, model_id,"
+                         " reward_model, reward FROM arena_rewards WHERE item_id = ?", (new, old))
+            conn.execute("INSERT INTO preferences (item_id, model_a, model_b, judge, prob_a) SELECT ?, model_a,"
+                         " model_b, judge, prob_a FROM preferences WHERE item_id = ?", (new, old))
+        audit(conn, "benchmark:derive", "benchmark", bid, json.dumps({"source": source, "items": len(rows),
+                                                                       "reason": reason, **(detail or {})}))
+    return int(bid)

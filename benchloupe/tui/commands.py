@@ -364,8 +364,9 @@ def register_db(sub, common) -> None:
 
 def _analysis_commands() -> list:
     from benchloupe.tui.commands_calibration import register_fit
+    from benchloupe.tui.commands_coverage import register_calibrate, register_coverage
 
-    return [register_fit]
+    return [register_fit, register_coverage, register_calibrate]
 
 
 REGISTRY = [register_open, register_demo, register_list, register_show, register_import, register_export, register_db,
