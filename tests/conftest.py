@@ -49,3 +49,6 @@ def demo_db(demo_db_template, tmp_path) -> Path:
     dst = tmp_path / "demo.db"
     shutil.copy(demo_db_template, dst)
     return dst
+
+
+from tests.fake_llm import fake_llm  # noqa: E402,F401  (the local OpenAI-compatible server fixture)

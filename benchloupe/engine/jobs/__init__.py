@@ -232,7 +232,7 @@ def register(analysis: Analysis) -> Analysis:
 
 def _load_analyses() -> None:
     """Import the area modules so they register their analyses (they import this package, hence the delay)."""
-    from . import calibration, coverage  # noqa: F401
+    from . import calibration, coverage, fill  # noqa: F401
 
 
 _load_analyses()

@@ -1,0 +1,237 @@
+"""BenchFill's Rewriter, Judge and Annotator (engine protocols) over OpenAI-compatible endpoints.
+
+Model output is parsed defensively: code fences and prose around JSON are ignored, a truncated JSON reply
+keeps every child object that was complete, and a reply with nothing usable becomes a one-line
+:class:`LLMFailure` (not fatal: the loop records it and goes on) or, for the judge, an invalid verdict.
+Annotation calls for many (child, model, trial) triples run in a thread pool; each endpoint's own semaphore
+bounds its concurrency, and replies are yielded in the caller's thread as they complete.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from benchloupe.engine.benchfill_types import (
+    AnnotationReply,
+    AnnotationRequest,
+    AnswerFormat,
+    ChildDraft,
+    FillItem,
+    GradeReply,
+    LLMFailure,
+    RewriteReply,
+    RewriteRequest,
+    VerdictReply,
+)
+from benchloupe.prompts.client import ChatClient
+from benchloupe.prompts.templates import PromptTemplate, load_template
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
+
+
+# ------------------------------------------------------------------------------------------- parsing
+
+
+def _balanced_objects(text: str) -> Iterator[str]:
+    """Every balanced {...} substring, innermost last, honouring JSON strings and escapes."""
+    stack: list[int] = []
+    in_str = esc = False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            yield text[stack.pop(): i + 1]
+
+
+def parse_json_loose(text: str) -> Any | None:
+    """The first JSON value in the text (fences and prose ignored), or None."""
+    cleaned = _FENCE.sub("", text).strip()
+    decoder = json.JSONDecoder()
+    for start in (i for i, ch in enumerate(cleaned) if ch in "{["):
+        try:
+            return decoder.raw_decode(cleaned[start:])[0]
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def _child_from(obj: Any) -> ChildDraft | None:
+    if not isinstance(obj, dict):
+        return None
+    text = obj.get("question", obj.get("text", obj.get("item")))
+    answer = obj.get("answer", obj.get("reference_answer"))
+    if not isinstance(text, str) or answer is None or isinstance(answer, (dict, list)):
+        return None
+    raw = obj.get("choices", obj.get("options", ()))
+    if isinstance(raw, dict):
+        raw = [raw[k] for k in sorted(raw)]
+    choices = tuple(str(c) for c in raw) if isinstance(raw, list) else ()
+    return ChildDraft(text.strip(), str(answer).strip(), choices)
+
+
+def parse_children(text: str) -> list[ChildDraft]:
+    """Children from a rewriter reply: {"children": [...]}, a bare list, or every complete child object left
+    in a truncated or prose-wrapped reply (whichever reading finds more)."""
+    value = parse_json_loose(text)
+    if isinstance(value, dict):
+        value = value.get("children", value.get("items", [value]))
+    structured = [c for c in map(_child_from, value) if c is not None] if isinstance(value, list) else []
+    salvaged: list[ChildDraft] = []
+    for chunk in _balanced_objects(_FENCE.sub("", text)):
+        try:
+            child = _child_from(json.loads(chunk))
+        except json.JSONDecodeError:
+            continue
+        if child is not None and child not in salvaged:
+            salvaged.append(child)
+    return salvaged if len(salvaged) > len(structured) else structured
+
+
+def _parse_flag(text: str, key: str, yes: str, no: str) -> bool | None:
+    value = parse_json_loose(text)
+    if isinstance(value, dict) and isinstance(value.get(key), bool):
+        return value[key]
+    m = re.search(rf'"?{key}"?\s*[:=]\s*"?(true|false)', text, re.IGNORECASE)
+    if m:
+        return m.group(1).lower() == "true"
+    words = set(re.findall(r"[A-Za-z]+", text.upper()))
+    if (no in words) != (yes in words):
+        return yes in words
+    return None
+
+
+def _snippet(text: str) -> str:
+    return repr(" ".join(text.split())[:80])
+
+
+def _choices_block(choices: Sequence[str]) -> str:
+    return "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
+
+
+# ------------------------------------------------------------------------------------ implementations
+
+
+_FORMAT_RULES = {
+    "short": "Each answer is a short final answer (a number, word or expression), like the parent's.",
+    "choice": "Each item is multiple choice with the same number of options as the parent; give the options "
+              "as a list and the answer as the letter of the correct option.",
+    "free": "Each answer is a complete reference answer in the parent's style.",
+}
+
+
+class LLMRewriter:
+    """Rewriter G of Algorithm 2 over one chat endpoint and the ``rewriter`` template."""
+
+    def __init__(self, client: ChatClient, template: PromptTemplate | None = None):
+        self.client = client
+        self.template = template or load_template("rewriter")
+
+    @staticmethod
+    def _show(item: FillItem) -> str:
+        block = item.text if not item.choices else f"{item.text}\n{_choices_block(item.choices)}"
+        return f"{block}\nAnswer: {item.answer}"
+
+    def rewrite(self, request: RewriteRequest) -> RewriteReply:
+        refs = "\n".join(f"- [{d:.1f}] {self._show(it)}".replace("\n", "\n  ") for it, d in request.references)
+        messages = self.template.render(
+            target=f"{request.target_display:.1f}", parent_difficulty=f"{request.parent_display:.1f}",
+            references=refs or "(none)", parent=self._show(request.parent), n_children=request.n_children,
+            format_rule=_FORMAT_RULES[request.answer_format],
+            choices_field=', "choices": ["...", "..."]' if request.answer_format == "choice" else "")
+        reply = self.client.chat(messages, request.tag)
+        if not reply.text.strip():
+            raise LLMFailure("rewriter returned an empty reply", fatal=False, calls=reply.calls)
+        kids = parse_children(reply.text)
+        if not kids:
+            cut = " (truncated at max_tokens)" if reply.truncated else ""
+            raise LLMFailure(f"rewriter reply had no parseable child items{cut}: {_snippet(reply.text)}",
+                             fatal=False, calls=reply.calls)
+        return RewriteReply(tuple(kids[: request.n_children]), reply.calls)
+
+
+class LLMJudge:
+    """Validity judge J (Algorithm 2 line 13) and grader of free-form answers."""
+
+    def __init__(self, client: ChatClient, judge_template: PromptTemplate | None = None,
+                 grading_template: PromptTemplate | None = None):
+        self.client = client
+        self.judge_template = judge_template or load_template("judge")
+        self.grading_template = grading_template or load_template("grading")
+
+    def verify(self, child: ChildDraft, parent: FillItem, tag: str) -> VerdictReply:
+        messages = self.judge_template.render(question=child.text, choices=_choices_block(child.choices),
+                                              answer=child.answer)
+        reply = self.client.chat(messages, tag)
+        valid = _parse_flag(reply.text, "valid", "VALID", "INVALID")
+        if valid is None:
+            return VerdictReply(False, f"judge reply could not be parsed: {_snippet(reply.text)}", reply.calls)
+        value = parse_json_loose(reply.text)
+        reason = value.get("reason") if isinstance(value, dict) else None
+        return VerdictReply(valid, str(reason or ("valid" if valid else "judged invalid")), reply.calls)
+
+    def grade(self, child: ChildDraft, response: str, tag: str) -> GradeReply:
+        messages = self.grading_template.render(question=child.text, choices=_choices_block(child.choices),
+                                                answer=child.answer, response=response)
+        reply = self.client.chat(messages, tag)
+        return GradeReply(bool(_parse_flag(reply.text, "correct", "CORRECT", "INCORRECT")), reply.calls)
+
+
+_INSTRUCTIONS: Mapping[AnswerFormat, str] = {
+    "short": "Give your final answer on the last line as 'Answer: <answer>'.",
+    "choice": "Give the letter of the correct option on the last line as 'Answer: <letter>'.",
+    "free": "Give your final answer.",
+}
+
+
+class LLMAnnotator:
+    """Annotator models M_j, each on its own endpoint; calls run concurrently, bounded per endpoint."""
+
+    def __init__(self, clients: Mapping[str, ChatClient], template: PromptTemplate | None = None,
+                 max_workers: int = 64):
+        self.clients = dict(clients)
+        self.template = template or load_template("annotate")
+        self.max_workers = max_workers
+
+    def _one(self, request: AnnotationRequest) -> AnnotationReply:
+        client = self.clients[request.model]
+        messages = self.template.render(question=request.child.text,
+                                        choices=_choices_block(request.child.choices),
+                                        instruction=_INSTRUCTIONS[request.answer_format])
+        reply = client.chat(messages, request.tag)
+        return AnnotationReply(request, reply.text, reply.calls)
+
+    def answer_many(self, requests: Sequence[AnnotationRequest]) -> Iterator[AnnotationReply]:
+        missing = sorted({r.model for r in requests} - set(self.clients))
+        if missing:
+            raise LLMFailure(f"no endpoint configured for annotator model(s) {', '.join(missing)}", fatal=True)
+        if not requests:
+            return
+        workers = min(len(requests), self.max_workers,
+                      sum(self.clients[m].concurrency for m in {r.model for r in requests}))
+        pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="annotate")
+        try:
+            pending: set[Future[AnnotationReply]] = {pool.submit(self._one, r) for r in requests}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                failures = [f.exception() for f in done if f.exception() is not None]
+                for future in done:
+                    if future.exception() is None:
+                        yield future.result()
+                if failures:
+                    raise failures[0]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # in-flight calls finish; queued ones never start

@@ -1,0 +1,189 @@
+"""``benchloupe endpoints``, ``benchloupe fill`` and ``benchloupe review`` (BenchFill, paper 003 §4)."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+
+from benchloupe.tui.cli import CliError, db_path
+from benchloupe.tui.cliutil import StderrProgress
+from benchloupe.tui.output import kv, print_json, table
+
+
+def cmd_endpoints(args) -> int:
+    from benchloupe.engine.jobs import fill
+    from benchloupe.store.db import connect
+
+    if args.action == "show":
+        conn = connect(db_path(args))
+        try:
+            eps = fill.get_endpoints(conn)
+        finally:
+            conn.close()
+    else:
+        fields = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
+                  "timeout": args.timeout, "max_retries": args.max_retries, "concurrency": args.concurrency,
+                  "name": args.name, "trials": args.trials}
+        role = args.role if args.action == "set" else "remove-annotator"
+        if args.action == "set" and not args.role:
+            raise CliError("endpoints set needs a role: rewriter, judge or annotator")
+        eps = fill.set_endpoint(db_path(args), role, **fields)
+    if args.json:
+        print_json(eps)
+        return 0
+    for role in ("rewriter", "judge"):
+        e = eps.get(role)
+        print(f"{role:9s} " + ("(not set)" if not e else f"{e.get('model')} at {e.get('base_url') or '(OpenAI default)'}"
+                                                            f", key from ${e.get('api_key_env', 'OPENAI_API_KEY')}"))
+    for a in eps.get("annotators", []):
+        print(f"annotator {a['name']} -> {a['model']} at {a.get('base_url') or '(OpenAI default)'}, "
+              f"{a['trials']} trials")
+    return 0
+
+
+def register_endpoints(sub, common) -> None:
+    p = sub.add_parser("endpoints", help="OpenAI-compatible endpoints of the BenchFill rewriter, judge and annotators",
+                       description="Endpoints are stored in the database (never the key: it is read from the "
+                                   "environment variable named by --api-key-env, default OPENAI_API_KEY).")
+    common(p)
+    p.add_argument("action", choices=["show", "set", "remove"])
+    p.add_argument("role", nargs="?", choices=["rewriter", "judge", "annotator"])
+    p.add_argument("--base-url", help="e.g. http://localhost:8000/v1 (default: OpenAI's)")
+    p.add_argument("--model", help="model name the server knows")
+    p.add_argument("--api-key-env", help="environment variable holding the key (default: OPENAI_API_KEY)")
+    p.add_argument("--name", help="annotator: the benchmark model whose fitted ability it carries")
+    p.add_argument("--trials", type=int, help="annotator: trials K_j per child (default: 4)")
+    p.add_argument("--timeout", type=float, help="seconds per request (default: 60)")
+    p.add_argument("--max-retries", type=int, help="retries on 429/5xx/timeouts (default: 4)")
+    p.add_argument("--concurrency", type=int, help="parallel requests to this endpoint (default: 8)")
+    p.set_defaults(func=cmd_endpoints)
+
+
+def cmd_fill(args) -> int:
+    from benchloupe.engine.jobs import fill
+    from benchloupe.store import fill as fillstore
+    from benchloupe.store.db import connect
+
+    if args.list:
+        conn = connect(db_path(args))
+        try:
+            df = fillstore.sessions(conn, args.benchmark)
+        finally:
+            conn.close()
+        if args.json:
+            print_json(df)
+        else:
+            print(table(df) if len(df) else "no BenchFill sessions")
+        return 0
+    progress = StderrProgress("fill")
+    if args.resume is not None:
+        sid = fill.resume_fill(db_path(args), args.resume, progress=progress)
+    else:
+        if not args.benchmark:
+            raise CliError("fill needs a BENCHMARK (or --resume SESSION / --list)")
+        sid = fill.start_fill(db_path(args), args.benchmark,
+                              fill.FillOptions(gap=args.gap, answer_format=args.answer_format, baseline=args.baseline),
+                              progress=progress)
+    summary = fill.session_summary(db_path(args), sid)
+    if args.json:
+        print_json(summary)
+        return 0
+    events = summary.pop("events")
+    print(kv({k: v for k, v in summary.items() if v is not None}))
+    for e in events:
+        if e["level"] != "info":
+            print(f"{e['level']}: {e['message']}")
+    if summary["state"] == "failed":
+        print(f"session {sid} stopped: {summary['message']}; fix it and `benchloupe fill --resume {sid}`",
+              file=sys.stderr)
+        return 1
+    if summary["pending"]:
+        print(f"\n{summary['pending']} proposals wait for review: `benchloupe review --session {sid}`")
+    return 0
+
+
+def register_fill(sub, common) -> None:
+    p = sub.add_parser("fill", help="BenchFill: rewrite items toward a coverage gap's target difficulty",
+                       description="Paper 003 Algorithm 2 on gap N (1 = largest) of the latest coverage run: R=4 "
+                                   "parents, L=16 references, C=4 children, validity judge, annotation by the "
+                                   "configured annotator models, online calibration, T=8 rounds, tau=0.01. "
+                                   "Every step is written to the database as it happens; --resume continues an "
+                                   "interrupted session. Proposals wait for `benchloupe review`.")
+    common(p)
+    p.add_argument("benchmark", nargs="?")
+    p.add_argument("--gap", type=int, default=1, help="which gap (1 = largest; default: 1)")
+    p.add_argument("--answer-format", default="auto", choices=["auto", "short", "choice", "free"])
+    p.add_argument("--baseline", action="store_true", help="also run the budget-matched best-of-N baseline (E.1)")
+    p.add_argument("--resume", type=int, metavar="SESSION", help="continue a session")
+    p.add_argument("--list", action="store_true", help="list sessions")
+    p.set_defaults(func=cmd_fill)
+
+
+def _diff(parent: str, child: str) -> str:
+    lines = difflib.unified_diff(parent.splitlines(), child.splitlines(), "parent", "proposal", lineterm="", n=2)
+    return "\n".join(lines)
+
+
+def cmd_review(args) -> int:
+    from benchloupe.engine.jobs import fill
+    from benchloupe.store import fill as fillstore
+    from benchloupe.store.db import connect
+
+    conn = connect(db_path(args))
+    try:
+        queue = fillstore.candidates(conn, args.session, state="pending")
+    finally:
+        conn.close()
+    if args.json:
+        print_json(queue.drop(columns=["payload"]))
+        return 0
+    if queue.empty:
+        print("no proposals wait for review")
+        return 0
+    inp = sys.stdin
+    decided = 0
+    for n, c in enumerate(queue.itertuples(), 1):
+        print(f"\n=== proposal {n} of {len(queue)} (candidate {c.id}, session {c.session_id}, round {c.round}) ===")
+        print(f"target z* = {c.target:.3f}   estimated z = {c.difficulty_norm:.3f}   |z - z*| = {c.distance:.3f}")
+        print(f"judge: {c.verdict or 'valid'}")
+        print("--- parent " + (c.parent_key or "") + "\n" + (c.parent_text or "(another proposal)"))
+        print("--- proposal\n" + c.text + f"\n--- answer: {c.answer}")
+        if c.parent_text:
+            print("--- diff\n" + _diff(c.parent_text, c.text))
+        while True:
+            print("[a]ccept  [r]eject  [e]dit then accept  [s]kip  [q]uit > ", end="", flush=True)
+            choice = inp.readline()
+            if not choice:
+                return 0
+            choice = choice.strip().lower()[:1]
+            if choice in ("a", "r", "e"):
+                print("note (optional) > ", end="", flush=True)
+                note = inp.readline().rstrip("\n")
+                edited = None
+                if choice == "e":
+                    print("new text, end with a line holding only '.' >", flush=True)
+                    lines = []
+                    for line in inp:
+                        if line.rstrip("\n") == ".":
+                            break
+                        lines.append(line.rstrip("\n"))
+                    edited = "\n".join(lines)
+                item = fill.decide_candidate(db_path(args), int(c.id), "reject" if choice == "r" else "accept", note,
+                                             edited_text=edited)
+                print(f"accepted as item {item}; coverage recomputed" if item else "rejected")
+                decided += 1
+                break
+            if choice == "s":
+                break
+            if choice == "q":
+                print(f"{decided} decided")
+                return 0
+    print(f"{decided} decided")
+    return 0
+
+
+def register_review(sub, common) -> None:
+    p = sub.add_parser("review", help="accept / reject / edit BenchFill proposals at a plain line prompt")
+    common(p)
+    p.add_argument("--session", type=int, help="only this session's proposals")
+    p.set_defaults(func=cmd_review)
