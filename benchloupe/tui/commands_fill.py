@@ -33,10 +33,10 @@ def cmd_endpoints(args) -> int:
         return 0
     for role in ("rewriter", "judge"):
         e = eps.get(role)
-        print(f"{role:9s} " + ("(not set)" if not e else f"{e.get('model')} at {e.get('base_url') or '(OpenAI default)'}"
+        print(f"{role:9s} " + ("(not set)" if not e else f"{e.get('model')} at {e.get('base_url')}"
                                                             f", key from ${e.get('api_key_env', 'OPENAI_API_KEY')}"))
     for a in eps.get("annotators", []):
-        print(f"annotator {a['name']} -> {a['model']} at {a.get('base_url') or '(OpenAI default)'}, "
+        print(f"annotator {a['name']} -> {a['model']} at {a.get('base_url')}, "
               f"{a['trials']} trials")
     return 0
 
@@ -48,7 +48,7 @@ def register_endpoints(sub, common) -> None:
     common(p)
     p.add_argument("action", choices=["show", "set", "remove"])
     p.add_argument("role", nargs="?", choices=["rewriter", "judge", "annotator"])
-    p.add_argument("--base-url", help="e.g. http://localhost:8000/v1 (default: OpenAI's)")
+    p.add_argument("--base-url", help="e.g. https://api.openai.com/v1 or http://localhost:8000/v1 (required)")
     p.add_argument("--model", help="model name the server knows")
     p.add_argument("--api-key-env", help="environment variable holding the key (default: OPENAI_API_KEY)")
     p.add_argument("--name", help="annotator: the benchmark model whose fitted ability it carries")

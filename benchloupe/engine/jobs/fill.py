@@ -61,6 +61,9 @@ def set_endpoint(db_path, role: str, **fields) -> dict:
     try:
         eps = get_endpoints(conn)
         clean = {k: v for k, v in fields.items() if v is not None and (k in ENDPOINT_FIELDS or k in ("name", "trials"))}
+        if role in ("rewriter", "judge", "annotator") and not clean.get("base_url"):
+            raise EngineError(f"the {role} endpoint needs --base-url (e.g. https://api.openai.com/v1 or "
+                              "http://localhost:8000/v1)")
         if role in ("rewriter", "judge"):
             if not clean.get("model"):
                 raise EngineError(f"the {role} endpoint needs --model (the model name the server knows)")
