@@ -21,17 +21,20 @@ silent:
 - The final diagnostic refit (seed0 + 3) gives the stored item signatures; weights/cells are the last
   round's, not re-derived from the refit.
 - The reference updates families one after another; given the intercepts they are independent, so we update
-  them together (vectorised) with each family stopping at its own convergence, which is the same iteration.
+  them together (vectorised); Newton loops continue only for items whose last step was >= tol (the reference
+  steps all items until the largest step is < tol): the results differ by less than tol.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import scipy.linalg
+from scipy.special import expit
 
 from benchloupe.engine.common import EngineError, check_cancel
 
@@ -217,8 +220,8 @@ class DifFit:
     objective: float  # penalised negative log-likelihood at the solution
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * z))
+def _sigmoid_inplace(z: np.ndarray) -> np.ndarray:
+    return expit(z, out=z)
 
 
 def fit_family_dif(
@@ -234,62 +237,79 @@ def fit_family_dif(
     step_clip: float = 2.0,
     tol: float = 1e-8,
 ) -> DifFit:
-    """Block-coordinate clipped Newton for logit = b_i + o_im + delta_{i,f(m)} (C.4, B.4)."""
-    onehot = np.zeros((codes.size, n_families))
-    onehot[np.arange(codes.size), codes] = 1.0
-    yo = y if obs is None else y * obs
-    count = float(y.shape[1]) if obs is None else obs.sum(axis=1)
-    mean = yo.sum(axis=1) / np.maximum(count, 1)
-    mean_offset = offsets.mean(axis=1) if obs is None else (offsets * obs).sum(axis=1) / np.maximum(count, 1)
-    intercept = np.log(np.clip(mean, P_CLIP, 1 - P_CLIP) / (1 - np.clip(mean, P_CLIP, 1 - P_CLIP))) - mean_offset
-    effects = np.zeros((y.shape[0], n_families))
-    y_by_family = yo @ onehot
+    """Block-coordinate clipped Newton for logit = b_i + o_im + delta_{i,f(m)} (C.4, B.4).
 
-    def probs() -> np.ndarray:
-        prob = _sigmoid(intercept[:, None] + offsets + effects[:, codes])
-        if obs is not None:
-            prob *= obs
+    Items are independent given the offsets, so each Newton loop runs only on the items whose last step was
+    still >= ``tol`` (the reference steps every item until the largest step is below ``tol``; the difference
+    is below ``tol``).  Models are sorted by family once so that family effects add by column blocks.
+    The reference's early stop applies: cycles end once every Newton loop ended below ``tol``.
+    """
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(n_families + 1))
+    blocks = [slice(bounds[f], bounds[f + 1]) for f in range(n_families)]
+    y_s = y[:, order]
+    off_s = offsets[:, order]
+    obs_s = None if obs is None else obs[:, order]
+    yo = y_s if obs_s is None else y_s * obs_s
+    n_items = y.shape[0]
+    count = float(y.shape[1]) if obs_s is None else obs_s.sum(axis=1)
+    mean = yo.sum(axis=1) / np.maximum(count, 1)
+    mean_offset = off_s.mean(axis=1) if obs_s is None else (off_s * obs_s).sum(axis=1) / np.maximum(count, 1)
+    intercept = np.log(np.clip(mean, P_CLIP, 1 - P_CLIP) / (1 - np.clip(mean, P_CLIP, 1 - P_CLIP))) - mean_offset
+    effects = np.zeros((n_items, n_families))
+    y_total = yo.sum(axis=1)
+    y_by_family = np.stack([yo[:, blk].sum(axis=1) for blk in blocks], axis=1)
+
+    def probs(rows: np.ndarray) -> np.ndarray:
+        sel = slice(None) if rows.size == n_items else rows
+        z = off_s[sel] + intercept[sel, None]
+        for f, blk in enumerate(blocks):
+            z[:, blk] += effects[sel, f][:, None]
+        prob = _sigmoid_inplace(z)
+        if obs_s is not None:
+            prob *= obs_s[sel]
         return prob
 
-    last_step = np.inf
-    done = 0
+    def by_family(values: np.ndarray) -> np.ndarray:
+        return np.stack([values[:, blk].sum(axis=1) for blk in blocks], axis=1)
+
+    done, converged = 0, False
     for cycle in range(cycles):
         done = cycle + 1
-        largest = 0.0
+        loops_converged = True
+        rows = np.arange(n_items)
         for _ in range(newton_iters):
-            prob = probs()
-            grad = yo.sum(axis=1) - prob.sum(axis=1)
+            prob = probs(rows)
             hess = (prob * (1 - prob)).sum(axis=1) + 1e-9
-            step = np.clip(grad / hess, -step_clip, step_clip)
-            intercept += step
-            last_step = float(np.abs(step).max())
-            if last_step < tol:
+            step = np.clip((y_total[rows] - prob.sum(axis=1)) / hess, -step_clip, step_clip)
+            intercept[rows] += step
+            rows = rows[np.abs(step) >= tol]
+            if rows.size == 0:
                 break
-        largest = max(largest, last_step)
-        active = np.ones(n_families, dtype=bool)
+        loops_converged &= rows.size == 0
+        rows = np.arange(n_items)
         for _ in range(newton_iters):
-            prob = probs()
-            grad = y_by_family - prob @ onehot - penalty * effects
-            hess = (prob * (1 - prob)) @ onehot + penalty
+            prob = probs(rows)
+            grad = y_by_family[rows] - by_family(prob) - penalty * effects[rows]
+            hess = by_family(prob * (1 - prob)) + penalty
             step = np.clip(grad / hess, -step_clip, step_clip)
-            step[:, ~active] = 0.0
-            effects += step
-            per_family = np.abs(step).max(axis=0)
-            active &= per_family >= tol
-            if not active.any():
+            effects[rows] += step
+            rows = rows[np.abs(step).max(axis=1) >= tol]
+            if rows.size == 0:
                 break
-        largest = max(largest, float(per_family.max()))
+        loops_converged &= rows.size == 0
         centre = effects.mean(axis=1)
         effects -= centre[:, None]
         intercept += centre
-        if largest < tol:
+        if loops_converged:
+            converged = True
             break
-    prob = _sigmoid(intercept[:, None] + offsets + effects[:, codes])
-    loglik = yo * np.log(np.maximum(prob, 1e-300)) + (1 - y) * np.log(np.maximum(1 - prob, 1e-300))
-    if obs is not None:
-        loglik = loglik * obs
+    prob = probs(np.arange(n_items))
+    loglik = yo * np.log(np.maximum(prob, 1e-300)) + (1 - y_s) * np.log(np.maximum(1 - prob, 1e-300))
+    if obs_s is not None:
+        loglik = loglik * obs_s
     objective = float(-loglik.sum() + 0.5 * penalty * (effects**2).sum())
-    return DifFit(intercept, effects, np.ptp(effects, axis=1), done, largest < tol, objective)
+    return DifFit(intercept, effects, np.ptp(effects, axis=1), done, converged, objective)
 
 
 # ----------------------------------------------------------------------------- cells, weights, purification (C.5)
@@ -347,6 +367,7 @@ def purify(
     penalty: float = 1.0,
     cycles: int = 5,
     cancel: threading.Event | None = None,
+    on_round: Callable[[int], None] | None = None,
 ) -> Purification:
     """Three fixed purification rounds from all items, then the final refit on the last anchors (C.5)."""
     selected = np.ones(y.shape[0], dtype=bool)
@@ -355,6 +376,8 @@ def purify(
     log = []
     for r in range(rounds):
         check_cancel(cancel)
+        if on_round is not None:
+            on_round(r)
         offsets = fit_offsets(y, obs, selected, k, seed0 + r)
         fit = fit_family_dif(y, obs, offsets, codes, n_families, penalty=penalty, cycles=cycles)
         cells = difficulty_cells(fit.intercept, item_groups, strata)
@@ -364,6 +387,8 @@ def purify(
                     float(np.median(fit.dif_range[new_selected]))))
         selected = new_selected
     check_cancel(cancel)
+    if on_round is not None:
+        on_round(rounds)
     offsets = fit_offsets(y, obs, selected, k, seed0 + rounds)
     final = fit_family_dif(y, obs, offsets, codes, n_families, penalty=penalty, cycles=cycles)
     table = pd.DataFrame(log, columns=["round", "n_selected", "jaccard_with_previous", "median_dif_all",

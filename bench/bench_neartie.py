@@ -1,0 +1,134 @@
+"""Speed of the family-DIF near-tie audit (paper 002) -> JSON on stdout.
+
+Cases:
+- ``gsm8k``: full primary audit (K grid to 256, 3 purification rounds, 1,000 controls) on metabench GSM8K
+  (5,041 x 249; families from model ids, owners from the id prefix), best of 3 (the machine is shared).
+- ``sim``: the same on a simulated 5,000-model x 14,000-item matrix with 5 families and 57 item groups,
+  one run, peak RSS from ``resource.getrusage`` (run in its own process so the figure is its own).
+- ``real``: metabench ARC, GSM8K, TruthfulQA with families from ids and from the leaderboard ``arch`` column
+  (the Table 1 row of each), for docs/NEARTIE.md.
+
+Usage: ``python bench/bench_neartie.py [gsm8k|sim|real ...]`` (default: gsm8k sim).  BLAS threads follow
+the environment (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``), recorded in the output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
+from benchloupe.engine.neartie import AuditConfig, run_audit
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metabench"
+FILES = {"arc": "arc-2PL-MAP-0.005-seed=1", "gsm8k": "gsm8k-2PL-EAPsum-0.001-seed=1",
+         "truthfulqa": "truthfulqa-2PL-EAPsum-0.01-seed=1"}
+
+
+def load_metabench(name: str, family_source: str = "name"):
+    table = pd.read_csv(DATA / f"{FILES[name]}.responses.csv.gz", index_col=0)
+    ids = table.index.astype(str).tolist()
+    if family_source == "name":
+        families = [infer_family(m) for m in ids]
+    else:
+        with gzip.open(DATA / "open-llm-leaderboard.csv.gz") as fh:
+            arch = pd.read_csv(fh, usecols=["name", "arch"]).drop_duplicates("name").set_index("name")["arch"]
+        families = [family_from_architecture(arch.get(m)) for m in ids]
+    owners = [infer_owner(m) for m in ids]
+    return table.to_numpy(dtype=np.int8), ids, families, owners, [name] * table.shape[1]
+
+
+def simulate(n_models=5000, n_items=14000, n_families=5, n_groups=57, k=8, seed=0):
+    rng = np.random.default_rng(seed)
+    names = ["gemma", "llama", "mistral", "phi", "qwen"][:n_families]
+    ids, fams, owners = [], [], []
+    o = 0
+    while len(ids) < n_models:
+        for f in rng.choice(names, size=rng.integers(1, 3), replace=False):
+            for c in range(rng.integers(1, 7)):
+                ids.append(f"owner{o}/{f}-{c}")
+                fams.append(str(f))
+                owners.append(f"owner{o}")
+        o += 1
+    ids, fams, owners = ids[:n_models], fams[:n_models], owners[:n_models]
+    code = np.searchsorted(names, fams)
+    b = rng.normal(0.3, 1.2, n_items)
+    a = rng.normal(0, 0.6, (n_items, k))
+    a[:, 0] = np.abs(rng.normal(1.0, 0.3, n_items))  # a general factor, so that total scores spread out
+    theta = rng.normal(0, 1, (n_models, k))
+    delta = rng.normal(0, 0.4, (n_items, n_families)) * (rng.random(n_items) < 0.3)[:, None]
+    y = np.empty((n_models, n_items), dtype=np.int8)
+    for start in range(0, n_models, 500):
+        sl = slice(start, start + 500)
+        logits = b + theta[sl] @ a.T + delta[:, code[sl]].T
+        y[sl] = rng.random(logits.shape) < 1 / (1 + np.exp(-logits))
+    groups = [f"subject_{i % n_groups}" for i in range(n_items)]
+    return y, ids, fams, owners, groups
+
+
+def timed(args, repeats: int) -> tuple[list[float], list[float], object]:
+    """Wall and CPU (user + system, this process) seconds of each run."""
+    times, cpu, res = [], [], None
+    for _ in range(repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        res = run_audit(*args, AuditConfig())
+        times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return times, cpu, res
+
+
+def case_gsm8k() -> dict:
+    args = load_metabench("gsm8k")
+    times, cpu, res = timed(args, 3)
+    return {"case": "metabench gsm8k 5041x249 primary audit", "best_s": min(times), "times_s": times,
+            "cpu_s": cpu,
+            "table1": res.table1_row(), "target_s": 3.0}
+
+
+def case_sim() -> dict:
+    args = simulate()
+    times, cpu, res = timed(args, 1)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    return {"case": "simulated 5000x14000, 5 families, 57 groups", "seconds": times[0], "cpu_s": cpu[0],
+            "peak_rss_gb": peak_gb,
+            "table1": res.table1_row(), "target_s": 600, "target_gb": 8}
+
+
+def case_real() -> list[dict]:
+    rows = []
+    for name in FILES:
+        for source in ("name", "arch"):
+            args = load_metabench(name, source)
+            start = time.perf_counter()
+            res = run_audit(*args, AuditConfig())
+            rows.append({"benchmark": name, "families_from": source, "seconds": time.perf_counter() - start,
+                         "models_in": int(sum(f is not None for f in args[2])),
+                         "capped": res.summary["capped_models"], "owners": res.summary["owners"],
+                         "representatives": res.summary["representatives"], **res.table1_row()})
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    cases = argv or ["gsm8k", "sim"]
+    out = {"threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+           "cpus": os.cpu_count()}
+    for case in cases:
+        if case == "sim" and len(cases) > 1:  # own process: its own peak RSS
+            proc = subprocess.run([sys.executable, __file__, "sim"], capture_output=True, text=True, check=True)
+            out["sim"] = json.loads(proc.stdout)["sim"]
+        else:
+            out[case] = {"gsm8k": case_gsm8k, "sim": case_sim, "real": case_real}[case]()
+    print(json.dumps(out, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
