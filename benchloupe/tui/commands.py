@@ -367,7 +367,10 @@ def _analysis_commands() -> list:
     from benchloupe.tui.commands_coverage import register_calibrate, register_coverage
     from benchloupe.tui.commands_fill import register_endpoints, register_fill, register_review
 
-    return [register_fit, register_coverage, register_calibrate, register_endpoints, register_fill, register_review]
+    from benchloupe.tui.commands_audit import register_audit
+
+    return [register_fit, register_audit, register_coverage, register_calibrate, register_endpoints, register_fill,
+            register_review]
 
 
 REGISTRY = [register_open, register_demo, register_list, register_show, register_import, register_export, register_db,

@@ -187,19 +187,16 @@ class RunContext:
         return now
 
     def fail(self, conn, exc: BaseException) -> None:
+        """Bad input (EngineError) leaves no trace: the run row is removed, so the database is as it was.
+        A cancellation or an unexpected failure keeps the row with its status and error for the history."""
         if self.run_id is None:
+            return
+        if isinstance(exc, EngineError):
+            with transaction(conn):
+                conn.execute("DELETE FROM runs WHERE id = ?", (self.run_id,))
             return
         status = "cancelled" if isinstance(exc, Cancelled) else "failed"
         runs.fail_run(conn, self.run_id, status, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-
-
-def run_guarded(ctx: RunContext, conn, body):
-    """Run *body(ctx)*; on any exception record the failure on the run row and re-raise."""
-    try:
-        return body(ctx)
-    except BaseException as exc:
-        ctx.fail(conn, exc)
-        raise
 
 
 # --------------------------------------------------------------------------------------------- registry
@@ -232,7 +229,7 @@ def register(analysis: Analysis) -> Analysis:
 
 def _load_analyses() -> None:
     """Import the area modules so they register their analyses (they import this package, hence the delay)."""
-    from . import calibration, coverage, fill  # noqa: F401
+    from . import audit, calibration, coverage, fill  # noqa: F401
 
 
 _load_analyses()
