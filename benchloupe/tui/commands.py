@@ -363,11 +363,10 @@ def register_db(sub, common) -> None:
 
 
 def _analysis_commands() -> list:
+    from benchloupe.tui.commands_audit import register_audit
     from benchloupe.tui.commands_calibration import register_fit
     from benchloupe.tui.commands_coverage import register_calibrate, register_coverage
     from benchloupe.tui.commands_fill import register_endpoints, register_fill, register_review
-
-    from benchloupe.tui.commands_audit import register_audit
 
     return [register_fit, register_audit, register_coverage, register_calibrate, register_endpoints, register_fill,
             register_review]
