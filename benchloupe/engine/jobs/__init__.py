@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
@@ -185,6 +186,15 @@ class RunContext:
         now = time.perf_counter()
         self.timings[name] = round(now - since, 4)
         return now
+
+    @contextmanager
+    def guard(self, conn) -> Iterator[None]:
+        """Run the body of a started run; any exception is recorded by :meth:`fail` and re-raised."""
+        try:
+            yield
+        except BaseException as exc:
+            self.fail(conn, exc)
+            raise
 
     def fail(self, conn, exc: BaseException) -> None:
         """Bad input (EngineError) leaves no trace: the run row is removed, so the database is as it was.

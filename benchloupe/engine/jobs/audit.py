@@ -97,7 +97,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
         groups = [g if g else "all" for g in sm.items["group"]]
         ctx = RunContext(db_path, "neartie", benchmark, config, config.family_seed)
         ctx.start(conn, fingerprint(sm.correct, np.array(families, dtype=object).astype(str)))
-        try:
+        with ctx.guard(conn):
             res = run_audit(sm.correct.astype(float), sm.models["name"].tolist(), families, owners, groups, config,
                             mask=sm.mask, progress=progress, cancel=cancel)
             ctx.lap("audit_s", t0)
@@ -123,9 +123,6 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             if report:
                 Path(report).write_text(text, encoding="utf-8")
             return ctx.run_id
-        except BaseException as exc:
-            ctx.fail(conn, exc)
-            raise
     finally:
         conn.close()
 

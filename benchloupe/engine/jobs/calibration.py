@@ -100,7 +100,7 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
                                     None if inputs.static is None else inputs.static.mask,
                                     None if inputs.arena is None else inputs.arena.rewards))
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
-        try:
+        with ctx.guard(conn):
             t = time.perf_counter()
             static = inputs.static if config.uses_static else None
             arena_d = inputs.arena if config.uses_arena else None
@@ -135,9 +135,6 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
                                   items=pd.concat(items) if items else None, artifacts=artifacts)
             runs.save_outputs(conn, ctx.run_id, out)
             return ctx.run_id
-        except BaseException as exc:
-            ctx.fail(conn, exc)
-            raise
     finally:
         conn.close()
 
@@ -154,7 +151,7 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
         ctx = RunContext(db_path, method, benchmark, {**config.__dict__, "reward_model": inputs.reward_model}, None,
                          [(inputs.arena_benchmark, "arena")])
         ctx.start(conn, fingerprint(inputs.arena.rewards))
-        try:
+        with ctx.guard(conn):
             progress(0, 1, f"arena baseline {method}")
             jc = joint.JointConfig(mode="arena", tie_pct=config.tie_pct, bb_pct=config.bb_pct,
                                    lambda_reg=config.lambda_reg, variant=config.variant)
@@ -169,9 +166,6 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
             runs.save_outputs(conn, ctx.run_id, out)
             progress(1, 1, "done")
             return ctx.run_id
-        except BaseException as exc:
-            ctx.fail(conn, exc)
-            raise
     finally:
         conn.close()
 

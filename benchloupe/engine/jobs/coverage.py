@@ -105,7 +105,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
         tri = None if sm.trials is None else sm.trials[:, fitted]
         ctx = RunContext(db_path, "coverage", benchmark, config, config.seed)
         ctx.start(conn, fingerprint(y, mask, succ, tri))
-        try:
+        with ctx.guard(conn):
             t = time.perf_counter()
             progress(0, 3, "1PL difficulty fit")
             fit_cfg = OnePLConfig(method=config.method)
@@ -168,9 +168,6 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
                 models=models, items=items, artifacts=artifacts, flags=flags))
             progress(3, 3, "coverage done")
             return ctx.run_id
-        except BaseException as exc:
-            ctx.fail(conn, exc)
-            raise
     finally:
         conn.close()
 
@@ -198,7 +195,7 @@ def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateCo
         ctx = RunContext(db_path, "calibrate", benchmark, {**config.__dict__, "coverage_run": cov, "export": name},
                          None)
         ctx.start(conn, fingerprint(ri["z"].to_numpy()))
-        try:
+        with ctx.guard(conn):
             progress(0, 1, "Algorithm 1: quantile matching")
             plan = coverage.quantile_match(ri["z"].to_numpy(), target, k=config.k or None)
             sweep = coverage.calibration_sweep(ri["z"].to_numpy(), target)
@@ -215,9 +212,6 @@ def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateCo
                                                                 artifacts={"sweep": sweep}))
             progress(1, 1, "done")
             return ctx.run_id
-        except BaseException as exc:
-            ctx.fail(conn, exc)
-            raise
     finally:
         conn.close()
 
