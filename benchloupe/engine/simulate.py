@@ -174,13 +174,13 @@ def demo_workspace(seed: int = 20261129, n_models: int = 40) -> Workspace:
                    maker=lambda r, g, j, lvl: _chem_item(r, g, j))
     math = _static(rng, "demo-math", theta, fams, 240, MATH_GROUPS, chance=None, gap=(0.0, 2.0), dif_sd=0.5,
                    maker=_math_item)
-    # Contamination (DualEval §4.3): weak models "solve" hard items they should fail.
+    # Contamination (DualEval §4.3): weak models "solve" hard short-answer items they should fail.
     weak = np.argsort(theta)[1:9]
-    hard = np.argsort(-chem.b)[:40]
+    hard = np.argsort(-math.b)[:40]
     for k in range(10):
         m, j = int(weak[k % len(weak)]), int(hard[(k * 7) % len(hard)])
-        chem.correct[m, j] = 1
-        chem.contaminated.append((m, j))
+        math.correct[m, j] = 1
+        math.contaminated.append((m, j))
 
     n_prompts = 120
     pb = rng.normal(0, 1.0, n_prompts)

@@ -364,11 +364,17 @@ def register_db(sub, common) -> None:
 
 def _analysis_commands() -> list:
     from benchloupe.tui.commands_audit import register_audit
-    from benchloupe.tui.commands_calibration import register_fit
+    from benchloupe.tui.commands_calibration import (
+        register_anomalies,
+        register_bootstrap,
+        register_compress,
+        register_fit,
+        register_screen,
+    )
     from benchloupe.tui.commands_coverage import register_calibrate, register_coverage
     from benchloupe.tui.commands_fill import register_endpoints, register_fill, register_review
 
-    return [register_fit, register_audit, register_coverage, register_calibrate, register_endpoints, register_fill,
+    return [register_fit, register_compress, register_anomalies, register_screen, register_bootstrap, register_audit, register_coverage, register_calibrate, register_endpoints, register_fill,
             register_review]
 
 

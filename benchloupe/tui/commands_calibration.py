@@ -83,3 +83,72 @@ def register_fit(sub, common) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out splits (default: 0)")
     add_config_args(p, JointConfig, skip=("mode",))
     p.set_defaults(func=cmd_fit)
+
+
+def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
+                  extra=None):
+    def cmd(args) -> int:
+        from benchloupe.engine import jobs
+        from benchloupe.engine.jobs import diagnostics
+
+        cls = getattr(diagnostics, config_attr)
+        cfg = config_from_args(args, cls)
+        kw = {"arena": args.arena} if arena_opt else {}
+        rid = jobs.ANALYSES[name].run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
+        more = extra(args, rid) if extra else None
+        report_run(args, rid, ranking=name == "bootstrap", extra=more)
+        if more and more["unexpected_cells"] and not args.json:
+            import pandas as pd
+
+            print("\nUnexpected cells (largest |residual| first; triage them in the Anomalies screen):")
+            print(table(pd.DataFrame(more["unexpected_cells"]), limit=30))
+        return 0
+
+    def register(sub, common) -> None:
+        from benchloupe.engine.jobs import diagnostics
+
+        p = sub.add_parser(name, help=help_text, description=description)
+        common(p)
+        p.add_argument("benchmark")
+        if arena_opt:
+            p.add_argument("--arena", help="benchmark holding arena rewards for a joint fit")
+        add_config_args(p, getattr(diagnostics, config_attr))
+        p.set_defaults(func=cmd)
+
+    return register
+
+
+def _flag_rows(args, run_id: int):
+    from benchloupe.store import curation
+    from benchloupe.store.db import connect
+
+    conn = connect(db_path(args))
+    try:
+        fl = curation.flags(conn, run_id=run_id, kind="anomaly")
+    finally:
+        conn.close()
+    if fl.empty:
+        return {"unexpected_cells": []}
+    rows = [{"model": r.model, "item": r.item_key, **{k: r.payload[k] for k in ("source", "residual", "expected_p",
+                                                                               "observed")}}
+            for r in fl.itertuples()]
+    return {"unexpected_cells": rows}
+
+
+register_compress = _diag_command(
+    "compress", "CompressConfig", "Fisher-information scores, subset recovery, top-Fisher export, retirement",
+    "Paper 000 §4.2: per-item Fisher information (static a^2 p(1-p) averaged over models; arena trace formula over "
+    "decisive pairs), the subset-recovery experiment (fractions 2.5%%-100%%, five strategies) and, on request, a "
+    "top-Fisher subset exported as a new benchmark and the least informative items retired.")
+register_anomalies = _diag_command(
+    "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
+    "Paper 000 §4.3: standardised static residuals and averaged arena residuals; cells above 3.5 sigma become "
+    "anomaly flags for triage. --protocol yes adds the synthetic contamination experiment (AUROC/AUPRC).",
+    extra=_flag_rows)
+register_screen = _diag_command(
+    "screen", "ScreenConfig", "screen a newly imported model against a frozen clean fit",
+    "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "
+    "parameters and list its unexpected cells.", arena_opt=False, extra=_flag_rows)
+register_bootstrap = _diag_command(
+    "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95% and rank intervals",
+    "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised.")

@@ -36,13 +36,14 @@ def test_demo_workspace_has_the_promised_shape_and_truth(demo_db):
     assert chem.items["group"].nunique() >= 3 and chem.items["text"].str.len().min() > 20
     arena = read.load_arena(conn, "demo-arena")
     assert arena.rewards.shape == (len(ms), 120)
-    cells = read.truth(conn, "demo-chem", "cell")
+    cells = read.truth(conn, "demo-math", "cell")
     assert 5 <= len(cells) <= 20
+    math = read.load_static(conn, "demo-math")
     for key in cells["key"]:  # every injected cell is an observed success
         model, item = key.split("\t")
-        i = chem.models.index[chem.models["name"] == model][0]
-        j = chem.items.index[chem.items["key"] == item][0]
-        assert chem.correct[i, j] == 1
+        i = math.models.index[math.models["name"] == model][0]
+        j = math.items.index[math.items["key"] == item][0]
+        assert math.correct[i, j] == 1
     assert len(read.truth(conn, "demo-chem", "model")) >= 40
     gap = read.truth(conn, "demo-chem", "benchmark").set_index("name")["value"]
     b = read.truth(conn, "demo-chem", "item").query("name == 'b'")["value"].to_numpy()

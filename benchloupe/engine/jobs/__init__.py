@@ -239,7 +239,7 @@ def register(analysis: Analysis) -> Analysis:
 
 def _load_analyses() -> None:
     """Import the area modules so they register their analyses (they import this package, hence the delay)."""
-    from . import audit, calibration, coverage, fill  # noqa: F401
+    from . import audit, calibration, coverage, diagnostics, fill  # noqa: F401
 
 
 _load_analyses()

@@ -1,0 +1,345 @@
+"""DualEval diagnostics as stored runs (paper 000 §4.2, §4.3, Appendix D): Fisher compression with the
+subset-recovery experiment, residual anomaly candidates (and the synthetic contamination protocol), screening a
+newly imported model against a frozen clean fit, and the question-level cluster bootstrap.
+
+Each run fits DualEval first (mode "auto": joint when static results and arena rewards are both present, else
+the one source there is), with the paper's Appendix B settings.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from benchloupe.engine import anomaly, bootstrap, informativeness, joint
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.stats import auprc, auroc
+from benchloupe.store import curation, read, runs
+from benchloupe.store.db import connect
+from benchloupe.store.writer import derive_benchmark
+
+from . import Analysis, RunContext, fingerprint, register
+from .data import JointInputs, load_joint
+
+
+def _mode(inputs: JointInputs, mode: str) -> str:
+    if mode != "auto":
+        return mode
+    if inputs.static is not None and inputs.arena is not None:
+        return "joint"
+    return "static" if inputs.static is not None else "arena"
+
+
+def _fit(inputs: JointInputs, mode: str, progress, cancel) -> tuple[joint.JointConfig, joint.JointResult]:
+    cfg = joint.JointConfig(mode=mode)
+    static = inputs.static if cfg.uses_static else None
+    arena = inputs.arena if cfg.uses_arena else None
+    if static is None and arena is None:
+        raise EngineError(f"mode {mode!r} needs {'static results' if cfg.uses_static else 'arena rewards'}")
+    return cfg, joint.fit_joint(static, arena, cfg, progress=progress, cancel=cancel)
+
+
+def _all_items(inputs: JointInputs, cfg: joint.JointConfig) -> np.ndarray:
+    ids = []
+    if inputs.static_items is not None and cfg.uses_static:
+        ids.append(inputs.static_items["id"].to_numpy())
+    if inputs.arena_items is not None and cfg.uses_arena:
+        ids.append(inputs.arena_items["id"].to_numpy())
+    return np.concatenate(ids) if ids else np.zeros(0, int)
+
+
+def _inputs_roles(inputs: JointInputs) -> list[tuple[str, str]]:
+    return [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
+
+
+# ------------------------------------------------------------------------------------------------ compression
+
+@dataclass(frozen=True)
+class CompressConfig:
+    """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies top Fisher, top
+    sharpness, difficulty-matched, random and random with 2PL+BT refit, 3 seeds for the random ones; abilities
+    refit with item parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the top-Fisher subset
+    as a new benchmark; ``retire_lowest`` > 0 retires that many least informative items."""
+
+    mode: str = "auto"
+    seeds: int = 3
+    recovery: bool = True
+    export_fraction: float = 0.0
+    export_name: str = ""
+    retire_lowest: int = 0
+
+
+def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfig(), *, arena: str | None = None,
+                 progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        inputs = load_joint(conn, benchmark, arena=arena)
+        mode = _mode(inputs, config.mode)
+        if config.export_fraction and not config.export_name:
+            raise EngineError("export_fraction needs export_name, the new benchmark's name")
+        ctx = RunContext(db_path, "compress", benchmark, {**config.__dict__, "mode": mode}, 0, _inputs_roles(inputs))
+        ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
+                                    None if inputs.arena is None else inputs.arena.rewards))
+        with ctx.guard(conn):
+            cfg, res = _fit(inputs, mode, progress, cancel)
+            static = inputs.static if cfg.uses_static else None
+            arena_d = inputs.arena if cfg.uses_arena else None
+            scores = informativeness.fisher_scores(res, static, arena_d, cfg)
+            item_ids = _all_items(inputs, cfg)
+            metrics: dict = {"mode": mode, "n_items": int(len(scores)), "objective": res.objective}
+            artifacts = {}
+            if config.recovery:
+                check_cancel(cancel)
+                table = informativeness.subset_recovery(res, static, arena_d, cfg, seeds=tuple(range(config.seeds)),
+                                                        progress=progress, cancel=cancel)
+                summary = informativeness.summarise_recovery(table)
+                artifacts.update({"recovery": table, "recovery_summary": summary})
+                top10 = summary[(summary["strategy"] == "top_fisher") & np.isclose(summary["fraction"], 0.10)]
+                if len(top10):
+                    metrics["top_fisher_10pct_spearman"] = float(top10["spearman_mean"].iloc[0])
+            if config.export_fraction:
+                keep = informativeness.top_fisher_subset(scores, config.export_fraction)
+                new_id = derive_benchmark(conn, benchmark, config.export_name, [int(i) for i in item_ids[keep]],
+                                          reason="top-Fisher compression",
+                                          detail={"fraction": config.export_fraction, "run": ctx.run_id})
+                metrics.update({"exported_benchmark": config.export_name, "exported_benchmark_id": new_id,
+                                "exported_items": int(len(keep))})
+            if config.retire_lowest:
+                low = informativeness.lowest_information(scores, config.retire_lowest)
+                for i in low:
+                    curation.set_item_status(conn, int(item_ids[i]), "retired",
+                                             f"lowest Fisher information ({scores[i]:.3g}), compress run {ctx.run_id}")
+                metrics["retired_items"] = int(len(low))
+            a = np.concatenate([res.a_static if cfg.uses_static and static is not None else [],
+                                res.a_arena if cfg.uses_arena and arena_d is not None else []])
+            b = np.concatenate([res.b_static if cfg.uses_static and static is not None else [],
+                                res.b_arena if cfg.uses_arena and arena_d is not None else []])
+            items = pd.DataFrame({"item_id": item_ids, "fisher": scores, "difficulty": b, "sharpness": a,
+                                  "fisher_rank": np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1})
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, items=items,
+                models=pd.DataFrame({"model_id": inputs.models["id"], "theta": res.theta}), artifacts=artifacts))
+            return ctx.run_id
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------------------------------------ anomalies
+
+@dataclass(frozen=True)
+class AnomalyConfig:
+    """Residual anomaly detection (paper 000 §4.3, Table 8): cells with |standardised residual| > 3.5 become
+    candidates for triage. ``protocol`` also runs the synthetic contamination protocol (rates 0.5/1/2/5 %,
+    5 seeds, +2.0 reward boost) and reports cell-level AUROC/AUPRC per detector (Appendix K)."""
+
+    mode: str = "auto"
+    threshold: float = 3.5
+    protocol: bool = False
+
+
+def _truth_detection(conn, benchmark: str, inputs: JointInputs, res_static: np.ndarray | None) -> dict:
+    """Where the store holds injected cells (demo workspace): how well |residual| finds them."""
+    t = read.truth(conn, benchmark, "cell")
+    if t.empty or res_static is None:
+        return {}
+    rows = {n: i for i, n in enumerate(inputs.models["name"])}
+    cols = {k: j for j, k in enumerate(inputs.static_items["key"])}
+    labels = np.zeros(res_static.shape, bool)
+    for key in t["key"]:
+        m, item = key.split("\t")
+        if m in rows and item in cols:
+            labels[rows[m], cols[item]] = True
+    ok = inputs.static.mask & np.isfinite(res_static)
+    return {"truth_injected_cells": int(labels.sum()), "truth_auroc": auroc(res_static[ok], labels[ok]),
+            "truth_auprc": auprc(res_static[ok], labels[ok])}
+
+
+def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig(), *, arena: str | None = None,
+                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        inputs = load_joint(conn, benchmark, arena=arena)
+        mode = _mode(inputs, config.mode)
+        ctx = RunContext(db_path, "anomalies", benchmark, {**config.__dict__, "mode": mode}, 0, _inputs_roles(inputs))
+        ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
+                                    None if inputs.arena is None else inputs.arena.rewards))
+        with ctx.guard(conn):
+            cfg, res = _fit(inputs, mode, progress, cancel)
+            static = inputs.static if cfg.uses_static else None
+            arena_d = inputs.arena if cfg.uses_arena else None
+            cands = anomaly.anomaly_candidates(res, static, arena_d, threshold=config.threshold)
+            resid = anomaly.residuals(res, static, arena_d)
+            metrics = {"mode": mode, "threshold": config.threshold, "candidates": int(len(cands)),
+                       "static_candidates": int((cands["source"] == "static").sum()) if len(cands) else 0,
+                       "arena_candidates": int((cands["source"] == "arena").sum()) if len(cands) else 0}
+            metrics.update(_truth_detection(conn, inputs.static_benchmark or benchmark, inputs, resid.static))
+            artifacts = {}
+            if config.protocol:
+                progress(0, 1, "synthetic contamination protocol")
+                tables = []
+                for target, data_ok in (("static", static is not None), ("arena", arena_d is not None)):
+                    if data_ok:
+                        tables.append(anomaly.contamination_experiment(static, arena_d, cfg, target=target,
+                                                                       clean=res, progress=progress, cancel=cancel))
+                proto = pd.concat(tables, ignore_index=True)
+                artifacts["contamination_protocol"] = proto
+                summ = proto.groupby(["target", "detector", "rate"])[["auroc", "auprc"]].mean().reset_index()
+                artifacts["contamination_summary"] = summ
+                metrics["protocol_min_auroc_clean_reference_static"] = float(
+                    summ[(summ["target"] == "static") & (summ["detector"] == "clean_reference")]["auroc"].min()) \
+                    if (summ["target"] == "static").any() else None
+            theta = res.theta
+            flags = []
+            for c in cands.itertuples(index=False):
+                if c.source == "static":
+                    item_id = int(inputs.static_items["id"].iat[c.item_idx])
+                    b, a = float(res.b_static[c.item_idx]), float(res.a_static[c.item_idx])
+                else:
+                    item_id = int(inputs.arena_items["id"].iat[c.item_idx])
+                    b, a = float(res.b_arena[c.item_idx]), float(res.a_arena[c.item_idx])
+                flags.append({"kind": "anomaly", "item_id": item_id, "model_id": int(inputs.models["id"].iat[c.model_idx]),
+                              "score": float(c.residual),
+                              "payload": {"source": c.source, "residual": float(c.residual),
+                                          "expected_p": float(c.expected_p), "observed": float(c.observed),
+                                          "theta": float(theta[c.model_idx]), "b": b, "a": a, "mode": mode}})
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                models=pd.DataFrame({"model_id": inputs.models["id"], "theta": theta}),
+                items=pd.DataFrame({"item_id": inputs.static_items["id"], "difficulty": res.b_static,
+                                    "sharpness": res.a_static}) if static is not None else None,
+                artifacts=artifacts, flags=pd.DataFrame(flags) if flags else None))
+            return ctx.run_id
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------------------------------------ screening
+
+@dataclass(frozen=True)
+class ScreenConfig:
+    """Screen a model's newly imported static results against a frozen clean fit (paper 000 §4.3, operational
+    setting): its ability is fitted with every item frozen at the clean run's parameters, then cells with
+    |residual| > 3.5 are listed. ``run`` = the clean calibration run (0 = the latest static or joint fit)."""
+
+    model: str = ""
+    run: int = 0
+    threshold: float = 3.5
+
+
+def run_screen(db_path, benchmark: str, config: ScreenConfig = ScreenConfig(), *, progress: Progress = no_progress,
+               cancel: threading.Event | None = None, **_) -> int:
+    conn = connect(db_path)
+    try:
+        if not config.model:
+            raise EngineError("screening needs --model, the newly imported model to check")
+        bid = read.benchmark_id(conn, benchmark)
+        clean = config.run or runs.latest_run(conn, bid, ("static", "joint"))
+        if clean is None:
+            raise EngineError(f"no clean static or joint fit of {benchmark!r}; fit one before importing the new "
+                              f"model (`benchloupe fit static {benchmark}`), or pass --run")
+        clean_run = runs.get_run(conn, clean)
+        fitted = set(runs.run_models(conn, clean)["name"])
+        sm = read.load_static(conn, benchmark)
+        rows = np.flatnonzero(sm.models["name"].to_numpy() == config.model)
+        if not rows.size:
+            raise EngineError(f"model {config.model!r} has no static results in {benchmark!r}; import them first")
+        if config.model in fitted:
+            raise EngineError(f"model {config.model!r} was part of clean run {clean}; screening needs a fit without "
+                              "it (the frozen reference must not have seen the new results)")
+        ri = runs.run_items(conn, clean)
+        params = ri.set_index("item_id")
+        known = sm.items["id"].isin(params.index).to_numpy()
+        if not known.any():
+            raise EngineError(f"clean run {clean} has no item parameters for {benchmark!r}")
+        b = params.reindex(sm.items["id"])["difficulty"].to_numpy(float)
+        a = params.reindex(sm.items["id"])["sharpness"].to_numpy(float)
+        frozen = joint.JointResult(config=joint.JointConfig(mode="static"), theta=np.zeros(1), b_static=b,
+                                   k_static=np.log(a), b_arena=np.zeros(0), k_arena=np.zeros(0), gamma=float("nan"),
+                                   objective=float("nan"), iterations=0, converged=True, pairs=None)
+        y, m = sm.correct[rows[0]].astype(float), sm.mask[rows[0]] & known
+        ctx = RunContext(db_path, "screen", benchmark, {**config.__dict__, "run": clean}, None,
+                         [(benchmark, "static")])
+        ctx.start(conn, fingerprint(y, m, b))
+        with ctx.guard(conn):
+            progress(0, 1, f"screening {config.model} against run {clean}")
+            out = anomaly.screen_model(frozen, y, m, threshold=config.threshold)
+            model_id = int(sm.models["id"].iat[rows[0]])
+            flags = [{"kind": "anomaly", "item_id": int(sm.items["id"].iat[int(c.item_idx)]), "model_id": model_id,
+                      "score": float(c.residual),
+                      "payload": {"source": "static", "residual": float(c.residual), "expected_p": float(c.expected_p),
+                                  "observed": float(c.observed), "theta": out.theta, "b": float(b[int(c.item_idx)]),
+                                  "a": float(a[int(c.item_idx)]), "screen": True, "clean_run": clean}}
+                     for c in out.candidates.itertuples(index=False)]
+            metrics = {"model": config.model, "theta": out.theta, "clean_run": clean,
+                       "clean_kind": clean_run["kind"], "observed_cells": int(m.sum()),
+                       "unexpected_cells": len(flags)}
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, models=pd.DataFrame({"model_id": [model_id], "theta": [out.theta]}),
+                flags=pd.DataFrame(flags) if flags else None))
+            progress(1, 1, "done")
+            return ctx.run_id
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------------------------------------ bootstrap
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    """Question-level cluster bootstrap (paper 000 Appendix D): B = 100 replicates resampling items within each
+    source, rewards re-standardised per replicate; per-model SE, 95 % interval and rank interval."""
+
+    mode: str = "auto"
+    B: int = 100
+    seed: int = 0
+
+
+def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapConfig(), *, arena: str | None = None,
+                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        inputs = load_joint(conn, benchmark, arena=arena)
+        mode = _mode(inputs, config.mode)
+        ctx = RunContext(db_path, "bootstrap", benchmark, {**config.__dict__, "mode": mode}, config.seed,
+                         _inputs_roles(inputs))
+        ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
+                                    None if inputs.arena is None else inputs.arena.rewards))
+        with ctx.guard(conn):
+            cfg = joint.JointConfig(mode=mode)
+            res = bootstrap.cluster_bootstrap(inputs.static if cfg.uses_static else None,
+                                              inputs.arena if cfg.uses_arena else None, cfg, B=config.B,
+                                              seed=config.seed, progress=progress, cancel=cancel)
+            models = pd.DataFrame({"model_id": inputs.models["id"], "theta": res.theta, "se": res.se,
+                                   "lo": res.ci_low, "hi": res.ci_high, "rank_lo": res.rank_low,
+                                   "rank_hi": res.rank_high})
+            order = np.argsort(-np.nan_to_num(res.theta, nan=-np.inf), kind="stable")
+            models["rank"] = np.argsort(order) + 1
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics={"mode": mode, "B": res.B, "failed_replicates": res.failed,
+                         "median_se": float(np.nanmedian(res.se))},
+                timings={"total_s": round(time.perf_counter() - t0, 4)}, models=models,
+                artifacts={"replicates": {"thetas": res.thetas}}))
+            return ctx.run_id
+    finally:
+        conn.close()
+
+
+def _runner(fn, cls):
+    return lambda db, bench, config=None, **kw: fn(db, bench, config or cls(), **kw)
+
+
+register(Analysis("compress", "Fisher-information compression and subset recovery (paper 000 §4.2)", "calibration",
+                  CompressConfig, "any", _runner(run_compress, CompressConfig)))
+register(Analysis("anomalies", "Residual anomaly candidates (paper 000 §4.3)", "calibration", AnomalyConfig, "any",
+                  _runner(run_anomalies, AnomalyConfig)))
+register(Analysis("screen", "Screen a new model against a frozen clean fit (§4.3)", "calibration", ScreenConfig,
+                  "static", _runner(run_screen, ScreenConfig)))
+register(Analysis("bootstrap", "Question-level cluster bootstrap (Appendix D)", "calibration", BootstrapConfig, "any",
+                  _runner(run_bootstrap, BootstrapConfig)))
