@@ -11,7 +11,12 @@ import os
 import sys
 from pathlib import Path
 
-from benchloupe import __version__
+# Single-threaded BLAS unless the user says otherwise: on the 2-core machines measured here, multi-threaded
+# OpenBLAS oversubscribed the cores and was slower in every engine benchmark (docs/BENCHMARKS.md). This must
+# run before numpy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from benchloupe import __version__  # noqa: E402
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
