@@ -1,0 +1,230 @@
+"""Residual anomaly detection (paper 000, section 4.3; metrics of Appendix K).
+
+* Static residual ``r = (y - p) / sqrt(p (1 - p) + 1e-6)`` with p clipped to [1e-6, 1 - 1e-6] (A.5).
+* Arena residual of (model i, prompt q): the mean over i's decisive opponents j of ``sigmoid(z_i - z_j) - mu_ijq``.
+* Synthetic contamination (A.5): static candidates are failed cells with the lowest model-accuracy x item-accuracy
+  (pool = 30 % of all observed cells), flipped 0 -> 1; arena candidates are the cells in the bottom 30 % of z,
+  which get z += 2.0 (not re-standardised; pairs and thresholds rebuilt).  ``ceil(rate * N_all)`` injections at
+  rates 0.5/1/2/5 %, seeds 0..4 (arena seeds offset by 104729 as in the reference).
+* Detectors: "clean_reference" scores the contaminated data against a fit on the clean data (the paper's
+  operational setting); "contaminated_fit" refits on the contaminated data.  The score is the signed residual
+  (positive = unexpected success); AUROC (ties halved) and AUPRC (average precision) over all observed cells.
+* Candidates for triage: static cells with |r| above the threshold (3.5, Table 8).  Arena residuals are bounded
+  probabilities, so arena cells are flagged when their residual, divided by the standard deviation of all arena
+  residuals, exceeds the threshold (our choice; the paper gives no arena threshold).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.joint import (
+    ArenaData,
+    JointConfig,
+    JointResult,
+    PairSet,
+    StaticData,
+    build_pairs,
+    fit_abilities,
+    fit_joint,
+    standardise_rewards,
+)
+from benchloupe.engine.stats import auprc, auroc
+
+RATES = (0.005, 0.01, 0.02, 0.05)
+SEEDS = (0, 1, 2, 3, 4)
+ARENA_SEED_OFFSET = 104729
+
+
+def static_residuals(p: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Standardised static residuals (NaN where unobserved)."""
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    r = (y - p) / np.sqrt(p * (1 - p) + 1e-6)
+    return np.where(mask, r, np.nan)
+
+
+def arena_residuals(result: JointResult, pairs: PairSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-cell mean of target - mu over decisive opponents; also the mean mu and mean target (NaN: no opponent)."""
+    n_models, n_prompts = pairs.z.shape
+    P = result.p_arena()
+    dec = pairs.decisive
+    i, j, q = pairs.i[dec], pairs.j[dec], pairs.prompt[dec]
+    mu = expit(result.gamma * (P[i, q] - P[j, q]))
+    t = pairs.target[dec]
+    size = n_models * n_prompts
+    ci, cj = i * n_prompts + q, j * n_prompts + q
+    cnt = np.bincount(ci, minlength=size) + np.bincount(cj, minlength=size)
+
+    def mean(vi, vj):
+        tot = np.bincount(ci, vi, size) + np.bincount(cj, vj, size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(cnt > 0, tot / cnt, np.nan).reshape(n_models, n_prompts)
+
+    return mean(t - mu, mu - t), mean(mu, 1 - mu), mean(t, 1 - t)
+
+
+@dataclass
+class Residuals:
+    """Static residuals (models x items) and arena residuals (models x prompts); None when a source is absent."""
+
+    static: np.ndarray | None
+    arena: np.ndarray | None
+    static_expected: np.ndarray | None = None
+    arena_expected: np.ndarray | None = None
+    arena_observed: np.ndarray | None = None
+
+
+def residuals(result: JointResult, static: StaticData | None, arena: ArenaData | None) -> Residuals:
+    """Section 4.3 residuals of the data under a fit."""
+    out = Residuals(None, None)
+    if static is not None and np.isfinite(result.b_static).any():
+        p = result.p_static()
+        ok = static.mask & np.isfinite(p)
+        out.static = static_residuals(np.nan_to_num(p), static.correct, ok)
+        out.static_expected = p
+    if arena is not None and result.pairs is not None:
+        out.arena, out.arena_expected, out.arena_observed = arena_residuals(result, result.pairs)
+    return out
+
+
+def anomaly_candidates(result: JointResult, static: StaticData | None, arena: ArenaData | None,
+                       threshold: float = 3.5) -> pd.DataFrame:
+    """Cells whose residual exceeds ``threshold`` in absolute value, largest first (see module docstring)."""
+    res = residuals(result, static, arena)
+    frames = []
+    if res.static is not None:
+        m, q = np.nonzero(np.abs(np.nan_to_num(res.static)) > threshold)
+        frames.append(pd.DataFrame({"model_idx": m, "item_idx": q, "source": "static",
+                                    "residual": res.static[m, q], "expected_p": res.static_expected[m, q],
+                                    "observed": static.correct[m, q]}))
+    if res.arena is not None:
+        sd = float(np.nanstd(res.arena)) or 1.0
+        std = res.arena / sd
+        m, q = np.nonzero(np.abs(np.nan_to_num(std)) > threshold)
+        frames.append(pd.DataFrame({"model_idx": m, "item_idx": q, "source": "arena", "residual": std[m, q],
+                                    "expected_p": res.arena_expected[m, q], "observed": res.arena_observed[m, q]}))
+    cols = ["model_idx", "item_idx", "source", "residual", "expected_p", "observed"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(frames, ignore_index=True)
+    return out.reindex(out["residual"].abs().sort_values(ascending=False).index).reset_index(drop=True)[cols]
+
+
+# --------------------------------------------------------------------------------------- contamination protocol
+def static_candidates(static: StaticData, pool_fraction: float = 0.30) -> np.ndarray:
+    """Flat indices of failed cells sorted by model accuracy x item accuracy, first round(pool * N_all)."""
+    m = static.mask
+    y = static.correct
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc_m = np.nan_to_num((y * m).sum(1) / m.sum(1))
+        acc_q = np.nan_to_num((y * m).sum(0) / m.sum(0))
+    fail = np.flatnonzero((m & (y == 0)).ravel())
+    key = (acc_m[:, None] * acc_q[None, :]).ravel()[fail]
+    n_pool = min(len(fail), int(round(pool_fraction * m.sum())))
+    return fail[np.argsort(key, kind="stable")[:n_pool]]
+
+
+def _n_inject(rate: float, n_all: int, n_cand: int) -> int:
+    n = math.ceil(rate * n_all)
+    return min(max(n, 1 if rate > 0 else 0), n_cand)
+
+
+def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
+                             config: JointConfig = JointConfig(), *, target: str = "static", rates=RATES,
+                             seeds=SEEDS, pool_fraction: float = 0.30, boost: float = 2.0,
+                             detectors=("clean_reference", "contaminated_fit"), clean: JointResult | None = None,
+                             progress: Progress = no_progress,
+                             cancel: threading.Event | None = None) -> pd.DataFrame:
+    """Section 4.3 synthetic protocol; one row per (rate, seed, detector) with cell-level AUROC and AUPRC."""
+    if target not in ("static", "arena"):
+        raise EngineError("target must be 'static' or 'arena'")
+    if target == "static" and static is None:
+        raise EngineError("static contamination needs static data")
+    if target == "arena" and arena is None:
+        raise EngineError("arena contamination needs arena data")
+    clean = clean or fit_joint(static, arena, config, cancel=cancel)
+    if target == "static":
+        cand = static_candidates(static, pool_fraction)
+        n_all = int(static.mask.sum())
+    else:
+        z = standardise_rewards(arena.rewards)
+        obs = np.flatnonzero(np.isfinite(z).ravel())
+        zo = z.ravel()[obs]
+        cand = obs[zo <= np.quantile(zo, pool_fraction)]
+        n_all = len(obs)
+    if len(cand) == 0:
+        raise EngineError("no candidate cells for injection (no failures / rewards); nothing to contaminate")
+    rows = []
+    jobs = [(r, s) for r in rates for s in seeds]
+    for done, (rate, seed) in enumerate(jobs):
+        check_cancel(cancel)
+        progress(done, len(jobs), f"contamination {target} rate {rate:.1%} seed {seed}")
+        n_inj = _n_inject(rate, n_all, len(cand))
+        rng = np.random.default_rng(seed if target == "static" else seed + ARENA_SEED_OFFSET)
+        inj = rng.choice(cand, n_inj, replace=False)
+        for det in detectors:
+            if target == "static":
+                y = static.correct.copy().ravel()
+                y[inj] = 1.0
+                data = StaticData(y.reshape(static.shape), static.mask, static.item_source)
+                fit = clean if det == "clean_reference" else fit_joint(data, arena, config, cancel=cancel)
+                score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask).ravel()
+                cells = np.flatnonzero(static.mask.ravel())
+            else:
+                zc = z.copy().ravel()
+                zc[inj] += boost
+                zc = zc.reshape(z.shape)
+                pairs = build_pairs(arena, config, z=zc)
+                if det == "clean_reference":
+                    fit = replace(clean, pairs=pairs)
+                else:
+                    fit = fit_joint(static, arena, config, pairs=pairs, cancel=cancel)
+                score = np.nan_to_num(arena_residuals(fit, pairs)[0]).ravel()
+                cells = obs
+            labels = np.zeros(score.size, bool)
+            labels[inj] = True
+            rows.append({"target": target, "rate": rate, "seed": seed, "detector": det, "n_injected": n_inj,
+                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells])})
+    progress(len(jobs), len(jobs), "contamination experiment done")
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------- screening
+@dataclass
+class ScreenResult:
+    """A new model's ability under frozen items and its unexpected cells (``item_idx``, residual, expected_p,
+    observed), largest |residual| first."""
+
+    theta: float
+    residuals: np.ndarray
+    candidates: pd.DataFrame
+
+
+def screen_model(frozen: JointResult, new_correct: np.ndarray, new_mask: np.ndarray, *,
+                 threshold: float = 3.5) -> ScreenResult:
+    """Screen newly imported static results of one model against a frozen clean fit (section 4.3, operational
+    setting): fit its ability with every item frozen, then flag cells with |standardised residual| > threshold."""
+    y = np.asarray(new_correct, float).reshape(1, -1)
+    m = np.asarray(new_mask, bool).reshape(1, -1)
+    if y.shape[1] != len(frozen.b_static):
+        raise EngineError(f"the new row has {y.shape[1]} items but the frozen fit has {len(frozen.b_static)}")
+    m = m & np.isfinite(frozen.b_static)[None, :]
+    if not m.any():
+        raise EngineError("the new model has no observed cells on items of the frozen fit")
+    data = StaticData(np.where(m, y, 0.0), m)
+    cfg = replace(frozen.config, mode="static")
+    theta = float(fit_abilities(data, None, frozen, cfg)[0])
+    p = expit(frozen.a_static * (theta - frozen.b_static))
+    r = static_residuals(np.nan_to_num(p), data.correct[0], m[0])
+    flag = np.flatnonzero(np.abs(np.nan_to_num(r)) > threshold)
+    flag = flag[np.argsort(-np.abs(r[flag]), kind="stable")]
+    cand = pd.DataFrame({"item_idx": flag, "residual": r[flag], "expected_p": p[flag],
+                         "observed": data.correct[0, flag]})
+    return ScreenResult(theta, r, cand)
