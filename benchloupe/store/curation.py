@@ -62,3 +62,42 @@ def put_setting(conn: sqlite3.Connection, key: str, value) -> None:
 
 def audit_log(conn: sqlite3.Connection, limit: int = 200) -> pd.DataFrame:
     return pd.read_sql_query("SELECT * FROM audit_log ORDER BY id DESC LIMIT ?", conn, params=[limit])
+
+
+MODEL_REFS = (("benchmark_models", "model_id"), ("static_results", "model_id"), ("arena_rewards", "model_id"),
+              ("preferences", "model_a"), ("preferences", "model_b"), ("run_models", "model_id"),
+              ("flags", "model_id"), ("flags", "model_b_id"), ("model_aliases", "model_id"))
+
+
+def alias_model(conn: sqlite3.Connection, model: str, alias: str, note: str = "") -> dict:
+    """Record that *alias* names *model* (the same system under another name in another source).
+
+    When *alias* is already a separate model (imported from another file), its results are merged into *model*
+    and the alias row is removed; refused when both hold results in the same benchmark. Audited.
+    """
+    with transaction(conn):
+        row = conn.execute("SELECT id FROM models WHERE name = ?", (model,)).fetchone()
+        if row is None:
+            raise StoreError(f"no model named {model!r}; `benchloupe show BENCHMARK` lists a benchmark's models")
+        mid = int(row[0])
+        other = conn.execute("SELECT id FROM models WHERE name = ?", (alias,)).fetchone()
+        merged = False
+        if other is not None and int(other[0]) != mid:
+            oid = int(other[0])
+            shared = conn.execute(
+                "SELECT b.name FROM benchmark_models x JOIN benchmark_models y ON x.benchmark_id = y.benchmark_id"
+                " JOIN benchmarks b ON b.id = x.benchmark_id WHERE x.model_id = ? AND y.model_id = ?",
+                (mid, oid)).fetchone()
+            if shared is not None:
+                raise StoreError(f"{model!r} and {alias!r} both have results in benchmark {shared[0]!r}; they are "
+                                 "different systems there, so they cannot be merged")
+            for table, col in MODEL_REFS:
+                conn.execute(f"UPDATE {table} SET {col} = ? WHERE {col} = ?", (mid, oid))
+            conn.execute("DELETE FROM models WHERE id = ?", (oid,))
+            merged = True
+        owner = conn.execute("SELECT model_id FROM model_aliases WHERE alias = ?", (alias,)).fetchone()
+        if owner is not None and int(owner[0]) != mid:
+            raise StoreError(f"alias {alias!r} already names another model; remove it first")
+        conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)", (alias, mid))
+        audit(conn, "model:alias", "model", mid, json.dumps({"alias": alias, "merged": merged}), note)
+    return {"model": model, "alias": alias, "merged": merged}

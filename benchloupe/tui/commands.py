@@ -380,3 +380,30 @@ def _analysis_commands() -> list:
 
 REGISTRY = [register_open, register_demo, register_list, register_show, register_import, register_export, register_db,
             *_analysis_commands()]
+
+
+def cmd_alias(args) -> int:
+    from benchloupe.store.curation import alias_model
+
+    conn = _connect(args)
+    try:
+        out = [alias_model(conn, args.model, a) for a in args.aliases]
+    finally:
+        conn.close()
+    if args.json:
+        print_json(out)
+    else:
+        for o in out:
+            print(f"{o['alias']} -> {o['model']}" + (" (merged the separately imported model)" if o["merged"] else ""))
+    return 0
+
+
+def register_alias(sub, common) -> None:
+    p = sub.add_parser("alias", help="link names of the same model across sources (merges a separately imported one)")
+    common(p)
+    p.add_argument("model", help="the model's name in the store")
+    p.add_argument("aliases", nargs="+", help="other names of the same model (e.g. in an arena set)")
+    p.set_defaults(func=cmd_alias)
+
+
+REGISTRY.append(register_alias)
