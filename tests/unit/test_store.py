@@ -168,3 +168,24 @@ def test_retire_and_restore_items_are_audited(tmp_path):
     curation.set_item_status(conn, item_id, "active")
     assert read.load_static(conn, "b").shape == (4, 6)
     assert curation.audit_log(conn)["action"].tolist()[:2] == ["item:restore", "item:retire"]
+
+
+def test_alias_merges_a_separately_imported_model(tmp_path):
+    conn = connect(tmp_path / "x.db")
+    write_import(conn, _parsed("static-b", models=["gpt-4", "claude2", "m3", "m4"]), fmt="test")
+    rewards = pd.DataFrame({"model": ["gpt4_0613", "other"], "item": ["p1", "p1"], "reward": [1.0, 0.0]})
+    write_import(conn, ParsedImport("arena-b", "arena", pd.DataFrame({"key": ["p1"]}),
+                                    pd.DataFrame({"name": ["gpt4_0613", "other"]}), rewards=rewards), fmt="test")
+    out = curation.alias_model(conn, "gpt-4", "gpt4_0613")
+    assert out["merged"]
+    am = read.load_arena(conn, "arena-b")
+    assert "gpt-4" in set(am.models["name"]) and "gpt4_0613" not in set(am.models["name"])
+    assert conn.execute("SELECT count(*) FROM models WHERE name = 'gpt4_0613'").fetchone()[0] == 0
+    # a later import under the alias lands on the same model
+    write_import(conn, ParsedImport("arena-b", "arena", pd.DataFrame({"key": ["p2"]}),
+                                    pd.DataFrame({"name": ["gpt4_0613"]}),
+                                    rewards=pd.DataFrame({"model": ["gpt4_0613"], "item": ["p2"], "reward": [0.5]})),
+                 fmt="test")
+    assert read.load_arena(conn, "arena-b").models["name"].tolist().count("gpt-4") == 1
+    with pytest.raises(StoreError, match="both have results in benchmark 'static-b'"):
+        curation.alias_model(conn, "gpt-4", "claude2")
