@@ -9,6 +9,7 @@ A failing worker never takes the app down: its error is shown in one line and th
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from benchloupe.tui.palette import WorkbenchCommands
 from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
 
+WARM_UP_DELAY = 1.0
 JobFn = Callable[[Callable[[float, float, str], None], threading.Event], object]
 
 
@@ -65,6 +67,17 @@ class BenchloupeApp(App[int]):
         self.job = JobState()
         self._cancel = threading.Event()
         self._on_done: Callable[[object], None] | None = None
+        self._warming = False
+
+    # ------------------------------------------------------------------ start-up
+    def warm_up(self, delay: float = WARM_UP_DELAY) -> None:
+        """Import the engine (torch, the analyses registry) in a thread *delay* seconds after the first screen
+        is up, so the Runs screen, the palette and the first fit do not pay for it while the curator waits,
+        and the first paint does not compete with it."""
+        if "benchloupe.engine.jobs" not in sys.modules and not self._warming:
+            self._warming = True
+            self.set_timer(delay, lambda: self.run_worker(_import_engine, thread=True, group="warm-up",
+                                                          exit_on_error=False))
 
     # ------------------------------------------------------------------ navigation
     def action_go(self, mode: str) -> None:
@@ -75,17 +88,24 @@ class BenchloupeApp(App[int]):
         self.benchmark = name
         self.switch_mode(mode)
 
+    async def action_quit(self) -> None:
+        """Quit; a running job is asked to stop first (its run is recorded as cancelled)."""
+        if self.job.running:
+            self._cancel.set()
+        self.exit()
+
     def action_help(self) -> None:
         from benchloupe.tui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def data_changed(self) -> None:
-        """The store changed (an import, a run, a decision): visible screens reload when next shown."""
+    def data_changed(self, *, reload_current: bool = True) -> None:
+        """The store changed (an import, a run, a decision): screens reload when next shown, the current one
+        now when *reload_current* (a triage decision keeps the queue where it is)."""
         self.data_version += 1
         reload = getattr(self.screen, "reload", None)
-        if reload is not None:
+        if reload is not None and reload_current:
             reload()
 
     # ------------------------------------------------------------------ errors
@@ -164,6 +184,10 @@ class BenchloupeApp(App[int]):
             self.data_changed()
             self.report_error(error, self.job.title)
         self._show_job()
+
+
+def _import_engine() -> None:
+    import benchloupe.engine.jobs  # noqa: F401 - imported for its side effect: a warm module cache
 
 
 def _describe(result: object) -> str:

@@ -8,6 +8,8 @@ after the open benchmark or the store changed (``app.data_version``).
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -24,6 +26,8 @@ TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "
         ("5", "Anomalies", "anomalies"), ("6", "Reversals", "reversals"), ("7", "Coverage", "coverage"),
         ("8", "Fill", "benchfill"))
 
+SHORT = {"Anomalies": "Anom", "Reversals": "Rev", "Coverage": "Cov"}
+
 
 class TopBar(Static):
     """One line: the screens with their keys (current one highlighted) and the open benchmark."""
@@ -35,9 +39,14 @@ class TopBar(Static):
     def on_mount(self) -> None:
         self.refresh_bar()
 
+    def on_resize(self) -> None:
+        self.refresh_bar()
+
     def refresh_bar(self) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
+        wide = self.size.width >= 100
         for key, label, mode in TABS:
+            label = label if wide else SHORT.get(label, label)
             if mode == self.mode:
                 text.append(f" {key} {label} ", style="reverse bold")
             else:
@@ -53,6 +62,7 @@ class BenchScreen(Screen):
     """Base screen: tab line, body (``compose_body``), job line, footer; data loaded by ``fetch``/``show``."""
 
     MODE: ClassVar[str] = ""
+    AUTO_FOCUS = "FrameTable"
     NEEDS_BENCHMARK: ClassVar[bool] = True
 
     class Loaded(Message):
@@ -63,12 +73,13 @@ class BenchScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self._token: tuple | None = None
+        self.shown_token: tuple | None = None
 
     def compose(self) -> ComposeResult:
         yield TopBar(self.MODE)
         yield from self.compose_body()
         yield JobBar()
-        yield Footer()
+        yield Footer(compact=True)
 
     def compose_body(self) -> ComposeResult:
         yield from ()
@@ -77,15 +88,19 @@ class BenchScreen(Screen):
     def on_screen_resume(self) -> None:
         self.query_one(TopBar).refresh_bar()
         self.query_one(JobBar).show_state(self.app.job)
-        token = (self.app.benchmark, self.app.data_version)
-        if token != self._token:
+        if self.current_token() != self._token:
             self.reload()
+
+    def current_token(self) -> tuple:
+        """What the screen's data depends on: the open benchmark (when it needs one) and the store version."""
+        return (self.app.benchmark if self.NEEDS_BENCHMARK else None, self.app.data_version)
 
     def reload(self) -> None:
         """Read again from the store (in a worker)."""
-        self._token = (self.app.benchmark, self.app.data_version)
+        self._token = self.current_token()
         if self.NEEDS_BENCHMARK and not self.app.benchmark:
             self.show_no_benchmark()
+            self.shown_token = self._token
             return
         self.loading_started()
         self._load(self._token)
@@ -104,6 +119,12 @@ class BenchScreen(Screen):
     def on_bench_screen_loaded(self, message: BenchScreen.Loaded) -> None:
         if message.token == self._token:
             self.show(message.data)
+            self.shown_token = message.token
+
+    def on_written(self, message: Written) -> None:
+        if message.message:
+            self.notify(message.message, markup=False)
+        self.app.data_changed(reload_current=message.reload)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
@@ -127,3 +148,33 @@ class BenchScreen(Screen):
     def show_no_benchmark(self) -> None:
         """Called instead of fetch when no benchmark is open."""
         self.notify("no benchmark open: press 1 and choose one", markup=False)
+
+
+_WRITE_LOCK = threading.Lock()
+
+
+class Written(Message):
+    """A store write finished; ``message`` is shown when not empty."""
+
+    def __init__(self, message: str, reload: bool) -> None:
+        super().__init__()
+        self.message, self.reload = message, reload
+
+
+def store_write(screen: Screen, fn: Callable[[sqlite3.Connection], object], message: str = "", *,
+                reload: bool = True) -> None:
+    """Run ``fn(conn)`` in a thread worker on *screen* with its own connection, one write at a time; then
+    tell the app the store changed (reloading the current screen when *reload*)."""
+
+    def write() -> None:
+        from benchloupe.store.db import connect
+
+        with _WRITE_LOCK:
+            conn = connect(screen.app.db_path)
+            try:
+                fn(conn)
+            finally:
+                conn.close()
+        screen.post_message(Written(message, reload))
+
+    screen.run_worker(write, thread=True, group="write", exit_on_error=False)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
@@ -19,6 +19,7 @@ class PromptDialog(ModalScreen[str | None]):
     """Ask for one value. Enter submits when *validate* returns None, otherwise its message shows in one line;
     escape cancels (returns None)."""
 
+    AUTO_FOCUS = "Input"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
     def __init__(self, title: str, *, value: str = "", placeholder: str = "", help: str = "",
@@ -63,6 +64,7 @@ class Field:
 class FormDialog(ModalScreen[dict | None]):
     """A form of text fields; ctrl+s or enter on the last field submits, escape cancels."""
 
+    AUTO_FOCUS = "Input"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="form.cancel"),
                 Binding("ctrl+s", "submit", "Start", id="form.submit", priority=True)]
 
@@ -75,10 +77,12 @@ class FormDialog(ModalScreen[dict | None]):
             yield Label(Text(self.title_text, style="bold"))
             if self.note:
                 yield Static(Text(self.note, style="dim"))
-            with VerticalScroll(id="form-fields"):
+            with VerticalScroll(id="form-fields", can_focus=False):
                 for f in self.fields:
-                    yield Label(Text(f.label + (f"  ({f.help})" if f.help else ""), style="dim"))
-                    yield Input(value=f.value, id=f"field-{f.name}", classes="form-input")
+                    with Horizontal(classes="form-row"):
+                        yield Label(Text(f.label), classes="form-label")
+                        yield Input(value=f.value, placeholder=f.help, id=f"field-{f.name}", classes="form-input",
+                                    tooltip=f.help or None)
             yield Static("", id="dialog-error", classes="error-line", markup=False)
             yield Static(Text("tab: next field   enter/ctrl+s: start   escape: cancel", style="dim"))
 

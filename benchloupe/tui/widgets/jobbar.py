@@ -27,7 +27,7 @@ class JobBar(Horizontal):
     """One line: ``title · stage`` and a bar while running; ``title: outcome`` afterwards."""
 
     DEFAULT_CSS = """
-    JobBar { height: 1; dock: bottom; background: $boost; }
+    JobBar { height: 1; background: $boost; }
     JobBar > #job-label { width: 1fr; height: 1; }
     JobBar > ProgressBar { width: 34; height: 1; }
     JobBar.-idle > ProgressBar { display: none; }

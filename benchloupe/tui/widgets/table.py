@@ -43,9 +43,10 @@ def fmt_int(v) -> str:
 
 
 def fmt_str(v) -> str:
+    """Text on one line (newlines and runs of spaces collapsed; long text cut at 300 characters)."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return ""
-    return " ".join(str(v).split())
+    return " ".join(str(v)[:300].split())
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class Column:
 
 
 def _cell(text: str, width: int, right: bool) -> str:
+    if text.isascii():  # one cell per character: plain string operations
+        if len(text) >= width:
+            return text[:width]
+        return text.rjust(width) if right else text.ljust(width)
     n = cell_len(text)
     if right and n < width:
         return " " * (width - n) + text
@@ -97,8 +102,8 @@ class FrameTable(ScrollView, can_focus=True):
         Binding("up,k", "move(-1)", "Up", show=False),
         Binding("pagedown,space", "page(1)", "Page down", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("home,g", "edge(0)", "First", show=False),
-        Binding("end,G", "edge(1)", "Last", show=False),
+        Binding("home", "edge(0)", "First", show=False),
+        Binding("end", "edge(1)", "Last", show=False),
         Binding("left", "scroll_left", "Left", show=False),
         Binding("right", "scroll_right", "Right", show=False),
         Binding("enter", "select", "Open", id="table.select"),
@@ -221,6 +226,11 @@ class FrameTable(ScrollView, can_focus=True):
     def action_select(self) -> None:
         if self.row is not None:
             self.post_message(self.Selected(self, self.row))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "sort":
+            return self.sortable
+        return True
 
     def action_sort(self, direction: int) -> None:
         """s: sort by the next column (ascending); S: flip the direction of the current sort."""

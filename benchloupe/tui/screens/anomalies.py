@@ -1,0 +1,78 @@
+"""Anomalies: step through anomaly candidates (a model's unexpected answer on an item) with the expected
+probability, the observed outcome, the residual, and the model's and the item's context."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+from rich.text import Text
+
+from benchloupe.tui.screens.queue import FlagQueueScreen, count, fmt_value, item_text, payload_rest
+
+OUTCOME = {1: "1 (right)", 0: "0 (wrong)"}
+
+
+class AnomaliesScreen(FlagQueueScreen):
+    MODE = "anomalies"
+    KIND = "anomaly"
+    NOUN = "Anomaly"
+    PLURAL = "anomalies"
+
+    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
+        from benchloupe.store import views
+
+        models = views.model_table(conn, benchmark).set_index("id")
+        items = views.item_table(conn, benchmark).set_index("id")
+        return {"models": models, "items": items,
+                "per_model": flags["model_id"].value_counts().to_dict() if len(flags) else {},
+                "per_item": flags["item_id"].value_counts().to_dict() if len(flags) else {}}
+
+    def render_flag(self, row: pd.Series) -> Text:
+        p = row["payload"]
+        ctx = self.context
+        text = Text()
+        text.append("Model ", style="bold")
+        text.append(str(row["model"]), style="bold cyan")
+        models = ctx.get("models")
+        if models is not None and row["model_id"] in models.index:
+            m = models.loc[row["model_id"]]
+            text.append(f"  {m['family'] or '-'} · {m['owner'] or '-'}")
+            theta, rank = _ability(m)
+            if theta is not None:
+                text.append(f" · θ {theta:+.2f} (rank {rank} of {len(models)})")
+        text.append(f" · {count(ctx.get('per_model', {}).get(row['model_id'], 0), 'flag')} on this model\n",
+                    style="dim")
+        text.append("Item  ", style="bold")
+        text.append(str(row["item_key"]), style="bold cyan")
+        items = ctx.get("items")
+        if items is not None and row["item_id"] in items.index:
+            it = items.loc[row["item_id"]]
+            text.append(f"  group {it['group'] or '-'} · difficulty {fmt_value(it['difficulty'], signed=True)}"
+                        f" · pass rate {fmt_value(it['pass_rate'])}")
+        text.append(f" · {count(ctx.get('per_item', {}).get(row['item_id'], 0), 'flag')} on this item\n",
+                    style="dim")
+        text.append("expected P(correct) ")
+        text.append(fmt_value(p.get("expected_p"), 3), style="bold")
+        text.append(" · observed ")
+        obs = p.get("observed")
+        text.append(OUTCOME.get(obs, fmt_value(obs)) if isinstance(obs, int) else fmt_value(obs), style="bold")
+        text.append(" · residual ")
+        text.append(fmt_value(p.get("residual"), 2, signed=True), style="bold")
+        if p.get("source") is not None:
+            text.append(f" · source {p['source']}")
+        text.append("\n")
+        text.append_text(payload_rest(p, {"expected_p", "observed", "residual", "source"}))
+        text.append("\nText\n", style="bold underline")
+        text.append_text(item_text(row["item_text"]))
+        text.append("\nAnswer: ", style="bold")
+        text.append(str(row["item_answer"] or ""))
+        return text
+
+
+def _ability(m: pd.Series) -> tuple[float | None, int | None]:
+    for kind in ("joint", "static", "arena", "bt", "avg_reward"):
+        theta, rank = m.get(f"{kind}_theta"), m.get(f"{kind}_rank")
+        if theta is not None and pd.notna(theta):
+            return float(theta), None if rank is None or pd.isna(rank) else int(rank)
+    return None, None

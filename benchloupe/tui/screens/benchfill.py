@@ -1,0 +1,376 @@
+"""BenchFill: a session's live progress (round, children, valid, annotated, best distance to the target) and
+its review queue: each proposal against its parent as a word diff, the judge's verdict, the estimated
+difficulty against the target; accept, reject, or edit then accept, each with a note. Sessions are resumed
+from their journal (engine/jobs/fill.py), so closing the app loses nothing. Endpoint settings (base URL,
+model names; the key is read from the environment variable named there) are edited here too."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sqlite3
+
+import pandas as pd
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static, TextArea
+
+from benchloupe.tui.screens.base import BenchScreen, store_write
+from benchloupe.tui.screens.queue import fmt_value
+from benchloupe.tui.screens.runs import parser_for
+from benchloupe.tui.widgets.dialogs import Field, FormDialog, PromptDialog
+from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
+
+SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14),
+                   Column("gap", "gap", 13), Column("target", "target", 6, fmt_num(3), right=True),
+                   Column("candidates", "cands", 5, fmt_int, right=True),
+                   Column("pending", "todo", 4, fmt_int, right=True), Column("message", "message", 40)]
+REVIEW_FILTERS = ("pending", "all", "accepted", "rejected")
+
+
+def word_diff(parent: str, child: str) -> Text:
+    """The proposal against its parent, word by word: removed words red and struck, added words green."""
+    a, b = parent.split(), child.split()
+    text = Text()
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            text.append(" ".join(a[i1:i2]) + " ")
+            continue
+        if op in ("replace", "delete"):
+            text.append(" ".join(a[i1:i2]), style="red strike")
+            text.append(" ")
+        if op in ("replace", "insert"):
+            text.append(" ".join(b[j1:j2]), style="bold green")
+            text.append(" ")
+    return text
+
+
+class BenchFillScreen(BenchScreen):
+    MODE = "benchfill"
+    BINDINGS = [
+        Binding("bracketright", "step(1)", "Next", key_display="]", id="fill.next"),
+        Binding("bracketleft", "step(-1)", "Prev", key_display="[", id="fill.prev"),
+        Binding("a", "decide('accept')", "Accept", id="fill.accept"),
+        Binding("r", "decide('reject')", "Reject", id="fill.reject"),
+        Binding("e", "edit", "Edit+accept", id="fill.edit"),
+        Binding("f", "filter", "Filter", show=False, id="fill.filter"),
+        Binding("n", "new_session", "New session", show=False, id="fill.start"),
+        Binding("R", "resume", "Resume", show=False, id="fill.resume"),
+        Binding("E", "endpoints", "Endpoints", show=False, id="fill.endpoints"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session_id: int | None = None
+        self.cands = pd.DataFrame()
+        self.view: list[int] = []
+        self.pos = 0
+        self.review_filter = "pending"
+        self.endpoints: dict = {}
+
+    def compose_body(self) -> ComposeResult:
+        yield FrameTable(id="sessions", sortable=False)
+        yield Static("", id="fill-summary", classes="status-line", markup=False)
+        with VerticalScroll(id="fill-scroll"):
+            yield Static("", id="fill-review", markup=False)
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._live)
+
+    def _live(self) -> None:
+        """While a BenchFill job runs, re-read the session once a second (journal rows land as they happen)."""
+        if self.app.job.running and self.app.job.title.startswith("BenchFill") and self.is_current:
+            self.reload()
+
+    # ------------------------------------------------------------------ data
+    def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
+        from benchloupe.engine.jobs import fill as jobs_fill
+        from benchloupe.store import fill
+
+        sessions = fill.sessions(conn, benchmark)
+        sessions["gap"] = [f"[{lo:.3f},{hi:.3f}]" for lo, hi in zip(sessions["gap_lo"], sessions["gap_hi"])]
+        sid = self.session_id if self.session_id in set(sessions["id"]) else (
+            int(sessions["id"].iloc[0]) if len(sessions) else None)
+        summary = jobs_fill.session_summary(self.app.db_path, sid) if sid is not None else None
+        cands = fill.candidates(conn, sid) if sid is not None else pd.DataFrame()
+        return {"sessions": sessions, "lines": format_lines(sessions, SESSION_COLUMNS), "sid": sid,
+                "summary": summary, "cands": cands, "endpoints": jobs_fill.get_endpoints(conn)}
+
+    def show(self, data: dict) -> None:
+        table = self.query_one("#sessions", FrameTable)
+        table.set_data(data["sessions"], SESSION_COLUMNS, data["lines"])
+        self.session_id = data["sid"]
+        if self.session_id is not None:
+            table.move_to_value("id", self.session_id)
+        self.endpoints = data["endpoints"]
+        current = self.current_candidate()
+        self.cands = data["cands"]
+        self._refilter(keep=current)
+        self._summary(data["summary"])
+
+    def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
+        sid = event.table.current_value("id")
+        if sid is not None and int(sid) != self.session_id:
+            self.session_id = int(sid)
+            self.reload()
+
+    def _summary(self, s: dict | None) -> None:
+        box = self.query_one("#fill-summary", Static)
+        if s is None:
+            text = Text("no BenchFill sessions for this benchmark: on 7 Coverage pick a gap and press b, "
+                        "or press n here", style="dim")
+            eps = self.endpoints
+            if not (eps.get("rewriter") and eps.get("judge") and eps.get("annotators")):
+                text.append("\nendpoints are not configured yet: E sets the rewriter, judge and annotators",
+                            style="yellow")
+            box.update(text)
+            return
+        text = Text(f"session #{s['session']} ", style="bold")
+        text.append(f"{s['state']}", style="bold green" if s["state"] == "proposed" else "bold")
+        text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
+                    f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
+        text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
+        text.append(f"   showing {self.review_filter} · ] [ step · a r e decide · f filter", style="dim")
+        if s.get("message"):
+            text.append("\n" + str(s["message"]), style="dim")
+        box.update(text)
+
+    def current_candidate(self) -> int | None:
+        if not self.view:
+            return None
+        return int(self.cands["id"].iloc[self.view[self.pos]])
+
+    def _refilter(self, keep: int | None = None) -> None:
+        if len(self.cands):
+            states = self.cands["review_state"]
+            mask = states.isin(("pending", "waiting")) if self.review_filter == "pending" else (
+                states == self.review_filter if self.review_filter != "all" else states.notna())
+            self.view = [int(i) for i in mask.to_numpy().nonzero()[0]]
+        else:
+            self.view = []
+        self.pos = 0
+        if keep is not None:
+            ids = [int(self.cands["id"].iloc[i]) for i in self.view]
+            if keep in ids:
+                self.pos = ids.index(keep)
+        self.render_current()
+
+    def render_current(self) -> None:
+        box = self.query_one("#fill-review", Static)
+        if not self.view:
+            box.update(Text(f"no {self.review_filter} proposals in this session" if self.session_id else "",
+                            style="dim"))
+            return
+        c = self.cands.iloc[self.view[self.pos]]
+        text = Text(f"Proposal {self.pos + 1} of {len(self.view)} ", style="bold")
+        text.append(f"#{c['id']} ({c['child_key']}) · round {c['round']} · ", style="dim")
+        text.append(str(c["review_state"]), style="bold")
+        text.append("\nestimated difficulty ")
+        text.append(fmt_value(c["difficulty_norm"], 3), style="bold")
+        text.append(f" vs target {fmt_value(c['target'], 3)} · distance {fmt_value(c['distance'], 3)}")
+        se = c["payload"].get("se") if isinstance(c["payload"], dict) else None
+        if se is not None:
+            text.append(f" · se {fmt_value(se, 3)}")
+        text.append("\njudge: ", style="bold")
+        text.append(str(c["verdict"] or "valid"))
+        if c["note"]:
+            text.append("\nnote: ", style="bold")
+            text.append(str(c["note"]))
+        text.append(f"\n\nChange from the parent {c['parent_key'] or ''} ", style="bold underline")
+        text.append("(red: removed, green: added)\n", style="dim")
+        text.append_text(word_diff(str(c["parent_text"] or ""), str(c["text"])))
+        text.append("\nanswer: ", style="bold")
+        text.append(str(c["answer"]))
+        if c["parent_answer"] is not None and str(c["parent_answer"]) != str(c["answer"]):
+            text.append(f"  (parent: {c['parent_answer']})", style="dim")
+        text.append("\n\nProposal\n", style="bold underline")
+        text.append(str(c["text"]))
+        box.update(text)
+        self.query_one("#fill-scroll", VerticalScroll).scroll_home(animate=False)
+
+    # ------------------------------------------------------------------ review
+    def action_step(self, step: int) -> None:
+        if self.view:
+            self.pos = max(0, min(self.pos + step, len(self.view) - 1))
+            self.render_current()
+
+    def action_filter(self) -> None:
+        i = REVIEW_FILTERS.index(self.review_filter)
+        self.review_filter = REVIEW_FILTERS[(i + 1) % len(REVIEW_FILTERS)]
+        self._refilter(keep=self.current_candidate())
+
+    def action_decide(self, decision: str, edited: str | None = None) -> None:
+        cid = self.current_candidate()
+        if cid is None:
+            return
+        if self.cands["review_state"].iloc[self.view[self.pos]] in ("accepted", "rejected"):
+            self.notify("this proposal is already decided; decisions are final", severity="warning")
+            return
+        verb = {"accept": "Accept", "reject": "Reject"}[decision]
+
+        def done(note: str | None) -> None:
+            if note is None:
+                return
+            from benchloupe.engine.jobs import fill as jobs_fill
+
+            db = self.app.db_path
+            store_write(self, lambda conn: jobs_fill.decide_candidate(db, cid, decision, note, edited_text=edited),
+                        f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else ""))
+
+        self.app.push_screen(PromptDialog(f"{verb} proposal #{cid}" + (" as edited" if edited else ""),
+                                          placeholder="a note for the audit log",
+                                          help="An accepted proposal becomes an item (origin benchfill); "
+                                               "coverage is recomputed."), done)
+
+    def action_edit(self) -> None:
+        cid = self.current_candidate()
+        if cid is None:
+            return
+        text = str(self.cands["text"].iloc[self.view[self.pos]])
+
+        def done(edited: str | None) -> None:
+            if edited is not None:
+                self.action_decide("accept", edited)
+
+        self.app.push_screen(EditDialog(f"Edit proposal #{cid}, then accept", text), done)
+
+    # ------------------------------------------------------------------ sessions
+    def action_new_session(self) -> None:
+        start_fill_dialog(self, self.app.benchmark, 1)
+
+    def action_resume(self) -> None:
+        sid = self.session_id
+        if sid is None:
+            return
+        db = self.app.db_path
+
+        def job(progress, cancel):
+            from benchloupe.engine.jobs import fill as jobs_fill
+
+            return {"message": f"session #{jobs_fill.resume_fill(db, sid, progress=progress, cancel=cancel)} "
+                               "finished its search"}
+
+        self.app.start_job(f"BenchFill #{sid}", job)
+
+    def action_endpoints(self) -> None:
+        eps = self.endpoints or {}
+        rw, jd = eps.get("rewriter") or {}, eps.get("judge") or {}
+        anns = eps.get("annotators") or []
+        ann_text = ", ".join(f"{a['name']}={a.get('model', a['name'])}*{a.get('trials', 4)}" for a in anns)
+        text = lambda s: s.strip()  # noqa: E731 - a field parser
+        fields = [Field("rw_url", "rewriter URL", rw.get("base_url", ""), text, "http://host:port/v1"),
+                  Field("rw_model", "rewriter model", rw.get("model", ""), text),
+                  Field("jd_url", "judge URL", jd.get("base_url", ""), text, "empty = rewriter URL"),
+                  Field("jd_model", "judge model", jd.get("model", ""), text),
+                  Field("ann_url", "annotator URL", (anns[0].get("base_url", "") if anns else ""), text,
+                        "empty = rewriter URL"),
+                  Field("anns", "annotators", ann_text, _parse_annotators, "name=model*trials, ..."),
+                  Field("key_env", "key env var", rw.get("api_key_env", "OPENAI_API_KEY") or "", text,
+                        "read from the environment; empty = no key")]
+
+        def done(values: dict | None) -> None:
+            if values is None:
+                return
+            db = self.app.db_path
+
+            def write(conn) -> None:
+                from benchloupe.engine.jobs import fill as jobs_fill
+
+                key = values["key_env"] or None
+                rw_url = values["rw_url"]
+                jobs_fill.set_endpoint(db, "rewriter", base_url=rw_url, model=values["rw_model"], api_key_env=key)
+                jobs_fill.set_endpoint(db, "judge", base_url=values["jd_url"] or rw_url, model=values["jd_model"],
+                                       api_key_env=key)
+                keep = {name for name, _m, _t in values["anns"]}
+                for a in anns:
+                    if a["name"] not in keep:
+                        jobs_fill.set_endpoint(db, "remove-annotator", name=a["name"])
+                for name, model, trials in values["anns"]:
+                    jobs_fill.set_endpoint(db, "annotator", name=name, model=model, trials=trials,
+                                           base_url=values["ann_url"] or rw_url, api_key_env=key)
+
+            store_write(self, write, "endpoints saved")
+
+        self.app.push_screen(FormDialog("BenchFill endpoints (OpenAI-compatible)", fields,
+                                        note="The API key itself is never stored: it is read from the variable "
+                                             "named below."), done)
+
+
+def _parse_annotators(raw: str) -> list[tuple[str, str, int]]:
+    out = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        name, _, rest = part.partition("=")
+        model, _, trials = (rest or name).partition("*")
+        if not name.strip():
+            raise ValueError(f"{part!r}: give name=model*trials")
+        out.append((name.strip(), model.strip() or name.strip(), int(trials) if trials else 4))
+    return out
+
+
+class EditDialog(ModalScreen[str | None]):
+    """Edit a proposal's text; ctrl+s keeps the edit, escape cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="edit.cancel"),
+                Binding("ctrl+s", "save", "Accept edit", id="edit.save", priority=True)]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text, self.text = title, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog form"):
+            yield Static(Text(self.title_text, style="bold"))
+            yield TextArea(self.text, id="edit-area", soft_wrap=True)
+            yield Static(Text("ctrl+s: accept the edited text   escape: cancel", style="dim"))
+
+    def action_save(self) -> None:
+        self.dismiss(self.query_one(TextArea).text)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
+    """Ask for a session's options (the paper's defaults) and start it as the app's job."""
+    from benchloupe.engine.benchfill import BenchFillConfig
+
+    config = BenchFillConfig()
+    fields = [Field("gap", "gap (1 = largest)", str(gap_rank), int),
+              Field("answer_format", "answer format", "auto", str, "auto, choice or short"),
+              Field("baseline", "best-of-N baseline", "False", parser_for(False))]
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, int | float | str | bool):
+            fields.append(Field(f"cfg-{f.name}", f.name, str(value), parser_for(value)))
+    app = screen.app
+    db = app.db_path
+
+    def done(values: dict | None) -> None:
+        if values is None:
+            return
+        from benchloupe.engine.jobs import fill as jobs_fill
+
+        try:
+            cfg = dataclasses.replace(config, **{k[4:]: v for k, v in values.items() if k.startswith("cfg-")})
+            options = jobs_fill.FillOptions(values["gap"], values["answer_format"], values["baseline"])
+        except Exception as exc:  # noqa: BLE001 - the config's own validation message
+            app.report_error(exc, "BenchFill options")
+            return
+
+        def job(progress, cancel):
+            sid = jobs_fill.start_fill(db, benchmark, options, config=cfg, progress=progress, cancel=cancel)
+            return {"message": f"session #{sid} finished its search; review it on 8 Fill", "session": sid}
+
+        def finished(result: dict) -> None:
+            if isinstance(app.screen, BenchFillScreen):  # show the new session's review queue
+                app.screen.session_id = result["session"]
+                app.screen.reload()
+
+        if app.start_job(f"BenchFill gap {values['gap']} of {benchmark}", job, on_done=finished):
+            app.switch_mode("benchfill")
+
+    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields,
+                               note="Defaults are paper 003's (section 4.2, Appendix E.1)."), done)

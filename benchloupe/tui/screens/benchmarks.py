@@ -1,0 +1,136 @@
+"""Benchmarks: every benchmark with its counts and last runs; open one, import a file, build the demo."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Static
+
+from benchloupe.tui.screens.base import BenchScreen
+from benchloupe.tui.widgets.dialogs import Field, FormDialog
+from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
+
+COLUMNS = [
+    Column("name", "benchmark", 22),
+    Column("kind", "kind", 6),
+    Column("items", "items", 6, fmt_int, right=True),
+    Column("models", "models", 6, fmt_int, right=True),
+    Column("results", "results", 8, fmt_int, right=True),
+    Column("last_run", "last run", 24),
+]
+
+
+def _existing_file(raw: str) -> str:
+    p = Path(raw).expanduser()
+    if not raw:
+        raise ValueError("give the path of a results file")
+    if not p.is_file():
+        raise ValueError(f"no such file: {p}")
+    return str(p)
+
+
+class BenchmarksScreen(BenchScreen):
+    MODE = "benchmarks"
+    NEEDS_BENCHMARK = False
+    BINDINGS = [
+        Binding("d", "demo", "Demo workspace", id="benchmarks.demo"),
+        Binding("o", "import_file", "Import file", id="benchmarks.import"),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="bench-hint", markup=False)
+        yield FrameTable(id="bench-table")
+        yield Static("", id="bench-detail", classes="detail", markup=False)
+
+    def fetch(self, conn: sqlite3.Connection, benchmark: str | None) -> dict:
+        from benchloupe.store import read, runs
+
+        df = read.benchmark_summaries(conn)
+        df["results"] = [
+            (read.static_cell_count(conn, name) if static else 0) + rewards + prefs
+            for name, static, rewards, prefs in zip(df["name"], df["static_rows"], df["rewards"], df["preferences"])
+        ]
+        df["last_run"] = df["last_run"].fillna("")
+        recent = {name: runs.list_runs(conn, name).head(4) for name in df["name"]}
+        return {"frame": df, "lines": format_lines(df, COLUMNS), "recent": recent}
+
+    def show(self, data: dict) -> None:
+        df = data["frame"]
+        self.recent = data["recent"]
+        table = self.query_one(FrameTable)
+        table.set_data(df, COLUMNS, data["lines"], keep_key="name")
+        hint = self.query_one("#bench-hint", Static)
+        if df.empty:
+            msg = Text("The database is empty.  ", style="bold")
+            msg.append("d", style="bold reverse")
+            msg.append(" builds the demo workspace (simulated benchmarks with known truth);  ")
+            msg.append("o", style="bold reverse")
+            msg.append(" imports a results file.")
+            hint.update(msg)
+        else:
+            if self.app.benchmark is None:
+                self.app.benchmark = str(df["name"].iloc[0])
+                self.query_one("TopBar").refresh_bar()
+            table.move_to_value("name", self.app.benchmark)
+            hint.update(Text(f"{len(df)} benchmarks in {self.app.db_path.name}.  enter opens one, "
+                             "o imports a file, d adds the demo workspace.", style="dim"))
+        table.focus()
+        self._show_detail()
+        self.app.warm_up()
+
+    def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        table = self.query_one(FrameTable)
+        name = table.current_value("name")
+        detail = self.query_one("#bench-detail", Static)
+        if name is None:
+            detail.update("")
+            return
+        row = table.frame.iloc[table.row]
+        text = Text(str(name), style="bold")
+        text.append(f"  {row['active_items']} active of {row['items']} items · {row['models']} models · "
+                    f"{row['rewards']} rewards · {row['preferences']} preferences\n")
+        recent = getattr(self, "recent", {}).get(name)
+        if recent is None or recent.empty:
+            text.append("no runs yet: 4 opens Runs", style="dim")
+        else:
+            for r in recent.itertuples():
+                text.append(f"#{r.id} {r.kind} {r.status} {r.created_at}", style="red" if r.status == "failed" else "")
+                if r.error:
+                    text.append(f"  {r.error}", style="dim")
+                text.append("\n")
+        detail.update(text)
+
+    def on_frame_table_selected(self, event: FrameTable.Selected) -> None:
+        self.app.open_benchmark(str(event.table.frame["name"].iloc[event.row]))
+
+    def action_demo(self) -> None:
+        from benchloupe.tui.jobs_ui import demo_job
+
+        self.app.start_job("demo workspace", demo_job(self.app.db_path))
+
+    def action_import_file(self) -> None:
+        from benchloupe.tui.jobs_ui import format_names, import_job
+
+        formats = format_names()
+
+        def fmt(raw: str) -> str | None:
+            if raw and raw not in formats:
+                raise ValueError(f"unknown format {raw!r}; use one of {', '.join(formats)} or leave empty")
+            return raw or None
+
+        fields = [Field("path", "file", "", _existing_file, "CSV, JSONL, wide matrix, npz, lm-eval samples"),
+                  Field("fmt", "format", "", fmt, "empty = detect"),
+                  Field("benchmark", "benchmark name", "", lambda s: s or None, "empty = from the file")]
+
+        def done(values: dict | None) -> None:
+            if values:
+                self.app.start_job(f"import {Path(values['path']).name}", import_job(self.app.db_path, **values))
+
+        self.app.push_screen(FormDialog("Import a results file", fields), done)

@@ -1,0 +1,118 @@
+"""Coverage: the benchmark's normalised difficulty ECDF against the uniform target with the largest gaps
+shaded (a terminal plot), DDM, max gap, top-5 sum and the diagnostics from the latest coverage run; pick a
+gap and start a BenchFill session on it."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Static
+
+from benchloupe.tui.screens.base import BenchScreen
+from benchloupe.tui.widgets.plots import ecdf_plot
+from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
+
+GAP_COLUMNS = [Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
+               Column("hi", "to", 6, fmt_num(3), right=True), Column("width", "width", 6, fmt_num(3), right=True),
+               Column("state", "state", 10)]
+HEADLINE = ("ddm", "max_gap", "topk_sum", "max_gap_ratio", "uniform_exceed_prob")
+
+
+class CoverageScreen(BenchScreen):
+    MODE = "coverage"
+    BINDINGS = [Binding("r", "run_coverage", "Run coverage", id="coverage.run"),
+                Binding("b", "fill", "BenchFill gap", id="coverage.fill")]
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="coverage-head", classes="status-line", markup=False)
+        yield Static("", id="coverage-plot", markup=False)
+        yield FrameTable(id="gaps", sortable=False)
+
+    def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
+        from benchloupe.store import curation, runs, views
+
+        rid = views.latest_run_id(conn, benchmark, ("coverage",))
+        if rid is None:
+            return {"run": None}
+        run = runs.get_run(conn, rid)
+        gaps = curation.flags(conn, run_id=rid, kind="gap")
+        rows = []
+        for r in gaps.itertuples():
+            p = r.payload
+            rows.append({"flag_id": r.id, "rank": p.get("rank"), "lo": p.get("lo"), "hi": p.get("hi"),
+                         "width": p.get("width"), "state": r.state})
+        gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "state"])
+        gap_df = gap_df.sort_values("width", ascending=False, kind="stable").reset_index(drop=True)
+        gap_df["rank"] = gap_df["rank"].fillna(pd.Series(range(1, len(gap_df) + 1))).astype(int)
+        items = runs.run_items(conn, rid)
+        z = items["z"].astype(float).to_numpy() if "z" in items else np.array([])
+        return {"run": run, "gaps": gap_df, "lines": format_lines(gap_df, GAP_COLUMNS), "z": z}
+
+    def show(self, data: dict) -> None:
+        self.data = data
+        head = self.query_one("#coverage-head", Static)
+        table = self.query_one(FrameTable)
+        if data["run"] is None:
+            head.update(Text("no coverage run for this benchmark yet: r runs coverage with the paper's defaults "
+                             "(it needs a calibration: 4 Runs)", style="dim"))
+            self.query_one("#coverage-plot", Static).update("")
+            table.set_data(pd.DataFrame(columns=[c.key for c in GAP_COLUMNS]), GAP_COLUMNS)
+            return
+        run = data["run"]
+        m = run["metrics"]
+        text = Text(f"coverage run #{run['id']}", style="bold")
+        for k in HEADLINE:
+            if k in m:
+                v = m[k]
+                text.append(f" · {k} ")
+                if isinstance(v, bool):
+                    text.append("pass" if v else "FAIL", style="bold green" if v else "bold red")
+                else:
+                    text.append(f"{v:.3g}" if isinstance(v, float) else str(v), style="bold")
+        checks = m.get("diagnostic_checks")
+        if isinstance(checks, dict):
+            failed = [k for k, ok in checks.items() if not ok]
+            text.append(" · diagnostics ")
+            text.append("pass" if not failed else "fail: " + ", ".join(failed),
+                        style="bold green" if not failed else "bold red")
+        head.update(text)
+        table.set_data(data["gaps"], GAP_COLUMNS, data["lines"])
+        table.focus()
+        self._plot()
+
+    def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
+        if getattr(self, "data", {}).get("run") is not None:
+            self._plot()
+
+    def _plot(self) -> None:
+        gaps = self.data["gaps"]
+        table = self.query_one(FrameTable)
+        spans = [(float(lo), float(hi)) for lo, hi in zip(gaps["lo"], gaps["hi"])]
+        plot = ecdf_plot(self.data["z"], spans, width=max(self.size.width - 2, 40),
+                         height=max(min(self.size.height - 14, 16), 6), selected=table.row)
+        self.query_one("#coverage-plot", Static).update(plot)
+
+    def action_run_coverage(self) -> None:
+        from benchloupe.engine.jobs import ANALYSES
+        from benchloupe.tui.jobs_ui import analysis_job
+
+        if "coverage" not in ANALYSES:
+            self.notify("the coverage analysis is not available in this build", severity="warning")
+            return
+        config = ANALYSES["coverage"].config_cls()
+        self.app.start_job(f"coverage on {self.app.benchmark}",
+                           analysis_job(self.app.db_path, "coverage", self.app.benchmark, config))
+
+    def action_fill(self) -> None:
+        table = self.query_one(FrameTable)
+        if table.row is None:
+            self.notify("no gap selected: run coverage first (r)", severity="warning")
+            return
+        from benchloupe.tui.screens.benchfill import start_fill_dialog
+
+        start_fill_dialog(self, self.app.benchmark, int(table.frame["rank"].iloc[table.row]))

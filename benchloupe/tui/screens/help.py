@@ -1,0 +1,53 @@
+"""The ``?`` help screen: every key of the screen underneath (shown in the footer or not) and the app's."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc", "enter": "enter", "space": "space",
+             "pagedown": "pgdn", "pageup": "pgup", "ctrl+p": "ctrl+p", "ctrl+s": "ctrl+s"}
+GENERAL = (("1-8", "switch screen: Bench, Items, Models, Runs, Anomalies, Reversals, Coverage, Fill"),
+           ("ctrl+p", "command palette (\"area: verb\" commands)"),
+           ("tab / shift+tab", "move between panes and fields"),
+           ("j k ↑ ↓ pgup pgdn home end", "move in tables"))
+
+
+def key_label(key: str) -> str:
+    return ", ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in key.split(","))
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", id="help.close"),
+                Binding("j,down", "scroll(1)", "Down", show=False), Binding("k,up", "scroll(-1)", "Up", show=False)]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog help"):
+            yield Static(self._text(), markup=False)
+
+    def _text(self) -> Text:
+        below = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else self.app.screen
+        text = Text(f"Keys on {type(below).__name__.removesuffix('Screen')}\n", style="bold underline")
+        seen: set[str] = set()
+        for active in below.active_bindings.values():
+            b = active.binding
+            if b.action in seen or not b.description or b.action.startswith("go("):
+                continue
+            seen.add(b.action)
+            text.append(f"{key_label(b.key):>16}  ", style="bold")
+            text.append(b.description + ("" if active.enabled else " (not now)"))
+            text.append("\n")
+        text.append("\nEverywhere\n", style="bold underline")
+        for key, what in GENERAL:
+            text.append(f"{key:>16}  ", style="bold")
+            text.append(what + "\n")
+        text.append("\nesc or ? closes this help", style="dim")
+        return text
+
+    def action_scroll(self, step: int) -> None:
+        scroll = self.query_one(VerticalScroll)
+        scroll.scroll_to(y=scroll.scroll_y + step, animate=False)

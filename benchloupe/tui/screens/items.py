@@ -1,0 +1,320 @@
+"""Items: a benchmark's items with their latest parameters, searchable and filterable at 14,000 rows, and the
+item panel (full text and answer shown literally, outcomes by ability, the fitted curve, parameters in every
+run, retire/restore with a note).
+
+Filtering and search are numpy masks over the loaded frame (no SQL per keystroke), debounced by
+``SEARCH_DEBOUNCE`` seconds; the table draws only the visible lines (widgets/table.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.timer import Timer
+from textual.widgets import Input, Static
+
+from benchloupe.tui.screens.base import BenchScreen, store_write
+from benchloupe.tui.widgets.dialogs import PromptDialog
+from benchloupe.tui.widgets.plots import icc_plot
+from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
+
+SEARCH_DEBOUNCE = 0.05
+ORIGIN_SHORT = {"original": "orig", "benchfill": "fill", "derived": "deriv"}
+COLUMNS = [
+    Column("key", "key", 13),
+    Column("group", "group", 7),
+    Column("kind", "kind", 6),
+    Column("origin", "orig", 5, lambda v: ORIGIN_SHORT.get(v, str(v))),
+    Column("pass_rate", "pass", 5, fmt_num(2), right=True),
+    Column("difficulty", "diff", 6, fmt_num(2, signed=True), right=True),
+    Column("sharpness", "sharp", 5, fmt_num(2), right=True),
+    Column("fisher", "info", 5, fmt_num(2), right=True),
+    Column("dif_range", "DIF", 5, fmt_num(2), right=True),
+    Column("anomalies", "anom", 4, fmt_int, right=True),
+    Column("status", "status", 7),
+    Column("text", "text", 70),
+]
+WIDE = 120
+FILTERS = ("group", "origin", "status", "flagged")
+
+
+def columns_for(width: int) -> list[Column]:
+    """The 80-column layout, or wider key and group columns (and full origin names) on a wide terminal."""
+    if width < WIDE:
+        return COLUMNS
+    wider = {"key": 24, "group": 14, "origin": 9}
+    return [Column(c.key, "origin" if c.key == "origin" else c.label, wider[c.key],
+                   str if c.key == "origin" else c.fmt, c.right) if c.key in wider else c for c in COLUMNS]
+
+
+class ItemsScreen(BenchScreen):
+    MODE = "items"
+    BINDINGS = [
+        Binding("slash", "search", "Search", id="items.search"),
+        Binding("escape", "clear_search", "Clear", show=False, id="items.clear"),
+        Binding("g", "cycle('group')", "Group", show=False, id="items.group"),
+        Binding("o", "cycle('origin')", "Origin", show=False, id="items.origin"),
+        Binding("t", "cycle('status')", "Status", show=False, id="items.status"),
+        Binding("f", "cycle('flagged')", "Flagged", id="items.flagged"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frame = pd.DataFrame()
+        self.filters: dict[str, str] = dict.fromkeys(FILTERS, "all")
+        self.query_text = ""
+        self._haystack = np.array([], dtype=object)
+        self._timer: Timer | None = None
+        self.filter_count = 0
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="items-status", classes="status-line", markup=False)
+        yield Input(placeholder="search key, group and text (escape clears)", id="items-search")
+        yield FrameTable(id="items-table")
+
+    # ------------------------------------------------------------------ data
+    def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
+        from benchloupe.store import read, views
+
+        df = views.item_table(conn, benchmark)
+        text = read.items(conn, benchmark)[["id", "text"]]
+        df = df.merge(text, on="id", how="left")
+        df["text"] = df["text"].fillna("")
+        hay = (df["key"].astype(str) + "\n" + df["group"].astype(str) + "\n" + df["text"]).str.lower().to_numpy()
+        columns = columns_for(self.app.size.width)
+        return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "haystack": hay}
+
+    def loading_started(self) -> None:
+        self.query_one("#items-status", Static).update(Text(f"loading {self.app.benchmark}…", style="dim"))
+
+    def show(self, data: dict) -> None:
+        self.frame = data["frame"]
+        self._haystack = data["haystack"]
+        table = self.query_one(FrameTable)
+        retired = (self.frame["status"] == "retired").to_numpy()
+        table.set_data(self.frame, data["columns"], data["lines"], dim=retired, keep_key="id")
+        self.apply_filters(keep_cursor=True)
+        if not self.query_one("#items-search", Input).has_focus:
+            table.focus()
+
+    def show_no_benchmark(self) -> None:
+        self.query_one("#items-status", Static).update(Text("no benchmark open: press 1 and choose one"))
+
+    # ------------------------------------------------------------------ filters
+    def mask(self) -> np.ndarray:
+        df = self.frame
+        keep = np.ones(len(df), bool)
+        for col in ("group", "origin", "status"):
+            if self.filters[col] != "all":
+                keep &= (df[col] == self.filters[col]).to_numpy()
+        if self.filters["flagged"] == "flagged":
+            keep &= (df["anomalies"] > 0).to_numpy()
+        elif self.filters["flagged"] == "unflagged":
+            keep &= (df["anomalies"] == 0).to_numpy()
+        q = self.query_text.strip().lower()
+        if q and len(df):
+            keep &= pd.Series(self._haystack).str.contains(q, regex=False).to_numpy()
+        return keep
+
+    def apply_filters(self, keep_cursor: bool = False) -> None:
+        table = self.query_one(FrameTable)
+        current = table.current_value("id") if keep_cursor else None
+        table.set_view(np.flatnonzero(self.mask()))
+        if current is not None:
+            table.move_to_value("id", current)
+        self.filter_count += 1
+        self._status()
+
+    def _status(self) -> None:
+        table = self.query_one(FrameTable)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"{len(table.view)}", style="bold")
+        text.append(f" of {len(self.frame)} items")
+        if self.query_text:
+            text.append("  /", style="dim")
+            text.append(self.query_text, style="bold")
+        for name in FILTERS:
+            if self.filters[name] != "all":
+                text.append(f"  {name}=", style="dim")
+                text.append(self.filters[name], style="bold")
+        text.append(f"  sort: {table.sort_label}", style="dim")
+        text.append("   g group o origin t status f flags", style="dim")
+        self.query_one("#items-status", Static).update(text)
+
+    def _choices(self, name: str) -> list[str]:
+        if name == "flagged":
+            return ["all", "flagged", "unflagged"]
+        values = sorted({str(v) for v in self.frame[name].dropna()}) if len(self.frame) else []
+        return ["all", *values]
+
+    def action_cycle(self, name: str) -> None:
+        choices = self._choices(name)
+        i = choices.index(self.filters[name]) if self.filters[name] in choices else 0
+        self.filters[name] = choices[(i + 1) % len(choices)]
+        self.apply_filters()
+
+    def action_search(self) -> None:
+        box = self.query_one("#items-search", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_search(self) -> None:
+        box = self.query_one("#items-search", Input)
+        if box.value:
+            box.value = ""
+        self.query_text = ""
+        box.display = False
+        self.apply_filters(keep_cursor=True)
+        self.query_one(FrameTable).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id != "items-search":
+            return
+        if self._timer is not None:
+            self._timer.stop()
+        value = event.value
+        self._timer = self.set_timer(SEARCH_DEBOUNCE, lambda: self._search(value))
+
+    def _search(self, value: str) -> None:
+        self.query_text = value
+        self.apply_filters()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "items-search":
+            if self._timer is not None:
+                self._timer.stop()
+            self._search(event.value)
+            self.query_one(FrameTable).focus()
+
+    def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
+        self._status()
+
+    def on_frame_table_selected(self, event: FrameTable.Selected) -> None:
+        item_id = int(self.frame["id"].iloc[event.row])
+        self.app.push_screen(ItemPanel(item_id))
+
+
+class ItemPanel(BenchScreen):
+    """One item: everything about it, and retire/restore with a note."""
+
+    MODE = "items"
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back", id="item.back"),
+        Binding("t", "toggle_status", "Retire/restore", id="item.status"),
+        Binding("j", "scroll(1)", "Down", show=False),
+        Binding("k", "scroll(-1)", "Up", show=False),
+    ]
+
+    def __init__(self, item_id: int) -> None:
+        super().__init__()
+        self.item_id = item_id
+        self.detail: dict | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="item-scroll"):
+            yield Static(Text("loading…", style="dim"), id="item-head", markup=False)
+            yield Static("", id="item-text", classes="literal", markup=False)
+            yield Static("", id="item-plot", markup=False)
+            yield Static("", id="item-outcomes", markup=False)
+            yield Static("", id="item-params", markup=False)
+
+    def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
+        from benchloupe.store import views
+
+        return views.item_detail(conn, self.item_id)
+
+    def show(self, d: dict) -> None:
+        self.detail = d
+        head = Text(str(d["key"]), style="bold")
+        head.append(f"   {d['benchmark']} · group {d['grp'] or '-'} · {d['kind']} · {d['origin']} · ")
+        head.append(d["status"], style="bold red" if d["status"] == "retired" else "bold green")
+        if d.get("parent_id"):
+            head.append(f" · parent item #{d['parent_id']}")
+        self.query_one("#item-head", Static).update(head)
+        body = Text()
+        body.append("Text\n", style="bold underline")
+        body.append(str(d["text"]) or "(no text)")
+        body.append("\n\nAnswer\n", style="bold underline")
+        body.append(str(d["answer"]) or "(no answer)")
+        self.query_one("#item-text", Static).update(body)
+        params = d["params"]
+        calib = params[params["kind"].isin(("joint", "static", "arena"))]
+        b = a = None
+        if len(calib) and pd.notna(calib["difficulty"].iloc[0]):
+            b = float(calib["difficulty"].iloc[0])
+            a = float(calib["sharpness"].iloc[0]) if pd.notna(calib["sharpness"].iloc[0]) else 1.0  # 1PL
+        out = d["outcomes"]
+        plot = Text("Curve against the models' abilities\n", style="bold underline")
+        width = max(self.size.width - 4, 40)
+        if not len(out):
+            plot.append("no static results for this item, so no curve to draw", style="dim")
+        else:
+            plot.append_text(icc_plot(out["theta"].astype(float).to_numpy(), out["outcome"].to_numpy(),
+                                      difficulty=b, sharpness=a,
+                                      chance=d.get("chance"), width=width, height=8))
+        self.query_one("#item-plot", Static).update(plot)
+        self.query_one("#item-outcomes", Static).update(self._outcomes(out))
+        self.query_one("#item-params", Static).update(self._params(params))
+
+    def _outcomes(self, out: pd.DataFrame) -> Text:
+        text = Text("\nOutcomes by ability (● right ○ wrong · missing)\n", style="bold underline")
+        if not len(out):
+            text.append("no static results for this item", style="dim")
+            return text
+        cells = []
+        for r in out.itertuples():
+            theta = f" {r.theta:+.2f}" if r.theta is not None and np.isfinite(r.theta) else ""
+            cells.append((int(r.outcome), str(r.model), theta))
+        width = min(max(len(m) + len(t) for _, m, t in cells) + 4, 48)
+        per_line = max((self.size.width - 2) // width, 1)
+        for k, (outcome, model, theta) in enumerate(cells):
+            mark, style = {1: ("●", "green"), 0: ("○", "red")}.get(outcome, ("·", "dim"))
+            text.append(mark + " ", style=style)
+            room = width - 4 - len(theta)
+            text.append(model if len(model) <= room else model[:room - 1] + "…")
+            text.append(theta, style="dim")
+            pad = width - 2 - min(len(model), room) - len(theta)
+            text.append("\n" if (k + 1) % per_line == 0 else " " * pad)
+        return text
+
+    @staticmethod
+    def _params(params: pd.DataFrame) -> Text:
+        text = Text("\n\nParameters in every run\n", style="bold underline")
+        if not len(params):
+            text.append("no runs have estimated this item yet", style="dim")
+            return text
+        text.append(f"{'run':>5} {'kind':<10} {'diff':>7} {'sharp':>6} {'info':>6} {'DIF':>6}\n", style="dim")
+        f = fmt_num(2, signed=True)
+        g = fmt_num(2)
+        for r in params.itertuples():
+            text.append(f"{'#' + str(r.run):>5} {r.kind:<10} {f(r.difficulty):>7} {g(r.sharpness):>6} "
+                        f"{g(r.fisher):>6} {g(r.dif_range):>6}\n")
+        return text
+
+    def action_scroll(self, step: int) -> None:
+        scroll = self.query_one("#item-scroll", VerticalScroll)
+        scroll.scroll_to(y=scroll.scroll_y + step * 3, animate=False)
+
+    def action_toggle_status(self) -> None:
+        if self.detail is None:
+            return
+        new = "active" if self.detail["status"] == "retired" else "retired"
+        verb = "Restore" if new == "active" else "Retire"
+        item_id, key = self.item_id, str(self.detail["key"])
+
+        def done(note: str | None) -> None:
+            if note is None:
+                return
+            from benchloupe.store import curation
+
+            store_write(self, lambda conn: curation.set_item_status(conn, item_id, new, note),
+                        f"{key}: {new}")
+
+        self.app.push_screen(PromptDialog(f"{verb} {key}", placeholder="why (kept in the audit log)",
+                                          help="A note for the audit log; enter to confirm."), done)

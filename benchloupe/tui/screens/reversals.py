@@ -1,0 +1,82 @@
+"""Near-tie reversals: step through the audit's close pairs: the two models with families and owners, their
+full and anchor scores, whether the order reversed, the items that drove it, and the run's Table 1 row."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+from rich.text import Text
+
+from benchloupe.tui.screens.queue import FlagQueueScreen, fmt_value, payload_rest
+
+SHOWN = {"model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full", "anchor", "full_a", "full_b",
+         "anchor_a", "anchor_b", "reversed", "top_items", "items"}
+
+
+class ReversalsScreen(FlagQueueScreen):
+    MODE = "reversals"
+    KIND = "reversal"
+    NOUN = "Reversal"
+    PLURAL = "reversals"
+
+    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
+        from benchloupe.store import read, runs
+
+        models = read.models(conn, benchmark).set_index("id")
+        tables = {}
+        for rid in (flags["run_id"].dropna().unique() if len(flags) else []):
+            run = runs.get_run(conn, int(rid)) or {}
+            tables[int(rid)] = run.get("metrics", {}).get("table1")
+        return {"models": models, "table1": tables}
+
+    def render_flag(self, row: pd.Series) -> Text:
+        p = row["payload"]
+        models = self.context.get("models")
+        text = Text()
+        for side, mid, name in (("a", row["model_id"], row["model"]), ("b", row["model_b_id"], row["model_b"])):
+            text.append(f"Model {side.upper()} ", style="bold")
+            text.append(str(p.get(f"model_{side}", name)), style="bold cyan")
+            family, owner = p.get(f"family_{side}"), p.get(f"owner_{side}")
+            if models is not None and pd.notna(mid) and int(mid) in models.index:
+                m = models.loc[int(mid)]
+                family, owner = family or m["family"], owner or m["owner"]
+            text.append(f"  family {family or '-'} · owner {owner or '-'}")
+            text.append(f"   full {_pair(p, 'full', side)} · anchor {_pair(p, 'anchor', side)}\n")
+        rev = p.get("reversed")
+        text.append("reversed: ", style="bold")
+        text.append("yes" if rev else "no" if rev is not None else "–", style="bold red" if rev else "bold")
+        text.append("\n")
+        text.append_text(payload_rest(p, SHOWN))
+        top = p.get("top_items", p.get("items"))
+        if isinstance(top, list) and top:
+            text.append("\nItems that drove the reversal\n", style="bold underline")
+            for it in top[:10]:
+                if isinstance(it, dict):
+                    key = it.get("item", it.get("key", it.get("item_key", "")))
+                    contrib = it.get("contribution", it.get("contrib"))
+                    text.append(f"{fmt_value(contrib, 3, signed=True):>8}  ", style="bold")
+                    text.append(str(key))
+                    rest = {k: v for k, v in it.items() if k not in ("key", "item", "item_key", "contribution",
+                                                                      "contrib")}
+                    if rest:
+                        text.append("  " + " ".join(f"{k}={fmt_value(v, 2)}" for k, v in rest.items()), style="dim")
+                else:
+                    text.append(str(it))
+                text.append("\n")
+        table = self.context.get("table1", {}).get(int(row["run_id"])) if pd.notna(row["run_id"]) else None
+        if isinstance(table, dict) and table:
+            text.append(f"\nThe run's Table 1 row (run #{int(row['run_id'])})\n", style="bold underline")
+            for k, v in table.items():
+                text.append(f"{k} ", style="dim")
+                text.append(fmt_value(v, 3) + "   ", style="bold" if k in ("p", "status", "rate") else "")
+        return text
+
+
+def _pair(p: dict, what: str, side: str) -> str:
+    v = p.get(what)
+    if isinstance(v, dict):
+        return fmt_value(v.get(side, v.get(f"model_{side}")), 3)
+    if isinstance(v, list | tuple) and len(v) == 2:
+        return fmt_value(v[0 if side == "a" else 1], 3)
+    return fmt_value(p.get(f"{what}_{side}"), 3)
