@@ -37,8 +37,17 @@ def db_path(args) -> Path:
     return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands whose parsers import the engine (their options are the engine's config dataclasses). The others are
+# registered alone when none of these is asked for, so `benchloupe open` and `list` start without scipy/torch.
+ANALYSIS_COMMANDS = {"fit", "compress", "anomalies", "screen", "bootstrap", "audit", "coverage", "calibrate", "fill",
+                     "endpoints", "review"}
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from benchloupe.tui import commands
+
+    argv = sys.argv[1:] if argv is None else argv
+    full = any(a in ANALYSIS_COMMANDS or a in ("-h", "--help") for a in argv)
 
     parser = argparse.ArgumentParser(
         prog="benchloupe",
@@ -51,13 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for register in commands.REGISTRY:
         register(sub, _common)
+    if full:
+        for register in commands.analysis_commands():
+            register(sub, _common)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchloupe.engine.jobs import JobError
+    from benchloupe.store.db import StoreError
 
-    parser = build_parser()
+    # Engine, store and import errors are ValueErrors or StoreErrors phrased for the user (one line).
+    job_errors = (ValueError, StoreError)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         from benchloupe.tui.commands import cmd_open
@@ -69,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"benchloupe: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except JobError as exc:
+    except job_errors as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"benchloupe: error: {msg}", file=sys.stderr)
         return EXIT_ERROR

@@ -8,8 +8,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from benchloupe.tui.cli import CliError, db_path
 from benchloupe.tui.output import kv, print_json, table
 
@@ -258,6 +256,8 @@ def register_import(sub, common) -> None:
 # ------------------------------------------------------------------------------------------------ export
 
 def cmd_export(args) -> int:
+    import pandas as pd
+
     from benchloupe.store import read, runs
 
     conn = _connect(args)
@@ -362,7 +362,7 @@ def register_db(sub, common) -> None:
     p.set_defaults(func=cmd_db)
 
 
-def _analysis_commands() -> list:
+def analysis_commands() -> list:
     from benchloupe.tui.commands_audit import register_audit
     from benchloupe.tui.commands_calibration import (
         register_anomalies,
@@ -378,8 +378,7 @@ def _analysis_commands() -> list:
             register_review]
 
 
-REGISTRY = [register_open, register_demo, register_list, register_show, register_import, register_export, register_db,
-            *_analysis_commands()]
+REGISTRY = [register_open, register_demo, register_list, register_show, register_import, register_export, register_db]
 
 
 def cmd_alias(args) -> int:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 import json
 import math
 import sys
 
-import numpy as np
-import pandas as pd
-
 
 def to_jsonable(obj):
+    import numpy as np
+    import pandas as pd
+
     if isinstance(obj, pd.DataFrame):
         return [to_jsonable(r) for r in obj.to_dict("records")]
     if isinstance(obj, dict):
@@ -35,6 +40,8 @@ def print_json(obj) -> None:
 
 
 def fmt_cell(v) -> str:
+    import numpy as np
+
     if v is None:
         return ""
     if isinstance(v, (float, np.floating)):
