@@ -89,8 +89,11 @@ def register_open(sub, common) -> None:
 def cmd_demo(args) -> int:
     from benchloupe.engine.jobs import build_demo
 
+    from benchloupe.tui.cliutil import StderrProgress
+
     path = db_path(args)
-    info = build_demo(path, seed=args.seed, force=args.force)
+    info = build_demo(path, seed=args.seed, force=args.force, analyses=not args.bare,
+                      progress=StderrProgress("demo analyses"))
     if not args.open:
         if args.json:
             print_json(info)
@@ -108,6 +111,8 @@ def register_demo(sub, common) -> None:
     p.add_argument("--seed", type=int, default=20261129, help="simulation seed (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rebuild the demo benchmarks if they exist")
     p.add_argument("--open", action="store_true", help="then open the workbench (summary when not a terminal)")
+    p.add_argument("--bare", action="store_true", help="data only: skip the showcase analyses (fits, anomalies, "
+                                                         "coverage, near-tie audit)")
     p.set_defaults(func=cmd_demo)
 
 

@@ -52,8 +52,8 @@ def test_demo_workspace_has_the_promised_shape_and_truth(demo_db):
 
 def test_demo_is_deterministic(tmp_path):
     a, b = tmp_path / "a.db", tmp_path / "b.db"
-    assert main(["demo", "--db", str(a)]) == 0
-    assert main(["demo", "--db", str(b)]) == 0
+    assert main(["demo", "--db", str(a), "--bare"]) == 0
+    assert main(["demo", "--db", str(b), "--bare"]) == 0
     ca, cb = connect(a), connect(b)
     np.testing.assert_array_equal(read.load_static(ca, "demo-math").correct, read.load_static(cb, "demo-math").correct)
 
@@ -88,7 +88,7 @@ def test_db_check_on_missing_file(tmp_path):
 
 def test_default_database_follows_env(tmp_path):
     env = {"BENCHLOUPE_DB": str(tmp_path / "env.db"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    r = run_cli("demo", env=env)
+    r = run_cli("demo", "--bare", env=env)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "env.db").exists()
     env = {"XDG_DATA_HOME": str(tmp_path / "xdg"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
@@ -114,3 +114,15 @@ def test_export_results_and_items(demo_db, tmp_path, capsys):
     assert main(["export", "items", "demo-math", "--db", str(demo_db), "--format", "json"]) == 0
     items = json.loads(capsys.readouterr().out)
     assert len(items) == 240 and items[0]["text"].startswith("P1.")
+
+
+def test_demo_with_showcase_analyses_fills_every_screen(tmp_path, capsys):
+    db = tmp_path / "d.db"
+    assert main(["demo", "--db", str(db), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert len(info["runs"]) == 6
+    conn = connect(db)
+    kinds = {r[0] for r in conn.execute("SELECT kind FROM runs WHERE status = 'done'")}
+    assert kinds == {"static", "joint", "anomalies", "coverage", "neartie"}
+    flags = dict(conn.execute("SELECT kind, count(*) FROM flags GROUP BY kind").fetchall())
+    assert flags["anomaly"] > 0 and flags["gap"] == 10 and flags["reversal"] > 0
