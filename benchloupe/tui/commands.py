@@ -88,7 +88,6 @@ def register_open(sub, common) -> None:
 
 def cmd_demo(args) -> int:
     from benchloupe.engine.jobs import build_demo
-
     from benchloupe.tui.cliutil import StderrProgress
 
     path = db_path(args)
