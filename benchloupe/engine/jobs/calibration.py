@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine import joint
+from benchloupe.engine import informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.stats import spearman
 from benchloupe.store import runs
@@ -114,13 +114,15 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
             metrics.update(_truth_metrics(conn, inputs, res.theta, res.b_static if static is not None else None))
             metrics["gamma"] = res.gamma
             metrics["warnings"] = res.warnings
+            fisher = informativeness.fisher_scores(res, static, arena_d, config)  # §4.2, static items first
+            n_static = 0 if static is None else static.shape[1]
             items = []
             if static is not None:
                 items.append(pd.DataFrame({"item_id": inputs.static_items["id"].to_numpy(), "difficulty": res.b_static,
-                                           "sharpness": res.a_static, "source": "static"}))
+                                           "sharpness": res.a_static, "fisher": fisher[:n_static], "source": "static"}))
             if arena_d is not None:
                 items.append(pd.DataFrame({"item_id": inputs.arena_items["id"].to_numpy(), "difficulty": res.b_arena,
-                                           "sharpness": res.a_arena, "source": "arena"}))
+                                           "sharpness": res.a_arena, "fisher": fisher[n_static:], "source": "arena"}))
             artifacts = {}
             if res.pairs is not None:
                 p = res.pairs
