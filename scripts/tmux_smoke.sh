@@ -16,7 +16,7 @@ DB="$WORK/demo.db"
 cleanup() { tmux kill-session -t "$SESSION" 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-"$PY" -m benchloupe demo --db "$DB" >/dev/null
+"$PY" -m benchloupe demo --db "$DB" --bare >/dev/null
 tmux new-session -d -s "$SESSION" -x 80 -y 24 "XDG_DATA_HOME=$WORK $PY -m benchloupe open $DB; sleep 30"
 
 screen() { tmux capture-pane -p -t "$SESSION"; }
