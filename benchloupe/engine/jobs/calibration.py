@@ -33,14 +33,29 @@ class BaselineConfig:
     variant: str = "paper"
 
 
-def read_external(path: str | Path | None, models: pd.DataFrame) -> np.ndarray | None:
-    """A user-supplied ranking: CSV with columns model and score (higher is better), aligned with *models*."""
-    if not path:
+def read_external(spec: str | Path | None, models: pd.DataFrame) -> np.ndarray | None:
+    """A user-supplied ranking, aligned with *models* (NaN where unknown; aliases count).
+
+    ``FILE`` is a CSV with a model column (model, name or model_name) and a score column (score, else the first
+    numeric column; higher is better); ``FILE:COLUMN`` names the score column, e.g. an official leaderboard's
+    ``leaderboard.csv:win_rate``.
+    """
+    if not spec:
         return None
+    path, column = str(spec), None
+    if not Path(path).exists() and ":" in path:
+        path, column = path.rsplit(":", 1)
+    if not Path(path).exists():
+        raise EngineError(f"{path}: no such file for --external (CSV with model and score columns)")
     df = pd.read_csv(path)
-    if not {"model", "score"} <= set(df.columns):
-        raise EngineError(f"{path}: an external ranking needs columns model,score; got {', '.join(df.columns)}")
-    m = dict(zip(df["model"].astype(str), df["score"].astype(float)))
+    mcol = next((c for c in ("model", "name", "model_name") if c in df.columns), None)
+    if column is None:
+        column = "score" if "score" in df.columns else next(
+            (c for c in df.columns if c != mcol and pd.api.types.is_numeric_dtype(df[c])), None)
+    if mcol is None or column not in df.columns:
+        raise EngineError(f"{path}: an external ranking needs a model (or name) column and a score column; "
+                          f"columns are {', '.join(map(str, df.columns))}; name one with FILE:COLUMN")
+    m = dict(zip(df[mcol].astype(str), pd.to_numeric(df[column], errors="coerce")))
     aliases = models.get("aliases", pd.Series([""] * len(models)))
     out = []
     for name, al in zip(models["name"], aliases):
