@@ -78,7 +78,8 @@ def register_fit(sub, common) -> None:
     p.add_argument("benchmark")
     p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")
     p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
-    p.add_argument("--external", help="CSV model,score of an external ranking to correlate with")
+    p.add_argument("--external", help="external ranking to correlate with: CSV with model (or name) and score "
+                                      "columns, or FILE:COLUMN to name the score column")
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out 20%% ECE (Appendix E)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out splits (default: 0)")
     add_config_args(p, JointConfig, skip=("mode",))
