@@ -30,7 +30,7 @@ QUICK = [
     ("store", ["bench/bench_store.py", "--skip-big"]),
     ("joint", ["bench/bench_joint.py", "--skip-large"]),
     ("coverage", ["bench/bench_coverage.py"]),
-    ("benchfill", ["bench/bench_benchfill.py", "--sequential-repeat", "0"]),
+    ("benchfill", ["bench/bench_benchfill.py", "--repeat", "1"]),
     ("tui", ["bench/bench_tui.py"]),
 ]
 
