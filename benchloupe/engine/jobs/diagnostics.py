@@ -52,8 +52,15 @@ def _all_items(inputs: JointInputs, cfg: joint.JointConfig) -> np.ndarray:
     return np.concatenate(ids) if ids else np.zeros(0, int)
 
 
-def _inputs_roles(inputs: JointInputs) -> list[tuple[str, str]]:
-    return [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
+def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: str | None):
+    """Load the joint inputs, resolve the "auto" mode and start the run; returns (inputs, mode, ctx)."""
+    inputs = load_joint(conn, benchmark, arena=arena)
+    mode = _mode(inputs, config.mode)
+    roles = [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
+    ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode}, seed, roles)
+    ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
+                                None if inputs.arena is None else inputs.arena.rewards))
+    return inputs, mode, ctx
 
 
 # ------------------------------------------------------------------------------------------------ compression
@@ -78,13 +85,9 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs = load_joint(conn, benchmark, arena=arena)
-        mode = _mode(inputs, config.mode)
         if config.export_fraction and not config.export_name:
             raise EngineError("export_fraction needs export_name, the new benchmark's name")
-        ctx = RunContext(db_path, "compress", benchmark, {**config.__dict__, "mode": mode}, 0, _inputs_roles(inputs))
-        ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
-                                    None if inputs.arena is None else inputs.arena.rewards))
+        inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
@@ -164,11 +167,7 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs = load_joint(conn, benchmark, arena=arena)
-        mode = _mode(inputs, config.mode)
-        ctx = RunContext(db_path, "anomalies", benchmark, {**config.__dict__, "mode": mode}, 0, _inputs_roles(inputs))
-        ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
-                                    None if inputs.arena is None else inputs.arena.rewards))
+        inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
@@ -305,12 +304,7 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs = load_joint(conn, benchmark, arena=arena)
-        mode = _mode(inputs, config.mode)
-        ctx = RunContext(db_path, "bootstrap", benchmark, {**config.__dict__, "mode": mode}, config.seed,
-                         _inputs_roles(inputs))
-        ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
-                                    None if inputs.arena is None else inputs.arena.rewards))
+        inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena)
         with ctx.guard(conn):
             cfg = joint.JointConfig(mode=mode)
             res = bootstrap.cluster_bootstrap(inputs.static if cfg.uses_static else None,
