@@ -184,7 +184,7 @@ def benchmark_summaries(conn: sqlite3.Connection) -> pd.DataFrame:
           (SELECT count(*) FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = b.id)
             AS preferences,
           (SELECT kind || ' #' || id || ' ' || status FROM runs r WHERE r.benchmark_id = b.id
-             ORDER BY id DESC LIMIT 1) AS last_run
+             OR r.id IN (SELECT run_id FROM run_inputs WHERE benchmark_id = b.id) ORDER BY id DESC LIMIT 1) AS last_run
         FROM benchmarks b ORDER BY b.name
         """,
         conn,

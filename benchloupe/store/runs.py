@@ -175,9 +175,10 @@ def list_runs(conn: sqlite3.Connection, benchmark: str | None = None, kind: str 
     sql = ("SELECT r.id, r.kind, b.name AS benchmark, r.status, r.seed, r.created_at, r.finished_at, r.metrics,"
            " r.timings, r.config, r.error, r.label FROM runs r LEFT JOIN benchmarks b ON b.id = r.benchmark_id WHERE 1")
     args: list = []
-    if benchmark:
-        sql += " AND b.name = ?"
-        args.append(benchmark)
+    if benchmark:  # runs on the benchmark, and runs that used it as an input (an arena set of a joint fit)
+        sql += (" AND (b.name = ? OR r.id IN (SELECT ri.run_id FROM run_inputs ri JOIN benchmarks bi"
+                " ON bi.id = ri.benchmark_id WHERE bi.name = ?))")
+        args += [benchmark, benchmark]
     if kind:
         sql += " AND r.kind = ?"
         args.append(kind)
