@@ -38,6 +38,17 @@ COLUMNS = [
 ]
 
 
+WIDE = 120
+
+
+def columns_for(width: int) -> list[Column]:
+    """The 80-column layout, or the model's whole name (and family, owner) on a wide terminal."""
+    if width < WIDE:
+        return COLUMNS
+    wider = {"name": min(48, width - 95), "family": 10, "owner": 14}
+    return [Column(c.key, c.label, wider[c.key], c.fmt, c.right) if c.key in wider else c for c in COLUMNS]
+
+
 class ModelsScreen(BenchScreen):
     MODE = "models"
 
@@ -62,13 +73,14 @@ class ModelsScreen(BenchScreen):
         df["rank_ci"] = [f"{int(a)}-{int(b)}" if pd.notna(a) and pd.notna(b) else ""
                          for a, b in zip(df["rank_lo"], df["rank_hi"])]
         flags = curation.flags(conn, kind="anomaly", benchmark_id=read.benchmark_id(conn, benchmark))
-        return {"frame": df, "lines": format_lines(df, COLUMNS), "flags": flags}
+        columns = columns_for(self.app.size.width)
+        return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "flags": flags}
 
     def show(self, data: dict) -> None:
         self.flags = data["flags"]
         df = data["frame"]
         table = self.query_one(FrameTable)
-        table.set_data(df, COLUMNS, data["lines"], keep_key="id")
+        table.set_data(df, data["columns"], data["lines"], keep_key="id")
         sources = sorted({s for s in df["theta_source"] if s})
         text = Text(f"{len(df)} models", style="bold")
         if sources:
