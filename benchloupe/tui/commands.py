@@ -276,6 +276,8 @@ def cmd_export(args) -> int:
             df = df.where(sm.mask)
             df.index.name = "model"
             df = df.reset_index()
+        elif args.what == "preferences":
+            df = read.load_preferences(conn, args.benchmark)
         elif args.what == "rewards":
             am = read.load_arena(conn, args.benchmark, reward_model=args.reward_model)
             df = pd.DataFrame(am.rewards, columns=am.items["key"], index=am.models["name"])
@@ -317,9 +319,10 @@ def cmd_export(args) -> int:
 
 
 def register_export(sub, common) -> None:
-    p = sub.add_parser("export", help="export items, models, results, rewards or run outputs as CSV or JSON")
+    p = sub.add_parser("export", help="export items, models, results, rewards, preferences or run outputs as CSV or JSON")
     common(p)
-    p.add_argument("what", choices=["items", "models", "results", "rewards", "run-models", "run-items", "run-artifact"])
+    p.add_argument("what", choices=["items", "models", "results", "rewards", "preferences", "run-models", "run-items",
+                                    "run-artifact"])
     p.add_argument("benchmark", nargs="?", default=None)
     p.add_argument("--run", type=int, help="run id (run-* exports)")
     p.add_argument("--name", help="artifact name (run-artifact)")

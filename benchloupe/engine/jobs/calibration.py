@@ -19,7 +19,7 @@ from benchloupe.store import runs
 from benchloupe.store.db import connect
 
 from . import Analysis, RunContext, fingerprint, register
-from .data import JointInputs, load_joint, truth_vector
+from .data import JointInputs, load_joint, rank_desc, truth_vector
 
 
 @dataclass(frozen=True)
@@ -66,16 +66,8 @@ def read_external(spec: str | Path | None, models: pd.DataFrame) -> np.ndarray |
     return np.array(out, float)
 
 
-def _rank(scores: np.ndarray) -> np.ndarray:
-    order = np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")
-    rank = np.empty(len(scores), float)
-    rank[order] = np.arange(1, len(scores) + 1)
-    rank[~np.isfinite(scores)] = np.nan
-    return rank
-
-
 def _model_frame(inputs: JointInputs, theta: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({"model_id": inputs.models["id"].to_numpy(), "theta": theta, "rank": _rank(theta)})
+    return pd.DataFrame({"model_id": inputs.models["id"].to_numpy(), "theta": theta, "rank": rank_desc(theta)})
 
 
 def _truth_metrics(conn, inputs: JointInputs, theta: np.ndarray, b_static: np.ndarray | None) -> dict:
@@ -111,9 +103,7 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
         ctx = RunContext(db_path, config.mode, benchmark,
                          {**config.__dict__, "arena": inputs.arena_benchmark, "reward_model": inputs.reward_model,
                           "external": str(external) if external else None, "heldout": heldout}, seed, inputs_list)
-        ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
-                                    None if inputs.static is None else inputs.static.mask,
-                                    None if inputs.arena is None else inputs.arena.rewards))
+        ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
         with ctx.guard(conn):
             t = time.perf_counter()

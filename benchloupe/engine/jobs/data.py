@@ -25,6 +25,21 @@ class JointInputs:
     static_benchmark: str | None
     arena_benchmark: str | None
 
+    def fingerprint_arrays(self) -> tuple:
+        """The arrays a run's input fingerprint is computed from."""
+        return (None if self.static is None else self.static.correct,
+                None if self.static is None else self.static.mask,
+                None if self.arena is None else self.arena.rewards)
+
+
+def rank_desc(scores: np.ndarray) -> np.ndarray:
+    """Rank 1 = highest score; NaN scores get no rank."""
+    order = np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")
+    rank = np.empty(len(scores), float)
+    rank[order] = np.arange(1, len(scores) + 1)
+    rank[~np.isfinite(scores)] = np.nan
+    return rank
+
 
 def has_static(conn, benchmark: str) -> bool:
     bid = read.benchmark_id(conn, benchmark)

@@ -23,7 +23,7 @@ from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
 
 from . import Analysis, RunContext, fingerprint, register
-from .data import JointInputs, load_joint
+from .data import JointInputs, load_joint, rank_desc
 
 
 def _mode(inputs: JointInputs, mode: str) -> str:
@@ -58,8 +58,7 @@ def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: s
     mode = _mode(inputs, config.mode)
     roles = [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
     ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode}, seed, roles)
-    ctx.start(conn, fingerprint(None if inputs.static is None else inputs.static.correct,
-                                None if inputs.arena is None else inputs.arena.rewards))
+    ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
     return inputs, mode, ctx
 
 
@@ -123,7 +122,7 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             b = np.concatenate([res.b_static if cfg.uses_static and static is not None else [],
                                 res.b_arena if cfg.uses_arena and arena_d is not None else []])
             items = pd.DataFrame({"item_id": item_ids, "fisher": scores, "difficulty": b, "sharpness": a,
-                                  "fisher_rank": np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1})
+                                  "fisher_rank": rank_desc(scores)})
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, items=items,
                 models=pd.DataFrame({"model_id": inputs.models["id"], "theta": res.theta}), artifacts=artifacts))
@@ -313,8 +312,7 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
             models = pd.DataFrame({"model_id": inputs.models["id"], "theta": res.theta, "se": res.se,
                                    "lo": res.ci_low, "hi": res.ci_high, "rank_lo": res.rank_low,
                                    "rank_hi": res.rank_high})
-            order = np.argsort(-np.nan_to_num(res.theta, nan=-np.inf), kind="stable")
-            models["rank"] = np.argsort(order) + 1
+            models["rank"] = rank_desc(res.theta)
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics={"mode": mode, "B": res.B, "failed_replicates": res.failed,
                          "median_se": float(np.nanmedian(res.se))},
