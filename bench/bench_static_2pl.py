@@ -196,7 +196,7 @@ def main() -> None:
     report = {
         "benchmark": "static 2PL, ours vs peers (issue 3)",
         "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "joint_py_sha256": hashlib.sha256(Path(joint.__file__).read_bytes()).hexdigest()[:12],
+        "joint_py_sha256": hashlib.sha256(b"".join(p.read_bytes() for p in sorted(Path(joint.__file__).parent.glob("*.py")))).hexdigest()[:12],
         "machine": {"cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "python": platform.python_version()},
         "settings": {"repeats": args.repeats, "repeat_only_under_s": REPEAT_UNDER_S, "timeout_s": args.timeout,
                      "mem_limit_gb": args.mem_limit_gb, "seed": args.seed},

@@ -7,7 +7,7 @@ harness's own polling is not counted.
 - startup: from spawning ``python`` to the Benchmarks screen showing the demo workspace's rows (a child
   process runs the real app headless with Textual's Pilot and reports the wall-clock moment of the first
   frame painted after the screen showed its data; interpreter start included); ``startup_cli`` adds what ``benchloupe open DB`` does before the app
-  starts (``benchloupe.tui.cli``: parse the command line, open the database);
+  starts (``benchloupe.cli.main``: parse the command line, open the database);
 - items_open: pressing ``2`` until a 14,000-item benchmark's table is painted (its reads run in a worker),
   after the background engine import that follows start-up has finished;
 - next_anomaly: pressing ``j`` on the anomaly queue until the new candidate is painted (median of 20);
@@ -39,7 +39,7 @@ CHILD = """
 import asyncio, sys, time
 if sys.argv[2] == "cli":  # what `benchloupe open DB` does before the app starts: parse, open the database
     from benchloupe.store.db import connect
-    from benchloupe.tui.cli import build_parser
+    from benchloupe.cli.main import build_parser
     build_parser(["open", sys.argv[1]]).parse_args(["open", sys.argv[1]])
     connect(sys.argv[1]).close()
 from benchloupe.tui.app import BenchloupeApp
@@ -167,7 +167,7 @@ async def _interact(app, clock: PaintClock) -> dict:
             return clock.painted() - t
 
         await until(lambda: shown("benchmarks"))
-        await until(lambda: "benchloupe.engine.jobs" in sys.modules and not any(w.is_running for w in app.workers))
+        await until(lambda: "benchloupe.jobs" in sys.modules and not any(w.is_running for w in app.workers))
         clock.done = 0.0
         t = time.perf_counter()  # steady state: the engine import that follows start-up has finished
         await pilot.press("2")
@@ -197,7 +197,7 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=200)
     ap.add_argument("--flags", type=int, default=500)
     args = ap.parse_args()
-    from benchloupe.engine.jobs import build_demo
+    from benchloupe.jobs import build_demo
 
     with tempfile.TemporaryDirectory() as tmp:
         demo = Path(tmp) / "demo.db"

@@ -2,6 +2,6 @@
 
 import sys
 
-from benchloupe.tui.cli import main
+from benchloupe.cli.main import main
 
 sys.exit(main())

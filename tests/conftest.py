@@ -31,7 +31,7 @@ def _isolated_home(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def demo_db_template(tmp_path_factory) -> Path:
-    from benchloupe.engine.jobs import build_demo
+    from benchloupe.jobs import build_demo
 
     path = tmp_path_factory.mktemp("demo") / "demo.db"
     build_demo(path)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine.jobs import fill
-from benchloupe.engine.jobs.coverage import CoverageConfig, run_coverage
+from benchloupe.jobs import fill
+from benchloupe.jobs.coverage import CoverageConfig, run_coverage
 from benchloupe.store.db import connect
 from benchloupe.store.importers.base import ParsedImport
 from benchloupe.store.writer import write_import

@@ -74,7 +74,7 @@ class BenchloupeApp(App[int]):
         """Import the engine (torch, the analyses registry) in a thread *delay* seconds after the first screen
         is up, so the Runs screen, the palette and the first fit do not pay for it while the curator waits,
         and the first paint does not compete with it."""
-        if "benchloupe.engine.jobs" not in sys.modules and not self._warming:
+        if "benchloupe.jobs" not in sys.modules and not self._warming:
             self._warming = True
             self.set_timer(delay, lambda: self.run_worker(_import_engine, thread=True, group="warm-up",
                                                           exit_on_error=False))
@@ -187,7 +187,7 @@ class BenchloupeApp(App[int]):
 
 
 def _import_engine() -> None:
-    import benchloupe.engine.jobs  # noqa: F401 - imported for its side effect: a warm module cache
+    import benchloupe.jobs  # noqa: F401 - imported for its side effect: a warm module cache
 
 
 def _describe(result: object) -> str:

@@ -1,6 +1,6 @@
 """Background jobs the screens start, as ``fn(progress, cancel)`` closures for ``BenchloupeApp.start_job``.
 
-Each one only calls :mod:`benchloupe.engine.jobs` (which opens its own connection in the worker thread)
+Each one only calls :mod:`benchloupe.jobs` (which opens its own connection in the worker thread)
 and returns something the job line can summarise: a run id, or a dict with a ``message``.
 """
 
@@ -22,7 +22,7 @@ def format_names() -> list[str]:
 
 def demo_job(db_path: Path) -> JobFn:
     def run(progress: Progress, cancel: threading.Event) -> dict:
-        from benchloupe.engine.jobs import build_demo
+        from benchloupe.jobs import build_demo
 
         progress(0, 1, "simulating the demo workspace")
         info = build_demo(db_path)
@@ -35,7 +35,7 @@ def demo_job(db_path: Path) -> JobFn:
 
 def import_job(db_path: Path, path: str, fmt: str | None = None, benchmark: str | None = None) -> JobFn:
     def run(progress: Progress, cancel: threading.Event) -> dict:
-        from benchloupe.engine.jobs import import_file
+        from benchloupe.jobs import import_file
 
         progress(0, 1, f"parsing {Path(path).name}")
         summary = import_file(db_path, path, fmt, benchmark=benchmark)
@@ -48,7 +48,7 @@ def import_job(db_path: Path, path: str, fmt: str | None = None, benchmark: str 
 
 def analysis_job(db_path: Path, name: str, benchmark: str, config: object, arena: str | None = None) -> JobFn:
     def run(progress: Progress, cancel: threading.Event) -> int:
-        from benchloupe.engine.jobs import ANALYSES
+        from benchloupe.jobs import ANALYSES
 
         return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel)
     return run

@@ -33,7 +33,7 @@ class WorkbenchCommands(Provider):
         out.append(("benchmarks: import a file", lambda: _on(app, "benchmarks", "import_file"), "key o on Benchmarks"))
         out.append(("job: cancel", app.action_cancel_job, "key x"))
         out.append(("help: keys", app.action_help, "key ?"))
-        jobs = sys.modules.get("benchloupe.engine.jobs")  # imported in the background at start-up
+        jobs = sys.modules.get("benchloupe.jobs")  # imported in the background at start-up
         for name, analysis in (getattr(jobs, "ANALYSES", None) or {}).items():
             out.append((f"runs: start {name}", lambda n=name: _start(app, n), analysis.title))
         return out

@@ -7,7 +7,7 @@ import numpy as np
 
 from benchloupe.engine.benchfill import BenchFillConfig
 from benchloupe.engine.common import EngineError
-from benchloupe.engine.jobs import fill
+from benchloupe.jobs import fill
 from benchloupe.store import curation, read, runs
 from benchloupe.store import fill as fillstore
 from benchloupe.store.db import connect

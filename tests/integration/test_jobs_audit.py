@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from benchloupe.engine import jobs
+from benchloupe import jobs
+from benchloupe.cli.main import main
 from benchloupe.engine.common import EngineError
-from benchloupe.engine.jobs.audit import demo_config
+from benchloupe.jobs.audit import demo_config
 from benchloupe.store import curation, runs
 from benchloupe.store.db import connect
-from benchloupe.tui.cli import main
 
 
 def _stored(conn, rid):

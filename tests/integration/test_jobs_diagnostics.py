@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchloupe.engine import jobs
+from benchloupe import jobs
 from benchloupe.engine.common import EngineError
-from benchloupe.engine.jobs.diagnostics import AnomalyConfig, BootstrapConfig, CompressConfig, ScreenConfig
 from benchloupe.engine.joint import JointConfig
+from benchloupe.jobs.diagnostics import AnomalyConfig, BootstrapConfig, CompressConfig, ScreenConfig
 from benchloupe.store import curation, read, runs
 from benchloupe.store.db import connect
 from benchloupe.store.importers.base import ParsedImport

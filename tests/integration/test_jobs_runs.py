@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from benchloupe.engine import jobs
+from benchloupe import jobs
+from benchloupe.cli.main import main
 from benchloupe.engine.common import EngineError
-from benchloupe.engine.jobs.coverage import CalibrateConfig, CoverageConfig
 from benchloupe.engine.joint import JointConfig
+from benchloupe.jobs.coverage import CalibrateConfig, CoverageConfig
 from benchloupe.store import curation, read, runs
 from benchloupe.store.db import StoreError, connect
-from benchloupe.tui.cli import main
 
 
 def test_static_fit_stores_abilities_items_and_truth_recovery(demo_db):

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchloupe.cli.main import main
 from benchloupe.store import read
 from benchloupe.store.db import connect
-from benchloupe.tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

@@ -69,7 +69,7 @@ async def test_benchfill_session_review_accept_and_resume(fake_llm, tmp_path, mo
 
 
 async def test_endpoints_are_edited_in_the_app_and_the_key_stays_in_the_environment(demo_db):
-    from benchloupe.engine.jobs import fill as jobs_fill
+    from benchloupe.jobs import fill as jobs_fill
     from benchloupe.store.db import connect
 
     app = BenchloupeApp(demo_db, benchmark="demo-math")

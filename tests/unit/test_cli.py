@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 
+from benchloupe.cli.main import main
 from benchloupe.store import read
 from benchloupe.store.db import connect
-from benchloupe.tui.cli import main
 
 
 def run_cli(*args, env=None):

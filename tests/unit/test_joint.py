@@ -11,7 +11,6 @@ from benchloupe.engine.joint import (
     ArenaData,
     JointConfig,
     StaticData,
-    _Problem,
     average_reward,
     build_pairs,
     ece,
@@ -21,6 +20,7 @@ from benchloupe.engine.joint import (
     heldout_calibration,
     ranking_agreement,
 )
+from benchloupe.engine.joint.objective import _Problem
 from benchloupe.engine.stats import spearman
 from tests.unit._joint_sim import simulate
 

@@ -87,7 +87,7 @@ class BenchFillScreen(BenchScreen):
 
     # ------------------------------------------------------------------ data
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
-        from benchloupe.engine.jobs import fill as jobs_fill
+        from benchloupe.jobs import fill as jobs_fill
         from benchloupe.store import fill
 
         sessions = fill.sessions(conn, benchmark)
@@ -214,7 +214,7 @@ class BenchFillScreen(BenchScreen):
         def done(note: str | None) -> None:
             if note is None:
                 return
-            from benchloupe.engine.jobs import fill as jobs_fill
+            from benchloupe.jobs import fill as jobs_fill
 
             db = self.app.db_path
             store_write(self, lambda conn: jobs_fill.decide_candidate(db, cid, decision, note, edited_text=edited),
@@ -248,7 +248,7 @@ class BenchFillScreen(BenchScreen):
         db = self.app.db_path
 
         def job(progress, cancel):
-            from benchloupe.engine.jobs import fill as jobs_fill
+            from benchloupe.jobs import fill as jobs_fill
 
             return {"message": f"session #{jobs_fill.resume_fill(db, sid, progress=progress, cancel=cancel)} "
                                "finished its search"}
@@ -277,7 +277,7 @@ class BenchFillScreen(BenchScreen):
             db = self.app.db_path
 
             def write(conn) -> None:
-                from benchloupe.engine.jobs import fill as jobs_fill
+                from benchloupe.jobs import fill as jobs_fill
 
                 key = values["key_env"] or None
                 rw_url = values["rw_url"]
@@ -351,7 +351,7 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
     def done(values: dict | None) -> None:
         if values is None:
             return
-        from benchloupe.engine.jobs import fill as jobs_fill
+        from benchloupe.jobs import fill as jobs_fill
 
         try:
             cfg = dataclasses.replace(config, **{k[4:]: v for k, v in values.items() if k.startswith("cfg-")})

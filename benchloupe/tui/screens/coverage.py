@@ -98,7 +98,7 @@ class CoverageScreen(BenchScreen):
         self.query_one("#coverage-plot", Static).update(plot)
 
     def action_run_coverage(self) -> None:
-        from benchloupe.engine.jobs import ANALYSES
+        from benchloupe.jobs import ANALYSES
         from benchloupe.tui.jobs_ui import analysis_job
 
         if "coverage" not in ANALYSES:

@@ -106,7 +106,7 @@ class RunsScreen(BenchScreen):
         yield Static("", id="run-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
-        from benchloupe.engine.jobs import ANALYSES
+        from benchloupe.jobs import ANALYSES
         from benchloupe.store import runs
 
         listed = sorted(ANALYSES.values(), key=lambda a: AREA_ORDER.index(a.area) if a.area in AREA_ORDER

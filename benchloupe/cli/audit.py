@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from benchloupe.tui.cli import CliError, db_path
-from benchloupe.tui.cliutil import StderrProgress, add_config_args, config_from_args
-from benchloupe.tui.output import kv, print_json, table
+from benchloupe.cli.errors import CliError, db_path
+from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
+from benchloupe.cli.output import kv, print_json, table
 
 TUPLE_FIELDS = ("dimensions", "gap_curve", "fraction_sensitivity")
 
@@ -19,7 +19,7 @@ def _floats(text: str | None, what: str) -> tuple:
 
 
 def cmd_audit(args) -> int:
-    from benchloupe.engine import jobs
+    from benchloupe import jobs
     from benchloupe.engine.neartie import AuditConfig
     from benchloupe.store import runs
     from benchloupe.store.db import connect
@@ -66,14 +66,13 @@ def cmd_audit(args) -> int:
 
 
 def register_audit(sub, common) -> None:
-    from benchloupe.engine.neartie import AuditConfig
-
     p = sub.add_parser("audit", help="family-DIF near-tie audit: `audit neartie BENCHMARK`",
                        description="Paper 002: owner-disjoint folds, spectral MIRT with one-SE dimension selection, "
                                    "residual family DIF, three purification rounds, low-DIF anchors, near-tie "
                                    "reversals against 1,000 matched-random controls. Prints the Table 1 row, "
                                    "writes a Markdown report and stores every near-tie pair for triage.")
     common(p)
+    from benchloupe.engine.neartie import AuditConfig
     p.add_argument("kind", choices=["neartie"])
     p.add_argument("benchmark")
     p.add_argument("--report", help="Markdown report path (default: neartie-BENCHMARK-runN.md; '-' for none)")

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 import time
 
-from benchloupe.tui.cli import CliError
+from benchloupe.cli.errors import CliError
 
 
 def _field_type(f: dataclasses.Field) -> type:

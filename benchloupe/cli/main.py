@@ -1,4 +1,4 @@
-"""The ``benchloupe`` command line: the headless face of every feature, and the door to the terminal UI.
+"""The ``benchloupe`` parser and dispatcher: the headless face of every feature, and the door to the terminal UI.
 
 Exit codes a script can rely on: 0 success; 1 bad input or a failed operation (one line on stderr says what,
 where and how to fix it); 2 wrong usage (argparse); 130 interrupted.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 # Single-threaded BLAS unless the user says otherwise: on the 2-core machines measured here, multi-threaded
 # OpenBLAS oversubscribed the cores and was slower in every engine benchmark (docs/BENCHMARKS.md). This must
@@ -17,12 +16,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from benchloupe import __version__  # noqa: E402
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class CliError(Exception):
-    """An error already phrased for the user."""
+from benchloupe.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CliError  # noqa: E402
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -31,23 +25,29 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
 
 
-def db_path(args) -> Path:
-    from benchloupe.store.db import default_db_path
-
-    return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
+class _Listed(Exception):
+    """Raised by :class:`_ListingOnly` once a command's name and help are registered."""
 
 
-# Commands whose parsers import the engine (their options are the engine's config dataclasses). The others are
-# registered alone when none of these is asked for, so `benchloupe open` and `list` start without scipy/torch.
-ANALYSIS_COMMANDS = {"fit", "compress", "anomalies", "screen", "bootstrap", "audit", "coverage", "calibrate", "fill",
-                     "endpoints", "review"}
+class _ListingOnly:
+    """Subparsers proxy for the analysis commands: a command named on the command line is registered whole; any
+    other gets its name and one-line help only, and its registrar stops before it imports the engine (whose config
+    dataclasses define the options). So ``--help``, ``list`` and ``import`` never load scipy or the engine."""
+
+    def __init__(self, sub, named: set[str]):
+        self.sub, self.named = sub, named
+
+    def add_parser(self, name: str, **kw):
+        if name in self.named:
+            return self.sub.add_parser(name, **kw)
+        self.sub.add_parser(name, help=kw.get("help"))
+        raise _Listed
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    from benchloupe.tui import commands
+    from benchloupe.cli import curation, transfer, workspace
 
     argv = sys.argv[1:] if argv is None else argv
-    full = any(a in ANALYSIS_COMMANDS or a in ("-h", "--help") for a in argv)
 
     parser = argparse.ArgumentParser(
         prog="benchloupe",
@@ -58,12 +58,25 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"benchloupe {__version__}")
     _common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for register in commands.REGISTRY:
+    for register in workspace.REGISTRY + transfer.REGISTRY + curation.REGISTRY:
         register(sub, _common)
-    if full:
-        for register in commands.analysis_commands():
-            register(sub, _common)
+    analysis = _ListingOnly(sub, set(argv))
+    for register in analysis_commands():
+        try:
+            register(analysis, _common)
+        except _Listed:
+            pass
     return parser
+
+
+def analysis_commands() -> list:
+    """Registrars of the commands whose options come from the engine's config dataclasses (imported on demand)."""
+    from benchloupe.cli import audit, calibration, coverage, fill
+
+    return [calibration.register_fit, calibration.register_compress, calibration.register_anomalies,
+            calibration.register_screen, calibration.register_bootstrap, audit.register_audit,
+            coverage.register_coverage, coverage.register_calibrate, fill.register_endpoints, fill.register_fill,
+            fill.register_review]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
-        from benchloupe.tui.commands import cmd_open
+        from benchloupe.cli.workspace import cmd_open
 
         args.file = None
         args.func = cmd_open

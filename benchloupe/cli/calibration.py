@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from benchloupe.tui.cli import db_path
-from benchloupe.tui.cliutil import StderrProgress, add_config_args, config_from_args
-from benchloupe.tui.output import kv, print_json, table
+from benchloupe.cli.errors import db_path
+from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
+from benchloupe.cli.output import kv, print_json, table
 
 
 def _ranking(conn, run_id: int, limit: int | None = None):
@@ -46,12 +46,12 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
 
 
 def cmd_fit(args) -> int:
-    from benchloupe.engine import jobs
+    from benchloupe import jobs
     from benchloupe.engine.joint import JointConfig
 
     progress = StderrProgress(f"fit {args.mode}", quiet=args.json and False)
     if args.mode in ("bt", "avg-reward"):
-        from benchloupe.engine.jobs.calibration import BaselineConfig
+        from benchloupe.jobs.calibration import BaselineConfig
 
         cfg = config_from_args(args, BaselineConfig) if args.mode == "bt" else BaselineConfig()
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
@@ -65,8 +65,6 @@ def cmd_fit(args) -> int:
 
 
 def register_fit(sub, common) -> None:
-    from benchloupe.engine.joint import JointConfig
-
     p = sub.add_parser(
         "fit", help="DualEval calibration: joint | static | arena fit, or the bt / avg-reward arena baselines",
         description="Fit DualEval (paper 000 §3) on a benchmark, store the run, print metrics and the ranking. "
@@ -74,6 +72,7 @@ def register_fit(sub, common) -> None:
                     "benchmark itself when it holds both). Defaults are the paper's Appendix B; --variant reference "
                     "gives the public code's settings (reg 1e-3 as means, 10th-percentile ties).")
     common(p)
+    from benchloupe.engine.joint import JointConfig
     p.add_argument("mode", choices=["joint", "static", "arena", "bt", "avg-reward"])
     p.add_argument("benchmark")
     p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")
@@ -89,8 +88,8 @@ def register_fit(sub, common) -> None:
 def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
                   extra=None):
     def cmd(args) -> int:
-        from benchloupe.engine import jobs
-        from benchloupe.engine.jobs import diagnostics
+        from benchloupe import jobs
+        from benchloupe.jobs import diagnostics
 
         cls = getattr(diagnostics, config_attr)
         cfg = config_from_args(args, cls)
@@ -106,10 +105,9 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         return 0
 
     def register(sub, common) -> None:
-        from benchloupe.engine.jobs import diagnostics
-
         p = sub.add_parser(name, help=help_text, description=description)
         common(p)
+        from benchloupe.jobs import diagnostics
         p.add_argument("benchmark")
         if arena_opt:
             p.add_argument("--arena", help="benchmark holding arena rewards for a joint fit")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import difflib
 import sys
 
-from benchloupe.tui.cli import CliError, db_path
-from benchloupe.tui.cliutil import StderrProgress
-from benchloupe.tui.output import kv, print_json, table
+from benchloupe.cli.errors import CliError, db_path
+from benchloupe.cli.options import StderrProgress
+from benchloupe.cli.output import kv, print_json, table
 
 
 def cmd_endpoints(args) -> int:
-    from benchloupe.engine.jobs import fill
+    from benchloupe.jobs import fill
     from benchloupe.store.db import connect
 
     if args.action == "show":
@@ -60,7 +60,7 @@ def register_endpoints(sub, common) -> None:
 
 
 def cmd_fill(args) -> int:
-    from benchloupe.engine.jobs import fill
+    from benchloupe.jobs import fill
     from benchloupe.store import fill as fillstore
     from benchloupe.store.db import connect
 
@@ -125,7 +125,7 @@ def _diff(parent: str, child: str) -> str:
 
 
 def cmd_review(args) -> int:
-    from benchloupe.engine.jobs import fill
+    from benchloupe.jobs import fill
     from benchloupe.store import fill as fillstore
     from benchloupe.store.db import connect
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from benchloupe.tui.cli import db_path
-from benchloupe.tui.cliutil import StderrProgress, add_config_args, config_from_args
-from benchloupe.tui.output import kv, print_json, table
+from benchloupe.cli.errors import db_path
+from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
+from benchloupe.cli.output import kv, print_json, table
 
 
 def cmd_coverage(args) -> int:
-    from benchloupe.engine import jobs
-    from benchloupe.engine.jobs.coverage import CoverageConfig
+    from benchloupe import jobs
+    from benchloupe.jobs.coverage import CoverageConfig
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 
@@ -41,14 +41,13 @@ def cmd_coverage(args) -> int:
 
 
 def register_coverage(sub, common) -> None:
-    from benchloupe.engine.jobs.coverage import CoverageConfig
-
     p = sub.add_parser("coverage", help="difficulty coverage: 1PL difficulties, DDM, max gap, top-k gaps, diagnostics",
                        description="Paper 003: fit the 1PL (MAP, N(0,1) priors; guessing from item chance levels), "
                                    "then DDM (W1 to the same-size uniform), the maximum gap with end points, the "
                                    "top-k gap sum, the C.3 response-matrix diagnostics with pass/fail and the C.6 "
                                    "posterior uncertainty. Stores a run whose top-k gaps become gap flags.")
     common(p)
+    from benchloupe.jobs.coverage import CoverageConfig
     p.add_argument("benchmark")
     p.add_argument("--gaps", type=int, default=10, help="how many gaps to list (default: 10)")
     p.add_argument("--ecdf", action="store_true", help="include the ECDF points in --json output")
@@ -57,8 +56,8 @@ def register_coverage(sub, common) -> None:
 
 
 def cmd_calibrate(args) -> int:
-    from benchloupe.engine import jobs
-    from benchloupe.engine.jobs.coverage import CalibrateConfig
+    from benchloupe import jobs
+    from benchloupe.jobs.coverage import CalibrateConfig
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 
@@ -81,13 +80,12 @@ def cmd_calibrate(args) -> int:
 
 
 def register_calibrate(sub, common) -> None:
-    from benchloupe.engine.jobs.coverage import CalibrateConfig
-
     p = sub.add_parser("calibrate", help="Algorithm 1 quantile-matching calibration; --name exports the subset",
                        description="Paper 003 Appendix D: keep k items matched to the target's quantiles, using the "
                                    "latest coverage run's difficulties. With --name the subset becomes a new "
                                    "benchmark (items and results copied, origin 'derived').")
     common(p)
+    from benchloupe.jobs.coverage import CalibrateConfig
     p.add_argument("benchmark")
     p.add_argument("--name", help="export the calibrated subset as this new benchmark")
     add_config_args(p, CalibrateConfig)

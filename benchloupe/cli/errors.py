@@ -1,0 +1,33 @@
+"""What every command shares and nothing else: the user-facing error, exit codes, the database path and connection.
+
+The commands import this module; it imports none of them (so the parser in :mod:`benchloupe.cli.main` and the
+commands never import each other in a circle).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class CliError(Exception):
+    """An error already phrased for the user (one line: what, where, how to fix)."""
+
+
+def db_path(args) -> Path:
+    """``--db`` if given, else ``$BENCHLOUPE_DB``, else the XDG default."""
+    from benchloupe.store.db import default_db_path
+
+    return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
+
+
+def connect_db(args, *, must_exist: bool = True):
+    from benchloupe.store.db import connect
+
+    return connect(db_path(args), create=not must_exist)
+
+
+def stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

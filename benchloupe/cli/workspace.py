@@ -1,0 +1,207 @@
+"""Workspace commands: ``open``, ``demo``, ``list``, ``show`` and ``db check``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
+from benchloupe.cli.output import kv, print_json, table
+
+# ------------------------------------------------------------------------------------------------ open / demo
+
+def workspace_summary(path: Path) -> dict:
+    from benchloupe.store import read, runs
+    from benchloupe.store.db import connect
+
+    conn = connect(path)
+    try:
+        benches = read.benchmark_summaries(conn)
+        recent = runs.list_runs(conn).head(5)
+        open_flags = conn.execute("SELECT kind, count(*) FROM flags WHERE state = 'open' GROUP BY kind").fetchall()
+        return {"db": str(path), "benchmarks": benches.drop(columns=["id"]),
+                "recent_runs": recent[["id", "kind", "benchmark", "status", "created_at"]],
+                "open_flags": {k: n for k, n in open_flags}}
+    finally:
+        conn.close()
+
+
+def print_summary(path: Path, as_json: bool) -> None:
+    s = workspace_summary(path)
+    if as_json:
+        print_json(s)
+        return
+    print(f"benchloupe workspace: {s['db']}")
+    if s["benchmarks"].empty:
+        print("(no benchmarks yet: `benchloupe demo` builds a demo workspace, `benchloupe import` adds data)")
+    else:
+        print(table(s["benchmarks"]))
+    if not s["recent_runs"].empty:
+        print("\nRecent runs:")
+        print(table(s["recent_runs"]))
+    if s["open_flags"]:
+        print("\nOpen flags: " + ", ".join(f"{k} {n}" for k, n in s["open_flags"].items()))
+
+
+def launch(path: Path, as_json: bool = False) -> int:
+    """Open the workbench when stdout is a terminal; otherwise print the headless summary."""
+    if not as_json and sys.stdout.isatty() and sys.stdin.isatty():
+        try:
+            from benchloupe.tui.app import run_app
+        except ImportError:
+            run_app = None
+        if run_app is not None:
+            return run_app(path)
+    print_summary(path, as_json)
+    return 0
+
+
+def cmd_open(args) -> int:
+    path = Path(args.file).expanduser() if args.file else db_path(args)
+    from benchloupe.store.db import connect
+
+    connect(path).close()
+    return launch(path, args.json)
+
+
+def register_open(sub, common) -> None:
+    p = sub.add_parser("open", help="open the workbench on a database file (headless summary when not a terminal)")
+    common(p)
+    p.add_argument("file", nargs="?", help="database file (default: --db or the default database)")
+    p.set_defaults(func=cmd_open)
+
+
+def cmd_demo(args) -> int:
+    from benchloupe.cli.options import StderrProgress
+    from benchloupe.jobs import build_demo
+
+    path = db_path(args)
+    info = build_demo(path, seed=args.seed, force=args.force, analyses=not args.bare,
+                      progress=StderrProgress("demo analyses"))
+    if not args.open:
+        if args.json:
+            print_json(info)
+        else:
+            print(info.get("message") or f"demo workspace written to {path}: {', '.join(info['benchmarks'])}")
+        return 0
+    if not info["created"]:
+        stderr(f"{info['message']}: {path}")
+    return launch(path, args.json)
+
+
+def register_demo(sub, common) -> None:
+    p = sub.add_parser("demo", help="build the seeded demo workspace (simulated, with known ground truth)")
+    common(p)
+    p.add_argument("--seed", type=int, default=20261129, help="simulation seed (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="rebuild the demo benchmarks if they exist")
+    p.add_argument("--open", action="store_true", help="then open the workbench (summary when not a terminal)")
+    p.add_argument("--bare", action="store_true", help="data only: skip the showcase analyses (fits, anomalies, "
+                                                         "coverage, near-tie audit)")
+    p.set_defaults(func=cmd_demo)
+
+
+# ------------------------------------------------------------------------------------------------ list / show
+
+def cmd_list(args) -> int:
+    from benchloupe.store import read
+
+    conn = connect_db(args)
+    try:
+        df = read.benchmark_summaries(conn)
+    finally:
+        conn.close()
+    if args.json:
+        print_json(df)
+    elif df.empty:
+        print("no benchmarks; `benchloupe demo` or `benchloupe import ...` adds some")
+    else:
+        print(table(df.drop(columns=["id"])))
+    return 0
+
+
+def register_list(sub, common) -> None:
+    p = sub.add_parser("list", help="list benchmarks with item, model and result counts and the last run")
+    common(p)
+    p.set_defaults(func=cmd_list)
+
+
+def cmd_show(args) -> int:
+    from benchloupe.store import read, runs
+
+    conn = connect_db(args)
+    try:
+        summ = read.benchmark_summaries(conn)
+        row = summ[summ["name"] == args.benchmark]
+        if row.empty:
+            read.benchmark_id(conn, args.benchmark)  # raises the helpful error
+        info = row.drop(columns=["id"]).iloc[0].to_dict()
+        its = read.items(conn, args.benchmark, with_text=False)
+        groups = its.groupby("group").size().to_dict() if len(its) else {}
+        ms = read.models(conn, args.benchmark)
+        families = ms["family"].fillna("(none)").value_counts().to_dict()
+        sm = read.load_static(conn, args.benchmark, include_retired=True)
+        if sm.correct.size:
+            info["static_cells_observed"] = int(sm.mask.sum())
+            info["static_missing"] = int((~sm.mask).sum())
+            info["mean_accuracy"] = float(sm.correct[sm.mask].mean()) if sm.mask.any() else None
+        info["groups"] = groups
+        info["families"] = families
+        info["reward_models"] = read.reward_models(conn, args.benchmark)
+        recent = runs.list_runs(conn, args.benchmark).head(10)[["id", "kind", "status", "created_at"]]
+    finally:
+        conn.close()
+    if args.json:
+        print_json({**info, "runs": recent})
+        return 0
+    print(kv(info))
+    if len(recent):
+        print("\nRuns:")
+        print(table(recent))
+    return 0
+
+
+def register_show(sub, common) -> None:
+    p = sub.add_parser("show", help="one benchmark: counts, groups, families, accuracy, runs")
+    common(p)
+    p.add_argument("benchmark")
+    p.set_defaults(func=cmd_show)
+
+
+# ------------------------------------------------------------------------------------------------ db
+
+def cmd_db(args) -> int:
+    from benchloupe.store.db import connect, schema_version
+    from benchloupe.store.schema import SCHEMA_VERSION
+
+    path = db_path(args)
+    if not path.exists():
+        raise CliError(f"{path}: no such database; create it with `benchloupe demo --db {path}`")
+    conn = connect(path, create=False, migrate=False)
+    try:
+        integrity = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+        fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+        version = schema_version(conn)
+        counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("benchmarks", "items", "models", "static_results", "arena_rewards", "preferences",
+                            "runs", "flags", "fill_sessions", "audit_log")} if version else {}
+    finally:
+        conn.close()
+    ok = integrity == ["ok"] and not fk and version == SCHEMA_VERSION
+    info = {"db": str(path), "integrity": "ok" if integrity == ["ok"] else integrity[:5],
+            "foreign_keys": "ok" if not fk else f"{len(fk)} violations", "schema_version": version,
+            "expected_schema_version": SCHEMA_VERSION, "size_bytes": path.stat().st_size, "rows": counts, "ok": ok}
+    if args.json:
+        print_json(info)
+    else:
+        print(kv(info))
+    return 0 if ok else 1
+
+
+def register_db(sub, common) -> None:
+    p = sub.add_parser("db", help="database maintenance: `db check` (integrity, foreign keys, schema version)")
+    common(p)
+    p.add_argument("action", choices=["check"])
+    p.set_defaults(func=cmd_db)
+
+
+REGISTRY = [register_open, register_demo, register_list, register_show, register_db]

@@ -1,0 +1,262 @@
+"""DualEval inputs, configuration, pair construction and result types (paper 000, section 3; Appendix B)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import expit
+
+from benchloupe.engine.common import EngineError
+
+MODES = ("joint", "static", "arena")
+VARIANTS = ("paper", "reference")
+_VARIANT_DEFAULTS = {"paper": {"lambda_reg": 0.01, "tie_pct": 15.0}, "reference": {"lambda_reg": 1e-3, "tie_pct": 10.0}}
+_REF_EPS = 1e-6
+
+
+# --------------------------------------------------------------------------------------------------------- inputs
+@dataclass
+class StaticData:
+    """Binary correctness, models x items; ``mask`` True where observed.  ``item_source`` (optional, one label per
+    item) stratifies the cluster bootstrap (Appendix D)."""
+
+    correct: np.ndarray
+    mask: np.ndarray
+    item_source: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.mask = np.asarray(self.mask, dtype=bool)
+        y = np.asarray(self.correct, dtype=float)
+        if y.ndim != 2 or y.shape != self.mask.shape:
+            raise EngineError(f"static correct {y.shape} and mask {self.mask.shape} must be the same 2-D shape")
+        obs = y[self.mask]
+        if not np.all(np.isfinite(obs)) or np.any((obs != 0) & (obs != 1)):
+            raise EngineError("static correctness must be 0/1 on observed cells; mark missing cells in the mask")
+        self.correct = np.where(self.mask, np.nan_to_num(y), 0.0)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.mask.shape
+
+
+@dataclass
+class ArenaData:
+    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller."""
+
+    rewards: np.ndarray
+
+    def __post_init__(self) -> None:
+        r = np.asarray(self.rewards, dtype=float)
+        if r.ndim != 2:
+            raise EngineError(f"arena rewards must be a 2-D models x prompts array, got shape {r.shape}")
+        if np.any(np.isinf(r)):
+            raise EngineError("arena rewards contain +/-inf; replace them with finite values or NaN (missing)")
+        self.rewards = r
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.rewards.shape
+
+
+@dataclass(frozen=True)
+class JointConfig:
+    """DualEval settings; defaults are Appendix B of the paper (``variant="paper"``).
+
+    ``lambda_reg`` and ``tie_pct`` left as None take the variant's value (paper 0.01 / 15; reference 1e-3 / 10).
+    ``optimizer``: "newton" (default: damped Newton, Schur complement over the 2x2 item blocks; when both the model
+    count and twice the item count exceed 3,000, block-coordinate Newton for static-only fits and L-BFGS
+    otherwise), "block" (block-coordinate Newton, static only), "lbfgs", or "adam" (the paper's 2,000 epochs at lr
+    0.02).  Newton stops when the projected gradient is below ``gtol`` or the undamped Newton decrement (predicted
+    decrease) is below ``ftol * max(1, |objective|)``.  ``reg_reduction``: "mean" (the reference code, and the
+    only reading under which the paper's own a_q values are reachable) or "sum" (section 3's squared norms taken
+    literally).
+    """
+
+    mode: str = "joint"
+    lambda_static: float = 1.0
+    lambda_pref: float = 1.0
+    lambda_bb: float = 0.2
+    lambda_reg: float | None = None
+    reg_reduction: str = "mean"
+    tie_pct: float | None = None
+    bb_pct: float = 15.0
+    gamma0: float = 4.0
+    variant: str = "paper"
+    optimizer: str = "newton"
+    epochs: int = 2000
+    lr: float = 0.02
+    max_iter: int = 500
+    gtol: float = 1e-11
+    ftol: float = 1e-12
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise EngineError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.variant not in VARIANTS:
+            raise EngineError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.optimizer not in ("newton", "block", "lbfgs", "adam"):
+            raise EngineError(f"optimizer must be 'newton', 'block', 'lbfgs' or 'adam', got {self.optimizer!r}")
+        if self.optimizer == "block" and self.mode != "static":
+            raise EngineError("optimizer 'block' (block-coordinate Newton) is for static-only fits; use 'newton'")
+        if self.reg_reduction not in ("mean", "sum"):
+            raise EngineError(f"reg_reduction must be 'mean' or 'sum', got {self.reg_reduction!r}")
+        for name, value in _VARIANT_DEFAULTS[self.variant].items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        if not (0 <= self.tie_pct < 100 and 0 <= self.bb_pct < 100):
+            raise EngineError("tie_pct and bb_pct are percentiles in [0, 100)")
+        if self.lambda_reg < 0 or min(self.lambda_static, self.lambda_pref, self.lambda_bb) < 0:
+            raise EngineError("loss weights and lambda_reg must be non-negative")
+
+    @classmethod
+    def reference(cls, **overrides) -> JointConfig:
+        """The reference code's settings (A.3): reg 1e-3 as means, tie 10th percentile unless overridden."""
+        return cls(variant="reference", **overrides)
+
+    @property
+    def uses_static(self) -> bool:
+        return self.mode in ("joint", "static")
+
+    @property
+    def uses_arena(self) -> bool:
+        return self.mode in ("joint", "arena")
+
+
+# ---------------------------------------------------------------------------------------------------------- pairs
+@dataclass
+class PairSet:
+    """Every unordered responder pair (i < j) of every arena prompt, with the section-3 flags."""
+
+    i: np.ndarray
+    j: np.ndarray
+    prompt: np.ndarray
+    z_gap: np.ndarray  # z_i - z_j
+    target: np.ndarray  # sigmoid(z_i - z_j)
+    tie: np.ndarray
+    both_bad: np.ndarray
+    tie_delta: float
+    bb_threshold: float
+    z: np.ndarray  # standardised rewards (models x prompts, NaN missing)
+
+    @property
+    def decisive(self) -> np.ndarray:
+        return ~self.tie & ~self.both_bad
+
+    @property
+    def bb_loss(self) -> np.ndarray:
+        return self.both_bad & ~self.tie
+
+    def __len__(self) -> int:
+        return len(self.i)
+
+
+def standardise_rewards(rewards: np.ndarray) -> np.ndarray:
+    """Global z-scores over all observed rewards (ddof 0), section 3; constant rewards are an input error."""
+    obs = rewards[np.isfinite(rewards)]
+    if obs.size == 0:
+        raise EngineError("arena data have no observed rewards; import rewards or fit in static mode")
+    sd = float(obs.std())
+    if not np.isfinite(sd) or sd < 1e-8:
+        raise EngineError("arena rewards are constant, so no pair carries a preference; check the reward column")
+    return (rewards - obs.mean()) / sd
+
+
+def build_pairs(arena: ArenaData, config: JointConfig, *, z: np.ndarray | None = None) -> PairSet:
+    """All responder pairs per prompt and their tie / both-bad flags (thresholds pooled over all pairs, A.2).
+
+    ``z`` overrides the standardisation (the arena contamination protocol adds to z without re-standardising)."""
+    if z is None:
+        z = standardise_rewards(arena.rewards)
+    n_models, n_prompts = z.shape
+    obs = np.isfinite(z)
+    if (obs.sum(axis=0) >= 2).sum() == 0:
+        raise EngineError("no arena prompt has two or more responding models, so there are no pairs to fit")
+    iu, ju = np.triu_indices(n_models, 1)
+    block = max(1, 4_000_000 // max(1, len(iu)))
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for start in range(0, n_prompts, block):
+        q = np.arange(start, min(n_prompts, start + block))
+        ok = obs[iu][:, q] & obs[ju][:, q]  # pairs x prompts
+        pi, qq = np.nonzero(ok.T)  # prompt-major order
+        parts.append((iu[qq], ju[qq], q[pi]))
+    i = np.concatenate([p[0] for p in parts])
+    j = np.concatenate([p[1] for p in parts])
+    prompt = np.concatenate([p[2] for p in parts])
+    zi, zj = z[i, prompt], z[j, prompt]
+    gap = zi - zj
+    absgap = np.abs(gap)
+    mx = np.maximum(zi, zj)
+    tie_delta = float(np.percentile(absgap, config.tie_pct)) if config.tie_pct > 0 else 0.0
+    bb_thr = float(np.percentile(mx, config.bb_pct))
+    return PairSet(i=i, j=j, prompt=prompt, z_gap=gap, target=expit(gap), tie=absgap < tie_delta,
+                   both_bad=mx < bb_thr, tie_delta=tie_delta, bb_threshold=bb_thr, z=z)
+
+
+# --------------------------------------------------------------------------------------------------------- result
+@dataclass
+class JointResult:
+    """A fitted DualEval model.  Item arrays are per static item (``*_static``) and per arena prompt (``*_arena``);
+    NaN where an item has no data or its source is not fitted.  ``pairs`` is None without arena data."""
+
+    config: JointConfig
+    theta: np.ndarray
+    b_static: np.ndarray
+    k_static: np.ndarray
+    b_arena: np.ndarray
+    k_arena: np.ndarray
+    gamma: float
+    objective: float
+    iterations: int
+    converged: bool
+    pairs: PairSet | None
+    metrics: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def a_static(self) -> np.ndarray:
+        return np.exp(self.k_static)
+
+    @property
+    def a_arena(self) -> np.ndarray:
+        return np.exp(self.k_arena)
+
+    @property
+    def b(self) -> np.ndarray:
+        return np.concatenate([self.b_static, self.b_arena])
+
+    @property
+    def k(self) -> np.ndarray:
+        return np.concatenate([self.k_static, self.k_arena])
+
+    @property
+    def a(self) -> np.ndarray:
+        return np.exp(self.k)
+
+    def ranking(self) -> np.ndarray:
+        """Model indices by descending ability (unfitted models last)."""
+        return np.argsort(-np.nan_to_num(self.theta, nan=-np.inf), kind="stable")
+
+    def p_static(self) -> np.ndarray:
+        return expit(self.a_static[None, :] * (self.theta[:, None] - self.b_static[None, :]))
+
+    def p_arena(self) -> np.ndarray:
+        return expit(self.a_arena[None, :] * (self.theta[:, None] - self.b_arena[None, :]))
+
+
+@dataclass
+class BaselineResult:
+    """One score per model (NaN where the model has no data) from a single-source baseline."""
+
+    method: str
+    scores: np.ndarray
+    objective: float = float("nan")
+    iterations: int = 0
+    converged: bool = True
+
+
+def _expand(n: int, idx, values) -> np.ndarray:
+    out = np.full(n, np.nan)
+    if len(idx):
+        out[np.asarray(idx)] = values
+    return out

@@ -1,0 +1,351 @@
+"""The DualEval joint objective with its analytic gradient and exact Hessian blocks (paper 000, section 3)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.sparse import csr_matrix
+
+from benchloupe.engine.common import EngineError
+from benchloupe.engine.joint.inputs import _REF_EPS, JointConfig, PairSet, StaticData
+
+
+# ------------------------------------------------------------------------------------------------ the objective
+class _Problem:
+    """The compact problem (fitted models and items only) with the objective and its analytic gradient."""
+
+    def __init__(self, static: StaticData | None, pairs: PairSet | None, n_models: int, config: JointConfig,
+                 pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None,
+                 min_models: int = 2) -> None:
+        self.cfg = config
+        self.ref = config.variant == "reference"
+        self.reg_mean = config.reg_reduction == "mean"
+        has_model = np.zeros(n_models, dtype=bool)
+        self.has_static = static is not None and config.uses_static
+        self.has_arena = pairs is not None and config.uses_arena
+        if self.has_static:
+            mask = static.mask if static_mask is None else static_mask
+            self.s_items = np.flatnonzero(mask.any(axis=0))
+            has_model |= mask.any(axis=1)
+        if self.has_arena:
+            keep = np.ones(len(pairs), dtype=bool) if pair_keep is None else pair_keep
+            dec = pairs.decisive & keep
+            bbl = pairs.bb_loss & keep
+            used = keep & (dec | bbl)
+            if not dec.any():
+                raise EngineError("no decisive arena pairs remain after tie/both-bad filtering; lower tie_pct/bb_pct")
+            self.a_items = np.unique(pairs.prompt[keep])
+            has_model[pairs.i[used]] = True
+            has_model[pairs.j[used]] = True
+        if not (self.has_static or self.has_arena):
+            raise EngineError(f"mode {config.mode!r} needs {'static' if config.uses_static else 'arena'} data")
+        self.models = np.flatnonzero(has_model)
+        if len(self.models) < min_models:
+            raise EngineError("fewer than two models have data in the fitted sources; add models or change mode")
+        mpos = np.full(n_models, -1)
+        mpos[self.models] = np.arange(len(self.models))
+        self.M = len(self.models)
+        if self.has_static:
+            sub = np.ix_(self.models, self.s_items)
+            W = mask[sub]
+            self.Y = np.where(W, static.correct[sub], 0.0)
+            self.n_static = float(W.sum())
+            self.W = None if W.all() else W.astype(float)
+            self.Ysign = 1.0 - 2.0 * self.Y
+            self.Ns = len(self.s_items)
+        else:
+            self.Ns = 0
+        if self.has_arena:
+            qpos = np.full(pairs.z.shape[1], -1)
+            qpos[self.a_items] = np.arange(len(self.a_items))
+            self.Na = len(self.a_items)
+            self.dec_i = mpos[pairs.i[dec]] * self.Na + qpos[pairs.prompt[dec]]
+            self.dec_j = mpos[pairs.j[dec]] * self.Na + qpos[pairs.prompt[dec]]
+            self.dec_t = pairs.target[dec]
+            self.dec_q = qpos[pairs.prompt[dec]]
+            size = self.M * self.Na
+            # per-pair -> per-cell sums as sparse products (several times faster than np.bincount with weights):
+            # S_minus v = sum over pairs of v at cell i minus at cell j, S_plus v the same with a plus, S_mm v per
+            # (model i, model j)
+            n_dec = len(self.dec_i)
+            cols = np.r_[np.arange(n_dec), np.arange(n_dec)]
+            rows = np.r_[self.dec_i, self.dec_j]
+            ones = np.ones(n_dec)
+            self.S_minus = csr_matrix((np.r_[ones, -ones], (rows, cols)), shape=(size, n_dec))
+            self.S_plus = csr_matrix((np.r_[ones, ones], (rows, cols)), shape=(size, n_dec))
+            mm = mpos[pairs.i[dec]] * self.M + mpos[pairs.j[dec]]
+            self.S_mm = csr_matrix((ones, (mm, np.arange(n_dec))), shape=(self.M * self.M, n_dec))
+            bb_i = mpos[pairs.i[bbl]] * self.Na + qpos[pairs.prompt[bbl]]
+            bb_j = mpos[pairs.j[bbl]] * self.Na + qpos[pairs.prompt[bbl]]
+            self.bb_cnt = None
+            if len(bb_i) and config.lambda_bb > 0:  # the both-bad loss is a sum over cells weighted by pair counts
+                cnt = np.bincount(bb_i, minlength=size) + np.bincount(bb_j, minlength=size)
+                self.bb_cnt = (cnt * (config.lambda_bb / len(bb_i))).reshape(self.M, self.Na)
+        else:
+            self.Na = 0
+        self.n_items = self.Ns + self.Na
+        self.n_params = self.M + 2 * self.n_items + (1 if self.has_arena else 0)
+
+    # parameter vector: theta (M) | b_static (Ns) | k_static (Ns) | b_arena (Na) | k_arena (Na) | log gamma~
+    def split(self, x: np.ndarray):
+        M, Ns, Na = self.M, self.Ns, self.Na
+        th = x[:M]
+        bs, ks = x[M:M + Ns], x[M + Ns:M + 2 * Ns]
+        o = M + 2 * Ns
+        ba, ka = x[o:o + Na], x[o + Na:o + 2 * Na]
+        g = x[o + 2 * Na] if self.has_arena else 0.0
+        return th, bs, ks, ba, ka, g
+
+    # ---- objective, gradient and Newton system in one pass over the cells and pairs.  ``order`` 0: value only (the
+    # line search), 1: value and gradient (L-BFGS, Adam), 2: also the Hessian pieces for the Newton solver (global
+    # block theta [+ log gamma~], one 2x2 (b_q, k_q) block per item, their couplings); all exact (checked against
+    # finite differences in tests/unit/test_joint.py).
+    def value_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        f, grad, _ = self.evaluate(x, order=1)
+        return f, grad
+
+    def value(self, x: np.ndarray) -> float:
+        return self.evaluate(x, order=0)[0]
+
+    def newton_system(self, x: np.ndarray):
+        return self.evaluate(x, order=2)[2]
+
+    def evaluate(self, x: np.ndarray, order: int = 2):
+        th, bs, ks, ba, ka, g = self.split(x)
+        M, Ns, Na = self.M, self.Ns, self.Na
+        f = 0.0
+        grad = np.zeros_like(x) if order >= 1 else None
+        G = M + (1 if self.has_arena else 0)
+        if order >= 2:  # a static-only global block is diagonal: keep it as a vector (5,000 models: no M x M)
+            A = np.zeros((G, G)) if self.has_arena else np.zeros(M)
+            if self.has_arena:
+                Bb, Bk = np.zeros((G, self.n_items)), np.zeros((G, self.n_items))
+            Cbb, Cbk, Ckk = np.zeros(self.n_items), np.zeros(self.n_items), np.zeros(self.n_items)
+        if self.has_static:
+            fs, gs, hs = self._static_terms(th, bs, ks, order)
+            f += fs
+            if order >= 1:
+                grad[:M] += gs[0]
+                grad[M:M + Ns], grad[M + Ns:M + 2 * Ns] = gs[1], gs[2]
+            if order >= 2:
+                if self.has_arena:
+                    A[np.arange(M), np.arange(M)] += hs[0]
+                else:
+                    A += hs[0]
+                if self.has_arena:
+                    Bb[:M, :Ns], Bk[:M, :Ns] = hs[1], hs[2]
+                else:
+                    Bb, Bk = hs[1], hs[2]
+                Cbb[:Ns], Cbk[:Ns], Ckk[:Ns] = hs[3], hs[4], hs[5]
+        if self.has_arena:
+            fa, ga, ha = self._arena_terms(th, ba, ka, g, order)
+            f += fa
+            o = M + 2 * Ns
+            if order >= 1:
+                grad[:M] += ga[0]
+                grad[o:o + Na], grad[o + Na:o + 2 * Na], grad[-1] = ga[1], ga[2], ga[3]
+            if order >= 2:
+                A += ha[0]
+                Bb[:, Ns:], Bk[:, Ns:] = ha[1], ha[2]
+                Cbb[Ns:], Cbk[Ns:], Ckk[Ns:] = ha[3], ha[4], ha[5]
+        # regularisation
+        lam = self.cfg.lambda_reg
+        lt, li = (lam / M, lam / self.n_items) if self.reg_mean else (lam, lam)
+        items = x[M:M + 2 * self.n_items]
+        f += lt * float(th @ th) + li * float(items @ items)
+        if self.has_arena:
+            f += lam * g * g
+        if order >= 1:
+            grad[:M] += 2 * lt * th
+            grad[M:M + 2 * self.n_items] += 2 * li * items
+            if self.has_arena:
+                grad[-1] += 2 * lam * g
+        if order < 2:
+            return f, grad, None
+        if self.has_arena:
+            A[np.arange(M), np.arange(M)] += 2 * lt
+            A[M, M] += 2 * lam
+        else:
+            A += 2 * lt
+        Cbb += 2 * li
+        Ckk += 2 * li
+        return f, grad, (A, Bb, Bk, Cbb, Cbk, Ckk)
+
+    @staticmethod
+    def _logits(th, b, k):
+        """X = a (theta - b), softplus(X) and sigmoid(X) from one exp."""
+        a = np.exp(k)
+        X = a * (th[:, None] - b[None, :])
+        E = np.exp(-np.abs(X))
+        return a, X, E
+
+    @staticmethod
+    def _softplus(X, E):
+        sp = np.log1p(E)
+        sp += np.maximum(X, 0.0)
+        return sp
+
+    @staticmethod
+    def _sigmoid(X, E):
+        P = 1.0 / (1.0 + E)
+        return np.where(X >= 0, P, E * P)
+
+    @staticmethod
+    def _cell_grads(th, b, a, R):
+        """Gradients (theta, b, k) of a sum of cell losses whose derivative wrt the logits a(theta - b) is R."""
+        col = R.sum(axis=0)
+        rt = R.T @ th - b * col  # sum_i R_iq (theta_i - b_q)
+        return R @ a, -a * col, a * rt
+
+    @staticmethod
+    def _cell_hess(a, X, V, R):
+        """Hessian pieces of sum_cells f(X) with f'(X) = R, f''(X) = V, X = a (theta - b): theta diagonal,
+        theta-b, theta-k, and the item 2x2 blocks."""
+        a2 = a * a
+        U = V * X
+        U += R
+        return V @ a2, -V * a2, U * a, a2 * V.sum(axis=0), -a * U.sum(axis=0), (U * X).sum(axis=0)
+
+    def _static_terms(self, th, bs, ks, order):
+        w = self.cfg.lambda_static / self.n_static
+        a, X, E = self._logits(th, bs, ks)
+        loss = np.log1p(E)  # BCE per cell: softplus(X) - y X = log(1 + exp(-|X|)) + max((1 - 2y) X, 0)
+        loss += np.maximum(self.Ysign * X, 0.0)
+        if self.W is not None:
+            loss *= self.W
+        f = w * float(loss.sum())
+        if order == 0:
+            return f, None, None
+        P = self._sigmoid(X, E)
+        R = P - self.Y
+        if self.W is not None:
+            R *= self.W
+        R *= w
+        grads = self._cell_grads(th, bs, a, R)
+        if order == 1:
+            return f, grads, None
+        V = P * (1.0 - P)
+        V *= w if self.W is None else self.W * w
+        return f, grads, self._cell_hess(a, X, V, R)
+
+    def static_sweep_terms(self, th, bs, ks, part: str, rows: int = 256):
+        """Block-coordinate pieces of the static data term (regulariser not included), computed in row blocks of
+        ``rows`` models so that no models x items temporary is larger: ``part="theta"``: per-model gradient and
+        curvature (theta given the items); ``"items"``: per-item data losses, gradients and 2x2 Hessians (items
+        given theta); ``"loss"``: per-item data losses only."""
+        w = self.cfg.lambda_static / self.n_static
+        n = self.Ns
+        a = np.exp(ks)
+        a2 = a * a
+        Lq = np.zeros(n)
+        g_th, h_th = np.empty(self.M), np.empty(self.M)
+        gb, gk, c11, c12, c22 = (np.zeros(n) for _ in range(5))
+        for r0 in range(0, self.M, rows):
+            sl = slice(r0, r0 + rows)
+            W = None if self.W is None else self.W[sl]
+            _, X, E = self._logits(th[sl], bs, ks)
+            if part != "theta":
+                loss = np.log1p(E)
+                loss += np.maximum(self.Ysign[sl] * X, 0.0)
+                Lq += (loss if W is None else loss * W).sum(axis=0)
+                if part == "loss":
+                    continue
+            P = self._sigmoid(X, E)
+            R = P - self.Y[sl]
+            V = P * (1.0 - P)
+            if W is not None:
+                R *= W
+                V *= W
+            if part == "theta":
+                g_th[sl], h_th[sl] = R @ a, V @ a2
+                continue
+            U = V * X
+            U += R
+            gb -= a * R.sum(axis=0)
+            gk += (R * X).sum(axis=0)
+            c11 += a2 * V.sum(axis=0)
+            c12 -= a * U.sum(axis=0)
+            c22 += (U * X).sum(axis=0)
+        if part == "theta":
+            return w * g_th, w * h_th
+        if part == "loss":
+            return w * Lq
+        return w * Lq, (w * gb, w * gk, w * c11, w * c12, w * c22)
+
+    def _arena_terms(self, th, ba, ka, g, order):
+        cfg = self.cfg
+        M, Na = self.M, self.Na
+        gamma = cfg.gamma0 * math.exp(min(g, 50.0))
+        a, X, E = self._logits(th, ba, ka)
+        P = self._sigmoid(X, E)
+        Pf = P.ravel()
+        ci, cj, t = self.dec_i, self.dec_j, self.dec_t
+        wp = cfg.lambda_pref / len(t)
+        u = Pf[ci]
+        u -= Pf[cj]
+        u *= gamma
+        au = np.abs(u)
+        eu = np.exp(-au)  # softplus(u) = log1p(exp(-|u|)) + (u + |u|) / 2; sigmoid(u) from the same exp
+        f = wp * (float(np.log1p(eu).sum()) + 0.5 * float(au.sum() + u.sum()) - float(np.dot(t, u)))
+        cnt = self.bb_cnt
+        if cnt is not None:  # both-bad loss per cell, weighted by the cell's number of both-bad pairs
+            if self.ref:
+                q1 = 1.0 - P + _REF_EPS
+                f -= float(np.sum(cnt * np.log(q1)))
+            else:
+                f += float(np.sum(cnt * self._softplus(X, E)))
+        if order == 0:
+            return f, None, None
+        su = 1.0 / (1.0 + eu)  # sigmoid(|u|); |u| <= gamma, so 1 - sigmoid(|u|) keeps full relative precision
+        su -= 0.5
+        np.copysign(su, u, out=su)
+        su += 0.5
+        r1 = (su - t) * wp
+        dP = (self.S_minus @ r1).reshape(M, Na)
+        dP *= gamma
+        dp = P * (1.0 - P)
+        Rc = dP * dp
+        if cnt is not None:
+            Rc += cnt * dp / q1 if self.ref else cnt * P
+        grads = (*self._cell_grads(th, ba, a, Rc), float(np.dot(r1, u)))
+        if order == 1:
+            return f, grads, None
+        # exact Hessian: per-cell terms (the pair gradient through P'' and the both-bad cells), the pairs'
+        # Gauss-Newton term split into its cell-diagonal part and the cross-cell part of the two models of a pair
+        s2 = su * (1.0 - su) * wp
+        gam2 = gamma * gamma
+        Vc = dP * dp * (1.0 - 2.0 * P)
+        Vc += (gam2 * (self.S_plus @ s2)).reshape(M, Na) * dp * dp
+        if cnt is not None:
+            if self.ref:
+                f1 = cnt / q1
+                Vc += f1 / q1 * dp * dp + f1 * dp * (1.0 - 2.0 * P)
+            else:
+                Vc += cnt * dp
+        ad, b_b, b_k, c_bb, c_bk, c_kk = self._cell_hess(a, X, Vc, Rc)
+        dpf, Xf = dp.ravel(), X.ravel()
+        wpair = dpf[ci]
+        wpair *= dpf[cj]
+        wpair *= s2
+        wpair *= gam2
+        off = (self.S_mm @ (wpair * (a * a)[self.dec_q])).reshape(M, M)
+        Wc = (self.S_plus @ wpair).reshape(M, Na)
+        xs = Xf[ci]
+        xs += Xf[cj]
+        xs *= wpair  # S_plus (w (X_i + X_j)) = X_c W_c + K_c, K_c = sum of w X_other over the pairs of cell c
+        Kc = (self.S_plus @ xs).reshape(M, Na) - X * Wc
+        su_u = s2 * u
+        Gc = (self.S_minus @ su_u).reshape(M, Na)
+        dgX = (dP + gamma * Gc) * dp  # d/d(log gamma~) of the pairs' gradient wrt X
+        A = np.zeros((M + 1, M + 1))
+        A[:M, :M] = -(off + off.T)
+        A[np.arange(M), np.arange(M)] += ad
+        A[M, :M] = A[:M, M] = dgX @ a
+        A[M, M] = float(np.dot(su_u, u) + np.dot(r1, u))
+        Bb = np.vstack([b_b + Wc * (a * a), -a * dgX.sum(axis=0)])
+        Bk = np.vstack([b_k - Kc * a, (dgX * X).sum(axis=0)])
+        c_bb -= a * a * Wc.sum(axis=0)
+        c_bk += a * (Wc * X).sum(axis=0)
+        c_kk -= (Kc * X).sum(axis=0)
+        return f, grads, (A, Bb, Bk, c_bb, c_bk, c_kk)

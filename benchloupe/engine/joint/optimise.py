@@ -1,0 +1,418 @@
+"""Optimisers of the DualEval objective: damped Newton (Schur complement), block-coordinate Newton, L-BFGS, and
+the paper's Adam schedule; ``fit_joint`` and ``fit_abilities`` choose among them (paper 000, section 3; Appendix B)."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import replace
+
+import numpy as np
+from scipy.optimize import minimize
+
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.joint.fitmetrics import in_sample_metrics
+from benchloupe.engine.joint.inputs import (
+    ArenaData,
+    JointConfig,
+    JointResult,
+    PairSet,
+    StaticData,
+    _expand,
+    build_pairs,
+)
+from benchloupe.engine.joint.objective import _Problem
+
+_MAX_HALVINGS = 3  # Armijo backtracking steps before the direction is damped instead (Levenberg-Marquardt)
+_MU_MIN, _MU_UP, _MU_DOWN = 1e-6, 4.0, 0.3  # damping: first value, growth on failure, decay after a full step
+# The first steps are damped: at theta = b = 0 every logit is 0, the k-Hessian is only the tiny prior, and an undamped
+# step throws the sharpness of near-separable items far out into a worse local minimum (checked on ChemBench with the
+# reference settings).  1e-3 decays to 0 after a few full steps.
+_MU_START = 1e-3
+_NEWTON_MAX_BLOCK = 3000  # larger Schur systems: block-coordinate Newton (static only) or L-BFGS instead
+_NEWTON_MAX_FLOPS = 2e9  # static-only: Schur cost above which block-coordinate Newton is faster
+_BLOCK_FTOL = 1e-10  # block-coordinate sweeps: relative objective decrease per sweep at which they stop
+
+
+def _run_lbfgs(fun, x0, config: JointConfig, progress: Progress, cancel, label: str):
+    """scipy L-BFGS with progress and cancellation checks at every iteration."""
+    state = {"it": 0}
+
+    def callback(_xk):
+        state["it"] += 1
+        if state["it"] % 25 == 0:
+            check_cancel(cancel)
+            progress(state["it"], config.max_iter, f"{label}: iteration {state['it']}")
+
+    res = minimize(fun, x0, jac=True, method="L-BFGS-B", callback=callback,
+                   options={"maxiter": config.max_iter, "maxcor": 30, "ftol": 1e-15, "gtol": config.gtol,
+                            "maxfun": 4 * config.max_iter})
+    converged = bool(res.success) or float(np.max(np.abs(res.jac))) < 1e-5
+    return res.x, float(res.fun), int(res.nit), converged
+
+
+def _centre_gradient(problem: _Problem):
+    def fun(x):
+        f, gr = problem.value_grad(x)
+        gr[:problem.M] -= gr[:problem.M].mean()
+        return f, gr
+    return fun
+
+
+def _solve_newton(problem: _Problem, system, grad: np.ndarray, mu: float) -> np.ndarray:
+    """Newton direction on {mean(theta) = 0} (a KKT row), eliminating the 2x2 item blocks (Schur complement on the
+    small global block) or, for a static fit with many more models than item parameters, eliminating theta."""
+    A, Bb, Bk, Cbb, Cbk, Ckk = system
+    M = problem.M
+    G = M + (1 if problem.has_arena else 0)
+    c11, c12, c22 = Cbb + mu, Cbk, Ckk + mu
+    lam_min = 0.5 * (c11 + c22) - np.sqrt(0.25 * (c11 - c22) ** 2 + c12 ** 2)
+    shift = np.maximum(0.0, 1e-10 - lam_min)  # make every item block positive definite
+    c11, c22 = c11 + shift, c22 + shift
+    det = c11 * c22 - c12 * c12
+    i11, i12, i22 = c22 / det, -c12 / det, c11 / det
+    gA = np.r_[grad[:M], grad[-1:] if problem.has_arena else []]
+    Ns, Na = problem.Ns, problem.Na
+    o = M + 2 * Ns
+    gb = np.r_[grad[M:M + Ns], grad[o:o + Na]]
+    gk = np.r_[grad[M + Ns:M + 2 * Ns], grad[o + Na:o + 2 * Na]]
+    n = problem.n_items
+    if problem.has_arena or M + 1 <= 2 * n:
+        S = (np.diag(A) if A.ndim == 1 else A) + mu * np.eye(G)
+        S -= (Bb * i11) @ Bb.T + (Bb * i12) @ Bk.T + (Bk * i12) @ Bb.T + (Bk * i22) @ Bk.T
+        cb, ck = i11 * gb + i12 * gk, i12 * gb + i22 * gk
+        K = np.zeros((G + 1, G + 1))
+        K[:G, :G] = S
+        K[:M, G] = K[G, :M] = 1.0
+        rhs = np.r_[-gA + Bb @ cb + Bk @ ck, 0.0]
+        dA = np.linalg.solve(K, rhs)[:G]
+        tb, tk = Bb.T @ dA, Bk.T @ dA
+        db = -cb - (i11 * tb + i12 * tk)
+        dk = -ck - (i12 * tb + i22 * tk)
+    else:  # static only, A diagonal: eliminate theta
+        ad = A + mu  # static only: the theta block is diagonal
+        sq = np.sqrt(ad)
+        Z = np.empty((M, 2 * n))  # [Bb Bk] / sqrt(ad), built in place
+        np.divide(Bb, sq[:, None], out=Z[:, :n])
+        np.divide(Bk, sq[:, None], out=Z[:, n:])
+        S = -(Z.T @ Z)  # numpy hands Z.T @ Z to BLAS syrk (half the flops of a general product)
+        idx = np.arange(n)
+        S[idx, idx] += c11
+        S[idx + n, idx + n] += c22
+        S[idx, idx + n] += c12
+        S[idx + n, idx] += c12
+        K = np.zeros((2 * n + 1, 2 * n + 1))
+        K[:2 * n, :2 * n] = S
+        K[:2 * n, -1] = K[-1, :2 * n] = -(Z.T @ (1.0 / sq))
+        K[-1, -1] = -np.sum(1.0 / ad)
+        gth = gA[:M]
+        rhs = np.r_[-np.r_[gb, gk] + Z.T @ (gth / sq), np.sum(gth / ad)]
+        sol = np.linalg.solve(K, rhs)
+        dC, nu = sol[:2 * n], sol[-1]
+        dA = (-gth - sq * (Z @ dC) - nu) / ad
+        db, dk = dC[:n], dC[n:]
+    d = np.zeros_like(grad)
+    d[:M] = dA[:M]
+    d[M:M + Ns], d[M + Ns:M + 2 * Ns] = db[:Ns], dk[:Ns]
+    d[o:o + Na], d[o + Na:o + 2 * Na] = db[Ns:], dk[Ns:]
+    if problem.has_arena:
+        d[-1] = dA[M]
+    return d
+
+
+def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel):
+    """Damped Newton on {mean(theta) = 0}: the full step when it satisfies Armijo on the true objective, halving
+    otherwise (objective values only), Levenberg-Marquardt damping when no step along the direction pays; one fused
+    value/gradient/Hessian pass per accepted step.  Converged when the projected gradient is below ``gtol`` or the
+    Newton decrement (the quadratic model's predicted decrease, undamped) is below ``ftol * max(1, |f|)``: items that
+    everyone solves (or fails) then sit far out on an exponential tail whose remaining decrease is below ``ftol``."""
+    x = x0.copy()
+    f, grad, system = problem.evaluate(x)
+    mu, it, converged = _MU_START, 0, False
+    while it < config.max_iter:
+        check_cancel(cancel)
+        pg = grad.copy()
+        pg[:problem.M] -= pg[:problem.M].mean()
+        if float(np.max(np.abs(pg))) < config.gtol:
+            converged = True
+            break
+        accepted = False
+        for _ in range(20):  # damping up to 1e-6 * 4^19 ~ 3e5
+            try:
+                d = _solve_newton(problem, system, grad, mu)
+            except np.linalg.LinAlgError:
+                d = None
+            gd = float(grad @ d) if d is not None and np.all(np.isfinite(d)) else 0.0
+            if gd < 0:
+                if mu == 0.0 and -0.5 * gd <= config.ftol * max(1.0, abs(f)):
+                    converged = True
+                    break
+                t = 1.0
+                for _ in range(_MAX_HALVINGS):
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        fn = problem.value(x + t * d)
+                    if fn <= f + 1e-4 * t * gd:
+                        accepted = True
+                        break
+                    t *= 0.5
+                if accepted:
+                    break
+            mu = max(_MU_UP * mu, _MU_MIN)
+        if converged:
+            break
+        it += 1
+        if not accepted:
+            converged = float(np.max(np.abs(pg))) < 1e-6
+            break
+        x = x + t * d
+        x[:problem.M] -= x[:problem.M].mean()
+        f, grad, system = problem.evaluate(x)
+        mu = mu * (_MU_DOWN if t == 1.0 else 1.0) if mu > _MU_MIN else 0.0
+        if it % 5 == 0:
+            progress(it, config.max_iter, f"Newton iteration {it}: objective {f:.8f}")
+    return x, float(f), it, converged
+
+
+def _rescale(th, bs, ks, lt: float, li: float) -> None:
+    """The exact minimum along the scale direction, in place: theta -> c theta, b -> c b, k -> k - log c leaves
+    every logit a (theta - b) unchanged, so only the prior moves; 1-D Newton on log c (convex)."""
+    sq = lt * float(th @ th) + li * float(bs @ bs)
+    ksum, n = float(ks.sum()), len(ks)
+    s = 0.0
+    for _ in range(50):
+        e = math.exp(2 * s)
+        step = (2 * e * sq - 2 * li * (ksum - n * s)) / (4 * e * sq + 2 * li * n)
+        s -= step
+        if abs(step) < 1e-15:
+            break
+    th *= math.exp(s)
+    bs *= math.exp(s)
+    ks -= s
+
+
+def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel):
+    """Static-only fits too large for the Newton system (e.g. 5,000 models x 14,000 items): block-coordinate Newton.
+
+    A sweep takes one Newton step for all theta given the items (diagonal and convex; exact curvature; on the
+    subspace mean(theta) = 0 through a KKT multiplier, so theta stays centred; scaled down to move no theta by more
+    than 1), then one damped Newton step for every item's (b_q, k_q) given theta (exact 2x2 block, per-item
+    Levenberg-Marquardt damping) that each item keeps only if its own objective term decreases (items are
+    independent given theta, so this is an exact per-item line search).  Every model and item is vectorised; one sweep is three passes over the cells in row
+    blocks.  The objective never increases; stops when a sweep lowers it by less than ``_BLOCK_FTOL * max(1, |f|)``
+    or after ``max_iter`` sweeps.  Same objective as the Newton solver.  The
+    direction that only the prior pins (theta and b scaled by c, a by 1/c: every logit unchanged) is nearly flat and
+    crawls under coordinate steps, so every sweep ends with its exact 1-D minimum (``_rescale``)."""
+    M, n = problem.M, problem.Ns
+    lam = config.lambda_reg
+    lt, li = (lam / M, lam / n) if problem.reg_mean else (lam, lam)
+    x = x0.copy()
+    th, bs, ks = x[:M], x[M:M + n], x[M + n:M + 2 * n]  # views: updated in place
+    mu = np.ones(n)
+    f_prev, converged, it = np.inf, False, 0
+    while it < config.max_iter:
+        check_cancel(cancel)
+        it += 1
+        g, h = problem.static_sweep_terms(th, bs, ks, "theta")
+        g, h = g + 2 * lt * th, h + 2 * lt
+        step = (g - np.sum(g / h) / np.sum(1.0 / h)) / h  # Newton step on {mean(theta) = 0} (a KKT multiplier)
+        th -= step / max(1.0, float(np.max(np.abs(step))))
+        Lq, (gb, gk, c11, c12, c22) = problem.static_sweep_terms(th, bs, ks, "items")
+        f = float(Lq.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
+        gb, gk = gb + 2 * li * bs, gk + 2 * li * ks
+        c11, c22 = (c11 + 2 * li) * (1 + mu), (c22 + 2 * li) * (1 + mu)
+        lam_min = 0.5 * (c11 + c22) - np.sqrt(0.25 * (c11 - c22) ** 2 + c12 ** 2)
+        sh = np.maximum(0.0, 1e-3 * np.abs(c11) - lam_min)  # positive definite
+        c11, c22 = c11 + sh, c22 + sh
+        det = c11 * c22 - c12 * c12
+        nb = bs - np.clip((c22 * gb - c12 * gk) / det, -1.0, 1.0)
+        nk = ks - np.clip((c11 * gk - c12 * gb) / det, -1.0, 1.0)
+        ok = (problem.static_sweep_terms(th, nb, nk, "loss") + li * (nb * nb + nk * nk)
+              <= Lq + li * (bs * bs + ks * ks))
+        bs[ok], ks[ok] = nb[ok], nk[ok]
+        mu = np.where(ok, mu * _MU_DOWN, mu * _MU_UP)
+        _rescale(th, bs, ks, lt, li)
+        progress(it, config.max_iter, f"block Newton sweep {it}: objective {f:.10f}")
+        if f_prev - f <= _BLOCK_FTOL * max(1.0, abs(f)):
+            converged = True
+            break
+        f_prev = f
+    return x, problem.value(x), it, converged
+
+
+def _run_adam(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel):
+    """The paper's schedule: full-batch Adam (torch defaults), centring theta after every step (shift into all b)."""
+    x = x0.copy()
+    m = np.zeros_like(x)
+    v = np.zeros_like(x)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    M, Ns, Na = problem.M, problem.Ns, problem.Na
+    b_idx = np.r_[M:M + Ns, M + 2 * Ns:M + 2 * Ns + Na]
+    for t in range(1, config.epochs + 1):
+        _, gr = problem.value_grad(x)
+        m = b1 * m + (1 - b1) * gr
+        v = b2 * v + (1 - b2) * gr * gr
+        x -= config.lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        s = x[:M].mean()
+        x[:M] -= s
+        x[b_idx] -= s
+        if t % 100 == 0:
+            check_cancel(cancel)
+            progress(t, config.epochs, f"adam epoch {t}")
+    return x, problem.value(x), config.epochs, True
+
+
+def _initial_vector(problem: _Problem, init: JointResult | dict | None) -> np.ndarray:
+    x = np.zeros(problem.n_params)
+    if init is None:
+        return x
+    get = (lambda n: getattr(init, n)) if isinstance(init, JointResult) else (lambda n: init.get(n))
+    M, Ns, Na = problem.M, problem.Ns, problem.Na
+
+    def put(sl, values, idx):
+        if values is not None:
+            x[sl] = np.nan_to_num(np.asarray(values, dtype=float)[idx])
+
+    put(slice(0, M), get("theta"), problem.models)
+    if problem.has_static:
+        put(slice(M, M + Ns), get("b_static"), problem.s_items)
+        put(slice(M + Ns, M + 2 * Ns), get("k_static"), problem.s_items)
+    if problem.has_arena:
+        o = M + 2 * Ns
+        put(slice(o, o + Na), get("b_arena"), problem.a_items)
+        put(slice(o + Na, o + 2 * Na), get("k_arena"), problem.a_items)
+        gamma = get("gamma")
+        if gamma is not None and np.isfinite(gamma) and gamma > 0:
+            x[-1] = math.log(gamma / problem.cfg.gamma0)
+    x[:M] -= x[:M].mean()
+    return x
+
+
+def _item_warnings(static: StaticData | None, config: JointConfig) -> list[str]:
+    if static is None or not config.uses_static:
+        return []
+    n = static.mask.sum(axis=0)
+    s = static.correct.sum(axis=0)
+    solved = int(np.sum((n > 0) & (s == n)))
+    failed = int(np.sum((n > 0) & (s == 0)))
+    out = []
+    if solved or failed:
+        out.append(f"{solved} static items solved by every model and {failed} failed by every model: their b is "
+                   "held finite only by the L2 prior and they carry no ranking information")
+    return out
+
+
+def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointConfig = JointConfig(), *,
+              progress: Progress = no_progress, cancel: threading.Event | None = None,
+              init: JointResult | dict | None = None, pairs: PairSet | None = None,
+              pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None) -> JointResult:
+    """Fit DualEval (section 3) in ``config.mode``.  ``pairs`` reuses a prebuilt :class:`PairSet`; ``pair_keep`` and
+    ``static_mask`` restrict the training data (held-out calibration, Appendix E)."""
+    n_models = _n_models(static, arena)
+    if config.uses_arena and arena is not None and pairs is None:
+        pairs = build_pairs(arena, config)
+    if not config.uses_arena:
+        pairs_used = None
+    else:
+        pairs_used = pairs
+    problem = _Problem(static, pairs_used, n_models, config, pair_keep=pair_keep, static_mask=static_mask)
+    x0 = _initial_vector(problem, init)
+    progress(0, 1, f"DualEval {config.mode} fit: {problem.M} models, {problem.n_items} items")
+    if config.optimizer == "adam":
+        x, fval, nit, conv = _run_adam(problem, x0, config, progress, cancel)
+    elif config.optimizer == "newton" and _newton_fits(problem):
+        x, fval, nit, conv = _run_newton(problem, x0, config, progress, cancel)
+    elif config.optimizer == "block" or (config.optimizer == "newton" and not problem.has_arena):
+        x, fval, nit, conv = _run_block_newton(problem, x0, config, progress, cancel)
+    else:
+        x, fval, nit, conv = _run_lbfgs(_centre_gradient(problem), x0, config, progress, cancel, "L-BFGS")
+    th, bs, ks, ba, ka, g = problem.split(x)
+    shift = th.mean()  # ~0 up to rounding; absorbing it leaves the data terms unchanged
+    th, bs, ba = th - shift, bs - shift, ba - shift
+    warnings = _item_warnings(static, config)
+    missing = n_models - problem.M
+    if missing:
+        warnings.append(f"{missing} models have no data in the fitted sources; their theta is NaN")
+    res = JointResult(
+        config=config, theta=_expand(n_models, problem.models, th),
+        b_static=_expand(static.shape[1] if static is not None else 0, problem.s_items if problem.has_static else [], bs),
+        k_static=_expand(static.shape[1] if static is not None else 0, problem.s_items if problem.has_static else [], ks),
+        b_arena=_expand(arena.shape[1] if arena is not None else 0, problem.a_items if problem.has_arena else [], ba),
+        k_arena=_expand(arena.shape[1] if arena is not None else 0, problem.a_items if problem.has_arena else [], ka),
+        gamma=float(config.gamma0 * math.exp(g)) if problem.has_arena else float("nan"),
+        objective=fval, iterations=nit, converged=conv, pairs=pairs_used, warnings=warnings)
+    res.metrics = in_sample_metrics(res, static if problem.has_static else None, pair_keep)
+    progress(1, 1, f"DualEval {config.mode} fit done: objective {fval:.6f}")
+    return res
+
+
+def _newton_fits(problem: _Problem) -> bool:
+    """Whether the full Newton system is affordable: its Schur block (the smaller side, at most 3,000) costs
+    small^2 x large flops per solve; a static-only fit above ``_NEWTON_MAX_FLOPS`` takes block-coordinate Newton
+    (2,000 x 2,000: 1.6e10; 8 Newton iterations took 45 s here under load, a block sweep about 0.2 s)."""
+    small, large = sorted((problem.M, 2 * problem.n_items))
+    if small > _NEWTON_MAX_BLOCK:
+        return False
+    return problem.has_arena or small * small * large <= _NEWTON_MAX_FLOPS
+
+
+def _n_models(static, arena) -> int:
+    if static is None and arena is None:
+        raise EngineError("no data: give static labels, arena rewards or both")
+    if static is not None and arena is not None and static.shape[0] != arena.shape[0]:
+        raise EngineError(f"static has {static.shape[0]} models but arena has {arena.shape[0]}: align both to one "
+                          "model list (NaN / mask=False for a model missing from one source)")
+    return (static if static is not None else arena).shape[0]
+
+
+def objective(result: JointResult, static: StaticData | None, arena: ArenaData | None,
+              config: JointConfig | None = None) -> float:
+    """The section-3 objective of given parameters (e.g. the reference's published theta/b/k/gamma) on our data."""
+    config = config or result.config
+    pairs = result.pairs if result.pairs is not None or not config.uses_arena else None
+    if config.uses_arena and arena is not None and pairs is None:
+        pairs = build_pairs(arena, config)
+    problem = _Problem(static, pairs if config.uses_arena else None, _n_models(static, arena), config)
+    x = _initial_vector(problem, result)
+    return problem.value(x)
+
+
+# ------------------------------------------------------------------------------------------------ frozen items
+def fit_abilities(static: StaticData | None, arena: ArenaData | None, item_params: JointResult,
+                  config: JointConfig | None = None, *, static_items: np.ndarray | None = None,
+                  arena_items: np.ndarray | None = None, pairs: PairSet | None = None) -> np.ndarray:
+    """Refit only theta with b, k and gamma frozen at ``item_params`` (section 4.2 subset refit; screening).
+
+    ``static_items`` / ``arena_items`` are boolean masks restricting the items used.  theta is not centred: the
+    frozen difficulties anchor the scale (the reference centres without absorbing into b, which changes the fit)."""
+    config = config or item_params.config
+    n_models = _n_models(static, arena)
+    smask = None
+    if static is not None and config.uses_static:
+        smask = static.mask & (True if static_items is None else np.asarray(static_items, bool)[None, :])
+        smask = smask & np.isfinite(item_params.b_static)[None, :]
+    keep = None
+    if config.uses_arena and arena is not None:
+        pairs = pairs if pairs is not None else (item_params.pairs or build_pairs(arena, config))
+        keep = np.isfinite(item_params.b_arena)[pairs.prompt]
+        if arena_items is not None:
+            keep &= np.asarray(arena_items, bool)[pairs.prompt]
+    has_static = smask is not None and smask.any()
+    has_arena = keep is not None and (keep & pairs.decisive).any()
+    if not (has_static or has_arena):
+        raise EngineError("the selected items carry no data for an ability refit; select more items")
+    cfg = replace(config, mode="joint" if has_static and has_arena else ("static" if has_static else "arena"))
+    problem = _Problem(static if has_static else None, pairs if has_arena else None, n_models, cfg,
+                       pair_keep=keep, static_mask=smask, min_models=1)
+    x0 = _initial_vector(problem, item_params)
+    x0[:problem.M] = 0.0
+    M = problem.M
+
+    def fun(t):
+        x = x0.copy()
+        x[:M] = t
+        f, gr = problem.value_grad(x)
+        return f, gr[:M]
+
+    res = minimize(fun, np.zeros(M), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-8})
+    return _expand(n_models, problem.models, res.x)

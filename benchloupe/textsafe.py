@@ -1,0 +1,37 @@
+"""Text from data made safe to show on a terminal: every C0/C1 control character visibly escaped.
+
+Model names, item text, benchmark names and LLM replies are stored exactly as given; they are escaped only where
+they are shown. Each output layer (the CLI's tables and lines, the TUI's widgets) calls :func:`visible` in one place,
+so an ``ESC ] 0 ; title BEL`` in a model name prints as ``\\x1b]0;title\\x07`` instead of retitling the terminal.
+Rich markup is a separate concern (the TUI renders text literally); this module only handles control characters.
+
+Pure and dependency-free, so every layer may import it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 (U+0000-U+001F), DEL (U+007F), C1 (U+0080-U+009F), and the Unicode line/paragraph separators and bidi
+# overrides that can reorder or break what a terminal shows.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL_KEEP_LAYOUT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match) -> str:
+    c = match.group(0)
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: object, *, keep_layout: bool = False) -> str:
+    """``str(text)`` with control characters shown as ``\\xNN`` / ``\\uNNNN``.
+
+    ``keep_layout=True`` keeps newline and tab (multi-line item text in a panel); everything else is escaped."""
+    s = text if isinstance(text, str) else str(text)
+    return (_CONTROL_KEEP_LAYOUT if keep_layout else _CONTROL).sub(_escape, s)
+
+
+def has_control(text: str, *, allow_layout: bool = True) -> bool:
+    """True when ``text`` holds a control character (newline and tab allowed unless ``allow_layout`` is False)."""
+    return bool((_CONTROL_KEEP_LAYOUT if allow_layout else _CONTROL).search(text))
