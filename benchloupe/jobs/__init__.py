@@ -8,7 +8,10 @@ cross threads), and long work takes ``progress`` and ``cancel`` like the engine 
 from __future__ import annotations
 
 import hashlib
+import signal
+import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +25,7 @@ from benchloupe import __version__
 from benchloupe.engine.common import Cancelled, EngineError
 from benchloupe.engine.families import infer_family, infer_owner
 from benchloupe.engine.simulate import Workspace, demo_workspace
-from benchloupe.store import read, runs
+from benchloupe.store import read, runners, runs
 from benchloupe.store.db import StoreError, connect, transaction
 from benchloupe.store.importers.base import ImportFormatError, ParsedImport
 from benchloupe.store.writer import ImportSummary, write_import
@@ -196,8 +199,48 @@ def fingerprint(*arrays) -> str:
     return h.hexdigest()[:16]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that a run ends ``cancelled`` (issue 10 #5)."""
+
+
+@contextmanager
+def cancellable_by_signals() -> Iterator[None]:
+    """While the body runs in the main thread, SIGTERM raises :class:`Terminated` (SIGINT already raises
+    KeyboardInterrupt); the previous handler is restored afterwards. Elsewhere (TUI workers) a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise Terminated("cancelled by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop_reason(exc: BaseException) -> tuple[str, str]:
+    """(status, one-line error) of a run ended by *exc*: cancelled for Ctrl-C, SIGTERM and cancel, else failed
+    with the real cause (a database write that failed says so)."""
+    if isinstance(exc, Terminated):
+        return "cancelled", "cancelled by SIGTERM"
+    if isinstance(exc, KeyboardInterrupt):
+        return "cancelled", "cancelled by Ctrl-C (SIGINT)"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, Cancelled):
+        return "cancelled", text
+    if isinstance(exc, sqlite3.Error):
+        return "failed", f"could not write to the database: {text}"
+    if isinstance(exc, OSError):
+        return "failed", f"{type(exc).__name__}: {text}"
+    return "failed", text
+
+
 class RunContext:
-    """Creates the run row, times stages, and marks the run failed/cancelled if the body raises."""
+    """Creates the run row (with its runner and heartbeat), times stages, and marks the run failed or
+    cancelled if the body raises; a SIGKILL leaves it ``running`` for the next open to mark interrupted."""
 
     def __init__(self, db_path, kind: str, benchmark: str | None, config, seed: int | None,
                  inputs: list[tuple[str, str]] = (), label: str = ""):
@@ -210,9 +253,13 @@ class RunContext:
     def start(self, conn, fp: str) -> int:
         bid = read.benchmark_id(conn, self.benchmark) if self.benchmark else None
         inputs = [(read.benchmark_id(conn, b), role) for b, role in self.inputs]
-        self.run_id = runs.create_run(conn, self.kind, bid, config=self.config, seed=self.seed,
-                                      code_version=code_version(), input_fingerprint=fp, inputs=inputs,
-                                      label=self.label)
+        try:
+            self.run_id = runs.create_run(conn, self.kind, bid, config=self.config, seed=self.seed,
+                                          code_version=code_version(), input_fingerprint=fp, inputs=inputs,
+                                          label=self.label)
+        except KeyboardInterrupt as exc:  # Ctrl-C right after the row was written
+            self.fail(conn, exc)
+            raise
         return self.run_id
 
     def lap(self, name: str, since: float) -> float:
@@ -222,24 +269,52 @@ class RunContext:
 
     @contextmanager
     def guard(self, conn) -> Iterator[None]:
-        """Run the body of a started run; any exception is recorded by :meth:`fail` and re-raised."""
+        """Run the body of a started run with a heartbeat and SIGTERM as a cancel; any exception is recorded
+        by :meth:`fail` and re-raised."""
+        run_id = self.run_id
+        heart = None
         try:
-            yield
+            with cancellable_by_signals():
+                if run_id is not None:
+                    heart = runners.Heartbeat(lambda: connect(self.db_path),
+                                              lambda c, now: runs.beat(c, run_id, now)).start()
+                yield
+        except sqlite3.Error as exc:  # disk full, I/O error, locked past the timeout: one line, the real cause
+            self.fail(conn, exc)
+            raise StoreError(f"{self.kind} run {run_id} failed: {stop_reason(exc)[1]} ({self.db_path}); "
+                             "free space or fix the file, then run it again") from exc
         except BaseException as exc:
             self.fail(conn, exc)
             raise
+        finally:
+            if heart is not None:
+                heart.stop()
 
     def fail(self, conn, exc: BaseException) -> None:
         """Bad input (EngineError) leaves no trace: the run row is removed, so the database is as it was.
-        A cancellation or an unexpected failure keeps the row with its status and error for the history."""
+        A cancellation or an unexpected failure keeps the row with its status and error for the history.
+        Recording never masks *exc*: if even that write fails, the next open marks the run interrupted."""
         if self.run_id is None:
             return
-        if isinstance(exc, EngineError):
-            with transaction(conn):
-                conn.execute("DELETE FROM runs WHERE id = ?", (self.run_id,))
-            return
-        status = "cancelled" if isinstance(exc, Cancelled) else "failed"
-        runs.fail_run(conn, self.run_id, status, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        try:
+            if conn.in_transaction:  # a COMMIT that failed on a full disk leaves the transaction open
+                conn.execute("ROLLBACK")
+            if isinstance(exc, EngineError):
+                with transaction(conn):
+                    conn.execute("DELETE FROM runs WHERE id = ?", (self.run_id,))
+                return
+            runs.fail_run(conn, self.run_id, *stop_reason(exc))
+        except (sqlite3.Error, KeyboardInterrupt):
+            pass
+
+
+def remove_run(db_path, run_id: int) -> None:
+    """Delete a run that is not running (an interrupted one, say) with its outputs."""
+    conn = connect(db_path)
+    try:
+        runs.remove_run(conn, run_id)
+    finally:
+        conn.close()
 
 
 # --------------------------------------------------------------------------------------------- registry

@@ -59,7 +59,20 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         )
     if migrate and version < SCHEMA_VERSION:
         _migrate(conn, version)
+    if migrate:
+        _mark_interrupted(conn)
     return conn
+
+
+def _mark_interrupted(conn: sqlite3.Connection) -> None:
+    """Runs and BenchFill sessions whose runner died become ``interrupted`` on open (issue 10 #5)."""
+    from . import fill, runs
+
+    try:
+        runs.mark_interrupted(conn)
+        fill.mark_interrupted(conn)
+    except sqlite3.OperationalError:  # read-only file or folder, locked past the timeout: shown as found
+        pass
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -95,7 +108,8 @@ def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite has already rolled back after SQLITE_FULL / IOERR
+            conn.execute("ROLLBACK")
         raise
     else:
         conn.execute("COMMIT")

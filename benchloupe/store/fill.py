@@ -9,26 +9,102 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import pandas as pd
 
+from . import runners
 from .db import StoreError, audit, transaction
+
+DEFAULT_MAX_STORED_CHARS = 65_536
+
+
+class SessionBusy(StoreError):
+    """Another live runner holds the session's lease."""
+
+
+class LeaseLost(StoreError):
+    """This runner's lease was taken over (it was presumed dead); it must stop without writing."""
 
 
 def create_session(conn: sqlite3.Connection, benchmark_id: int, gap_lo: float, gap_hi: float, target: float,
-                   config: dict) -> int:
+                   config: dict, runner: dict | None = None) -> int:
+    """A new session, leased to *runner* (default: this process) until its first run ends."""
+    runner = runner or runners.this_runner()
     with transaction(conn):
         sid = conn.execute(
-            "INSERT INTO fill_sessions (benchmark_id, gap_lo, gap_hi, target, config, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
-            (benchmark_id, gap_lo, gap_hi, target, json.dumps(config)),
+            "INSERT INTO fill_sessions (benchmark_id, gap_lo, gap_hi, target, config, runner, heartbeat, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+            (benchmark_id, gap_lo, gap_hi, target, json.dumps(config), json.dumps(runner), time.time()),
         ).lastrowid
         audit(conn, "fill:start", "fill_session", sid, json.dumps({"gap": [gap_lo, gap_hi], "target": target}))
     return int(sid)
 
 
-def set_session_state(conn: sqlite3.Connection, session_id: int, state: str, message: str = "") -> None:
+# ------------------------------------------------------------------------------------------------ the lease
+# One session has at most one runner (issue 10 #3): the runner holds a lease (fill_sessions.runner + heartbeat)
+# taken in an IMMEDIATE transaction, and every journal write checks, in its own transaction, that the lease is
+# still its own. A successor may take the lease only when the holder is gone (runners.alive), so a runner that
+# was presumed dead and wakes up again finds LeaseLost at its next write and stops.
+
+def acquire_lease(conn: sqlite3.Connection, session_id: int, runner: dict) -> dict:
+    """Make *runner* the session's only runner (state ``running``); raise SessionBusy when a live one has it."""
     with transaction(conn):
+        row = conn.execute("SELECT state, runner, heartbeat, updated_at FROM fill_sessions WHERE id = ?",
+                           (session_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no BenchFill session {session_id}; `benchloupe fill --list` shows them")
+        held = runners.parse(row["runner"])
+        if (row["state"] == "running" and held.get("token") != runner["token"]
+                and runners.alive(held, row["heartbeat"])):
+            raise SessionBusy(f"BenchFill session {session_id} is already being run by {runners.describe(held)}"
+                              f" (since {row['updated_at']}); wait for it to finish, or stop it and then"
+                              f" `benchloupe fill --resume {session_id}`")
+        conn.execute("UPDATE fill_sessions SET state = 'running', message = '', runner = ?, heartbeat = ?,"
+                     " updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
+                     (json.dumps(runner), time.time(), session_id))
+    return runner
+
+
+def _check_lease(conn: sqlite3.Connection, session_id: int, token: str | None) -> None:
+    """Inside a write transaction: refuse the write unless *token* still holds the lease (None: no check)."""
+    if token is None:
+        return
+    row = conn.execute("SELECT state, runner FROM fill_sessions WHERE id = ?", (session_id,)).fetchone()
+    held = runners.parse(row["runner"]) if row is not None else {}
+    if row is None or row["state"] != "running" or held.get("token") != token:
+        who = runners.describe(held) if row is not None and row["state"] == "running" else "no one"
+        raise LeaseLost(f"BenchFill session {session_id} is no longer this runner's (now held by {who}); "
+                        "this runner stopped without writing")
+
+
+def beat_lease(conn: sqlite3.Connection, session_id: int, token: str, now: float) -> bool:
+    """Renew the lease's heartbeat; False once it is no longer ours."""
+    return conn.execute("UPDATE fill_sessions SET heartbeat = ? WHERE id = ? AND state = 'running'"
+                        " AND json_extract(runner, '$.token') = ?", (now, session_id, token)).rowcount > 0
+
+
+def mark_interrupted(conn: sqlite3.Connection) -> list[int]:
+    """Sessions left ``running`` by a runner that is gone become ``interrupted`` (resumable); returns their ids."""
+    rows = conn.execute("SELECT id, runner, heartbeat FROM fill_sessions WHERE state = 'running'").fetchall()
+    gone = [(int(r[0]), r[1]) for r in rows if not runners.alive(r[1], r[2])]
+    if not gone:
+        return []
+    with transaction(conn):
+        for sid, runner in gone:
+            conn.execute(
+                "UPDATE fill_sessions SET state = 'interrupted', message = ?, updated_at ="
+                " strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'",
+                (f"interrupted: its runner ({runners.describe(runner)}) ended without finishing; "
+                 f"`benchloupe fill --resume {sid}` continues it", sid))
+    return [sid for sid, _ in gone]
+
+
+def set_session_state(conn: sqlite3.Connection, session_id: int, state: str, message: str = "", *,
+                      token: str | None = None) -> None:
+    """Set the state (ending a run releases the lease: only ``running`` is held)."""
+    with transaction(conn):
+        _check_lease(conn, session_id, token)
         conn.execute("UPDATE fill_sessions SET state = ?, message = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%SZ',"
                      " 'now') WHERE id = ?", (state, message, session_id))
 
@@ -40,14 +116,16 @@ def session(conn: sqlite3.Connection, session_id: int) -> dict:
         raise StoreError(f"no BenchFill session {session_id}; `benchloupe fill --list` shows them")
     d = dict(row)
     d["config"] = json.loads(d["config"])
+    d["runner"] = runners.parse(d.get("runner"))
     return d
 
 
 def sessions(conn: sqlite3.Connection, benchmark: str | None = None) -> pd.DataFrame:
     sql = ("SELECT s.id, b.name AS benchmark, s.gap_lo, s.gap_hi, s.target, s.state, s.message, s.created_at,"
            " s.updated_at, (SELECT count(*) FROM fill_candidates c WHERE c.session_id = s.id) AS candidates,"
-           " (SELECT count(*) FROM fill_candidates c WHERE c.session_id = s.id AND c.review_state = 'pending')"
-           " AS pending FROM fill_sessions s JOIN benchmarks b ON b.id = s.benchmark_id")
+           " (SELECT count(*) FROM fill_candidates c WHERE c.session_id = s.id AND c.review_state = 'pending'"
+           " AND c.valid = 1 AND c.difficulty_norm IS NOT NULL) AS pending"
+           " FROM fill_sessions s JOIN benchmarks b ON b.id = s.benchmark_id")
     args = []
     if benchmark:
         sql += " WHERE b.name = ?"
@@ -55,8 +133,10 @@ def sessions(conn: sqlite3.Connection, benchmark: str | None = None) -> pd.DataF
     return pd.read_sql_query(sql + " ORDER BY s.id DESC", conn, params=args)
 
 
-def append_event(conn: sqlite3.Connection, session_id: int, kind: str, round_: int | None, payload: dict) -> None:
+def append_event(conn: sqlite3.Connection, session_id: int, kind: str, round_: int | None, payload: dict, *,
+                 token: str | None = None) -> None:
     with transaction(conn):
+        _check_lease(conn, session_id, token)
         conn.execute("INSERT INTO fill_events (session_id, round, kind, payload) VALUES (?, ?, ?, ?)",
                      (session_id, round_, kind, json.dumps(payload)))
 
@@ -70,16 +150,54 @@ def events(conn: sqlite3.Connection, session_id: int, kinds: tuple[str, ...] | N
     return [(k, json.loads(p)) for k, p in conn.execute(sql + " ORDER BY id", args)]
 
 
-def record_llm_call(conn: sqlite3.Connection, session_id: int, call: dict) -> None:
-    """One LLM call: role, base_url, model, prompt, response, latency_s, tokens, status, error (never a key)."""
+def cap_text(text: str | None, limit: int) -> tuple[str, bool]:
+    """*text* cut to *limit* characters with a visible note of what was cut (issue 10 #12)."""
+    text = text or ""
+    if limit <= 0 or len(text) <= limit:
+        return text, False
+    return f"{text[:limit]}\n[benchloupe: {len(text):,} characters received, the first {limit:,} stored]", True
+
+
+def record_llm_call(conn: sqlite3.Connection, session_id: int, call: dict, *, token: str | None = None,
+                    max_chars: int = DEFAULT_MAX_STORED_CHARS) -> bool:
+    """One LLM call: role, base_url, model, prompt, response, latency_s, tokens, status, error (never a key).
+
+    Prompt and response are stored up to *max_chars* characters each; returns True when something was cut.
+    """
+    prompt, cut_p = cap_text(call.get("prompt"), max_chars)
+    response, cut_r = cap_text(call.get("response"), max_chars)
     with transaction(conn):
+        _check_lease(conn, session_id, token)
         conn.execute(
             "INSERT INTO llm_calls (session_id, role, base_url, model, prompt, response, latency_s, prompt_tokens,"
             " completion_tokens, status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (session_id, call.get("role", ""), call.get("base_url", ""), call.get("model", ""), call.get("prompt", ""),
-             call.get("response") or "", call.get("latency_s"), call.get("prompt_tokens"),
+            (session_id, call.get("role", ""), call.get("base_url", ""), call.get("model", ""), prompt,
+             response, call.get("latency_s"), call.get("prompt_tokens"),
              call.get("completion_tokens"), call.get("status", ""), call.get("error") or ""),
         )
+    return cut_p or cut_r
+
+
+def set_verdict(conn: sqlite3.Connection, session_id: int, child_key: str, valid: bool, reason: str, *,
+                token: str | None = None) -> None:
+    with transaction(conn):
+        _check_lease(conn, session_id, token)
+        conn.execute("UPDATE fill_candidates SET valid = ?, verdict = ? WHERE session_id = ? AND child_key = ?",
+                     (int(valid), reason, session_id, child_key))
+
+
+def set_estimate(conn: sqlite3.Connection, session_id: int, child_key: str, *, b: float, z: float | None,
+                 distance: float | None, se: float, n_successes: int, n_trials: int, identified: bool,
+                 token: str | None = None) -> None:
+    """A child's online calibration; an unidentified one keeps no normalised difficulty (never reviewable)."""
+    with transaction(conn):
+        _check_lease(conn, session_id, token)
+        conn.execute(
+            "UPDATE fill_candidates SET difficulty_raw = ?, difficulty_norm = ?, distance = ?,"
+            " payload = json_set(payload, '$.se', ?, '$.n_successes', ?, '$.n_trials', ?, '$.identified', json(?))"
+            " WHERE session_id = ? AND child_key = ?",
+            (b, z if identified else None, distance if identified else None, se, n_successes, n_trials,
+             "true" if identified else "false", session_id, child_key))
 
 
 def llm_calls(conn: sqlite3.Connection, session_id: int) -> pd.DataFrame:
@@ -89,9 +207,10 @@ def llm_calls(conn: sqlite3.Connection, session_id: int) -> pd.DataFrame:
 def upsert_candidate(conn: sqlite3.Connection, session_id: int, child_key: str, *, round_: int,
                      parent_item_id: int | None, text: str, answer: str, payload: dict, valid: bool | None = None,
                      verdict: str = "", difficulty_raw: float | None = None, difficulty_norm: float | None = None,
-                     distance: float | None = None) -> None:
+                     distance: float | None = None, token: str | None = None) -> None:
     """Create or update a proposal; its review state is never touched here."""
     with transaction(conn):
+        _check_lease(conn, session_id, token)
         conn.execute(
             "INSERT INTO fill_candidates (session_id, child_key, round, parent_item_id, text, answer, payload, valid,"
             " verdict, difficulty_raw, difficulty_norm, distance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

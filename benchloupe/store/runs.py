@@ -3,6 +3,11 @@
 A run row is created as ``running`` before computing (so the UI can list it) and its outputs are written in
 one transaction by :func:`save_outputs`; a failure or cancellation leaves only the run row with its status
 and error, never half the outputs.
+
+Statuses: running -> done | failed | cancelled (SIGINT, SIGTERM, the UI's cancel) | interrupted (the runner
+died without a word: SIGKILL, a crash, a power cut). The row records its runner (:mod:`.runners`); whoever
+opens the database next turns a ``running`` row whose runner is gone into ``interrupted``
+(:func:`mark_interrupted`), and such a run can be started again with its config or removed.
 """
 
 from __future__ import annotations
@@ -10,12 +15,14 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .db import transaction
+from . import runners
+from .db import StoreError, transaction
 
 MODEL_COLS = ("theta", "se", "lo", "hi", "rank", "rank_lo", "rank_hi")
 ITEM_COLS = ("difficulty", "sharpness", "fisher", "dif_range")
@@ -38,12 +45,16 @@ def _default(o):
 
 
 def create_run(conn: sqlite3.Connection, kind: str, benchmark_id: int | None, *, config: dict, seed: int | None,
-               code_version: str, input_fingerprint: str, inputs: list[tuple[int, str]] = (), label: str = "") -> int:
+               code_version: str, input_fingerprint: str, inputs: list[tuple[int, str]] = (), label: str = "",
+               runner: dict | None = None) -> int:
+    """A new ``running`` row owned by *runner* (default: this process)."""
+    runner = runner or runners.this_runner()
     with transaction(conn):
         rid = conn.execute(
-            "INSERT INTO runs (kind, benchmark_id, label, config, seed, code_version, input_fingerprint)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (kind, benchmark_id, label, _json(config), seed, code_version, input_fingerprint),
+            "INSERT INTO runs (kind, benchmark_id, label, config, seed, code_version, input_fingerprint, runner,"
+            " heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (kind, benchmark_id, label, _json(config), seed, code_version, input_fingerprint, _json(runner),
+             time.time()),
         ).lastrowid
         conn.executemany("INSERT OR IGNORE INTO run_inputs (run_id, benchmark_id, role) VALUES (?, ?, ?)",
                          [(rid, b, role) for b, role in inputs])
@@ -164,11 +175,52 @@ def artifact_names(conn: sqlite3.Connection, run_id: int) -> list[str]:
 
 
 def fail_run(conn: sqlite3.Connection, run_id: int, status: str, error: str) -> None:
+    """End a running run as failed, cancelled or interrupted, with a one-line reason."""
     with transaction(conn):
         conn.execute(
-            "UPDATE runs SET status = ?, error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
-            (status, error, run_id),
+            "UPDATE runs SET status = ?, error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
+            " WHERE id = ? AND status = 'running'", (status, error, run_id),
         )
+
+
+def beat(conn: sqlite3.Connection, run_id: int, now: float) -> bool:
+    """Renew a running run's heartbeat; False once the run is no longer running."""
+    return conn.execute("UPDATE runs SET heartbeat = ? WHERE id = ? AND status = 'running'",
+                        (now, run_id)).rowcount > 0
+
+
+def mark_interrupted(conn: sqlite3.Connection) -> list[int]:
+    """Turn every ``running`` run whose runner is gone into ``interrupted``; returns their ids.
+
+    Cheap when nothing runs (one small read). :func:`benchloupe.store.db.connect` calls it on every open.
+    """
+    rows = conn.execute("SELECT id, runner, heartbeat FROM runs WHERE status = 'running'").fetchall()
+    gone = [(int(r[0]), r[1]) for r in rows if not runners.alive(r[1], r[2])]
+    if not gone:
+        return []
+    with transaction(conn):
+        for rid, runner in gone:
+            conn.execute(
+                "UPDATE runs SET status = 'interrupted', error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ',"
+                " 'now') WHERE id = ? AND status = 'running'",
+                (f"interrupted: its runner ({runners.describe(runner)}) ended without finishing; start it again or"
+                 " remove it", rid))
+    return [rid for rid, _ in gone]
+
+
+def remove_run(conn: sqlite3.Connection, run_id: int) -> None:
+    """Delete a run that is not running (with its outputs and flags)."""
+    row = conn.execute("SELECT status, runner, heartbeat FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise StoreError(f"no run {run_id}; `benchloupe list` shows the runs")
+    if row[0] == "running" and runners.alive(row[1], row[2]):
+        raise StoreError(f"run {run_id} is running ({runners.describe(row[1])}); cancel it before removing it")
+    with transaction(conn):
+        conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+
+
+def status_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    return {r[0]: int(r[1]) for r in conn.execute("SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")}
 
 
 def list_runs(conn: sqlite3.Connection, benchmark: str | None = None, kind: str | None = None) -> pd.DataFrame:

@@ -226,6 +226,21 @@ MIGRATIONS: list[str] = [
         value TEXT NOT NULL
     );
     """,
+    # hardening-runs (issue 10 #3, #5): who runs a run or a BenchFill session (runner = pid, host, process start,
+    # token as JSON; heartbeat = unix time), and the run status 'interrupted' (its runner died without finishing).
+    # SQLite cannot alter a CHECK in place: the documented writable_schema edit widens it (no row changes), and
+    # the ADD COLUMN after it bumps the schema cookie so every open connection reloads the schema.
+    """
+    ALTER TABLE runs ADD COLUMN runner TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE runs ADD COLUMN heartbeat REAL;
+    PRAGMA writable_schema = ON;
+    UPDATE sqlite_master SET sql = replace(sql, '''failed'', ''cancelled'')',
+                                           '''failed'', ''cancelled'', ''interrupted'')')
+        WHERE type = 'table' AND name = 'runs';
+    PRAGMA writable_schema = OFF;
+    ALTER TABLE fill_sessions ADD COLUMN runner TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE fill_sessions ADD COLUMN heartbeat REAL;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
