@@ -23,10 +23,13 @@ def need_shared(*parts: str) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
-    """No test touches the user's real default database."""
+    """No test touches the user's real default database or endpoints file, or the caller's OpenAI settings."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.delenv("BENCHLOUPE_DB", raising=False)
+    monkeypatch.delenv("BENCHLOUPE_ENDPOINTS", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,12 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for BenchFill tests and bench/ (no network, no mocks).
 
 ``POST /v1/chat/completions`` with JSON bodies, like a real server: Bearer-key check (401), unknown model
-(404), scripted faults per model (429, 500, a hang past the client's timeout, a non-JSON body, malformed,
-fenced or truncated model output, empty or parent-identical rewrites), occasional 429/500 by request count,
-and a configurable latency.  Behind it a small world with hidden truth:
+(404), scripted faults per model (429 with ``Retry-After: 0``, as an HTTP date or as ``retry-after-ms``, 500,
+a hang past the client's timeout, a non-JSON body, a number as the content, ``choices: [null]``, empty
+content, a multi-megabyte reply, control characters in a rewrite, malformed, fenced or truncated model output,
+empty or parent-identical rewrites), occasional 429/500 by request count, JSON mode (``response_format``,
+recorded; refused with 400 when ``json_mode_supported`` is False) and a configurable latency.  Behind it a
+small world with hidden truth:
 
 - items are "[Q-n] What is A + B?" with answer A + B and a hidden difficulty b (a registry);
 - the ``rewriter`` model reads the target (0-10) and the parent from the prompt and writes children whose
@@ -50,6 +53,9 @@ class FakeLLM:
         self.scripts: dict[str, deque[str]] = defaultdict(deque)
         self.always: dict[str, str] = {}
         self.requests: list[tuple[str, str]] = []  # (model, outcome)
+        self.response_formats: list[tuple[str, object]] = []  # (model, response_format) of requests that had one
+        self.json_mode_supported = True
+        self.huge_chars = 5_000_000
         self.inflight: dict[str, int] = defaultdict(int)
         self.max_inflight: dict[str, int] = defaultdict(int)
         self._rng = np.random.default_rng(seed)
@@ -93,14 +99,15 @@ class FakeLLM:
             def do_POST(self):  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
-                code, payload, ctype = fake.handle(self.path, self.headers.get("Authorization", ""), body)
+                code, payload, ctype, *extra = fake.handle(self.path, self.headers.get("Authorization", ""), body)
+                headers = extra[0] if extra else ({"Retry-After": "0"} if code == 429 else {})
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", ctype)
                     self.send_header("Content-Length", str(len(data)))
-                    if code == 429:
-                        self.send_header("Retry-After", "0")
+                    for name, value in headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
@@ -150,8 +157,26 @@ class FakeLLM:
             with self._lock:
                 self.inflight[model] -= 1
         self.requests.append((model, fault or "ok"))
+        if "response_format" in req:
+            self.response_formats.append((model, req["response_format"]))
+            if not self.json_mode_supported:
+                return self._error(400, "Unrecognized request argument supplied: response_format",
+                                   "invalid_request_error")
         if fault == "429":
             return self._error(429, "Rate limit reached, slow down", "rate_limit_error")
+        if fault == "429date":  # Retry-After as an HTTP date two seconds ahead (RFC 9110 section 10.2.3)
+            from email.utils import formatdate
+
+            return (*self._error(429, "Rate limit reached", "rate_limit_error"),
+                    {"Retry-After": formatdate(time.time() + 2.0, usegmt=True)})
+        if fault == "429ms":
+            return (*self._error(429, "Rate limit reached", "rate_limit_error"),
+                    {"retry-after-ms": "250", "Retry-After": "1"})
+        if fault in ("number_content", "null_choice"):
+            choices = [None] if fault == "null_choice" else [
+                {"index": 0, "message": {"role": "assistant", "content": 42}, "finish_reason": "stop"}]
+            return 200, {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
+                         "model": model, "choices": choices}, "application/json"
         if fault == "500":
             return self._error(500, "The server had an error", "server_error")
         if fault == "timeout":
@@ -159,12 +184,16 @@ class FakeLLM:
         if fault == "nonjson":
             return 200, b"<html><body>502 Bad Gateway</body></html>", "text/html"
         prompt = req["messages"][-1]["content"]
-        if model == "rewriter":
+        if fault == "empty_content" and model != "rewriter":
+            content, finish = "", "stop"
+        elif model == "rewriter":
             content, finish = self._rewrite(prompt, fault)
         elif model == "judge":
             content, finish = self._judge(prompt), "stop"
         else:
             content, finish = self._answer(model, prompt), "stop"
+        if fault == "huge" and model != "rewriter":  # a runaway reply: the answer, then megabytes of padding
+            content = content + "\n" + "x" * self.huge_chars
         return 200, {
             "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
@@ -195,6 +224,11 @@ class FakeLLM:
             text = self.texts.get(parent_uid) or re.search(
                 r"Parent item.*?:\n(.*?)\nAnswer:", prompt, re.S).group(1)
             children = [{"question": text, "answer": str(self.truth[parent_uid][1])} for _ in children]
+        if fault == "ctrl":  # terminal escapes and a NUL inside otherwise good children
+            for c in children:
+                c["question"] = c["question"] + " \x1b]0;pwned\x07\x1b[2J\x00"
+        if fault == "huge":
+            children[0]["question"] += " " + "y" * self.huge_chars
         if fault == "malformed":
             return "I'm sorry, here are some ideas: make it harder by adding steps.", "stop"
         if fault == "empty_content":

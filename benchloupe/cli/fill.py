@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import sys
 
@@ -12,43 +13,60 @@ from benchloupe.cli.output import kv, print_json, table
 
 def cmd_endpoints(args) -> int:
     from benchloupe.jobs import fill
+    from benchloupe.prompts import endpoints_file
     from benchloupe.store.db import connect
 
     if args.action == "show":
         conn = connect(db_path(args))
         try:
-            eps = fill.get_endpoints(conn)
+            eps = fill.get_endpoints(conn, with_source=True)
         finally:
             conn.close()
     else:
         fields = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
                   "timeout": args.timeout, "max_retries": args.max_retries, "concurrency": args.concurrency,
-                  "name": args.name, "trials": args.trials}
+                  "name": args.name, "trials": args.trials, "json_mode": args.json_mode}
         role = args.role if args.action == "set" else "remove-annotator"
         if args.action == "set" and not args.role:
             raise CliError("endpoints set needs a role: rewriter, judge or annotator")
-        eps = fill.set_endpoint(db_path(args), role, **fields)
+        if args.action == "remove" and not args.name:
+            raise CliError("endpoints remove needs --name: the annotator to remove")
+        eps = fill.set_endpoint(db_path(args), role, scope="user" if args.user else "database", **fields)
     if args.json:
         print_json(eps)
         return 0
+
+    def where(e: dict) -> str:
+        url = e.get("base_url") or "$OPENAI_BASE_URL"
+        src = f"  [{e['source']}]" if e.get("source") else ""
+        mode = ", JSON mode" if e.get("json_mode") else ""
+        return f"{e.get('model')} at {url}, key from ${e.get('api_key_env') or 'OPENAI_API_KEY'}{mode}{src}"
+
     for role in ("rewriter", "judge"):
         e = eps.get(role)
-        print(f"{role:9s} " + ("(not set)" if not e else f"{e.get('model')} at {e.get('base_url')}"
-                                                            f", key from ${e.get('api_key_env', 'OPENAI_API_KEY')}"))
+        print(f"{role:9s} " + ("(not set)" if not e else where(e)))
     for a in eps.get("annotators", []):
-        print(f"annotator {a['name']} -> {a['model']} at {a.get('base_url')}, "
-              f"{a['trials']} trials")
+        print(f"annotator {a['name']} -> {where(a)}, {a['trials']} trials")
+    print(f"(user file: {endpoints_file.path()}; a database's own settings override it)")
     return 0
 
 
 def register_endpoints(sub, common) -> None:
     p = sub.add_parser("endpoints", help="OpenAI-compatible endpoints of the BenchFill rewriter, judge and annotators",
-                       description="Endpoints are stored in the database (never the key: it is read from the "
-                                   "environment variable named by --api-key-env, default OPENAI_API_KEY).")
+                       description="Endpoints live in the per-user file $XDG_CONFIG_HOME/benchloupe/endpoints.toml "
+                                   "(--user; shared by every database) and in the database (default), which "
+                                   "overrides the file per role and annotator. Never the key: it is read from the "
+                                   "environment variable named by --api-key-env, default OPENAI_API_KEY; no "
+                                   "--base-url means $OPENAI_BASE_URL.")
     common(p)
     p.add_argument("action", choices=["show", "set", "remove"])
     p.add_argument("role", nargs="?", choices=["rewriter", "judge", "annotator"])
-    p.add_argument("--base-url", help="e.g. https://api.openai.com/v1 or http://localhost:8000/v1 (required)")
+    p.add_argument("--base-url", help="e.g. https://api.openai.com/v1 or http://localhost:8000/v1 "
+                                      "(default: $OPENAI_BASE_URL when the session runs)")
+    p.add_argument("--user", action="store_true",
+                   help="set it in the per-user endpoints file shared by every database, not in this database")
+    p.add_argument("--json-mode", action=argparse.BooleanOptionalAction, default=None,
+                   help="ask the rewriter and judge for JSON replies (response_format), where the server supports it")
     p.add_argument("--model", help="model name the server knows")
     p.add_argument("--api-key-env", help="environment variable holding the key (default: OPENAI_API_KEY)")
     p.add_argument("--name", help="annotator: the benchmark model whose fitted ability it carries")
@@ -76,29 +94,32 @@ def cmd_fill(args) -> int:
             print(table(df) if len(df) else "no BenchFill sessions")
         return 0
     progress = StderrProgress("fill")
-    if args.resume is not None:
-        sid = fill.resume_fill(db_path(args), args.resume, progress=progress)
-    else:
-        if not args.benchmark:
-            raise CliError("fill needs a BENCHMARK (or --resume SESSION / --list)")
-        sid = fill.start_fill(db_path(args), args.benchmark,
-                              fill.FillOptions(gap=args.gap, answer_format=args.answer_format, baseline=args.baseline),
-                              progress=progress)
+    stopped = None
+    try:
+        if args.resume is not None:
+            sid = fill.resume_fill(db_path(args), args.resume, progress=progress)
+        else:
+            if not args.benchmark:
+                raise CliError("fill needs a BENCHMARK (or --resume SESSION / --list)")
+            options = fill.FillOptions(gap=args.gap, answer_format=args.answer_format, baseline=args.baseline,
+                                       **({} if args.max_stored_chars is None
+                                          else {"max_stored_chars": args.max_stored_chars}))
+            sid = fill.start_fill(db_path(args), args.benchmark, options, progress=progress)
+    except fill.FillStopped as exc:  # the session exists: show what it did, then say why it stopped (exit 1)
+        stopped, sid = exc, exc.session_id
     summary = fill.session_summary(db_path(args), sid)
     if args.json:
         print_json(summary)
-        return 0
-    events = summary.pop("events")
-    print(kv({k: v for k, v in summary.items() if v is not None}))
-    for e in events:
-        if e["level"] != "info":
-            print(f"{e['level']}: {e['message']}")
-    if summary["state"] == "failed":
-        print(f"session {sid} stopped: {summary['message']}; fix it and `benchloupe fill --resume {sid}`",
-              file=sys.stderr)
-        return 1
-    if summary["pending"]:
-        print(f"\n{summary['pending']} proposals wait for review: `benchloupe review --session {sid}`")
+    else:
+        events = summary.pop("events")
+        print(kv({k: v for k, v in summary.items() if v is not None}))
+        for e in events:
+            if e["level"] != "info":
+                print(f"{e['level']}: {e['message']}")
+        if summary["pending"]:
+            print(f"\n{summary['pending']} proposals wait for review: `benchloupe review --session {sid}`")
+    if stopped is not None:
+        raise CliError(str(stopped))
     return 0
 
 
@@ -115,6 +136,8 @@ def register_fill(sub, common) -> None:
     p.add_argument("--answer-format", default="auto", choices=["auto", "short", "choice", "free"])
     p.add_argument("--baseline", action="store_true", help="also run the budget-matched best-of-N baseline (E.1)")
     p.add_argument("--resume", type=int, metavar="SESSION", help="continue a session")
+    p.add_argument("--max-stored-chars", type=int, metavar="N",
+                   help="keep at most N characters of each prompt and reply in the journal (default: 65536; 0 = all)")
     p.add_argument("--list", action="store_true", help="list sessions")
     p.set_defaults(func=cmd_fill)
 

@@ -20,7 +20,12 @@ Where the paper is silent (no public code exists) we chose, and say so:
 - Reference list: up to L/2 below z* (strictly), the rest at or above; if one side runs short the other side
   fills the list up to L ("when available").
 - Cheap validity pre-checks before the judge: an empty rewrite, a child identical to its parent (after
-  case/whitespace folding), a multiple-choice answer that is not one of the options are invalid, with reasons.
+  case/whitespace folding), a multiple-choice answer that is not one of the options, control characters in
+  the text, answer or options are invalid, with reasons.
+- Identification (issue 10 #8): a trial whose reply holds no answer carries no signal and is not counted; a
+  child whose difficulty the answers do not determine (no answered trial, or every answer right or every
+  answer wrong, so the maximum likelihood sits at the search bound) is not a candidate. A session whose
+  valid children are all unidentified ends ``no_valid_child`` and says why.
 - Grading: normalised exact match on the extracted final answer for short answers, the choice letter for
   multiple choice, the judge otherwise (issue 5).
 - The baseline issues its 4 T_g children per parent as T_g rewriter calls of C children (the per-call size of
@@ -38,6 +43,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -68,6 +74,7 @@ from benchloupe.engine.benchfill_types import (
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.coverage import gap_table, topk_gap_sum
 from benchloupe.engine.online import DifficultyScale, OnlineCalibrationConfig, calibrate_item
+from benchloupe.textsafe import has_control
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,8 @@ class BenchFillConfig:
 
     R parents per round, C children per parent, reference list budget L, at most T rounds, tolerance tau on the
     normalised [0, 1] scale, prompt scale 10 ([0, 1] shown as [0, 10]), memory_size initial memory items
-    (our choice, see module docstring), seed for the baseline's uniform parent draw.
+    (our choice, see module docstring), seed for the baseline's uniform parent draw, max_child_chars: a child
+    longer than this is dropped with a warning (a runaway reply is not an item).
     """
 
     n_parents: int = 4
@@ -87,6 +95,7 @@ class BenchFillConfig:
     prompt_scale: float = 10.0
     memory_size: int = 16
     seed: int = 0
+    max_child_chars: int = 20_000
     calibration: OnlineCalibrationConfig = OnlineCalibrationConfig()
 
 
@@ -242,10 +251,23 @@ def grade_locally(child: ChildDraft, response: str, answer_format: AnswerFormat)
     return None
 
 
+def answered(response: str, child: ChildDraft, answer_format: AnswerFormat) -> bool:
+    """Whether an annotator reply holds an answer at all (an empty or answerless reply carries no signal)."""
+    if not response.strip():
+        return False
+    if answer_format == "choice":
+        return extract_choice(response, len(child.choices)) is not None
+    if answer_format == "short":
+        return bool(extract_final_answer(response).strip())
+    return True
+
+
 def precheck_child(child: ChildDraft, parent: FillItem, answer_format: AnswerFormat) -> str | None:
     """Reason a child is invalid before the judge sees it, or None."""
     if not child.text.strip() or not child.answer.strip():
         return "empty rewrite: the child has no question text or no reference answer"
+    if any(has_control(t) for t in (child.text, child.answer, *child.choices)):
+        return "the rewrite contains control characters (terminal escapes, NUL, backspace)"
     if " ".join(child.text.lower().split()) == " ".join(parent.text.lower().split()):
         return "child identical to its parent"
     if answer_format == "choice":
@@ -353,6 +375,7 @@ class _Session:
         self.target = problem.target
         self.theta = np.array([a.theta for a in problem.annotators])
         self.valid: list[Candidate] = []
+        self.unidentified: Counter[str] = Counter()
         self.n_children = 0
         self.round_devs: list[float] = []
 
@@ -387,6 +410,8 @@ class _Session:
         devs = []
         for child, _ in valid_children:
             cand = self._estimate(child)
+            if cand is None:
+                continue
             self.valid.append(cand)
             devs.append(cand.abs_dev)
         self.round_devs.append(float(np.mean(devs)) if devs else float("nan"))
@@ -408,10 +433,17 @@ class _Session:
             record = RewriteRecord(self.phase, t, slot, parent.item_id, (), error=failure.message)
         else:
             self._calls(reply.calls)
+            drafts = list(enumerate(reply.children[: self.cfg.n_children]))
+            limit = self.cfg.max_child_chars
+            for i, d in drafts:
+                size = len(d.text) + len(d.answer) + sum(map(len, d.choices))
+                if size > limit:
+                    self.journal.record_event(EventRecord(
+                        "warning", f"{tag}: child {i} of {size:,} characters dropped (max_child_chars {limit:,})"))
             kids = tuple(
                 ChildRecord(f"{prefix}{t}.s{slot}.c{i}", self.phase, t, parent.item_id, d.text, d.answer,
                             tuple(d.choices))
-                for i, d in enumerate(reply.children[: self.cfg.n_children]))
+                for i, d in drafts if len(d.text) + len(d.answer) + sum(map(len, d.choices)) <= limit)
             record = RewriteRecord(self.phase, t, slot, parent.item_id, kids)
         self.journal.record_rewrite(record)
         return record
@@ -459,7 +491,9 @@ class _Session:
                     grade = self.judge.grade(req.child, reply.response, f"{req.tag}/grade")
                     self._calls(grade.calls)
                     correct = grade.correct
-                record = AnnotationRecord(req.child_id, req.model, req.trial, reply.response, bool(correct))
+                ok = answered(reply.response, req.child, self.p.answer_format)
+                record = AnnotationRecord(req.child_id, req.model, req.trial, reply.response,
+                                          bool(correct) and ok, ok)
                 self.journal.record_annotation(record)
                 self.replay.annotations[req.child_id][(req.model, req.trial)] = record
                 self.progress(n, len(requests), f"{self.phase} round {t}: annotated {n}/{len(requests)}")
@@ -468,26 +502,47 @@ class _Session:
             self._fatal(failure)
             raise _Stop(failure.message) from failure
 
-    def _estimate(self, child: ChildRecord) -> Candidate:
+    def _estimate(self, child: ChildRecord) -> Candidate | None:
+        """Online calibration from the answered trials; None (and the reason kept) when b is not identified."""
         done = self.replay.annotations.get(child.child_id, {})
-        c = np.array([sum(done[(a.model, k)].correct for k in range(a.trials)) for a in self.p.annotators])
-        trials = np.array([a.trials for a in self.p.annotators])
+        recs = [[done[(a.model, k)] for k in range(a.trials)] for a in self.p.annotators]
+        c = np.array([sum(r.correct for r in rs if r.answered) for rs in recs])
+        trials = np.array([sum(1 for r in rs if r.answered) for rs in recs])
         guessing = self.p.guessing if self.p.answer_format == "choice" else 0.0
-        cal = calibrate_item(self.theta, c, trials, guessing=guessing, config=self.cfg.calibration)
-        z = self.p.scale.to_unit(cal.b)
-        cand = Candidate(child.child_id, self.phase, child.round, child.parent_id, child.text, child.answer,
-                         child.choices, cal.b, cal.se, z, abs(z - self.target), cal.n_successes, cal.n_trials)
+        n_asked = sum(len(rs) for rs in recs)
+        if trials.sum() == 0:
+            b, se, z, reason = float("nan"), float("nan"), float("nan"), (
+                f"no annotator reply held an answer ({n_asked} of {n_asked} empty or answerless)")
+            n_trials = n_successes = 0
+        else:
+            cal = calibrate_item(self.theta, c, trials, guessing=guessing, config=self.cfg.calibration)
+            b, se, z = cal.b, cal.se, self.p.scale.to_unit(cal.b)
+            n_trials, n_successes = cal.n_trials, cal.n_successes
+            reason = ""
+            if cal.at_bound:
+                side = "every answer was right" if n_successes == n_trials else (
+                    "every answer was wrong" if n_successes == 0 else "the answers put it at the search bound")
+                reason = f"difficulty not identified: {side} ({n_successes}/{n_trials})"
+        identified = not reason
         if child.child_id not in self.replay.estimates:
-            self.journal.record_estimate(EstimateRecord(child.child_id, cal.b, cal.se, z, cand.abs_dev,
-                                                        cal.n_trials, cal.n_successes))
+            self.journal.record_estimate(EstimateRecord(child.child_id, b, se, z, abs(z - self.target), n_trials,
+                                                        n_successes, identified, reason))
             self.replay.estimates.add(child.child_id)
-        return cand
+        if not identified:
+            self.unidentified[reason.split(" (")[0]] += 1
+            return None
+        return Candidate(child.child_id, self.phase, child.round, child.parent_id, child.text, child.answer,
+                         child.choices, b, se, z, abs(z - self.target), n_successes, n_trials)
 
     def result(self, rounds_run: int, failed: str | None) -> FillResult:
         best = min(self.valid, key=lambda c: (c.abs_dev, c.child_id), default=None)
         converged = best is not None and best.abs_dev <= self.cfg.tolerance
         if failed is not None:
             status, message = "failed", failed
+        elif best is None and self.unidentified:
+            why = "; ".join(f"{n} x {r}" for r, n in self.unidentified.most_common(3))
+            status, message = "no_valid_child", (f"no valid child with an identified difficulty after {rounds_run} "
+                                                 f"round(s): {why}; check the annotator endpoints' replies")
         elif best is None:
             status, message = "no_valid_child", "no valid child after all rounds: try another gap or rewriter"
         else:

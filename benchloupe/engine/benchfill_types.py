@@ -200,16 +200,22 @@ class VerdictRecord:
 
 @dataclass(frozen=True)
 class AnnotationRecord:
+    """One annotator trial; ``answered`` is False when the reply held no answer at all (empty content, no
+    choice letter): such a trial carries no signal and does not count in the calibration (issue 10 #8)."""
+
     child_id: str
     model: str
     trial: int
     response: str
     correct: bool
+    answered: bool = True
 
 
 @dataclass(frozen=True)
 class EstimateRecord:
-    """Online calibration of a valid child: raw b on the IRT scale, normalised z, |z - z*|."""
+    """Online calibration of a valid child: raw b on the IRT scale, normalised z, |z - z*|. ``identified`` is
+    False when the answers do not determine b (no answered trial, or all right / all wrong: b at the search
+    bound); ``reason`` says which. An unidentified child is never proposed."""
 
     child_id: str
     b: float
@@ -218,6 +224,8 @@ class EstimateRecord:
     abs_dev: float
     n_trials: int
     n_successes: int
+    identified: bool = True
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -36,66 +36,114 @@ from benchloupe.engine.benchfill_types import (
 )
 from benchloupe.engine.common import Cancelled, EngineError, Progress, no_progress
 from benchloupe.engine.online import DifficultyScale
+from benchloupe.prompts import endpoints_file
 from benchloupe.prompts.client import ChatClient, EndpointConfig
 from benchloupe.prompts.llm import LLMAnnotator, LLMJudge, LLMRewriter
 from benchloupe.store import fill as fillstore
-from benchloupe.store import read, runs
+from benchloupe.store import read, runners, runs
 from benchloupe.store.curation import put_setting
 from benchloupe.store.db import StoreError, connect
 
+from . import cancellable_by_signals, stop_reason
+
 ENDPOINTS_KEY = "benchfill.endpoints"
 ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
-                   "max_tokens")
+                   "max_tokens", "json_mode")
+SCOPES = ("database", "user")
 
 
 # ------------------------------------------------------------------------------------------------ endpoints
 
-def get_endpoints(conn) -> dict:
-    """``{"rewriter": {...}, "judge": {...}, "annotators": [{"name", "model", "base_url", "trials", ...}]}``."""
-    return read.setting(conn, ENDPOINTS_KEY, {"rewriter": None, "judge": None, "annotators": []})
+def _db_endpoints(conn) -> dict:
+    return read.setting(conn, ENDPOINTS_KEY, endpoints_file.empty())
 
 
-def set_endpoint(db_path, role: str, **fields) -> dict:
-    """Set the rewriter or judge endpoint, or add/replace an annotator (``role="annotator"``, ``name=``)."""
+def get_endpoints(conn, *, with_source: bool = False) -> dict:
+    """``{"rewriter": {...}, "judge": {...}, "annotators": [{"name", "model", "base_url", "trials", ...}]}``:
+    the per-user file (:mod:`benchloupe.prompts.endpoints_file`) overridden by the database's own settings,
+    per role and per annotator name. ``with_source`` adds ``"source": "user" | "database"`` to each."""
+    user, here = endpoints_file.load(), _db_endpoints(conn)
+    out = endpoints_file.empty()
+    for role in ("rewriter", "judge"):
+        for scope, eps in (("user", user), ("database", here)):
+            if eps.get(role):
+                out[role] = {**eps[role], **({"source": scope} if with_source else {})}
+    merged: dict[str, dict] = {}
+    for scope, eps in (("user", user), ("database", here)):
+        for a in eps.get("annotators") or []:
+            merged[a["name"]] = {**a, **({"source": scope} if with_source else {})}
+    out["annotators"] = list(merged.values())
+    return out
+
+
+def _clean(role: str, fields: dict) -> dict:
+    clean = {k: v for k, v in fields.items() if v is not None and (k in ENDPOINT_FIELDS or k in ("name", "trials"))}
+    if role in ("rewriter", "judge") and not clean.get("model"):
+        raise EngineError(f"the {role} endpoint needs --model (the model name the server knows)")
+    if role == "annotator":
+        if not clean.get("name"):
+            raise EngineError("an annotator needs --name: the benchmark model whose ability it has")
+        clean.setdefault("model", clean["name"])
+        trials = clean.get("trials", 4)
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise EngineError(f"--trials must be a whole number 1 or more, got {trials!r}")
+        clean["trials"] = trials
+    _endpoint(clean)  # the client's own checks: URL, --timeout > 0, --max-retries >= 0, ...
+    return clean
+
+
+def set_endpoint(db_path, role: str, *, scope: str = "database", **fields) -> dict:
+    """Set the rewriter or judge endpoint, or add/replace an annotator (``role="annotator"``, ``name=``), in
+    the database (``scope="database"``) or in the per-user file shared by every database (``"user"``).
+    No ``base_url`` means ``$OPENAI_BASE_URL`` when the session runs. Returns the endpoints now in effect."""
+    if scope not in SCOPES:
+        raise EngineError(f"unknown endpoints scope {scope!r}; use database or user")
+    if role not in ("rewriter", "judge", "annotator", "remove-annotator"):
+        raise EngineError(f"unknown endpoint role {role!r}; use rewriter, judge or annotator")
     conn = connect(db_path)
     try:
-        eps = get_endpoints(conn)
-        clean = {k: v for k, v in fields.items() if v is not None and (k in ENDPOINT_FIELDS or k in ("name", "trials"))}
-        if role in ("rewriter", "judge", "annotator") and not clean.get("base_url"):
-            raise EngineError(f"the {role} endpoint needs --base-url (e.g. https://api.openai.com/v1 or "
-                              "http://localhost:8000/v1)")
+        eps = endpoints_file.load() if scope == "user" else _db_endpoints(conn)
         if role in ("rewriter", "judge"):
-            if not clean.get("model"):
-                raise EngineError(f"the {role} endpoint needs --model (the model name the server knows)")
-            eps[role] = clean
+            eps[role] = _clean(role, fields)
         elif role == "annotator":
-            if not clean.get("name"):
-                raise EngineError("an annotator needs --name: the benchmark model whose ability it has")
-            clean.setdefault("model", clean["name"])
-            clean["trials"] = int(clean.get("trials") or 4)
+            clean = _clean(role, fields)
             eps["annotators"] = [a for a in eps["annotators"] if a["name"] != clean["name"]] + [clean]
-        elif role == "remove-annotator":
-            eps["annotators"] = [a for a in eps["annotators"] if a["name"] != fields.get("name")]
         else:
-            raise EngineError(f"unknown endpoint role {role!r}; use rewriter, judge or annotator")
-        put_setting(conn, ENDPOINTS_KEY, eps)
-        return eps
+            name = fields.get("name")
+            if not any(a["name"] == name for a in eps["annotators"]):
+                where = "the user endpoints file" if scope == "user" else "this database"
+                raise EngineError(f"no annotator {name!r} in {where}; `benchloupe endpoints show` lists them")
+            eps["annotators"] = [a for a in eps["annotators"] if a["name"] != name]
+        if scope == "user":
+            endpoints_file.save(eps)
+        else:
+            put_setting(conn, ENDPOINTS_KEY, eps)
+        return get_endpoints(conn, with_source=True)
     finally:
         conn.close()
 
 
 def _endpoint(d: dict) -> EndpointConfig:
-    return EndpointConfig(**{k: d[k] for k in ENDPOINT_FIELDS if k in d and d[k] is not None})
+    return EndpointConfig(**{"base_url": None, **{k: d[k] for k in ENDPOINT_FIELDS if k in d and d[k] is not None}})
 
 
 def _check_endpoints(eps: dict) -> None:
-    hint = "set it with `benchloupe endpoints set {role} --base-url URL --model NAME` or in the BenchFill screen"
+    """Every endpoint is configured and its settings can work (checked before a session starts running)."""
+    hint = ("set it with `benchloupe endpoints set {role} --model NAME [--base-url URL] [--user]` or in the "
+            "BenchFill screen")
     for role in ("rewriter", "judge"):
         if not eps.get(role) or not eps[role].get("model"):
             raise EngineError(f"no {role} endpoint configured; " + hint.format(role=role))
     if not eps.get("annotators"):
         raise EngineError("no annotator models configured; add the benchmark's models with `benchloupe endpoints "
-                          "set annotator --name MODEL --base-url URL --model NAME_AT_ENDPOINT`")
+                          "set annotator --name MODEL --model NAME_AT_ENDPOINT [--base-url URL]`")
+    for role, d in [("rewriter", eps["rewriter"]), ("judge", eps["judge"])] + [
+            (f"annotator {a['name']}", a) for a in eps["annotators"]]:
+        try:
+            _clean("annotator" if role.startswith("annotator") else role, d)
+        except EngineError as exc:
+            raise EngineError(f"the {role} endpoint is misconfigured: {exc}; fix it with `benchloupe endpoints "
+                              "set`") from None
 
 
 # ------------------------------------------------------------------------------------------------ journal
@@ -105,16 +153,22 @@ def _tuples(d: dict) -> dict:
 
 
 class SqliteJournal:
-    """:class:`FillJournal` on the store; one short transaction per record. Call it from one thread."""
+    """:class:`FillJournal` on the store; one short transaction per record, each checking that this runner
+    still holds the session's lease (``token``). Texts from the LLMs are stored as received, up to
+    ``max_chars`` characters per text, and a cut is said in the journal. Call it from one thread."""
 
-    def __init__(self, db_path, session_id: int):
+    def __init__(self, db_path, session_id: int, *, token: str | None = None,
+                 max_chars: int = fillstore.DEFAULT_MAX_STORED_CHARS):
         self.conn = connect(db_path)
-        self.sid = session_id
+        self.sid, self.token, self.max_chars = session_id, token, max_chars
         sess = fillstore.session(self.conn, session_id)
         self.parent_ids = set(str(i) for i in sess["config"].get("item_ids", []))
 
     def close(self) -> None:
         self.conn.close()
+
+    def _append(self, kind: str, round_: int | None, payload: dict) -> None:
+        fillstore.append_event(self.conn, self.sid, kind, round_, payload, token=self.token)
 
     def load_state(self) -> FillState:
         st = FillState()
@@ -135,17 +189,18 @@ class SqliteJournal:
         return st  # llm_calls are kept in their own table and not needed to replay
 
     def record_round(self, record: RoundRecord) -> None:
-        fillstore.append_event(self.conn, self.sid, "round", record.round, asdict(record))
+        self._append("round", record.round, asdict(record))
 
     def record_rewrite(self, record: RewriteRecord) -> None:
-        fillstore.append_event(self.conn, self.sid, "rewrite", record.round, asdict(record))
+        self._append("rewrite", record.round, asdict(record))
         if record.phase != "benchfill":  # the baseline's children are for comparison, never for review
             return
         for c in record.children:
             parent = self._root_item(c.parent_id)
             fillstore.upsert_candidate(self.conn, self.sid, c.child_id, round_=c.round, parent_item_id=parent,
                                        text=c.text, answer=c.answer,
-                                       payload={"choices": list(c.choices), "parent_key": c.parent_id})
+                                       payload={"choices": list(c.choices), "parent_key": c.parent_id},
+                                       token=self.token)
 
     def _root_item(self, parent_key: str) -> int | None:
         """The benchmark item at the root of a lineage (a child may be rewritten from an earlier child)."""
@@ -156,29 +211,36 @@ class SqliteJournal:
         return None if row is None else row[0]
 
     def record_verdict(self, record: VerdictRecord) -> None:
-        fillstore.append_event(self.conn, self.sid, "verdict", None, asdict(record))
-        self.conn.execute("UPDATE fill_candidates SET valid = ?, verdict = ? WHERE session_id = ? AND child_key = ?",
-                          (int(record.valid), record.reason, self.sid, record.child_id))
+        self._append("verdict", None, asdict(record))
+        fillstore.set_verdict(self.conn, self.sid, record.child_id, record.valid, record.reason, token=self.token)
 
     def record_annotation(self, record: AnnotationRecord) -> None:
-        fillstore.append_event(self.conn, self.sid, "annotation", None, asdict(record))
+        d = asdict(record)
+        d["response"], cut = fillstore.cap_text(record.response, self.max_chars)
+        self._append("annotation", None, d)  # replay needs the grade, never the whole reply
+        if cut:
+            self._cut_note(f"annotation {record.child_id}/{record.model}/t{record.trial}", len(record.response))
 
     def record_estimate(self, record: EstimateRecord) -> None:
-        fillstore.append_event(self.conn, self.sid, "estimate", None, asdict(record))
-        self.conn.execute(
-            "UPDATE fill_candidates SET difficulty_raw = ?, difficulty_norm = ?, distance = ?,"
-            " payload = json_set(payload, '$.se', ?, '$.n_successes', ?, '$.n_trials', ?)"
-            " WHERE session_id = ? AND child_key = ?",
-            (record.b, record.z, record.abs_dev, record.se, record.n_successes, record.n_trials, self.sid,
-             record.child_id))
+        d = {k: (v if not isinstance(v, float) or np.isfinite(v) else None) for k, v in asdict(record).items()}
+        self._append("estimate", None, d)
+        fillstore.set_estimate(self.conn, self.sid, record.child_id, b=d["b"], z=d["z"], distance=d["abs_dev"],
+                               se=d["se"], n_successes=record.n_successes, n_trials=record.n_trials,
+                               identified=record.identified, token=self.token)
 
     def record_event(self, record: EventRecord) -> None:
-        fillstore.append_event(self.conn, self.sid, "event", None, asdict(record))
+        self._append("event", None, asdict(record))
 
     def record_llm_call(self, record: LLMCallRecord) -> None:
         d = asdict(record)
         d["role"], d["base_url"] = record.tag, record.endpoint
-        fillstore.record_llm_call(self.conn, self.sid, d)
+        if fillstore.record_llm_call(self.conn, self.sid, d, token=self.token, max_chars=self.max_chars):
+            self._cut_note(f"LLM call {record.tag} ({record.model})",
+                           max(len(record.prompt or ""), len(record.response or "")))
+
+    def _cut_note(self, what: str, size: int) -> None:
+        self._append("event", None, asdict(EventRecord(
+            "warning", f"{what}: {size:,} characters, stored the first {self.max_chars:,} (max_stored_chars)")))
 
 
 # ------------------------------------------------------------------------------------------------ sessions
@@ -187,11 +249,24 @@ class SqliteJournal:
 class FillOptions:
     """A BenchFill session (paper 003 Algorithm 2, E.1): gap N of the latest coverage run (1 = largest), the
     answer format ("auto" = choice when items have a chance level, else short), and whether to run the
-    budget-matched best-of-N baseline beside it."""
+    budget-matched best-of-N baseline beside it; max_stored_chars caps each prompt and reply kept in the
+    journal (issue 10 #12; 0 = no cap)."""
 
     gap: int = 1
     answer_format: str = "auto"
     baseline: bool = False
+    max_stored_chars: int = fillstore.DEFAULT_MAX_STORED_CHARS
+
+
+class FillStopped(EngineError):
+    """A session ended without a proposal (``failed`` or ``no_valid_child``); the message says why and how to
+    go on. ``session_id`` and ``state`` say which and how."""
+
+    def __init__(self, session_id: int, state: str, message: str):
+        what = "ended with no valid child" if state == "no_valid_child" else "failed"
+        then = "" if state == "no_valid_child" else f"; fix it, then `benchloupe fill --resume {session_id}`"
+        super().__init__(f"BenchFill session {session_id} {what}: {message}{then}")
+        self.session_id, self.state = session_id, state
 
 
 def _problem(conn, sess: dict) -> FillProblem:
@@ -213,10 +288,33 @@ def _llms(eps: dict):
     return rewriter, judge, annotator
 
 
+def _coverage_current(db_path, benchmark: str) -> None:
+    """Recompute coverage when an accepted BenchFill item is missing from the latest coverage run (the process
+    was killed between the accept and the recompute: issue 10, minor)."""
+    conn = connect(db_path)
+    try:
+        bid = read.benchmark_id(conn, benchmark)
+        cov = runs.latest_run(conn, bid, ("coverage",))
+        if cov is None:
+            return
+        missing = conn.execute(
+            "SELECT count(*) FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
+            " JOIN items i ON i.id = c.item_id WHERE s.benchmark_id = ? AND c.review_state = 'accepted'"
+            " AND c.item_id NOT IN (SELECT item_id FROM run_items WHERE run_id = ?)", (bid, cov)).fetchone()[0]
+    finally:
+        conn.close()
+    if missing:
+        from .coverage import CoverageConfig, run_coverage
+
+        run_coverage(db_path, benchmark, CoverageConfig(uncertainty="none"))
+
+
 def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
                config: BenchFillConfig = BenchFillConfig(), progress: Progress = no_progress,
                cancel: threading.Event | None = None) -> int:
-    """Create a session on gap ``options.gap`` of the latest coverage run and run it; returns the session id."""
+    """Create a session on gap ``options.gap`` of the latest coverage run and run it; returns the session id
+    when it proposed a child, raises :class:`FillStopped` when it ended without one."""
+    _coverage_current(db_path, benchmark)
     conn = connect(db_path)
     try:
         bid = read.benchmark_id(conn, benchmark)
@@ -225,6 +323,9 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
             raise EngineError(f"no coverage run for {benchmark!r}; run `benchloupe coverage {benchmark}` first")
         eps = get_endpoints(conn)
         _check_endpoints(eps)
+        if isinstance(options.max_stored_chars, bool) or not isinstance(options.max_stored_chars, int) or \
+                options.max_stored_chars < 0:
+            raise EngineError(f"--max-stored-chars must be a whole number 0 or more, got {options.max_stored_chars!r}")
         gaps = runs.load_artifact(conn, cov, "gaps")
         if not 1 <= options.gap <= len(gaps):
             raise EngineError(f"gap {options.gap} does not exist; the coverage run has gaps 1..{len(gaps)}")
@@ -247,11 +348,14 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
                        "guessing": float(chance.median()) if len(chance) else 0.0, "b_min": metrics["b_min"],
                        "b_max": metrics["b_max"], "annotators": annotators, "item_ids": item_ids,
                        "benchfill": _plain(config), "baseline": options.baseline,
+                       "max_stored_chars": options.max_stored_chars,
                        "endpoints": {r: {k: v for k, v in (eps[r] or {}).items()} for r in ("rewriter", "judge")}}
-        sid = fillstore.create_session(conn, bid, float(g["lo"]), float(g["hi"]), float(g["midpoint"]), session_cfg)
+        runner = runners.this_runner()
+        sid = fillstore.create_session(conn, bid, float(g["lo"]), float(g["hi"]), float(g["midpoint"]), session_cfg,
+                                       runner=runner)
     finally:
         conn.close()
-    return resume_fill(db_path, sid, config=config, progress=progress, cancel=cancel)
+    return resume_fill(db_path, sid, config=config, progress=progress, cancel=cancel, _runner=runner)
 
 
 def _plain(config: BenchFillConfig) -> dict:
@@ -259,54 +363,80 @@ def _plain(config: BenchFillConfig) -> dict:
 
 
 def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = None, progress: Progress = no_progress,
-                cancel: threading.Event | None = None) -> int:
-    """Run (or continue) a session from its journal; completed work is replayed, not redone."""
+                cancel: threading.Event | None = None, _runner: dict | None = None) -> int:
+    """Run (or continue) a session from its journal; completed work is replayed, not redone.
+
+    One session has one runner: this process takes the session's lease (refused with one line while another
+    live runner holds it; taken over when the holder is gone) and renews it by heartbeat. Ctrl-C, SIGTERM or
+    ``cancel`` pause the session (resumable); returns the session id when it proposed a child, raises
+    :class:`FillStopped` when it ended failed or with no valid child.
+    """
+    runner = _runner or runners.this_runner()
     conn = connect(db_path)
     try:
         sess = fillstore.session(conn, session_id)
-        if sess["state"] in ("proposed", "no_valid_child"):
+        if sess["state"] == "proposed":
             return session_id
+        if sess["state"] == "no_valid_child":
+            raise FillStopped(session_id, sess["state"], sess["message"])
         eps = get_endpoints(conn)
         _check_endpoints(eps)
         problem = _problem(conn, sess)
-        fillstore.set_session_state(conn, session_id, "running", "")
+        fillstore.acquire_lease(conn, session_id, runner)
     finally:
         conn.close()
     if config is None:
         config = BenchFillConfig(**{k: v for k, v in sess["config"].get("benchfill", {}).items()})
+    token = runner["token"]
     rewriter, judge, annotator = _llms(eps)
-    journal = SqliteJournal(db_path, session_id)
+    journal = SqliteJournal(db_path, session_id, token=token,
+                            max_chars=int(sess["config"].get("max_stored_chars", fillstore.DEFAULT_MAX_STORED_CHARS)))
+    heart = runners.Heartbeat(lambda: connect(db_path),
+                              lambda c, now: fillstore.beat_lease(c, session_id, token, now)).start()
     try:
-        try:
-            result = run_session(problem, rewriter, judge, annotator, journal, config, progress=progress,
-                                 cancel=cancel)
-            if sess["config"].get("baseline") and result.rounds_run:
-                progress(0, 1, "best-of-N baseline")
-                base = run_baseline(problem, rewriter, judge, annotator, journal, result.rounds_run,
-                                    config, progress=progress, cancel=cancel)
-                fillstore.append_event(journal.conn, session_id, "baseline_result", None,
-                                       {"status": base.status, "best_z": base.best.z if base.best else None,
-                                        "best_abs_dev": base.best.abs_dev if base.best else None,
-                                        "n_children": base.n_children, "n_valid": base.n_valid})
-        except Cancelled:
-            fillstore.set_session_state(journal.conn, session_id, "paused", "cancelled; resume to continue")
-            raise
+        with cancellable_by_signals():
+            try:
+                result = run_session(problem, rewriter, judge, annotator, journal, config, progress=progress,
+                                     cancel=cancel)
+                if sess["config"].get("baseline") and result.rounds_run:
+                    progress(0, 1, "best-of-N baseline")
+                    base = run_baseline(problem, rewriter, judge, annotator, journal, result.rounds_run,
+                                        config, progress=progress, cancel=cancel)
+                    journal._append("baseline_result", None,
+                                    {"status": base.status, "best_z": base.best.z if base.best else None,
+                                     "best_abs_dev": base.best.abs_dev if base.best else None,
+                                     "n_children": base.n_children, "n_valid": base.n_valid})
+            except (Cancelled, KeyboardInterrupt) as exc:
+                why = stop_reason(exc)[1] if not isinstance(exc, Cancelled) else "cancelled"
+                fillstore.set_session_state(journal.conn, session_id, "paused", f"{why}; resume to continue",
+                                            token=token)
+                raise
         state = {"proposed": "proposed", "no_valid_child": "no_valid_child", "failed": "failed"}[result.status]
-        fillstore.set_session_state(journal.conn, session_id, state, result.message or "")
-        return session_id
+        fillstore.set_session_state(journal.conn, session_id, state, result.message or "", token=token)
     finally:
+        heart.stop()
         journal.close()
+    if state != "proposed":
+        raise FillStopped(session_id, state, result.message or state)
+    return session_id
 
 
 def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", *, edited_text: str | None = None,
                      edited_answer: str | None = None, recompute: bool = True) -> int | None:
-    """Accept (insert the item, then recompute coverage) or reject a proposal; returns the new item id."""
+    """Accept (insert the item, then recompute coverage) or reject a proposal; returns the new item id.
+    A coverage run missed by an earlier accept (the process was killed before its recompute) is made first."""
     conn = connect(db_path)
     try:
         row = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
                            " JOIN benchmarks b ON b.id = s.benchmark_id WHERE c.id = ?", (candidate_id,)).fetchone()
         if row is None:
             raise StoreError(f"no BenchFill candidate {candidate_id}")
+    finally:
+        conn.close()
+    if recompute:
+        _coverage_current(db_path, row[0])
+    conn = connect(db_path)
+    try:
         item_id = fillstore.decide(conn, candidate_id, decision, note, edited_text=edited_text,
                                    edited_answer=edited_answer)
     finally:

@@ -1,12 +1,19 @@
 """One client for OpenAI-compatible chat completions (issue 5: "Everything about LLMs lives in prompts/").
 
-- Endpoint = base URL + model + API key.  The key comes from ``api_key`` in the config or the environment
-  variable ``api_key_env``; it is never logged, stored, or put in a message (scrubbed from server errors).
+- Endpoint = base URL + model + API key.  The ecosystem's conventions are the defaults: no base URL means
+  ``$OPENAI_BASE_URL``, the key is read from the environment variable ``api_key_env`` (default
+  ``$OPENAI_API_KEY``; ``api_key`` in the config is for programs only); it is never logged, stored, or put in a
+  message (scrubbed from server errors).
 - Every HTTP attempt becomes an :class:`LLMCallRecord` (prompt, response, latency, tokens, status, error)
   returned with the reply, so the caller journals it in its own thread.
-- Retries with exponential backoff (``backoff_initial * 2**attempt``, capped, ``Retry-After`` honoured up to
-  the cap) on 429, 5xx, timeouts, connection errors and non-JSON bodies; the ``openai`` package's own retries
-  are off so each attempt is visible.  401/403/404/other 4xx are not retried.
+- Retries with exponential backoff and jitter (``backoff_initial * 2**attempt`` capped at ``backoff_max``,
+  then drawn uniformly from its upper half so that many clients do not retry in step) on 429, 5xx, timeouts,
+  connection errors and non-JSON or malformed bodies; a server's ``retry-after-ms`` or ``Retry-After``
+  (seconds or an HTTP date) is a floor, honoured up to ``retry_after_max``.  The ``openai`` package's own
+  retries are off so each attempt is visible.  401/403/404/other 4xx are not retried.
+- JSON mode: with ``json_mode`` the rewriter's and judge's requests ask for ``response_format =
+  {"type": "json_object"}`` (servers that support it then reply with a JSON object only); a server that
+  refuses the option stops the session with one line saying how to turn it off.
 - Bounded concurrency: at most ``concurrency`` requests in flight per endpoint (a semaphore), whatever the
   number of threads calling :meth:`ChatClient.chat`.
 - Failures raise :class:`LLMFailure` with one line: fatal ones stop a BenchFill session, keeping its state.
@@ -15,17 +22,31 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 
 import openai
 
 from benchloupe.engine.benchfill_types import LLMCallRecord, LLMFailure
+from benchloupe.engine.common import EngineError
 
 NO_KEY = "not-needed"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+
+
+def _number(value, name: str, *, minimum: float, integer: bool = False, strict: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > minimum if strict else value >= minimum) and (not integer or float(value).is_integer())
+    if not ok:
+        what = "a whole number" if integer else "a number"
+        bound = f"above {minimum:g}" if strict else f"{minimum:g} or more"
+        raise EngineError(f"{name} must be {what} {bound}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -40,9 +61,62 @@ class EndpointConfig:
     concurrency: int = 8
     temperature: float | None = None
     max_tokens: int | None = None
+    json_mode: bool = False
     backoff_initial: float = 0.5
     backoff_max: float = 20.0
+    retry_after_max: float = 120.0
     api_key: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Refuse settings that cannot work, with the option's name (issue 10 #6: a negative retry count was
+        accepted and then failed mid-session)."""
+        if self.base_url is not None and not isinstance(self.base_url, str):
+            raise EngineError(f"base_url must be a URL, got {self.base_url!r}")
+        if self.base_url and not self.base_url.strip().lower().startswith(("http://", "https://")):
+            raise EngineError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        _number(self.timeout, "--timeout (seconds per request)", minimum=0, strict=True)
+        _number(self.max_retries, "--max-retries", minimum=0, integer=True)
+        _number(self.concurrency, "--concurrency", minimum=1, integer=True)
+        if self.temperature is not None:
+            _number(self.temperature, "--temperature", minimum=0)
+        if self.max_tokens is not None:
+            _number(self.max_tokens, "--max-tokens", minimum=1, integer=True)
+        _number(self.backoff_initial, "backoff_initial", minimum=0)
+        _number(self.backoff_max, "backoff_max", minimum=0)
+
+    @property
+    def url(self) -> str:
+        """The base URL in use: the configured one, else ``$OPENAI_BASE_URL``, else empty."""
+        return (self.base_url or os.environ.get(BASE_URL_ENV) or "").strip()
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """A server's requested wait: ``retry-after-ms`` (milliseconds), else ``Retry-After`` as seconds or as an
+    HTTP date (RFC 9110 section 10.2.3); None when absent or unreadable."""
+    if not headers:
+        return None
+    get = headers.get
+    ms = get("retry-after-ms")
+    try:
+        if ms is not None and math.isfinite(float(ms)):
+            return max(0.0, float(ms) / 1000.0)
+    except ValueError:
+        pass
+    after = get("retry-after")
+    if after is None:
+        return None
+    try:
+        value = float(after)
+        return max(0.0, value) if math.isfinite(value) else None
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(after)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 @dataclass(frozen=True)
@@ -61,9 +135,11 @@ class _Retryable(Exception):
 class ChatClient:
     """Thread-safe chat-completions client for one endpoint."""
 
-    def __init__(self, endpoint: EndpointConfig, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, endpoint: EndpointConfig, sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None):
         self.endpoint = endpoint
         self._sleep = sleep
+        self._rng = rng or random.Random()
         self._sem = threading.BoundedSemaphore(max(1, endpoint.concurrency))
         self._lock = threading.Lock()
         self._client: openai.OpenAI | None = None
@@ -83,20 +159,35 @@ class ChatClient:
             if self._client is not None:
                 return self._client
             ep = self.endpoint
-            if not ep.base_url or not ep.base_url.strip():
-                raise LLMFailure(f"no endpoint configured for model {ep.model!r}: set its base_url", fatal=True)
+            url = ep.url
+            if not url:
+                raise LLMFailure(f"no endpoint configured for model {ep.model!r}: set its base_url (`benchloupe "
+                                 f"endpoints set ROLE --base-url URL`) or ${BASE_URL_ENV}", fatal=True)
+            if not url.lower().startswith(("http://", "https://")):
+                raise LLMFailure(f"${BASE_URL_ENV} must start with http:// or https://, got {url!r}", fatal=True)
             if not ep.model:
-                raise LLMFailure(f"no model name configured for endpoint {ep.base_url}", fatal=True)
+                raise LLMFailure(f"no model name configured for endpoint {url}", fatal=True)
             key = ep.api_key or (os.environ.get(ep.api_key_env) if ep.api_key_env else NO_KEY)
             if not key:
-                raise LLMFailure(f"no API key for {ep.model!r} at {ep.base_url}: set ${ep.api_key_env} "
-                                 "or api_key in the endpoint config", fatal=True)
+                raise LLMFailure(f"no API key for {ep.model!r} at {url}: set ${ep.api_key_env}, or name another "
+                                 "variable with `benchloupe endpoints set ROLE --api-key-env NAME`", fatal=True)
             self._key = key
-            self._client = openai.OpenAI(api_key=key, base_url=ep.base_url, timeout=ep.timeout, max_retries=0)
+            self._client = openai.OpenAI(api_key=key, base_url=url, timeout=ep.timeout, max_retries=0)
             return self._client
 
-    def chat(self, messages: list[dict[str, str]], tag: str) -> ChatReply:
-        """Send one chat completion with retries; raise LLMFailure(fatal=True) when it cannot succeed."""
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry *attempt* + 1: capped exponential backoff with jitter (its upper
+        half), at least what the server asked for (up to ``retry_after_max``)."""
+        ep = self.endpoint
+        base = min(ep.backoff_max, ep.backoff_initial * 2**attempt)
+        delay = base * self._rng.uniform(0.5, 1.0)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, ep.retry_after_max))
+        return delay
+
+    def chat(self, messages: list[dict[str, str]], tag: str, *, json_reply: bool = False) -> ChatReply:
+        """Send one chat completion with retries; raise LLMFailure(fatal=True) when it cannot succeed.
+        ``json_reply``: the caller wants a JSON object (JSON mode is asked for where the endpoint enables it)."""
         ep = self.endpoint
         client = self._openai()
         prompt = json.dumps(messages, ensure_ascii=False)
@@ -107,16 +198,13 @@ class ChatClient:
             t0 = time.perf_counter()
             try:
                 with self._sem:
-                    text, usage, truncated = self._once(client, messages)
+                    text, usage, truncated = self._once(client, messages, json_reply and ep.json_mode)
             except _Retryable as err:
                 last = err
                 calls.append(self._record(tag, attempt, prompt, None, t0, started, None, err.status,
                                           err.http_status, err.error))
                 if attempt < ep.max_retries:
-                    delay = min(ep.backoff_max, ep.backoff_initial * 2**attempt)
-                    if err.retry_after is not None:
-                        delay = min(ep.backoff_max, max(delay, err.retry_after))
-                    self._sleep(delay)
+                    self._sleep(self.backoff(attempt, err.retry_after))
                 continue
             except LLMFailure as failure:
                 calls.append(self._record(tag, attempt, prompt, None, t0, started, None, "error",
@@ -124,41 +212,45 @@ class ChatClient:
                 raise LLMFailure(failure.message, fatal=True, calls=calls) from None
             calls.append(self._record(tag, attempt, prompt, text, t0, started, usage, "ok", 200, None))
             return ChatReply(text, tuple(calls), truncated)
-        assert last is not None
-        raise LLMFailure(f"{ep.model!r} at {ep.base_url}: gave up after {ep.max_retries + 1} attempts, "
-                         f"last error: {last.error}", fatal=True, calls=calls)
+        error = last.error if last is not None else "no attempt was made"
+        raise LLMFailure(f"{ep.model!r} at {ep.url}: gave up after {ep.max_retries + 1} attempts, "
+                         f"last error: {error}", fatal=True, calls=calls)
 
-    def _once(self, client: openai.OpenAI, messages: list[dict[str, str]]):
+    def _once(self, client: openai.OpenAI, messages: list[dict[str, str]], json_mode: bool = False):
         ep = self.endpoint
         kwargs: dict[str, object] = {}
         if ep.temperature is not None:
             kwargs["temperature"] = ep.temperature
         if ep.max_tokens is not None:
             kwargs["max_tokens"] = ep.max_tokens
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
         try:
             resp = client.chat.completions.create(model=ep.model, messages=messages, **kwargs)
         except openai.APITimeoutError:
             raise _Retryable("timeout", None, f"no reply within {ep.timeout:g} s (timeout)") from None
         except openai.APIConnectionError as exc:
-            raise _Retryable("connection", None, f"cannot reach {ep.base_url}: {self._scrub(str(exc))}") from None
+            raise _Retryable("connection", None, f"cannot reach {ep.url}: {self._scrub(str(exc))}") from None
         except openai.AuthenticationError as exc:
             where = "api_key in the endpoint config" if ep.api_key else f"${ep.api_key_env}"
-            raise LLMFailure(f"{ep.base_url} rejected the API key for {ep.model!r} (HTTP 401): check {where} "
+            raise LLMFailure(f"{ep.url} rejected the API key for {ep.model!r} (HTTP 401): check {where} "
                              f"[{self._scrub(exc.message)}]", fatal=True) from None
         except openai.PermissionDeniedError as exc:
-            raise LLMFailure(f"{ep.base_url} denied access to {ep.model!r} (HTTP 403): "
+            raise LLMFailure(f"{ep.url} denied access to {ep.model!r} (HTTP 403): "
                              f"{self._scrub(exc.message)}", fatal=True) from None
         except openai.NotFoundError as exc:
-            raise LLMFailure(f"model {ep.model!r} not found at {ep.base_url} (HTTP 404): check the model name "
+            raise LLMFailure(f"model {ep.model!r} not found at {ep.url} (HTTP 404): check the model name "
                              f"[{self._scrub(exc.message)}]", fatal=True) from None
         except openai.APIStatusError as exc:
             code = exc.status_code
             if code == 429 or code >= 500:
-                after = exc.response.headers.get("retry-after")
-                retry_after = float(after) if after and after.replace(".", "", 1).isdigit() else None
                 raise _Retryable(f"http_{code}", code, f"HTTP {code}: {self._scrub(exc.message)}",
-                                 retry_after) from None
-            raise LLMFailure(f"{ep.base_url} refused the request for {ep.model!r} (HTTP {code}): "
+                                 retry_after_seconds(exc.response.headers)) from None
+            if json_mode and "response_format" in str(exc.message):
+                raise LLMFailure(f"{ep.url} does not support JSON mode for {ep.model!r} (HTTP {code}): turn it off"
+                                 " with `benchloupe endpoints set ROLE --no-json-mode` "
+                                 f"[{self._scrub(exc.message)}]", fatal=True) from None
+            raise LLMFailure(f"{ep.url} refused the request for {ep.model!r} (HTTP {code}): "
                              f"{self._scrub(exc.message)}", fatal=True) from None
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise _Retryable("bad_body", None, f"reply was not valid JSON: {self._scrub(str(exc))}") from None
@@ -166,14 +258,23 @@ class ChatClient:
             raise _Retryable("bad_body", None, f"reply was not valid JSON: {self._scrub(str(resp))[:80]!r}")
         choices = getattr(resp, "choices", None)
         if not isinstance(choices, list) or not choices:
-            raise _Retryable("bad_body", None, f"reply was not a chat completion: {self._scrub(repr(resp))}")
-        text = choices[0].message.content or ""
-        truncated = choices[0].finish_reason == "length"
+            raise _Retryable("bad_body", None, f"reply was not a chat completion: {self._scrub(repr(resp))[:120]}")
+        choice = choices[0]
+        message = getattr(choice, "message", None) if choice is not None else None
+        if message is None:
+            raise _Retryable("bad_body", None, f"reply's choices[0] held no message: {self._scrub(repr(choice))[:80]}")
+        text = getattr(message, "content", None)
+        if text is None:
+            text = ""  # a refusal or a tool call: no text, which the caller treats as an empty reply
+        if not isinstance(text, str):
+            raise _Retryable("bad_body", None, f"reply's message content was {type(text).__name__} "
+                                               f"{self._scrub(repr(text))[:60]}, not text")
+        truncated = getattr(choice, "finish_reason", None) == "length"
         return text, getattr(resp, "usage", None), truncated
 
     def _record(self, tag, attempt, prompt, response, t0, started, usage, status, http_status, error):
         return LLMCallRecord(
-            tag=tag, endpoint=self.endpoint.base_url or "", model=self.endpoint.model, attempt=attempt,
+            tag=tag, endpoint=self.endpoint.url, model=self.endpoint.model, attempt=attempt,
             prompt=prompt, response=response, latency_s=time.perf_counter() - t0,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),

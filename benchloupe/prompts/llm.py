@@ -152,7 +152,7 @@ class LLMRewriter:
             references=refs or "(none)", parent=self._show(request.parent), n_children=request.n_children,
             format_rule=_FORMAT_RULES[request.answer_format],
             choices_field=', "choices": ["...", "..."]' if request.answer_format == "choice" else "")
-        reply = self.client.chat(messages, request.tag)
+        reply = self.client.chat(messages, request.tag, json_reply=True)
         if not reply.text.strip():
             raise LLMFailure("rewriter returned an empty reply", fatal=False, calls=reply.calls)
         kids = parse_children(reply.text)
@@ -175,7 +175,7 @@ class LLMJudge:
     def verify(self, child: ChildDraft, parent: FillItem, tag: str) -> VerdictReply:
         messages = self.judge_template.render(question=child.text, choices=_choices_block(child.choices),
                                               answer=child.answer)
-        reply = self.client.chat(messages, tag)
+        reply = self.client.chat(messages, tag, json_reply=True)
         valid = _parse_flag(reply.text, "valid", "VALID", "INVALID")
         if valid is None:
             return VerdictReply(False, f"judge reply could not be parsed: {_snippet(reply.text)}", reply.calls)
@@ -186,7 +186,7 @@ class LLMJudge:
     def grade(self, child: ChildDraft, response: str, tag: str) -> GradeReply:
         messages = self.grading_template.render(question=child.text, choices=_choices_block(child.choices),
                                                 answer=child.answer, response=response)
-        reply = self.client.chat(messages, tag)
+        reply = self.client.chat(messages, tag, json_reply=True)
         return GradeReply(bool(_parse_flag(reply.text, "correct", "CORRECT", "INCORRECT")), reply.calls)
 
 

@@ -4,6 +4,7 @@ accept/reject with notes and the audit log, coverage recomputed after an accept,
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from benchloupe.engine.benchfill import BenchFillConfig
 from benchloupe.engine.common import EngineError
@@ -76,7 +77,10 @@ def test_wrong_key_fails_the_session_keeps_state_and_inserts_nothing(fake_llm, t
     bench = store_world(fake_llm, db)
     configure_endpoints(fake_llm, db, monkeypatch)
     monkeypatch.setenv("FAKE_LLM_KEY", "wrong-key")
-    sid = fill.start_fill(db, bench, config=SHORT)
+    with pytest.raises(fill.FillStopped, match="failed: .*rejected the API key") as stopped:
+        fill.start_fill(db, bench, config=SHORT)
+    assert "finished" not in str(stopped.value) and "\n" not in str(stopped.value)
+    sid = stopped.value.session_id
     s = fill.session_summary(db, sid)
     assert s["state"] == "failed" and "key" in s["message"].lower()
     assert any(e["level"] == "error" for e in s["events"])

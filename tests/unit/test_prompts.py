@@ -66,14 +66,16 @@ def test_retries_429_and_500_then_succeeds_and_records_every_attempt(fake_llm): 
     assert reply.calls[-1].completion_tokens and reply.calls[-1].latency_s > 0
 
 
-def test_backoff_is_exponential_and_capped(fake_llm):  # noqa: F811
+def test_backoff_is_exponential_capped_and_jittered(fake_llm):  # noqa: F811
     fake_llm.always["judge"] = "429"
     waits: list[float] = []
     ep = EndpointConfig(fake_llm.base_url, "judge", api_key=KEY, max_retries=5, backoff_initial=0.5,
                         backoff_max=3.0)
     with pytest.raises(LLMFailure) as err:
         ChatClient(ep, sleep=waits.append).chat([{"role": "user", "content": "hi"}], "t")
-    assert waits == [0.5, 1.0, 2.0, 3.0, 3.0]
+    caps = [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert len(waits) == 5 and all(c / 2 <= w <= c for w, c in zip(waits, caps))  # the upper half of each step
+    assert len(set(waits)) == 5  # jitter: no two waits alike (ties have probability zero)
     assert err.value.fatal and len(err.value.calls) == 6 and "gave up after 6 attempts" in err.value.message
 
 
