@@ -40,7 +40,9 @@ def cmd_endpoints(args) -> int:
         url = e.get("base_url") or "$OPENAI_BASE_URL"
         src = f"  [{e['source']}]" if e.get("source") else ""
         mode = ", JSON mode" if e.get("json_mode") else ""
-        return f"{e.get('model')} at {url}, key from ${e.get('api_key_env') or 'OPENAI_API_KEY'}{mode}{src}"
+        env = e.get("api_key_env", "OPENAI_API_KEY")
+        key = f"key from ${env}" if env else "no key"
+        return f"{e.get('model')} at {url}, {key}{mode}{src}"
 
     for role in ("rewriter", "judge"):
         e = eps.get(role)
