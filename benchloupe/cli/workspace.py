@@ -170,6 +170,7 @@ def register_show(sub, common) -> None:
 # ------------------------------------------------------------------------------------------------ db
 
 def cmd_db(args) -> int:
+    from benchloupe.store import runs
     from benchloupe.store.db import connect, schema_version
     from benchloupe.store.schema import SCHEMA_VERSION
 
@@ -184,12 +185,14 @@ def cmd_db(args) -> int:
         counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                   for t in ("benchmarks", "items", "models", "static_results", "arena_rewards", "preferences",
                             "runs", "flags", "fill_sessions", "audit_log")} if version else {}
+        run_status = runs.status_counts(conn) if version == SCHEMA_VERSION else {}
     finally:
         conn.close()
     ok = integrity == ["ok"] and not fk and version == SCHEMA_VERSION
     info = {"db": str(path), "integrity": "ok" if integrity == ["ok"] else integrity[:5],
             "foreign_keys": "ok" if not fk else f"{len(fk)} violations", "schema_version": version,
-            "expected_schema_version": SCHEMA_VERSION, "size_bytes": path.stat().st_size, "rows": counts, "ok": ok}
+            "expected_schema_version": SCHEMA_VERSION, "size_bytes": path.stat().st_size, "rows": counts,
+            "runs_by_status": run_status, "ok": ok}
     if args.json:
         print_json(info)
     else:

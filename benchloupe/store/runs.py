@@ -220,7 +220,14 @@ def remove_run(conn: sqlite3.Connection, run_id: int) -> None:
 
 
 def status_counts(conn: sqlite3.Connection) -> dict[str, int]:
-    return {r[0]: int(r[1]) for r in conn.execute("SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")}
+    """Runs per status, without writing: a ``running`` row whose runner is gone counts as ``interrupted``
+    (``db check`` opens the file without migrating or marking anything)."""
+    counts: dict[str, int] = {}
+    for status, runner, heartbeat in conn.execute("SELECT status, runner, heartbeat FROM runs"):
+        if status == "running" and not runners.alive(runner, heartbeat):
+            status = "interrupted"
+        counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def list_runs(conn: sqlite3.Connection, benchmark: str | None = None, kind: str | None = None) -> pd.DataFrame:

@@ -162,8 +162,7 @@ def test_malformed_replies_fail_the_session_with_one_line(fake_llm, tmp_path, mo
     conn.close()
 
 
-def test_a_rewrite_with_control_characters_is_journaled_as_received_and_rejected(fake_llm, tmp_path,
-                                                                                monkeypatch):  # noqa: F811
+def test_a_rewrite_with_control_characters_is_journaled_and_rejected(fake_llm, tmp_path, monkeypatch):  # noqa: F811
     db, bench = _setup(fake_llm, tmp_path, monkeypatch, n_annotators=4)
     fake_llm.always["rewriter"] = "ctrl"
     with pytest.raises(fill.FillStopped):

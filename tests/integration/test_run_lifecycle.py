@@ -69,6 +69,10 @@ def test_sigkilled_run_is_interrupted_on_the_next_open(demo_db, args):
     assert proc.returncode == -signal.SIGKILL
     status, _, runner = _raw_status(demo_db, rid)
     assert status == "running" and runner["pid"] == proc.pid and runner["host"] == socket.gethostname()
+    check = subprocess.run([sys.executable, "-m", "benchloupe", "db", "check", "--db", str(demo_db), "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert json.loads(check.stdout)["runs_by_status"].get("interrupted") == 1, check.stdout
+    assert _raw_status(demo_db, rid)[0] == "running"  # db check shows it and writes nothing
     listed = subprocess.run([sys.executable, "-m", "benchloupe", "show", "demo-chem", "--db", str(demo_db), "--json"],
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
