@@ -379,9 +379,14 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
             return session_id
         if sess["state"] == "no_valid_child":
             raise FillStopped(session_id, sess["state"], sess["message"])
-        eps = get_endpoints(conn)
-        _check_endpoints(eps)
-        problem = _problem(conn, sess)
+        try:
+            eps = get_endpoints(conn)
+            _check_endpoints(eps)
+            problem = _problem(conn, sess)
+        except EngineError as exc:
+            if _runner is not None:  # the session start_fill just made: do not leave it held by a live process
+                fillstore.set_session_state(conn, session_id, "failed", str(exc), token=runner["token"])
+            raise
         fillstore.acquire_lease(conn, session_id, runner)
     finally:
         conn.close()
@@ -410,6 +415,15 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
                 why = stop_reason(exc)[1] if not isinstance(exc, Cancelled) else "cancelled"
                 fillstore.set_session_state(journal.conn, session_id, "paused", f"{why}; resume to continue",
                                             token=token)
+                raise
+            except fillstore.LeaseLost:
+                raise  # another runner has the session now: write nothing
+            except Exception as exc:  # noqa: BLE001 - recorded, then raised: the session must not stay held
+                try:
+                    fillstore.set_session_state(journal.conn, session_id, "failed", stop_reason(exc)[1],
+                                                token=token)
+                except Exception:  # noqa: BLE001 - e.g. the disk is full: the next open marks it interrupted
+                    pass
                 raise
         state = {"proposed": "proposed", "no_valid_child": "no_valid_child", "failed": "failed"}[result.status]
         fillstore.set_session_state(journal.conn, session_id, state, result.message or "", token=token)
@@ -466,6 +480,7 @@ def session_summary(db_path, session_id: int) -> dict:
                "annotations": sum(1 for k, _ in ev if k == "annotation"),
                "best_distance": float(est["distance"].min()) if len(est) else None,
                "pending": int((est["review_state"] == "pending").sum()),
+               "unidentified": int(sum(1 for p in valid["payload"] if p.get("identified") is False)),
                "accepted": int((cands["review_state"] == "accepted").sum()),
                "rejected": int((cands["review_state"] == "rejected").sum()),
                "events": messages[-20:], "baseline": next((p for k, p in ev if k == "baseline_result"), None),

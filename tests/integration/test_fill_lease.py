@@ -137,3 +137,22 @@ def test_killed_runner_shows_interrupted_and_its_successor_takes_over(fake_llm, 
     s = fillstore.session(conn, sid)
     conn.close()
     assert s["runner"]["pid"] != os.getpid() and s["state"] != "running"
+
+
+def test_sigterm_pauses_the_session_and_releases_it(fake_llm, tmp_path, monkeypatch):  # noqa: F811
+    db = tmp_path / "term.db"
+    bench = store_world(fake_llm, db)
+    configure_endpoints(fake_llm, db, monkeypatch)
+    fake_llm.latency = 0.03
+    proc = subprocess.Popen([sys.executable, "-m", "benchloupe", "fill", bench, "--db", str(db)],
+                            env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline and len(_journal(db)[0]) < 10:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode != 0 and "Traceback" not in err, err
+    conn = connect(db)
+    s = fillstore.sessions(conn).iloc[0]
+    conn.close()
+    assert s["state"] == "paused" and "cancelled by SIGTERM" in s["message"]
