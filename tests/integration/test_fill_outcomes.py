@@ -28,6 +28,11 @@ from tests.fill_world import configure_endpoints, store_world
 ONE = BenchFillConfig(max_rounds=1)
 
 
+def _messages(stderr: str) -> list[str]:
+    """stderr without the progress lines ("[fill  1.5s] ..."), which a long session prints as it goes."""
+    return [ln for ln in stderr.strip().splitlines() if not ln.startswith("[fill ")]
+
+
 def _cli(db, *args, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "benchloupe", *args, "--db", str(db)], capture_output=True, text=True,
                           timeout=600, env=env or {**os.environ})
@@ -55,7 +60,7 @@ def test_annotators_that_reply_nothing_end_no_valid_child_with_the_reason(fake_l
     assert cands["difficulty_norm"].isna().all()  # no 2.448 outside [0, 1]
     conn.close()
     r = _cli(db, "fill", "--resume", str(stopped.value.session_id))
-    assert r.returncode == 1 and "no valid child" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 1 and "no valid child" in r.stderr and len(_messages(r.stderr)) == 1
 
 
 def test_all_at_the_bound_is_not_identified(fake_llm, tmp_path, monkeypatch):  # noqa: F811
@@ -72,7 +77,7 @@ def test_fill_cli_exits_1_and_says_why_when_the_key_is_missing(fake_llm, tmp_pat
     env = {k: v for k, v in os.environ.items() if k != "FAKE_LLM_KEY"}
     r = _cli(db, "fill", bench, env=env)
     assert r.returncode == 1, r.stdout
-    err = r.stderr.strip().splitlines()
+    err = _messages(r.stderr)
     assert len(err) == 1 and "failed: no API key" in err[0] and "$FAKE_LLM_KEY" in err[0]
     assert "finished" not in r.stderr and "api_key in the endpoint config" not in r.stderr
     assert "--api-key-env" in err[0] and "Traceback" not in r.stderr
@@ -155,7 +160,7 @@ def test_malformed_replies_fail_the_session_with_one_line(fake_llm, tmp_path, mo
     fake_llm.always["judge"] = fault
     r = _cli(db, "fill", bench)
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    err = r.stderr.strip().splitlines()
+    err = _messages(r.stderr)
     assert len(err) == 1 and expect in err[0] and "gave up after 4 attempts" in err[0]
     conn = connect(db)
     assert fillstore.sessions(conn)["state"].tolist() == ["failed"]
