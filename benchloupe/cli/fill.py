@@ -139,7 +139,7 @@ def register_fill(sub, common) -> None:
     p.add_argument("--baseline", action="store_true", help="also run the budget-matched best-of-N baseline (E.1)")
     p.add_argument("--resume", type=int, metavar="SESSION", help="continue a session")
     p.add_argument("--max-stored-chars", type=int, metavar="N",
-                   help="keep at most N characters of each prompt and reply in the journal (default: 65536; 0 = all)")
+                   help="keep at most N characters of each prompt and reply in the journal (default: 16384; 0 = all)")
     p.add_argument("--list", action="store_true", help="list sessions")
     p.set_defaults(func=cmd_fill)
 

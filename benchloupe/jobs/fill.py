@@ -216,10 +216,9 @@ class SqliteJournal:
 
     def record_annotation(self, record: AnnotationRecord) -> None:
         d = asdict(record)
-        d["response"], cut = fillstore.cap_text(record.response, self.max_chars)
-        self._append("annotation", None, d)  # replay needs the grade, never the whole reply
-        if cut:
-            self._cut_note(f"annotation {record.child_id}/{record.model}/t{record.trial}", len(record.response))
+        limit = min(self.max_chars or fillstore.ANNOTATION_EXCERPT_CHARS, fillstore.ANNOTATION_EXCERPT_CHARS)
+        d["response"], _ = fillstore.cap_text(record.response, limit)
+        self._append("annotation", None, d)  # replay needs the grade; the reply itself is in llm_calls
 
     def record_estimate(self, record: EstimateRecord) -> None:
         d = {k: (v if not isinstance(v, float) or np.isfinite(v) else None) for k, v in asdict(record).items()}

@@ -16,7 +16,8 @@ import pandas as pd
 from . import runners
 from .db import StoreError, audit, transaction
 
-DEFAULT_MAX_STORED_CHARS = 65_536
+DEFAULT_MAX_STORED_CHARS = 16_384  # per prompt and per reply in llm_calls
+ANNOTATION_EXCERPT_CHARS = 2_048  # an annotation event keeps an excerpt: the whole reply is in llm_calls
 
 
 class SessionBusy(StoreError):
