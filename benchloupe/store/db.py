@@ -66,11 +66,11 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
 
 def _mark_interrupted(conn: sqlite3.Connection) -> None:
     """Runs and BenchFill sessions whose runner died become ``interrupted`` on open (issue 10 #5)."""
-    from . import fill, runs
+    from . import runners
 
     try:
-        runs.mark_interrupted(conn)
-        fill.mark_interrupted(conn)
+        runners.mark_interrupted_runs(conn)
+        runners.mark_interrupted_sessions(conn)
     except sqlite3.OperationalError:  # read-only file or folder, locked past the timeout: shown as found
         pass
 

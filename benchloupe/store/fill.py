@@ -85,20 +85,7 @@ def beat_lease(conn: sqlite3.Connection, session_id: int, token: str, now: float
                         " AND json_extract(runner, '$.token') = ?", (now, session_id, token)).rowcount > 0
 
 
-def mark_interrupted(conn: sqlite3.Connection) -> list[int]:
-    """Sessions left ``running`` by a runner that is gone become ``interrupted`` (resumable); returns their ids."""
-    rows = conn.execute("SELECT id, runner, heartbeat FROM fill_sessions WHERE state = 'running'").fetchall()
-    gone = [(int(r[0]), r[1]) for r in rows if not runners.alive(r[1], r[2])]
-    if not gone:
-        return []
-    with transaction(conn):
-        for sid, runner in gone:
-            conn.execute(
-                "UPDATE fill_sessions SET state = 'interrupted', message = ?, updated_at ="
-                " strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'",
-                (f"interrupted: its runner ({runners.describe(runner)}) ended without finishing; "
-                 f"`benchloupe fill --resume {sid}` continues it", sid))
-    return [sid for sid, _ in gone]
+mark_interrupted = runners.mark_interrupted_sessions
 
 
 def set_session_state(conn: sqlite3.Connection, session_id: int, state: str, message: str = "", *,

@@ -21,6 +21,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from .db import transaction
+
 HEARTBEAT_S = 5.0
 STALE_AFTER_S = 60.0
 
@@ -120,3 +122,37 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=self._interval + 35.0)
+
+
+# ------------------------------------------------------------------------------------------- on open
+# Called by :func:`benchloupe.store.db.connect` on every open: cheap (one small read per table when nothing
+# runs) and free of pandas, so that opening a database stays light.
+
+def mark_interrupted_runs(conn: sqlite3.Connection) -> list[int]:
+    """Turn every ``running`` run whose runner is gone into ``interrupted``; returns their ids."""
+    rows = conn.execute("SELECT id, runner, heartbeat FROM runs WHERE status = 'running'").fetchall()
+    gone = [(int(r[0]), r[1]) for r in rows if not alive(r[1], r[2])]
+    if gone:
+        with transaction(conn):
+            for rid, runner in gone:
+                conn.execute(
+                    "UPDATE runs SET status = 'interrupted', error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ',"
+                    " 'now') WHERE id = ? AND status = 'running'",
+                    (f"interrupted: its runner ({describe(runner)}) ended without finishing; start it again or "
+                     "remove it", rid))
+    return [rid for rid, _ in gone]
+
+
+def mark_interrupted_sessions(conn: sqlite3.Connection) -> list[int]:
+    """BenchFill sessions left ``running`` by a runner that is gone become ``interrupted`` (resumable)."""
+    rows = conn.execute("SELECT id, runner, heartbeat FROM fill_sessions WHERE state = 'running'").fetchall()
+    gone = [(int(r[0]), r[1]) for r in rows if not alive(r[1], r[2])]
+    if gone:
+        with transaction(conn):
+            for sid, runner in gone:
+                conn.execute(
+                    "UPDATE fill_sessions SET state = 'interrupted', message = ?, updated_at ="
+                    " strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'",
+                    (f"interrupted: its runner ({describe(runner)}) ended without finishing; "
+                     f"`benchloupe fill --resume {sid}` continues it", sid))
+    return [sid for sid, _ in gone]

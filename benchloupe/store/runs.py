@@ -189,23 +189,7 @@ def beat(conn: sqlite3.Connection, run_id: int, now: float) -> bool:
                         (now, run_id)).rowcount > 0
 
 
-def mark_interrupted(conn: sqlite3.Connection) -> list[int]:
-    """Turn every ``running`` run whose runner is gone into ``interrupted``; returns their ids.
-
-    Cheap when nothing runs (one small read). :func:`benchloupe.store.db.connect` calls it on every open.
-    """
-    rows = conn.execute("SELECT id, runner, heartbeat FROM runs WHERE status = 'running'").fetchall()
-    gone = [(int(r[0]), r[1]) for r in rows if not runners.alive(r[1], r[2])]
-    if not gone:
-        return []
-    with transaction(conn):
-        for rid, runner in gone:
-            conn.execute(
-                "UPDATE runs SET status = 'interrupted', error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ',"
-                " 'now') WHERE id = ? AND status = 'running'",
-                (f"interrupted: its runner ({runners.describe(runner)}) ended without finishing; start it again or"
-                 " remove it", rid))
-    return [rid for rid, _ in gone]
+mark_interrupted = runners.mark_interrupted_runs
 
 
 def remove_run(conn: sqlite3.Connection, run_id: int) -> None:
