@@ -104,11 +104,11 @@ def _split(script: str) -> Iterator[str]:
 @contextmanager
 def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator[sqlite3.Connection]:
     """One all-or-nothing transaction: commit on success, roll back on any exception."""
-    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
-    try:
+    try:  # BEGIN inside the try: a Ctrl-C / SIGTERM right after it must not leave the transaction open
+        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
         yield conn
     except BaseException:
-        if conn.in_transaction:  # SQLite has already rolled back after SQLITE_FULL / IOERR
+        if conn.in_transaction:  # not after a failed BEGIN, nor after SQLite rolled back itself (SQLITE_FULL)
             conn.execute("ROLLBACK")
         raise
     else:
