@@ -3,8 +3,8 @@
 Every model gets an ability ``theta_i``; every static item and every arena prompt gets a difficulty ``b_q`` and a
 log-sharpness ``k_q`` (``a_q = exp(k_q)``).  Static labels follow a 2PL, ``p_iq = sigmoid(a_q (theta_i - b_q))``.
 Arena rewards are standardised globally (ddof 0), turned into soft pairwise targets ``sigmoid(z_i - z_j)`` and
-predicted by ``sigmoid(gamma (p_i - p_j))`` with ``gamma = 4 * gamma~``.  Pairs whose |z gap| lies below the
-configured percentile of all pairwise gaps are ties (dropped); pairs whose max z lies below the configured percentile
+predicted by ``sigmoid(gamma (p_i - p_j))`` with ``gamma = 4 * gamma~``.  Pairs of equal rewards and pairs whose |z gap|
+lies below the configured percentile of all pairwise gaps are ties (dropped); pairs whose max z lies below the configured percentile
 of all pairwise maxima are both-bad (pooled over all prompts, strict ``<``).  Decisive pairs (neither) go to the
 preference BCE, both-bad non-tie pairs to the both-bad loss ``-log(1-p_i) - log(1-p_j)``.
 
