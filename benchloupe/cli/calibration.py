@@ -45,6 +45,19 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
     return 0
 
 
+def add_external_args(p) -> None:
+    p.add_argument("--external", help="external ranking to correlate with: CSV with model (or name) and score "
+                                      "columns, or FILE:COLUMN to name the score column")
+    p.add_argument("--external-model", metavar="COLUMN", help="the --external file's model-name column")
+    p.add_argument("--external-map", metavar="COLUMN|FILE",
+                   help="names of --external rows in the workspace: a column of that file, or a CSV whose first two "
+                        "columns are (external name, workspace model name)")
+
+
+def _external(args) -> dict:
+    return {"external": args.external, "external_model": args.external_model, "external_map": args.external_map}
+
+
 def cmd_fit(args) -> int:
     from benchloupe import jobs
     from benchloupe.engine.joint import JointConfig
@@ -55,12 +68,12 @@ def cmd_fit(args) -> int:
 
         cfg = config_from_args(args, BaselineConfig) if args.mode == "bt" else BaselineConfig()
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
-                                           reward_model=args.reward_model, external=args.external, progress=progress)
+                                           reward_model=args.reward_model, progress=progress, **_external(args))
     else:
         cfg = config_from_args(args, JointConfig, mode=args.mode)
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
-                                           reward_model=args.reward_model, external=args.external,
-                                           heldout=not args.no_heldout, seed=args.seed, progress=progress)
+                                           reward_model=args.reward_model, heldout=not args.no_heldout,
+                                           seed=args.seed, progress=progress, **_external(args))
     return report_run(args, rid)
 
 
@@ -77,8 +90,7 @@ def register_fit(sub, common) -> None:
     p.add_argument("benchmark")
     p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")
     p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
-    p.add_argument("--external", help="external ranking to correlate with: CSV with model (or name) and score "
-                                      "columns, or FILE:COLUMN to name the score column")
+    add_external_args(p)
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out 20%% ECE (Appendix E)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out splits (default: 0)")
     add_config_args(p, JointConfig, skip=("mode",))
@@ -93,7 +105,7 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
 
         cls = getattr(diagnostics, config_attr)
         cfg = config_from_args(args, cls)
-        kw = {"arena": args.arena} if arena_opt else {}
+        kw = {"arena": args.arena, "reward_model": args.reward_model} if arena_opt else {}
         rid = jobs.ANALYSES[name].run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
         more = extra(args, rid) if extra else None
         report_run(args, rid, ranking=name == "bootstrap", extra=more)
@@ -111,6 +123,7 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         p.add_argument("benchmark")
         if arena_opt:
             p.add_argument("--arena", help="benchmark holding arena rewards for a joint fit")
+            p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
         add_config_args(p, getattr(diagnostics, config_attr))
         p.set_defaults(func=cmd)
 
@@ -151,3 +164,51 @@ register_screen = _diag_command(
 register_bootstrap = _diag_command(
     "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95% and rank intervals",
     "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised.")
+
+
+def cmd_evaluate(args) -> int:
+    from benchloupe import jobs
+    from benchloupe.jobs.calibration import EvaluateConfig
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    cfg = config_from_args(args, EvaluateConfig)
+    rid = jobs.ANALYSES["evaluate"].run(db_path(args), args.benchmark, cfg, arena=args.arena,
+                                        reward_model=args.reward_model, progress=StderrProgress("evaluate"),
+                                        **_external(args))
+    conn = connect(db_path(args))
+    try:
+        run = runs.get_run(conn, rid)
+        tab = runs.load_artifact(conn, rid, "comparison")
+    finally:
+        conn.close()
+    if args.json:
+        print_json({"run_id": rid, "kind": "evaluate", "benchmark": run["benchmark"], "metrics": run["metrics"],
+                    "timings": run["timings"], "table": tab})
+        return 0
+    print(f"run #{rid} evaluate on {run['benchmark']}: {run['metrics']['splits']} question splits, "
+          f"{run['metrics']['holdout']:.0%} held out (paper 000 Table 2; mean, sd over splits)")
+    show = tab.rename(columns={"method": "Method", "pair_acc": "Pair Acc.", "static_rho": "Static rho",
+                               "arena_rho": "Arena rho", "external_rho": "Public rho"})
+    print(table(show))
+    for w in run["metrics"].get("warnings", []) or []:
+        print(f"warning: {w}")
+    print(kv({"timings": run["timings"]}))
+    return 0
+
+
+def register_evaluate(sub, common) -> None:
+    p = sub.add_parser(
+        "evaluate", help="Table 2 held-out comparison: DualEval vs static 2PL vs arena BT vs average reward",
+        description="Paper 000 Table 2: over 3 random question splits with 20%% of the questions held out, train "
+                    "DualEval (joint), the static-only 2PL, arena Bradley-Terry and average reward on the rest and "
+                    "report held-out decisive-pair accuracy, Static rho (vs the full-data static 2PL), Arena rho "
+                    "(vs the full-data arena BT) and, with --external, Public rho.")
+    common(p)
+    from benchloupe.jobs.calibration import EvaluateConfig
+    p.add_argument("benchmark")
+    p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")
+    p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
+    add_external_args(p)
+    add_config_args(p, EvaluateConfig)
+    p.set_defaults(func=cmd_evaluate)

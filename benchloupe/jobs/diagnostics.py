@@ -52,12 +52,15 @@ def _all_items(inputs: JointInputs, cfg: joint.JointConfig) -> np.ndarray:
     return np.concatenate(ids) if ids else np.zeros(0, int)
 
 
-def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: str | None):
-    """Load the joint inputs, resolve the "auto" mode and start the run; returns (inputs, mode, ctx)."""
-    inputs = load_joint(conn, benchmark, arena=arena)
+def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: str | None,
+           reward_model: str | None = None):
+    """Load the joint inputs (arena rewards of ``reward_model`` when the arena set has several), resolve the
+    "auto" mode and start the run; returns (inputs, mode, ctx)."""
+    inputs = load_joint(conn, benchmark, arena=arena, reward_model=reward_model)
     mode = _mode(inputs, config.mode)
     roles = [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
-    ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode}, seed, roles)
+    ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode, "reward_model": inputs.reward_model},
+                     seed, roles)
     ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
     return inputs, mode, ctx
 
@@ -80,13 +83,13 @@ class CompressConfig:
 
 
 def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfig(), *, arena: str | None = None,
-                 progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                 reward_model: str | None = None, progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
         if config.export_fraction and not config.export_name:
             raise EngineError("export_fraction needs export_name, the new benchmark's name")
-        inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena)
+        inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
@@ -162,11 +165,11 @@ def _truth_detection(conn, benchmark: str, inputs: JointInputs, res_static: np.n
 
 
 def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig(), *, arena: str | None = None,
-                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                 reward_model: str | None = None,                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena)
+        inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
@@ -299,11 +302,11 @@ class BootstrapConfig:
 
 
 def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapConfig(), *, arena: str | None = None,
-                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                 reward_model: str | None = None,                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena)
+        inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
             cfg = joint.JointConfig(mode=mode)
             res = bootstrap.cluster_bootstrap(inputs.static if cfg.uses_static else None,

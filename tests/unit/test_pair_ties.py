@@ -1,6 +1,7 @@
 """Ties in discrete rewards (issue 14, fix 2): equal rewards are always ties, and a zero threshold is reported."""
 
 import numpy as np
+
 from benchloupe.engine.joint import ArenaData, JointConfig, build_pairs, in_sample_metrics
 
 

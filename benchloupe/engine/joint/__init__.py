@@ -48,7 +48,12 @@ gradient and Hessian blocks), ``optimise`` (Newton, block Newton, L-BFGS, Adam; 
 """
 
 from benchloupe.engine.joint.baselines import average_reward, fit_bradley_terry
-from benchloupe.engine.joint.evaluation import heldout_calibration, metrics, ranking_agreement
+from benchloupe.engine.joint.evaluation import (
+    heldout_calibration,
+    heldout_comparison,
+    metrics,
+    ranking_agreement,
+)
 from benchloupe.engine.joint.fitmetrics import ece, in_sample_metrics, pair_probabilities
 from benchloupe.engine.joint.inputs import (
     MODES,
@@ -67,5 +72,6 @@ from benchloupe.engine.joint.optimise import fit_abilities, fit_joint, objective
 __all__ = [
     "MODES", "VARIANTS", "ArenaData", "BaselineResult", "JointConfig", "JointResult", "PairSet", "StaticData",
     "average_reward", "build_pairs", "ece", "fit_abilities", "fit_bradley_terry", "fit_joint", "heldout_calibration",
-    "in_sample_metrics", "metrics", "objective", "pair_probabilities", "ranking_agreement", "standardise_rewards",
+    "heldout_comparison", "in_sample_metrics", "metrics", "objective", "pair_probabilities", "ranking_agreement",
+    "standardise_rewards",
 ]

@@ -8,13 +8,19 @@ import threading
 from dataclasses import replace
 
 import numpy as np
-
 import pandas as pd
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.joint.baselines import average_reward, fit_bradley_terry
 from benchloupe.engine.joint.fitmetrics import ece, pair_probabilities
-from benchloupe.engine.joint.inputs import ArenaData, JointConfig, JointResult, PairSet, StaticData, build_pairs
+from benchloupe.engine.joint.inputs import (
+    ArenaData,
+    JointConfig,
+    JointResult,
+    PairSet,
+    StaticData,
+    build_pairs,
+)
 from benchloupe.engine.joint.optimise import fit_joint
 from benchloupe.engine.stats import spearman
 

@@ -1,0 +1,105 @@
+"""DualEval commands on real files through the real CLI (issue 14: --reward-model everywhere, --external matching,
+``benchloupe evaluate``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchloupe.cli.main import main
+from tests.unit._joint_sim import simulate
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dualeval_cli")
+    truth, S, A = simulate(n_models=16, n_static=60, n_arena=30, seed=5)
+    names = [f"org/model-{i:02d}" for i in range(16)]
+    st = pd.DataFrame([{"model": names[i], "item": f"q{q}", "correct": int(S.correct[i, q])}
+                       for i in range(16) for q in range(60)])
+    st.to_csv(d / "static.csv", index=False)
+    rows = []
+    rng = np.random.default_rng(0)
+    for rm, noise in (("rm-a", 0.0), ("rm-b", 0.5)):
+        for i in range(16):
+            for q in range(30):
+                rows.append({"model": names[i], "prompt": f"p{q}", "reward_model": rm,
+                             "reward": float(A.rewards[i, q] + noise * rng.normal())})
+    pd.DataFrame(rows).to_csv(d / "arena.csv", index=False)
+    ext = pd.DataFrame({"display": [f"Model {i}" for i in range(16)], "hf": names, "elo": truth["theta"]})
+    ext.to_csv(d / "board.csv", index=False)
+    db = d / "w.db"
+    assert main(["import", "long", str(d / "static.csv"), "--db", str(db), "--benchmark", "st"]) == 0
+    assert main(["import", "arena", str(d / "arena.csv"), "--db", str(db), "--benchmark", "ar"]) == 0
+    return d, db, truth
+
+
+def _db_bytes(db):
+    conn = sqlite3.connect(db)
+    try:
+        return [tuple(r) for r in conn.execute("SELECT id, kind, status FROM runs ORDER BY id")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("command", ["anomalies", "bootstrap", "compress"])
+def test_every_arena_command_takes_reward_model(files, command, capsys):
+    d, db, _ = files
+    extra = {"bootstrap": ["--B", "3"], "compress": ["--recovery", "no"], "anomalies": []}[command]
+    before = _db_bytes(db)
+    assert main([command, "st", "--arena", "ar", "--db", str(db), *extra]) == 1
+    assert "--reward-model" in capsys.readouterr().err
+    assert _db_bytes(db) == before  # bad input leaves no run behind
+    assert main([command, "st", "--arena", "ar", "--reward-model", "rm-b", "--db", str(db), "--json", *extra]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metrics"]["mode"] == "joint"
+
+
+def test_external_reports_matches_and_warns_on_display_names(files, capsys):
+    d, db, _ = files
+    assert main(["fit", "static", "st", "--db", str(db), "--json", "--no-heldout",
+                 "--external", f"{d / 'board.csv'}:elo", "--external-model", "display"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert m["external_matched"] == 0 and m["external_models"] == 16
+    assert any("matched only 0 of 16" in w for w in m["warnings"])
+    # a name-mapping column of the same file fixes it
+    assert main(["fit", "static", "st", "--db", str(db), "--json", "--no-heldout",
+                 "--external", f"{d / 'board.csv'}:elo", "--external-model", "display",
+                 "--external-map", "hf"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert m["external_matched"] == 16 and "matched only" not in " ".join(m["warnings"])
+    assert m["spearman_vs_external"] > 0.8
+
+
+def test_external_map_file_and_bad_column(files, capsys, tmp_path):
+    d, db, _ = files
+    board = pd.read_csv(d / "board.csv")
+    board[["display", "hf"]].to_csv(tmp_path / "map.csv", index=False)
+    assert main(["fit", "bt", "ar", "--db", str(db), "--json", "--reward-model", "rm-a",
+                 "--external", f"{d / 'board.csv'}:elo", "--external-model", "display",
+                 "--external-map", str(tmp_path / "map.csv")]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert m["external_matched"] == 16 and m["spearman_vs_external"] > 0.8
+    assert main(["fit", "bt", "ar", "--db", str(db), "--reward-model", "rm-a",
+                 "--external", f"{d / 'board.csv'}:elo", "--external-model", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert "nope" in err and "columns are" in err and "Traceback" not in err
+
+
+def test_evaluate_prints_table_2(files, capsys):
+    d, db, _ = files
+    assert main(["evaluate", "st", "--arena", "ar", "--reward-model", "rm-a", "--db", str(db),
+                 "--external", f"{d / 'board.csv'}:elo", "--external-model", "hf"]) == 0
+    out = capsys.readouterr().out
+    for word in ("DualEval", "Static 2PL", "Arena BT", "Arena Avg Reward", "Pair Acc.", "Static rho", "Arena rho",
+                 "Public rho"):
+        assert word in out
+    assert main(["evaluate", "st", "--arena", "ar", "--reward-model", "rm-a", "--db", str(db), "--json",
+                 "--splits", "2"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["metrics"]["splits"] == 2 and len(js["table"]) == 4
+    assert 0.5 < js["metrics"]["dualeval_pair_acc"] <= 1
