@@ -4,6 +4,7 @@ the pair flags, and the metrics of §4.1 / Appendix E (plus recovery of stored t
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -46,9 +47,15 @@ class ExternalRanking:
     unmatched: list[str]
     source: str
     warnings: list[str]
+    normalised: int = 0
 
     def metrics(self) -> dict:
-        return {"external_source": self.source, "external_matched": self.matched, "external_models": self.total}
+        return {"external_source": self.source, "external_matched": self.matched, "external_models": self.total,
+                "external_matched_normalised": self.normalised}
+
+
+def _name_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
 def _csv(path: str, what: str) -> pd.DataFrame:
@@ -67,8 +74,10 @@ def read_external(spec: str | Path | None, models: pd.DataFrame, *, model_column
     ``FILE`` is a CSV with a model column (``model_column``, else model, name or model_name) and a score column
     (score, else the first numeric column); ``FILE:COLUMN`` names the score column, e.g. an official
     leaderboard's ``leaderboard.csv:win_rate``.  A row matches a workspace model by its name, one of its aliases,
-    or through ``name_map``: either a column of FILE or a second CSV whose first two columns are (name in FILE,
-    workspace model name).  How many models matched is reported, with a warning below ``MIN_EXTERNAL_MATCHES``.
+    through ``name_map`` (either a column of FILE or a second CSV whose first two columns are (name in FILE,
+    workspace model name)), and last by the name's lower-case letters and digits alone when that key is unique on
+    both sides (``GPT-4 Turbo`` = ``gpt4_turbo``; counted in ``normalised``).  How many models matched is reported,
+    with a warning below ``MIN_EXTERNAL_MATCHES``.
     """
     if not spec:
         return None
@@ -104,12 +113,20 @@ def read_external(spec: str | Path | None, models: pd.DataFrame, *, model_column
         by_name.setdefault(n, v)
         if n in mapping:
             by_name.setdefault(mapping[n], v)
+    keys = pd.Series([_name_key(n) for n in by_name])
+    unique_keys = set(keys[~keys.duplicated(keep=False)])
+    by_key = {k: v for k, v in zip(keys, by_name.values()) if k in unique_keys and k}
+    ws_keys = pd.Series([_name_key(n) for n in models["name"]])
+    ws_unique = set(ws_keys[~ws_keys.duplicated(keep=False)])
     aliases = models.get("aliases", pd.Series([""] * len(models)))
-    out, unmatched = [], []
-    for name, al in zip(models["name"], aliases):
+    out, unmatched, normalised = [], [], 0
+    for name, al, key in zip(models["name"], aliases, ws_keys):
         v = by_name.get(name)
         if v is None:
             v = next((by_name[a] for a in str(al).split("|") if a and a in by_name), None)
+        if v is None and key in ws_unique and key in by_key:
+            v = by_key[key]
+            normalised += np.isfinite(v)
         if v is None or not np.isfinite(v):
             unmatched.append(str(name))
             v = np.nan
@@ -122,7 +139,8 @@ def read_external(spec: str | Path | None, models: pd.DataFrame, *, model_column
         warnings.append(f"--external matched only {matched} of {len(models)} models by name or alias "
                         f"(unmatched: {shown}); its Spearman is {'blank' if matched < 3 else 'unreliable'}: "
                         f"map names with --external-map or pick the name column with --external-model")
-    return ExternalRanking(scores, matched, len(models), unmatched, f"{Path(path).name}:{column}", warnings)
+    return ExternalRanking(scores, matched, len(models), unmatched, f"{Path(path).name}:{column}", warnings,
+                           int(normalised))
 
 
 def _model_frame(inputs: JointInputs, theta: np.ndarray) -> pd.DataFrame:

@@ -103,3 +103,14 @@ def test_evaluate_prints_table_2(files, capsys):
     js = json.loads(capsys.readouterr().out)
     assert js["metrics"]["splits"] == 2 and len(js["table"]) == 4
     assert 0.5 < js["metrics"]["dualeval_pair_acc"] <= 1
+
+
+def test_external_normalised_names_match_only_when_unique(tmp_path):
+    from benchloupe.jobs.calibration import read_external
+
+    models = pd.DataFrame({"name": ["gpt4_turbo", "Llama-3 8B", "llama3-8b", "x"], "aliases": ["", "", "", ""]})
+    pd.DataFrame({"model": ["GPT-4 Turbo", "LLAMA 3 8B", "x"], "score": [3.0, 2.0, 1.0]}).to_csv(tmp_path / "e.csv")
+    ext = read_external(str(tmp_path / "e.csv"), models)
+    # gpt4_turbo matches by key; the two llama names share a key in the workspace, so neither is guessed
+    np.testing.assert_array_equal(ext.scores, [3.0, np.nan, np.nan, 1.0])
+    assert ext.matched == 2 and ext.normalised == 1
