@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import bench_joint  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-import bench_joint  # noqa: E402
 from benchloupe.engine.informativeness import subset_recovery, summarise_recovery  # noqa: E402
 from benchloupe.engine.joint import JointConfig, StaticData, fit_joint  # noqa: E402
 
@@ -39,7 +39,7 @@ def metabench(name: str) -> StaticData:
 
 def sat12() -> StaticData:
     df = pd.read_csv(bench_joint.DATA / "classic_irt" / "SAT12_scored.csv")
-    y = df.select_dtypes("number").to_numpy(float)
+    y = df.drop(columns=["person", "Person"], errors="ignore").select_dtypes("number").to_numpy(float)
     return StaticData(np.nan_to_num(y), np.isfinite(y))
 
 

@@ -70,12 +70,7 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
     index = pd.Index(models["id"])
     static = arena_data = None
     if sm is not None and sm.correct.size:
-        rows = index.get_indexer(sm.models["id"])
-        correct = np.zeros((len(models), sm.correct.shape[1]), np.int8)
-        mask = np.zeros_like(correct, dtype=bool)
-        correct[rows] = np.where(sm.mask, sm.correct, 0)
-        mask[rows] = sm.mask
-        static = StaticData(correct, mask, item_source=np.array(["static"] * correct.shape[1]))
+        static = _static_data(sm, index)
     if am is not None:
         rows = index.get_indexer(am.models["id"])
         rewards = np.full((len(models), am.rewards.shape[1]), np.nan)
@@ -84,6 +79,41 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
     return JointInputs(models, static, sm.items if sm is not None else None, arena_data,
                        am.items if am is not None else None, am.reward_model if am is not None else None,
                        benchmark if sm is not None else None, arena_name)
+
+
+def _static_data(sm: read.StaticMatrix, index: pd.Index) -> StaticData:
+    """The engine's static input on the joint model axis: binomial cells (successes of trials) where the store holds
+    counts, 0/1 otherwise, and the items' known chance level (guessing) where one was imported (issue 14)."""
+    rows = index.get_indexer(sm.models["id"])
+    n_items = sm.correct.shape[1]
+    mask = np.zeros((len(index), n_items), bool)
+    mask[rows] = sm.mask
+    kw: dict = {"item_source": np.array(["static"] * n_items)}
+    if sm.trials is not None:
+        successes = np.zeros(mask.shape, np.int32)
+        trials = np.zeros(mask.shape, np.int32)
+        ok = sm.trials > 0
+        successes[rows] = np.where(ok, sm.successes, 0)
+        trials[rows] = np.where(ok, sm.trials, 0)
+        mask[rows] = ok
+        correct, kw["trials"] = successes, trials
+    else:
+        correct = np.zeros(mask.shape, np.int8)
+        correct[rows] = np.where(sm.mask, sm.correct, 0)
+    if "chance" in sm.items.columns:
+        chance = pd.to_numeric(sm.items["chance"], errors="coerce").fillna(0.0).to_numpy(float)
+        if chance.any():
+            kw["chance"] = chance
+    fields = StaticData.__dataclass_fields__
+    missing = [k for k in ("trials", "chance") if k in kw and k not in fields]
+    if missing:  # an engine without binomial/guessing support: fall back to the majority 0/1 cells, 2PL
+        for k in missing:
+            kw.pop(k)
+        if "trials" in missing:
+            correct = np.zeros(mask.shape, np.int8)
+            correct[rows] = np.where(sm.mask, sm.correct, 0)
+            mask[rows] = sm.mask
+    return StaticData(correct, mask, **kw)
 
 
 def truth_vector(conn, benchmark: str, entity: str, name: str, keys) -> np.ndarray | None:
