@@ -74,7 +74,8 @@ def analysis_commands() -> list:
     from benchloupe.cli import audit, calibration, coverage, fill
 
     return [calibration.register_fit, calibration.register_compress, calibration.register_anomalies,
-            calibration.register_screen, calibration.register_bootstrap, calibration.register_evaluate, audit.register_audit,
+            calibration.register_screen, calibration.register_bootstrap, calibration.register_evaluate,
+            calibration.register_contamination, audit.register_audit,
             coverage.register_coverage, coverage.register_calibrate, fill.register_endpoints, fill.register_fill,
             fill.register_review]
 

@@ -8,6 +8,7 @@ the one source there is), with the paper's Appendix B settings.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine import anomaly, bootstrap, informativeness, joint
+from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.stats import auprc, auroc
 from benchloupe.store import curation, read, runs
@@ -338,3 +339,135 @@ register(Analysis("screen", "Screen a new model against a frozen clean fit (§4.
                   "static", _runner(run_screen, ScreenConfig)))
 register(Analysis("bootstrap", "Question-level cluster bootstrap (Appendix D)", "calibration", BootstrapConfig, "any",
                   _runner(run_bootstrap, BootstrapConfig)))
+
+
+# ------------------------------------------------------------------------------------------ contamination windows
+
+@dataclass(frozen=True)
+class ContaminationConfig:
+    """Contamination windows (issue 14): per model, the residual shift on items dated on or before its cutoff vs
+    after, with a bootstrap interval and a permutation p (Holm over models), also with item parameters fitted
+    without that model. Item dates come from item metadata ``date_key``, model cutoffs from model metadata
+    ``cutoff_key`` (import them with an item-metadata file and a models file)."""
+
+    mode: str = "auto"
+    date_key: str = "date"
+    cutoff_key: str = "cutoff"
+    alpha: float = 0.05
+    n_boot: int = 1000
+    n_perm: int = 2000
+    seed: int = 0
+    refit_without: bool = True
+    min_cells: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise EngineError(f"alpha must lie in (0, 1), got {self.alpha}")
+        if self.n_boot < 100 or self.n_perm < 100:
+            raise EngineError("n_boot and n_perm need at least 100 resamples each")
+        if self.min_cells < 2:
+            raise EngineError("min_cells must be at least 2 dated cells on each side of a cutoff")
+
+
+def _metadata_values(frame: pd.DataFrame, key: str) -> list:
+    out = []
+    for raw in frame.get("metadata", pd.Series([None] * len(frame))):
+        try:
+            meta = json.loads(raw) if isinstance(raw, str) else (raw or {})
+        except json.JSONDecodeError:
+            meta = {}
+        out.append(meta.get(key) if isinstance(meta, dict) else None)
+    return out
+
+
+def _model_metadata(conn, model_ids) -> pd.DataFrame:
+    ids = [int(i) for i in model_ids]
+    rows = conn.execute(f"SELECT id, metadata FROM models WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
+    meta = dict(rows)
+    return pd.DataFrame({"id": ids, "metadata": [meta.get(i, "{}") for i in ids]})
+
+
+def run_contamination(db_path, benchmark: str, config: ContaminationConfig = ContaminationConfig(), *,
+                      arena: str | None = None, reward_model: str | None = None, progress: Progress = no_progress,
+                      cancel: threading.Event | None = None, **_) -> int:
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        inputs, mode, ctx = _start(conn, db_path, "contamination", benchmark, config, config.seed, arena, reward_model)
+        with ctx.guard(conn):
+            if inputs.static is None or mode == "arena":
+                raise EngineError(f"contamination windows compare static residuals; {benchmark!r} has no static "
+                                  "results in this mode")
+            days = contamination.to_days(_metadata_values(inputs.static_items, config.date_key))
+            cut = contamination.to_days(_metadata_values(_model_metadata(conn, inputs.models["id"]),
+                                                         config.cutoff_key))
+            if not np.isfinite(days).any():
+                raise EngineError(f"no item of {benchmark!r} has a {config.date_key!r} date in its metadata; import "
+                                  "an item-metadata file with a date column (or pass --date-key)")
+            if not np.isfinite(cut).any():
+                raise EngineError(f"no model of {benchmark!r} has a {config.cutoff_key!r} cutoff in its metadata; "
+                                  "import a models file with a cutoff column (or pass --cutoff-key)")
+            cfg, res = _fit(inputs, mode, progress, cancel)
+            static = inputs.static
+            arena_d = inputs.arena if cfg.uses_arena else None
+            rate = anomaly.observed_rate(static)
+            weight = np.asarray(getattr(static, "trials", None) if getattr(static, "trials", None) is not None
+                                else static.mask, float)
+            resid = contamination.residual_matrix(res.p_static(), rate, static.mask)
+            tested = [m for m in np.flatnonzero(np.isfinite(cut))
+                      if min((days[static.mask[m] & np.isfinite(days)] <= cut[m]).sum(),
+                             (days[static.mask[m] & np.isfinite(days)] > cut[m]).sum()) >= config.min_cells]
+            resid_loo = None
+            if config.refit_without and tested:
+                p_loo = contamination.leave_one_out_p(static, arena_d, cfg, tested, progress=progress, cancel=cancel)
+                resid_loo = contamination.residual_matrix(p_loo, rate, static.mask)
+            n_perm = max(config.n_perm, int(np.ceil(20 * max(len(tested), 1) / config.alpha)))
+            table = contamination.contamination_windows(
+                resid, weight, days, cut, resid_loo=resid_loo, alpha=config.alpha, n_boot=config.n_boot,
+                n_perm=n_perm, seed=config.seed, min_cells=config.min_cells, progress=progress, cancel=cancel)
+            ids = inputs.models["id"].to_numpy()
+            item_ids = inputs.static_items["id"].to_numpy()
+            table.insert(0, "model_id", ids[table["model_idx"].to_numpy(int)] if len(table) else [])
+            table["model"] = inputs.models["name"].to_numpy()[table["model_idx"].to_numpy(int)] if len(table) else []
+            table["cutoff_day"] = cut[table["model_idx"].to_numpy(int)] if len(table) else []
+            cells = []
+            flags = []
+            for row in table.itertuples(index=False):
+                m = int(row.model_idx)
+                ok = static.mask[m] & np.isfinite(days) & np.isfinite(resid[m])
+                cells.append(pd.DataFrame({"model_id": int(ids[m]), "item_id": item_ids[ok], "item_day": days[ok],
+                                           "residual": resid[m, ok],
+                                           "residual_loo": resid_loo[m, ok] if resid_loo is not None else np.nan,
+                                           "pre_cutoff": days[ok] <= cut[m]}))
+                if not row.flagged:
+                    continue
+                payload = {"source": "contamination_window", "residual": float(row.shift),
+                           "expected_p": float(np.nanmean(res.p_static()[m, ok & (days <= cut[m])])),
+                           "observed": float(np.mean(rate[m, ok & (days <= cut[m])])),
+                           "shift": float(row.shift), "ci": [float(row.ci_low), float(row.ci_high)],
+                           "p_perm": float(row.p_perm), "p_holm": float(row.p_holm), "n_pre": int(row.n_pre),
+                           "n_post": int(row.n_post), "cutoff_day": float(cut[m]), "mode": mode,
+                           "plot_artifact": "window_residuals",
+                           "series": contamination.binned_series(days[ok], resid[m, ok])}
+                if "shift_loo" in table.columns and np.isfinite(getattr(row, "shift_loo", np.nan)):
+                    payload.update({"shift_loo": float(row.shift_loo), "p_perm_loo": float(row.p_perm_loo),
+                                    "ci_loo": [float(row.ci_low_loo), float(row.ci_high_loo)]})
+                flags.append({"kind": "anomaly", "model_id": int(ids[m]), "score": float(row.shift),
+                              "payload": payload})
+            metrics = {"mode": mode, "dated_items": int(np.isfinite(days).sum()),
+                       "models_with_cutoff": int(np.isfinite(cut).sum()), "models_tested": int(len(table)),
+                       "models_flagged": int(table["flagged"].sum()) if len(table) else 0, "n_perm": n_perm,
+                       "alpha": config.alpha}
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                models=pd.DataFrame({"model_id": ids, "theta": res.theta}),
+                artifacts={"windows": table.drop(columns=["model_idx"]),
+                           "window_residuals": pd.concat(cells, ignore_index=True) if cells else pd.DataFrame()},
+                flags=pd.DataFrame(flags) if flags else None))
+            return ctx.run_id
+    finally:
+        conn.close()
+
+
+register(Analysis("contamination", "Contamination windows: residual shift before vs after each model's cutoff",
+                  "calibration", ContaminationConfig, "static", _runner(run_contamination, ContaminationConfig)))

@@ -57,7 +57,7 @@ def test_subset_selection_helpers():
 def test_subset_recovery_table_and_full_fraction(fitted):
     S, A, res = fitted
     tab = subset_recovery(res, S, A, fractions=(0.1, 1.0), seeds=(0, 1))
-    assert set(tab.strategy) == {"targeted", "top_fisher", "top_sharpness", "difficulty_matched", "random",
+    assert set(tab.strategy) == {"targeted", "targeted_rank", "top_fisher", "top_sharpness", "difficulty_matched", "random",
                                  "random_2pl_bt"}
     full = tab[(tab.fraction == 1.0) & (tab.strategy != "random_2pl_bt")]
     # all items, frozen items: the refit must reproduce the full-data ranking almost exactly
