@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--draws", type=int, default=10)
-    ap.add_argument("--strategies", default="targeted,targeted_rank,top_fisher,top_sharpness,difficulty_matched,random")
+    ap.add_argument("--strategies", default="targeted,targeted_log,top_fisher,top_sharpness,difficulty_matched,random")
     args = ap.parse_args()
     bench_joint.DATA = Path(args.shared) / "data"
     out = []

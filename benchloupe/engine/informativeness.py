@@ -13,19 +13,25 @@ ranking by Spearman and Kendall.  Strategies: ``top_fisher``, ``top_sharpness`` 
 (smallest |b_q - median theta|), ``random`` (seeded uniform subset, same frozen refit), ``random_2pl_bt`` (a
 from-scratch static 2PL plus arena Bradley-Terry on the random subset, scored against the full-data DualEval ranking
 as the paper's Fig. 2 does; ``baseline_reference="own"`` scores it against the same baseline on all data, as the
-reference code does) and ``targeted`` (below).
+reference code does), ``targeted`` (the default selection) and ``targeted_log`` (below).
 
 Targeted selection (beyond the paper).  Top Fisher ranks items by information *averaged* over the models, so on a
 leaderboard where most models sit in one ability band it fills the subset with items at that band's difficulty and
 leaves the rest of the ranking without information; on real leaderboards it loses to random selection from about
-20 % of items upward (docs/DUALEVAL.md).  ``targeted`` instead builds the subset greedily to maximise
-``sum_i w_i log(eps + I_i(S))``, where ``I_i(S)`` is model i's Fisher information about its own ability from the
-subset S (static ``a^2 p (1-p)`` on the cells it answered; arena: its share of the decisive-pair information of
-the prompt) and ``w`` the curator's target (every model, the top N, or an ability range; :func:`target_weights`).
-The log makes the gain of an item for a model fall as that model's information grows, so the subset spreads over
-the difficulty range the target models occupy (stratified by construction) and prefers sharp items within each
-band.  The objective is monotone submodular, so the greedy (lazy evaluation) is within 1 - 1/e of the optimum and
-its order is nested: one greedy pass gives the subset for every fraction.
+20 % of items upward (docs/DUALEVAL.md).  The targeted strategies build the subset greedily from ``I_i(S)``, model
+i's Fisher information about its own ability from the subset S (static ``a^2 p (1-p)`` on the cells it answered;
+arena: its share of the decisive-pair information of the prompt), for the models the curator cares about
+(weights ``w``: every model, the top N, or an ability range; :func:`target_weights`):
+
+* ``targeted`` minimises ``sum_i w_i f(theta_i)^2 / (eps + I_i(S))``, with f the density of the target abilities:
+  a model's rank error is its ability error (variance ``1 / I_i``) times the number of models per unit of ability
+  around it, so this is the expected squared rank error, i.e. what Spearman recovery measures;
+* ``targeted_log`` maximises ``sum_i w_i log(eps + I_i(S))`` (D-optimal over the models, no density weighting).
+
+Both gains fall as a model's information grows, so the subset spreads over the difficulty range the target
+models occupy (stratified by construction) and prefers sharp items within each band.  Both objectives are monotone
+submodular, so the lazy greedy is within 1 - 1/e of the optimum, and its order is nested: one greedy pass gives
+the subset for every fraction.
 
 Paper vs reference: the reference's CLI default criterion is "effective" a p(1-p) at the median theta; we use the
 paper's Fisher score (its ``--selection-criterion fisher`` objective mode).  Its frozen refit runs Adam for 700 epochs
@@ -56,7 +62,8 @@ from benchloupe.engine.joint import (
 from benchloupe.engine.stats import kendall, spearman
 
 FRACTIONS = (0.025, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.50, 0.80, 1.00)
-STRATEGIES = ("targeted", "targeted_rank", "top_fisher", "top_sharpness", "difficulty_matched", "random", "random_2pl_bt")
+STRATEGIES = ("targeted", "targeted_log", "top_fisher", "top_sharpness", "difficulty_matched", "random",
+              "random_2pl_bt")
 DEFAULT_STRATEGY = "targeted"
 
 
@@ -218,6 +225,31 @@ def targeted_order(info: np.ndarray, weights: np.ndarray, eps: float | None = No
     return np.asarray(order, int)
 
 
+SELECTIONS = ("targeted", "targeted_log", "top_fisher", "top_sharpness")
+
+
+def select_subset(result: JointResult, static: StaticData | None, arena: ArenaData | None,
+                  config: JointConfig | None, strategy: str, fraction: float, *, target: str = "all") -> np.ndarray:
+    """Indices (static items first, then arena prompts) of the ``ceil(fraction * N)`` items a deterministic
+    strategy selects, in selection order."""
+    config = config or result.config
+    if not 0 < fraction <= 1:
+        raise EngineError(f"fraction must be in (0, 1], got {fraction}")
+    if strategy == "top_fisher":
+        return top_fisher_subset(fisher_scores(result, static, arena, config), fraction)
+    n = len(result.b_static) + len(result.b_arena)
+    k = max(1, min(n, math.ceil(fraction * n)))
+    if strategy == "top_sharpness":
+        return np.argsort(-np.nan_to_num(result.a, nan=-np.inf), kind="stable")[:k]
+    if strategy not in ("targeted_log", "targeted"):
+        raise EngineError(f"strategy must be one of {', '.join(SELECTIONS)}, got {strategy!r}")
+    info = information_matrix(result, static, arena, config)
+    w = target_weights(result.theta, target)
+    if strategy == "targeted":
+        return targeted_order(info, rank_weights(result.theta, w), criterion="rank")[:k]
+    return targeted_order(info, w)[:k]
+
+
 def top_fisher_subset(scores: np.ndarray, fraction: float) -> np.ndarray:
     """Indices of the ``ceil(fraction * N)`` highest-scoring items (at least one), best first."""
     if not 0 < fraction <= 1:
@@ -281,13 +313,13 @@ def subset_recovery(result: JointResult, static: StaticData | None, arena: Arena
         "top_sharpness": np.argsort(-np.nan_to_num(result.a, nan=-np.inf), kind="stable"),
         "difficulty_matched": np.argsort(np.nan_to_num(np.abs(result.b - med), nan=np.inf), kind="stable"),
     }
-    if {"targeted", "targeted_rank"} & set(strategies):
+    if {"targeted_log", "targeted"} & set(strategies):
         info = information_matrix(result, static, arena, config)
         w = target_weights(result.theta, target)
+        if "targeted_log" in strategies:
+            orders["targeted_log"] = targeted_order(info, w)
         if "targeted" in strategies:
-            orders["targeted"] = targeted_order(info, w)
-        if "targeted_rank" in strategies:
-            orders["targeted_rank"] = targeted_order(info, rank_weights(result.theta, w), criterion="rank")
+            orders["targeted"] = targeted_order(info, rank_weights(result.theta, w), criterion="rank")
     full_baseline = None
     if "random_2pl_bt" in strategies and baseline_reference == "own":
         full_baseline = _baseline_scores(static, arena, config, np.ones(n_static, bool), np.ones(n_arena, bool))

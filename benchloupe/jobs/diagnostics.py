@@ -70,17 +70,31 @@ def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: s
 
 @dataclass(frozen=True)
 class CompressConfig:
-    """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies top Fisher, top
-    sharpness, difficulty-matched, random and random with 2PL+BT refit, 3 seeds for the random ones; abilities
-    refit with item parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the top-Fisher subset
-    as a new benchmark; ``retire_lowest`` > 0 retires that many least informative items."""
+    """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies targeted (the default
+    selection; information spread over the ``target`` models: all, top:N or theta:LO,HI), top Fisher, top sharpness,
+    difficulty-matched, random and random with 2PL+BT refit (scored against full-data DualEval, or its own
+    full-data baseline with ``baseline_reference`` own), ``seeds`` random draws; abilities refit with item
+    parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
+    benchmark; ``retire_lowest`` > 0 retires that many least informative items."""
 
     mode: str = "auto"
     seeds: int = 3
     recovery: bool = True
+    strategy: str = informativeness.DEFAULT_STRATEGY
+    target: str = "all"
+    baseline_reference: str = "dualeval"
     export_fraction: float = 0.0
     export_name: str = ""
     retire_lowest: int = 0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in informativeness.SELECTIONS:
+            raise EngineError(f"strategy must be one of {', '.join(informativeness.SELECTIONS)}, got "
+                              f"{self.strategy!r}")
+        if self.baseline_reference not in ("dualeval", "own"):
+            raise EngineError("baseline_reference must be 'dualeval' (the paper's Fig. 2) or 'own'")
+        if self.seeds < 1:
+            raise EngineError("seeds must be at least 1")
 
 
 def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfig(), *, arena: str | None = None,
@@ -102,17 +116,22 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             if config.recovery:
                 check_cancel(cancel)
                 table = informativeness.subset_recovery(res, static, arena_d, cfg, seeds=tuple(range(config.seeds)),
+                                                        target=config.target,
+                                                        baseline_reference=config.baseline_reference,
                                                         progress=progress, cancel=cancel)
                 summary = informativeness.summarise_recovery(table)
                 artifacts.update({"recovery": table, "recovery_summary": summary})
-                top10 = summary[(summary["strategy"] == "top_fisher") & np.isclose(summary["fraction"], 0.10)]
-                if len(top10):
-                    metrics["top_fisher_10pct_spearman"] = float(top10["spearman_mean"].iloc[0])
+                for strat in ("top_fisher", config.strategy, "random"):
+                    at10 = summary[(summary["strategy"] == strat) & np.isclose(summary["fraction"], 0.10)]
+                    if len(at10):
+                        metrics[f"{strat}_10pct_spearman"] = float(at10["spearman_mean"].iloc[0])
             if config.export_fraction:
-                keep = informativeness.top_fisher_subset(scores, config.export_fraction)
+                keep = informativeness.select_subset(res, static, arena_d, cfg, config.strategy,
+                                                     config.export_fraction, target=config.target)
                 new_id = derive_benchmark(conn, benchmark, config.export_name, [int(i) for i in item_ids[keep]],
-                                          reason="top-Fisher compression",
-                                          detail={"fraction": config.export_fraction, "run": ctx.run_id})
+                                          reason=f"{config.strategy} compression",
+                                          detail={"fraction": config.export_fraction, "run": ctx.run_id,
+                                                  "strategy": config.strategy, "target": config.target})
                 metrics.update({"exported_benchmark": config.export_name, "exported_benchmark_id": new_id,
                                 "exported_items": int(len(keep))})
             if config.retire_lowest:

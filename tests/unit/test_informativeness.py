@@ -57,7 +57,7 @@ def test_subset_selection_helpers():
 def test_subset_recovery_table_and_full_fraction(fitted):
     S, A, res = fitted
     tab = subset_recovery(res, S, A, fractions=(0.1, 1.0), seeds=(0, 1))
-    assert set(tab.strategy) == {"targeted", "targeted_rank", "top_fisher", "top_sharpness", "difficulty_matched", "random",
+    assert set(tab.strategy) == {"targeted", "targeted_log", "top_fisher", "top_sharpness", "difficulty_matched", "random",
                                  "random_2pl_bt"}
     full = tab[(tab.fraction == 1.0) & (tab.strategy != "random_2pl_bt")]
     # all items, frozen items: the refit must reproduce the full-data ranking almost exactly
@@ -136,10 +136,10 @@ def test_targeted_order_spreads_over_the_target_range_and_beats_random():
 
     theta, S = _crowded()
     res = fit_joint(S, None, JointConfig(mode="static"))
-    tab = subset_recovery(res, S, None, fractions=(0.05, 0.1, 0.3), strategies=("targeted", "random"),
+    tab = subset_recovery(res, S, None, fractions=(0.05, 0.1, 0.3), strategies=("targeted", "targeted_log", "random"),
                           seeds=tuple(range(5)))
     s = summarise_recovery(tab).pivot(index="fraction", columns="strategy", values="spearman_mean")
-    assert (s["targeted"] > s["random"]).all()
+    assert (s["targeted"] > s["random"]).all() and (s["targeted_log"] > s["random"]).all()
     # targeting the top 20 models puts the subset's difficulties among the top models' abilities
     from benchloupe.engine.informativeness import information_matrix, target_weights
 
