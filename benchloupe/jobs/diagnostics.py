@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -204,17 +204,30 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
             if config.protocol:
                 progress(0, 1, "synthetic contamination protocol")
                 tables = []
+                guessing = static is not None and getattr(static, "chance", None) is not None
                 for target, data_ok in (("static", static is not None), ("arena", arena_d is not None)):
                     if data_ok:
-                        tables.append(anomaly.contamination_experiment(static, arena_d, cfg, target=target,
-                                                                       clean=res, progress=progress, cancel=cancel))
+                        t = anomaly.contamination_experiment(static, arena_d, cfg, target=target, clean=res,
+                                                             progress=progress, cancel=cancel)
+                        t["p_model"] = "guessing" if guessing else "2pl"
+                        tables.append(t)
+                if guessing:  # the same protocol with the chance level ignored, to show its effect
+                    plain = replace(static, chance=None)
+                    t = anomaly.contamination_experiment(plain, arena_d, cfg, target="static", progress=progress,
+                                                         cancel=cancel)
+                    t["p_model"] = "2pl"
+                    tables.append(t)
                 proto = pd.concat(tables, ignore_index=True)
                 artifacts["contamination_protocol"] = proto
-                summ = proto.groupby(["target", "detector", "rate"])[["auroc", "auprc"]].mean().reset_index()
+                cols = ["auroc", "auprc", "precision_at_k", "item_auroc", "item_auprc", "item_precision_at_k"]
+                summ = proto.groupby(["target", "p_model", "detector", "rate"])[cols].mean().reset_index()
                 artifacts["contamination_summary"] = summ
-                metrics["protocol_min_auroc_clean_reference_static"] = float(
-                    summ[(summ["target"] == "static") & (summ["detector"] == "clean_reference")]["auroc"].min()) \
-                    if (summ["target"] == "static").any() else None
+                first = summ[(summ["target"] == "static") & (summ["detector"] == "clean_reference")
+                             & (summ["p_model"] == ("guessing" if guessing else "2pl"))]
+                metrics["protocol_min_auroc_clean_reference_static"] = float(first["auroc"].min()) \
+                    if len(first) else None
+                metrics["protocol_min_item_auroc_clean_reference_static"] = float(first["item_auroc"].min()) \
+                    if len(first) else None
             theta = res.theta
             flags = []
             for c in cands.itertuples(index=False):
