@@ -327,11 +327,14 @@ def run_screen(db_path, benchmark: str, config: ScreenConfig = ScreenConfig(), *
 @dataclass(frozen=True)
 class BootstrapConfig:
     """Question-level cluster bootstrap (paper 000 Appendix D): B = 100 replicates resampling items within each
-    source, rewards re-standardised per replicate; per-model SE, 95 % interval and rank interval."""
+    source, rewards re-standardised per replicate; per-model SE, 95 % interval and rank interval. ``compare``
+    also bootstraps the arena BT baseline and the static-only 2PL on the same replicate draws and reports Table 4
+    (median SE and median 95 % rank-interval width per method)."""
 
     mode: str = "auto"
     B: int = 100
     seed: int = 0
+    compare: bool = False
 
 
 def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapConfig(), *, arena: str | None = None,
@@ -349,11 +352,24 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
                                    "lo": res.ci_low, "hi": res.ci_high, "rank_lo": res.rank_low,
                                    "rank_hi": res.rank_high})
             models["rank"] = rank_desc(res.theta)
+            metrics = {"mode": mode, "B": res.B, "failed_replicates": res.failed,
+                       "median_se": float(np.nanmedian(res.se)),
+                       "median_rank_ci_width": float(np.nanmedian(res.rank_high - res.rank_low))}
+            artifacts = {"replicates": {"thetas": res.thetas}}
+            if config.compare:
+                results = {"dualeval": res}
+                for method, ok in (("arena_bt", cfg.uses_arena and inputs.arena is not None),
+                                   ("static_2pl", cfg.uses_static and inputs.static is not None)):
+                    if ok and not (method == "static_2pl" and mode == "static"):
+                        results[method] = bootstrap.method_bootstrap(
+                            inputs.static if cfg.uses_static else None, inputs.arena if cfg.uses_arena else None,
+                            cfg, method=method, B=config.B, seed=config.seed, progress=progress, cancel=cancel)
+                t4 = bootstrap.table4(results)
+                artifacts["table4"] = pd.DataFrame(t4)
+                metrics["table4"] = t4
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics={"mode": mode, "B": res.B, "failed_replicates": res.failed,
-                         "median_se": float(np.nanmedian(res.se))},
-                timings={"total_s": round(time.perf_counter() - t0, 4)}, models=models,
-                artifacts={"replicates": {"thetas": res.thetas}}))
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, models=models,
+                artifacts=artifacts))
             return ctx.run_id
     finally:
         conn.close()

@@ -114,3 +114,12 @@ def test_external_normalised_names_match_only_when_unique(tmp_path):
     # gpt4_turbo matches by key; the two llama names share a key in the workspace, so neither is guessed
     np.testing.assert_array_equal(ext.scores, [3.0, np.nan, np.nan, 1.0])
     assert ext.matched == 2 and ext.normalised == 1
+
+
+def test_bootstrap_compare_reports_table_4(files, capsys):
+    d, db, _ = files
+    assert main(["bootstrap", "st", "--arena", "ar", "--reward-model", "rm-a", "--db", str(db), "--json",
+                 "--B", "4", "--compare", "yes"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert [r["method"] for r in m["table4"]] == ["dualeval", "arena_bt", "static_2pl"]
+    assert all(r["median_rank_ci_width"] >= 0 for r in m["table4"])
