@@ -196,6 +196,11 @@ def cmd_evaluate(args) -> int:
     show = tab.rename(columns={"method": "Method", "pair_acc": "Pair Acc.", "static_rho": "Static rho",
                                "arena_rho": "Arena rho", "external_rho": "Public rho"})
     print(table(show))
+    if run["metrics"].get("pair_ablation"):
+        import pandas as pd
+
+        print("\nPair-treatment ablation (Appendix I, Table 5; one held-out pair set):")
+        print(table(pd.DataFrame(run["metrics"]["pair_ablation"])))
     for w in run["metrics"].get("warnings", []) or []:
         print(f"warning: {w}")
     print(kv({"timings": run["timings"]}))

@@ -266,7 +266,8 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
 class EvaluateConfig:
     """Table 2 held-out comparison (paper 000 §4.1): 3 random question splits, 20 % of questions held out; DualEval
     joint, static-only 2PL, arena BT and average reward scored on held-out decisive-pair accuracy, Static rho and
-    Arena rho (and Public rho with --external).  ``variant``, ``tie_pct`` and ``lambda_reg`` as for ``fit``."""
+    Arena rho (and Public rho with --external).  ``variant``, ``tie_pct`` and ``lambda_reg`` as for ``fit``.
+    ``ablation`` adds Appendix I's pair-treatment ablation (Table 5: pair accuracy and both-bad AUC)."""
 
     splits: int = 3
     holdout: float = 0.2
@@ -274,6 +275,7 @@ class EvaluateConfig:
     variant: str = "paper"
     tie_pct: float | None = None
     lambda_reg: float | None = None
+    ablation: bool = False
 
 
 def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfig(), *, arena: str | None = None,
@@ -306,6 +308,14 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
                 for col in ("pair_acc", "static_rho", "arena_rho", "external_rho"):
                     if hasattr(row, col):
                         metrics[f"{key}_{col}"] = float(getattr(row, col))
+            artifacts = {"comparison": table, "comparison_splits": raw}
+            if config.ablation:
+                if inputs.arena is None:
+                    raise EngineError("the pair-treatment ablation needs arena rewards; pass --arena BENCHMARK")
+                abl = joint.pair_treatment_ablation(inputs.static, inputs.arena, jc, holdout=config.holdout,
+                                                    seed=config.seed, progress=progress, cancel=cancel)
+                artifacts["pair_ablation"] = abl
+                metrics["pair_ablation"] = abl.to_dict("records")
             warnings = list(ext.warnings) if ext is not None else []
             if inputs.arena is not None:
                 warnings += joint.build_pairs(inputs.arena, jc).warnings
@@ -314,7 +324,7 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
                 metrics.update(ext.metrics())
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
-                artifacts={"comparison": table, "comparison_splits": raw}))
+                artifacts=artifacts))
             return ctx.run_id
     finally:
         conn.close()

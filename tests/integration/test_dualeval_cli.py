@@ -103,6 +103,9 @@ def test_evaluate_prints_table_2(files, capsys):
     js = json.loads(capsys.readouterr().out)
     assert js["metrics"]["splits"] == 2 and len(js["table"]) == 4
     assert 0.5 < js["metrics"]["dualeval_pair_acc"] <= 1
+    assert main(["evaluate", "st", "--arena", "ar", "--reward-model", "rm-a", "--db", str(db), "--splits", "1",
+                 "--ablation", "yes"]) == 0
+    assert "No both-bad loss" in capsys.readouterr().out
 
 
 def test_external_normalised_names_match_only_when_unique(tmp_path):

@@ -64,3 +64,16 @@ def test_heldout_comparison_arena_only_skips_static_methods(sim):
     raw, table = heldout_comparison(None, A, JointConfig(mode="arena"), splits=1)
     assert list(table["method"]) == ["Arena BT", "Arena Avg Reward"]
     assert table["static_rho"].isna().all()
+
+
+def test_pair_treatment_ablation_table_5(sim):
+    from benchloupe.engine.joint.evaluation import pair_treatment_ablation
+
+    _, S, A = sim
+    tab = pair_treatment_ablation(S, A, JointConfig()).set_index("variant")
+    assert list(tab.index) == ["Full DualEval", "No both-bad loss", "No both-bad filtering", "No tie filter",
+                               "No both-bad / no tie"]
+    assert (tab["pair_acc"] > 0.6).all()
+    # the both-bad loss is what teaches the fit where both responses are bad (Table 5: .903 vs .622)
+    assert tab.loc["Full DualEval", "bb_auc"] > tab.loc["No both-bad loss", "bb_auc"]
+    assert tab.loc["Full DualEval", "bb_auc"] > 0.8

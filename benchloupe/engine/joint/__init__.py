@@ -52,6 +52,7 @@ from benchloupe.engine.joint.evaluation import (
     heldout_calibration,
     heldout_comparison,
     metrics,
+    pair_treatment_ablation,
     ranking_agreement,
 )
 from benchloupe.engine.joint.fitmetrics import ece, in_sample_metrics, pair_probabilities
@@ -72,6 +73,6 @@ from benchloupe.engine.joint.optimise import fit_abilities, fit_joint, objective
 __all__ = [
     "MODES", "VARIANTS", "ArenaData", "BaselineResult", "JointConfig", "JointResult", "PairSet", "StaticData",
     "average_reward", "build_pairs", "ece", "fit_abilities", "fit_bradley_terry", "fit_joint", "heldout_calibration",
-    "heldout_comparison", "in_sample_metrics", "metrics", "objective", "pair_probabilities", "ranking_agreement",
-    "standardise_rewards",
+    "heldout_comparison", "in_sample_metrics", "metrics", "objective", "pair_probabilities",
+    "pair_treatment_ablation", "ranking_agreement", "standardise_rewards",
 ]

@@ -197,3 +197,55 @@ def heldout_comparison(static: StaticData | None, arena: ArenaData | None, confi
     if external is None:
         table = table.drop(columns=["external_rho", "external_rho_sd"])
     return raw, table
+
+
+# ------------------------------------------------------------------------------ Appendix I pair-treatment ablation
+ABLATIONS = (  # (name, both-bad loss, both-bad flags, tie filter)
+    ("Full DualEval", True, True, True),
+    ("No both-bad loss", False, True, True),
+    ("No both-bad filtering", False, False, True),
+    ("No tie filter", True, True, False),
+    ("No both-bad / no tie", False, False, False),
+)
+
+
+def pair_treatment_ablation(static: StaticData | None, arena: ArenaData, config: JointConfig = JointConfig(), *,
+                            holdout: float = 0.2, seed: int = 0, progress: Progress = no_progress,
+                            cancel: threading.Event | None = None) -> pd.DataFrame:
+    """Appendix I / Table 5: refit with each pair treatment and score on one held-out pair set built with the full
+    configuration's thresholds.
+
+    Variants: both-bad pairs in the both-bad loss (full), dropped (``lambda_bb = 0``), or pooled with the decisive
+    pairs in the preference BCE (no both-bad filtering); ties dropped (full) or kept in the BCE with their soft
+    target (no tie filter; equal-reward pairs then enter with target 0.5).  ``pair_acc``: held-out decisive pairs
+    (full flags), predicted by ``mu >= 0.5``; ``bb_auc``: AUROC of ``1 - min(p_i, p_j)`` for held-out both-bad vs
+    other held-out non-tie pairs (does the fit know where both responses are bad)."""
+    from benchloupe.engine.joint.fitmetrics import pair_probabilities as _mu
+    from benchloupe.engine.stats import auroc
+
+    if arena is None:
+        raise EngineError("the pair-treatment ablation needs arena rewards")
+    mode = "joint" if static is not None else "arena"
+    pairs = build_pairs(arena, replace(config, mode=mode))
+    test = np.random.default_rng(seed).random(len(pairs)) < holdout
+    keep = ~test
+    eval_dec = test & pairs.decisive
+    eval_nt = test & ~pairs.tie
+    rows = []
+    for k, (name, bb_loss, bb_flags, tie_filter) in enumerate(ABLATIONS):
+        check_cancel(cancel)
+        progress(k, len(ABLATIONS), f"pair-treatment ablation: {name}")
+        var = replace(pairs, tie=pairs.tie if tie_filter else np.zeros(len(pairs), bool),
+                      both_bad=pairs.both_bad if bb_flags else np.zeros(len(pairs), bool))
+        cfg = replace(config, mode=mode, lambda_bb=config.lambda_bb if bb_loss else 0.0)
+        res = fit_joint(static, arena, cfg, pairs=var, pair_keep=keep, cancel=cancel)
+        mu = _mu(res, pairs)
+        P = res.p_arena()
+        lo = np.minimum(P[pairs.i, pairs.prompt], P[pairs.j, pairs.prompt])
+        ok = eval_dec & np.isfinite(mu)
+        rows.append({"variant": name, "bb_loss": bb_loss, "bb_filter": bb_flags, "tie_filter": tie_filter,
+                     "pair_acc": float(np.mean((mu[ok] >= 0.5) == (pairs.target[ok] >= 0.5))),
+                     "bb_auc": auroc(1 - lo[eval_nt], pairs.both_bad[eval_nt]),
+                     "heldout_pairs": int(ok.sum())})
+    progress(len(ABLATIONS), len(ABLATIONS), "pair-treatment ablation done")
+    return pd.DataFrame(rows)
