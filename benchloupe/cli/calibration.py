@@ -201,6 +201,13 @@ def cmd_evaluate(args) -> int:
 
         print("\nPair-treatment ablation (Appendix I, Table 5; one held-out pair set):")
         print(table(pd.DataFrame(run["metrics"]["pair_ablation"])))
+    for key, title in (("cross_reward_models", "Cross-reward-model agreement (Appendix F)"),
+                       ("reward_vs_human", "Reward-model agreement with human preferences (Appendix C)")):
+        if run["metrics"].get(key):
+            import pandas as pd
+
+            print(f"\n{title}:")
+            print(table(pd.DataFrame(run["metrics"][key])))
     for w in run["metrics"].get("warnings", []) or []:
         print(f"warning: {w}")
     print(kv({"timings": run["timings"]}))

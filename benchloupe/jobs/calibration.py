@@ -16,7 +16,7 @@ import pandas as pd
 from benchloupe.engine import informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.stats import spearman
-from benchloupe.store import runs
+from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
 from . import Analysis, RunContext, fingerprint, register
@@ -267,7 +267,10 @@ class EvaluateConfig:
     """Table 2 held-out comparison (paper 000 §4.1): 3 random question splits, 20 % of questions held out; DualEval
     joint, static-only 2PL, arena BT and average reward scored on held-out decisive-pair accuracy, Static rho and
     Arena rho (and Public rho with --external).  ``variant``, ``tie_pct`` and ``lambda_reg`` as for ``fit``.
-    ``ablation`` adds Appendix I's pair-treatment ablation (Table 5: pair accuracy and both-bad AUC)."""
+    ``ablation`` adds Appendix I's pair-treatment ablation (Table 5: pair accuracy and both-bad AUC);
+    ``cross_reward_models`` fits DualEval under every reward model of the arena set and reports Appendix F's
+    agreement (Spearman of abilities and item parameters).  When the arena set also holds human pairwise
+    preferences, each reward model's agreement with them is reported (Appendix C)."""
 
     splits: int = 3
     holdout: float = 0.2
@@ -276,6 +279,7 @@ class EvaluateConfig:
     tie_pct: float | None = None
     lambda_reg: float | None = None
     ablation: bool = False
+    cross_reward_models: bool = False
 
 
 def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfig(), *, arena: str | None = None,
@@ -316,6 +320,25 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
                                                     seed=config.seed, progress=progress, cancel=cancel)
                 artifacts["pair_ablation"] = abl
                 metrics["pair_ablation"] = abl.to_dict("records")
+            if inputs.arena is not None:
+                rms = read.reward_models(conn, inputs.arena_benchmark)
+                if config.cross_reward_models:
+                    if len(rms) < 2:
+                        raise EngineError(f"{inputs.arena_benchmark!r} has one reward model; cross-reward-model "
+                                          "agreement needs rewards from two or more")
+                    fits = {}
+                    for rm in rms:
+                        check_cancel(cancel)
+                        progress(0, 1, f"DualEval under reward model {rm}")
+                        d = load_joint(conn, benchmark, arena=arena, reward_model=rm)
+                        fits[rm] = joint.fit_joint(d.static, d.arena, jc if d.static is not None
+                                                   else replace(jc, mode="arena"), cancel=cancel)
+                    cross = joint.cross_reward_agreement(fits)
+                    artifacts["cross_reward_models"] = cross
+                    metrics["cross_reward_models"] = cross.to_dict("records")
+                human = _human_agreement(conn, inputs.arena_benchmark, rms, inputs.models)
+                if human:
+                    metrics["reward_vs_human"] = human
             warnings = list(ext.warnings) if ext is not None else []
             if inputs.arena is not None:
                 warnings += joint.build_pairs(inputs.arena, jc).warnings
@@ -328,6 +351,27 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
             return ctx.run_id
     finally:
         conn.close()
+
+
+def _human_agreement(conn, arena_benchmark: str, reward_models: list[str], models: pd.DataFrame) -> list[dict]:
+    """Appendix C: each reward model's agreement with the human preferences stored for the arena set."""
+    prefs = read.load_preferences(conn, arena_benchmark)
+    if prefs.empty:
+        return []
+    out = []
+    for rm in reward_models:
+        am = read.load_arena(conn, arena_benchmark, reward_model=rm)
+        mi = {n: i for i, n in enumerate(am.models["name"])}
+        qi = {k: j for j, k in enumerate(am.items["key"])}
+        a = prefs["model_a"].map(mi)
+        b = prefs["model_b"].map(mi)
+        q = prefs["item"].map(qi)
+        ok = a.notna() & b.notna() & q.notna()
+        res = joint.preference_agreement(am.rewards, a[ok].to_numpy(int), b[ok].to_numpy(int), q[ok].to_numpy(int),
+                                         prefs["prob_a"][ok].to_numpy(float))
+        res["missing"] += int((~ok).sum())
+        out.append({"reward_model": rm, **res})
+    return out
 
 
 def _fit_runner(mode: str):

@@ -126,3 +126,29 @@ def test_bootstrap_compare_reports_table_4(files, capsys):
     m = json.loads(capsys.readouterr().out)["metrics"]
     assert [r["method"] for r in m["table4"]] == ["dualeval", "arena_bt", "static_2pl"]
     assert all(r["median_rank_ci_width"] >= 0 for r in m["table4"])
+
+
+def test_evaluate_cross_reward_models_and_human_preferences(files, capsys, tmp_path):
+    d, db, truth = files
+    names = [f"org/model-{i:02d}" for i in range(16)]
+    rng = np.random.default_rng(1)
+    rows = []
+    for _ in range(400):
+        a, b = rng.choice(16, 2, replace=False)
+        rows.append({"model_a": names[a], "model_b": names[b], "prompt": f"p{rng.integers(30)}",
+                     "winner": "a" if truth["theta"][a] > truth["theta"][b] else "b"})
+    pd.DataFrame(rows).to_csv(tmp_path / "prefs.csv", index=False)
+    assert main(["import", "preferences", str(tmp_path / "prefs.csv"), "--db", str(db), "--benchmark", "ar"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "st", "--arena", "ar", "--reward-model", "rm-a", "--db", str(db), "--json",
+                 "--splits", "1", "--cross-reward-models", "yes"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    cross = m["cross_reward_models"][0]
+    assert (cross["reward_model_a"], cross["reward_model_b"]) == ("rm-a", "rm-b") and cross["spearman_theta"] > 0.7
+    human = {r["reward_model"]: r for r in m["reward_vs_human"]}
+    stored = len(pd.DataFrame(rows).drop_duplicates(["model_a", "model_b", "prompt"]))  # one row per key is stored
+    assert human["rm-a"]["n"] == stored and human["rm-a"]["agreement"] > human["rm-b"]["agreement"] > 0.5
+    assert main(["evaluate", "st", "--arena", "ar", "--reward-model", "rm-a", "--db", str(db), "--splits", "1",
+                 "--cross-reward-models", "yes"]) == 0
+    out = capsys.readouterr().out
+    assert "Appendix F" in out and "Appendix C" in out

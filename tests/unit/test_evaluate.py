@@ -77,3 +77,29 @@ def test_pair_treatment_ablation_table_5(sim):
     # the both-bad loss is what teaches the fit where both responses are bad (Table 5: .903 vs .622)
     assert tab.loc["Full DualEval", "bb_auc"] > tab.loc["No both-bad loss", "bb_auc"]
     assert tab.loc["Full DualEval", "bb_auc"] > 0.8
+
+
+def test_cross_reward_agreement_and_preference_agreement(sim):
+    from benchloupe.engine.joint import ArenaData
+    from benchloupe.engine.joint.evaluation import cross_reward_agreement, preference_agreement
+
+    truth, S, A = sim
+    rng = np.random.default_rng(0)
+    noisy = ArenaData(A.rewards + rng.normal(0, 1.5, A.shape))
+    fits = {"rm-a": fit_joint(S, A, JointConfig()), "rm-b": fit_joint(S, noisy, JointConfig())}
+    row = cross_reward_agreement(fits).iloc[0]
+    assert row["reward_model_a"] == "rm-a" and 0.8 < row["spearman_theta"] <= 1
+    assert row["spearman_b_static"] > row["spearman_b_arena"]  # static labels anchor; noisy rewards move arena items
+    # human preferences drawn from the true abilities: the clean reward agrees more often than the noisy one
+    n = 3000
+    a, b, q = rng.integers(0, 25, n), rng.integers(0, 25, n), rng.integers(0, 80, n)
+    keep = a != b
+    a, b, q = a[keep], b[keep], q[keep]
+    prob = (truth["theta"][a] > truth["theta"][b]).astype(float)
+    prob[:10] = 0.5
+    clean, rough = preference_agreement(A.rewards, a, b, q, prob), preference_agreement(noisy.rewards, a, b, q, prob)
+    assert clean["ties_skipped"] == 10 and clean["n"] == len(a) - 10
+    assert clean["agreement"] > rough["agreement"] > 0.5
+    r = np.array([[1.0, np.nan], [1.0, 2.0]])
+    out = preference_agreement(r, np.array([0, 0]), np.array([1, 1]), np.array([0, 1]), np.array([1.0, 1.0]))
+    assert out == {"agreement": 0.5, "n": 1, "ties_skipped": 0, "missing": 1}

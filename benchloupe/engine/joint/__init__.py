@@ -49,10 +49,12 @@ gradient and Hessian blocks), ``optimise`` (Newton, block Newton, L-BFGS, Adam; 
 
 from benchloupe.engine.joint.baselines import average_reward, fit_bradley_terry
 from benchloupe.engine.joint.evaluation import (
+    cross_reward_agreement,
     heldout_calibration,
     heldout_comparison,
     metrics,
     pair_treatment_ablation,
+    preference_agreement,
     ranking_agreement,
 )
 from benchloupe.engine.joint.fitmetrics import ece, in_sample_metrics, pair_probabilities
@@ -72,7 +74,7 @@ from benchloupe.engine.joint.optimise import fit_abilities, fit_joint, objective
 
 __all__ = [
     "MODES", "VARIANTS", "ArenaData", "BaselineResult", "JointConfig", "JointResult", "PairSet", "StaticData",
-    "average_reward", "build_pairs", "ece", "fit_abilities", "fit_bradley_terry", "fit_joint", "heldout_calibration",
+    "average_reward", "build_pairs", "cross_reward_agreement", "ece", "fit_abilities", "fit_bradley_terry", "fit_joint", "heldout_calibration",
     "heldout_comparison", "in_sample_metrics", "metrics", "objective", "pair_probabilities",
-    "pair_treatment_ablation", "ranking_agreement", "standardise_rewards",
+    "pair_treatment_ablation", "preference_agreement", "ranking_agreement", "standardise_rewards",
 ]

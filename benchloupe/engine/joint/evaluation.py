@@ -249,3 +249,45 @@ def pair_treatment_ablation(static: StaticData | None, arena: ArenaData, config:
                      "heldout_pairs": int(ok.sum())})
     progress(len(ABLATIONS), len(ABLATIONS), "pair-treatment ablation done")
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------- Appendices F and C: reward-model agreement
+def cross_reward_agreement(results: dict[str, JointResult]) -> pd.DataFrame:
+    """Appendix F: for every pair of fits of the same data under different reward models, Spearman of the model
+    abilities and of the item parameters (arena b and log a; static b and log a when the fits are joint)."""
+    names = list(results)
+    rows = []
+    for x in range(len(names)):
+        for y in range(x + 1, len(names)):
+            r1, r2 = results[names[x]], results[names[y]]
+            row = {"reward_model_a": names[x], "reward_model_b": names[y],
+                   "spearman_theta": spearman(r1.theta, r2.theta),
+                   "spearman_b_arena": spearman(r1.b_arena, r2.b_arena),
+                   "spearman_log_a_arena": spearman(r1.k_arena, r2.k_arena)}
+            if len(r1.b_static) and np.isfinite(r1.b_static).any():
+                row["spearman_b_static"] = spearman(r1.b_static, r2.b_static)
+                row["spearman_log_a_static"] = spearman(r1.k_static, r2.k_static)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def preference_agreement(rewards: np.ndarray, model_a: np.ndarray, model_b: np.ndarray, prompt: np.ndarray,
+                         prob_a: np.ndarray) -> dict:
+    """Appendix C: how often a reward model's scores agree with human pairwise preferences on the same prompt.
+
+    Over preference rows with a winner (``prob_a != 0.5``) where both models have a reward on the prompt: the
+    share where the higher reward belongs to the preferred model (equal rewards count one half).  ``n`` rows
+    scored, ``ties_skipped`` human ties, ``missing`` rows without both rewards."""
+    ra = rewards[model_a, prompt]
+    rb = rewards[model_b, prompt]
+    have = np.isfinite(ra) & np.isfinite(rb)
+    decided = prob_a != 0.5
+    use = have & decided
+    if not use.any():
+        return {"agreement": float("nan"), "n": 0, "ties_skipped": int((~decided).sum()),
+                "missing": int((~have).sum())}
+    human_a = prob_a[use] > 0.5
+    diff = ra[use] - rb[use]
+    score = np.where(diff == 0, 0.5, ((diff > 0) == human_a).astype(float))
+    return {"agreement": float(score.mean()), "n": int(use.sum()), "ties_skipped": int((have & ~decided).sum()),
+            "missing": int((~have).sum())}
