@@ -43,6 +43,7 @@ from benchloupe.engine.joint import (
     fit_joint,
     standardise_rewards,
 )
+from benchloupe.engine.joint.subsets import observed_rate, trials
 from benchloupe.engine.stats import auprc, auroc
 
 RATES = (0.005, 0.01, 0.02, 0.05)
@@ -59,17 +60,7 @@ def static_residuals(p: np.ndarray, y: np.ndarray, mask: np.ndarray, trials: np.
     return np.where(mask, r, np.nan)
 
 
-def _trials(static: StaticData) -> np.ndarray | None:
-    return getattr(static, "trials", None)
 
-
-def observed_rate(static: StaticData) -> np.ndarray:
-    """Successes / trials per cell (the 0/1 label for one-trial cells; 0 where unobserved)."""
-    t = _trials(static)
-    if t is None:
-        return np.asarray(static.correct, float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(static.mask, static.correct / np.maximum(t, 1), 0.0)
 
 
 def arena_residuals(result: JointResult, pairs: PairSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -109,7 +100,7 @@ def residuals(result: JointResult, static: StaticData | None, arena: ArenaData |
     if static is not None and np.isfinite(result.b_static).any():
         p = result.p_static()
         ok = static.mask & np.isfinite(p)
-        out.static = static_residuals(np.nan_to_num(p), static.correct, ok, _trials(static))
+        out.static = static_residuals(np.nan_to_num(p), static.correct, ok, trials(static))
         out.static_expected = p
     if arena is not None and result.pairs is not None:
         out.arena, out.arena_expected, out.arena_observed = arena_residuals(result, result.pairs)
@@ -223,7 +214,7 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
         for det in detectors:
             if target == "static":
                 y = static.correct.astype(np.int32).ravel()
-                t = _trials(static)
+                t = trials(static)
                 y[inj] = 1 if t is None else np.asarray(t).ravel()[inj]  # a contaminated cell is always solved
                 data = replace(static, correct=y.reshape(static.shape))
                 fit = clean if det == "clean_reference" else fit_joint(data, arena, config, cancel=cancel)

@@ -35,6 +35,7 @@ from benchloupe.engine.joint import (
     fit_bradley_terry,
     fit_joint,
 )
+from benchloupe.engine.joint.subsets import static_columns
 
 REPLICATE_FTOL = 1e-9
 
@@ -93,7 +94,7 @@ def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config
         progress(b, B, f"bootstrap replicate {b + 1}/{B}")
         s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
         a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
-        st = None if s_idx is None else StaticData(static.correct[:, s_idx], static.mask[:, s_idx])
+        st = None if s_idx is None else static_columns(static, s_idx)
         ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
         init = {"theta": full.theta, "gamma": full.gamma,
                 "b_static": None if s_idx is None else full.b_static[s_idx],
@@ -144,7 +145,7 @@ def method_bootstrap(static: StaticData | None, arena: ArenaData | None, config:
         progress(b, B, f"{method} bootstrap replicate {b + 1}/{B}")
         s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
         a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
-        st = None if s_idx is None else StaticData(static.correct[:, s_idx], static.mask[:, s_idx])
+        st = None if s_idx is None else static_columns(static, s_idx)
         ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
         try:
             thetas[b] = score(st, ar)

@@ -29,6 +29,7 @@ import pandas as pd
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.joint import ArenaData, JointConfig, StaticData, build_pairs, fit_abilities, fit_joint
+from benchloupe.engine.joint.subsets import static_rows
 
 
 def to_days(values) -> np.ndarray:
@@ -169,16 +170,6 @@ def binned_series(days: np.ndarray, resid: np.ndarray, bins: int = 20) -> dict:
             "n": [len(p) for p in parts]}
 
 
-def _rows(static: StaticData, rows) -> StaticData:
-    """The static data of some models only (every per-cell array sliced, per-item arrays kept)."""
-    kw = {}
-    for name in StaticData.__dataclass_fields__:
-        v = getattr(static, name)
-        if isinstance(v, np.ndarray) and v.ndim == 2 and v.shape == static.shape:
-            kw[name] = v[rows]
-    return replace(static, **kw)
-
-
 def leave_one_out_p(static: StaticData, arena: ArenaData | None, config: JointConfig, models, *,
                     progress: Progress = no_progress, cancel: threading.Event | None = None) -> np.ndarray:
     """Predicted static p for each model in ``models`` (rows; NaN elsewhere) with the item parameters fitted without
@@ -194,7 +185,7 @@ def leave_one_out_p(static: StaticData, arena: ArenaData | None, config: JointCo
         keep = None if pairs is None else (pairs.i != m) & (pairs.j != m)
         loo = fit_joint(static, arena if pairs is not None else None, config, pairs=pairs, pair_keep=keep,
                         static_mask=smask, cancel=cancel)
-        one = _rows(static, [m])
+        one = static_rows(static, [m])
         theta = fit_abilities(one, None, loo, replace(config, mode="static"))
         fitted = replace(loo, theta=theta)
         out[m] = fitted.p_static()[0]

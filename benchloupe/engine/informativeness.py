@@ -59,6 +59,7 @@ from benchloupe.engine.joint import (
     fit_joint,
     pair_probabilities,
 )
+from benchloupe.engine.joint.subsets import static_columns
 from benchloupe.engine.stats import kendall, spearman
 
 FRACTIONS = (0.025, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.50, 0.80, 1.00)
@@ -276,7 +277,7 @@ def _baseline_scores(static, arena, config, s_sel, a_sel) -> np.ndarray:
     """random_2pl_bt: mean of the per-model z-scores of a static 2PL and an arena BT fitted on the selection."""
     cols = []
     if static is not None and s_sel.any():
-        sub = StaticData(static.correct[:, s_sel], static.mask[:, s_sel])
+        sub = static_columns(static, s_sel)
         cols.append(fit_joint(sub, None, replace(config, mode="static")).theta)
     if arena is not None and a_sel.any():
         r = arena.rewards[:, a_sel]

@@ -87,3 +87,40 @@ def test_guessing_aware_residuals_reach_the_oracle_on_multiple_choice_data():
             lab[inj] = True
             oracle.append(auroc(static_residuals(p, yy.reshape(y.shape), S.mask).ravel(), lab))
         assert got == pytest.approx(np.mean(oracle), abs=0.015)
+
+
+def test_ece_weights_count_every_trial():
+    from benchloupe.engine.joint import ece
+
+    # one cell of 10 trials at rate .3 predicted .3 and one 0/1 cell predicted .9 that failed
+    assert ece(np.array([0.3, 0.9]), np.array([0.3, 0.0]), weight=np.array([10, 1])) == pytest.approx(0.9 / 11)
+    assert ece(np.array([0.3, 0.9]), np.array([0.3, 0.0])) == pytest.approx(0.45)
+
+
+@needs_counts
+def test_bootstrap_and_subsets_keep_trials_and_chance():
+    from benchloupe.engine.joint.subsets import static_columns, static_rows
+
+    S = StaticData(np.array([[3, 1], [0, 2]]), np.ones((2, 2), bool), trials=np.array([[4, 1], [2, 2]]),
+                   chance=np.array([0.25, 0.5]))
+    c = static_columns(S, np.array([1, 1]))
+    np.testing.assert_array_equal(c.trials, [[1, 1], [2, 2]])
+    np.testing.assert_allclose(c.chance, [0.5, 0.5])
+    r = static_rows(S, [1])
+    np.testing.assert_array_equal(r.correct, [[0, 2]])
+    np.testing.assert_array_equal(r.trials, [[2, 2]])
+    np.testing.assert_allclose(r.chance, [0.25, 0.5])
+
+
+@needs_counts
+def test_static_accuracy_on_binomial_cells_counts_trials():
+    rng = np.random.default_rng(5)
+    theta, b = rng.normal(size=20), rng.normal(size=60)
+    p = 1 / (1 + np.exp(-(theta[:, None] - b)))
+    n = np.full(p.shape, 8)
+    S = StaticData(rng.binomial(n, p), np.ones(p.shape, bool), trials=n)
+    res = fit_joint(S, None, JointConfig(mode="static"))
+    logit = res.a_static * (res.theta[:, None] - res.b_static)
+    rate = S.correct / n
+    expected = np.mean(np.where(logit >= 0, rate, 1 - rate))
+    assert res.metrics["static_accuracy"] == pytest.approx(expected)

@@ -22,6 +22,7 @@ from benchloupe.engine.joint.inputs import (
     build_pairs,
 )
 from benchloupe.engine.joint.optimise import fit_joint
+from benchloupe.engine.joint.subsets import cell_weight, observed_rate
 from benchloupe.engine.stats import spearman
 
 
@@ -50,7 +51,7 @@ def heldout_calibration(static: StaticData | None, arena: ArenaData | None, conf
         res = fit_joint(static, arena, config, pairs=pairs, pair_keep=keep, static_mask=smask, cancel=cancel)
         if smask is not None:
             ok = held & np.isfinite(res.b_static)[None, :] & np.isfinite(res.theta)[:, None]
-            row["static_ece"] = ece(res.p_static()[ok], static.correct[ok], bins)
+            row["static_ece"] = ece(res.p_static()[ok], observed_rate(static)[ok], bins, cell_weight(static)[ok])
         if pairs is not None:
             mu = pair_probabilities(res)
             test = ~keep & pairs.decisive & np.isfinite(mu)

@@ -6,18 +6,22 @@ import numpy as np
 from scipy.special import expit
 
 from benchloupe.engine.joint.inputs import JointResult, PairSet, StaticData
+from benchloupe.engine.joint.subsets import cell_weight, observed_rate
 
 
 # -------------------------------------------------------------------------------------------------------- metrics
 def in_sample_metrics(result: JointResult, static: StaticData | None, pair_keep: np.ndarray | None = None) -> dict:
     """Section 4.1 fit metrics: static accuracy (logit >= 0), decisive-pair agreement (mu >= .5 vs target >= .5),
-    soft log-loss over all pairs, pair counts (A.3 run_summary)."""
+    soft log-loss over all pairs, pair counts (A.3 run_summary).  On binomial cells static accuracy is the share of
+    trials predicted right (a predicted success is right on the successes, a predicted failure on the failures)."""
     out: dict = {"objective": result.objective, "iterations": result.iterations, "converged": result.converged}
     if static is not None and np.isfinite(result.b_static).any():
         ok = static.mask & np.isfinite(result.b_static)[None, :] & np.isfinite(result.theta)[:, None]
         with np.errstate(invalid="ignore"):
             logit = result.a_static[None, :] * (result.theta[:, None] - result.b_static[None, :])
-        out["static_accuracy"] = float(np.mean((logit[ok] >= 0) == (static.correct[ok] == 1)))
+        rate, w = observed_rate(static)[ok], cell_weight(static)[ok]
+        right = np.where(logit[ok] >= 0, rate, 1 - rate)
+        out["static_accuracy"] = float(np.sum(right * w) / np.sum(w))
         out["n_static_cells"] = int(ok.sum())
     pairs = result.pairs
     if pairs is not None:
@@ -42,15 +46,17 @@ def pair_probabilities(result: JointResult, pairs: PairSet | None = None) -> np.
     return expit(result.gamma * (P[pairs.i, pairs.prompt] - P[pairs.j, pairs.prompt]))
 
 
-def ece(pred: np.ndarray, obs: np.ndarray, bins: int = 10) -> float:
-    """Expected calibration error with equal-width bins: sum_b (n_b/N) |mean pred - mean obs| (A.6)."""
+def ece(pred: np.ndarray, obs: np.ndarray, bins: int = 10, weight: np.ndarray | None = None) -> float:
+    """Expected calibration error with equal-width bins: sum_b (n_b/N) |mean pred - mean obs| (A.6).  ``weight``
+    (trials per binomial cell, ``obs`` then the cell's success rate) counts every trial once."""
     pred = np.asarray(pred, float)
     obs = np.asarray(obs, float)
     if pred.size == 0:
         return float("nan")
+    w = np.ones(pred.size) if weight is None else np.asarray(weight, float)
     idx = np.minimum((pred * bins).astype(int), bins - 1)
-    n = np.bincount(idx, minlength=bins)
-    sp = np.bincount(idx, pred, bins)
-    so = np.bincount(idx, obs, bins)
+    n = np.bincount(idx, w, bins)
+    sp = np.bincount(idx, pred * w, bins)
+    so = np.bincount(idx, obs * w, bins)
     nz = n > 0
-    return float(np.sum(np.abs(sp[nz] - so[nz])) / pred.size)
+    return float(np.sum(np.abs(sp[nz] - so[nz])) / w.sum())
