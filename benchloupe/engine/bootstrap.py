@@ -106,7 +106,13 @@ def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config
         except EngineError:
             failed += 1
     progress(B, B, "bootstrap done")
-    return _summarise(full.theta, thetas, B, seed, failed)
+    se = np.nanstd(thetas, axis=0, ddof=1)
+    ranks = np.vstack([_ranks(t) for t in thetas])
+    with np.errstate(invalid="ignore"):
+        rank_low = np.nanpercentile(ranks, 2.5, axis=0)
+        rank_high = np.nanpercentile(ranks, 97.5, axis=0)
+    return BootstrapResult(theta=full.theta, se=se, ci_low=full.theta - 1.96 * se, ci_high=full.theta + 1.96 * se,
+                           rank_low=rank_low, rank_high=rank_high, thetas=thetas, B=B, seed=seed, failed=failed)
 
 
 METHODS = ("dualeval", "arena_bt", "static_2pl")

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.special import expit
 
 from benchloupe.engine.joint.inputs import JointResult, PairSet, StaticData
-from benchloupe.engine.joint.subsets import cell_weight, observed_rate
+from benchloupe.engine.joint.subsets import trials
 
 
 # -------------------------------------------------------------------------------------------------------- metrics
@@ -16,13 +16,25 @@ def in_sample_metrics(result: JointResult, static: StaticData | None, pair_keep:
     trials predicted right (a predicted success is right on the successes, a predicted failure on the failures)."""
     out: dict = {"objective": result.objective, "iterations": result.iterations, "converged": result.converged}
     if static is not None and np.isfinite(result.b_static).any():
-        ok = static.mask & np.isfinite(result.b_static)[None, :] & np.isfinite(result.theta)[:, None]
-        with np.errstate(invalid="ignore"):
-            logit = result.a_static[None, :] * (result.theta[:, None] - result.b_static[None, :])
-        rate, w = observed_rate(static)[ok], cell_weight(static)[ok]
-        right = np.where(logit[ok] >= 0, rate, 1 - rate)
-        out["static_accuracy"] = float(np.sum(right * w) / np.sum(w))
-        out["n_static_cells"] = int(ok.sum())
+        right, total, cells = 0.0, 0.0, 0
+        step = max(1, (1 << 20) // max(1, static.shape[1]))  # row blocks: no models x items float temporary
+        for r0 in range(0, static.shape[0], step):
+            sl = slice(r0, r0 + step)
+            ok = static.mask[sl] & np.isfinite(result.b_static)[None, :] & np.isfinite(result.theta[sl])[:, None]
+            with np.errstate(invalid="ignore"):
+                ahead = result.theta[sl, None] >= result.b_static[None, :]  # logit a (theta - b) >= 0, a > 0
+            t = trials(static)
+            if t is None:
+                right += np.count_nonzero(ok & (ahead == (static.correct[sl] == 1)))
+                total += np.count_nonzero(ok)
+            else:  # a predicted success is right on the successes, a predicted failure on the failures
+                n = np.where(ok, t[sl], 0).astype(float)
+                s_ = np.where(ok, static.correct[sl], 0).astype(float)
+                right += float(np.sum(np.where(ahead, s_, n - s_)))
+                total += float(n.sum())
+            cells += int(np.count_nonzero(ok))
+        out["static_accuracy"] = float(right / total) if total else float("nan")
+        out["n_static_cells"] = cells
     pairs = result.pairs
     if pairs is not None:
         mu = pair_probabilities(result)
