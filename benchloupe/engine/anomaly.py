@@ -253,23 +253,29 @@ class ScreenResult:
 
 
 def screen_model(frozen: JointResult, new_correct: np.ndarray, new_mask: np.ndarray, *,
-                 threshold: float = 3.5) -> ScreenResult:
+                 threshold: float = 3.5, new_trials: np.ndarray | None = None) -> ScreenResult:
     """Screen newly imported static results of one model against a frozen clean fit (section 4.3, operational
-    setting): fit its ability with every item frozen, then flag cells with |standardised residual| > threshold."""
+    setting): fit its ability with every item frozen, then flag cells with |standardised residual| > threshold.
+    ``new_trials`` makes ``new_correct`` binomial successes; the frozen fit's ``chance_static`` (if any) is the
+    items' guessing floor."""
     y = np.asarray(new_correct, float).reshape(1, -1)
     m = np.asarray(new_mask, bool).reshape(1, -1)
     if y.shape[1] != len(frozen.b_static):
         raise EngineError(f"the new row has {y.shape[1]} items but the frozen fit has {len(frozen.b_static)}")
     m = m & np.isfinite(frozen.b_static)[None, :]
+    if new_trials is not None:
+        t = np.asarray(new_trials).reshape(1, -1)
+        m = m & (t > 0)
     if not m.any():
         raise EngineError("the new model has no observed cells on items of the frozen fit")
-    data = StaticData(np.where(m, y, 0.0), m)
+    data = StaticData(np.where(m, y, 0).astype(np.int32), m,
+                      trials=None if new_trials is None else np.where(m, t, 0), chance=frozen.chance_static)
     cfg = replace(frozen.config, mode="static")
     theta = float(fit_abilities(data, None, frozen, cfg)[0])
-    p = expit(frozen.a_static * (theta - frozen.b_static))
-    r = static_residuals(np.nan_to_num(p), data.correct[0], m[0])
+    p = replace(frozen, theta=np.array([theta])).p_static()[0]
+    r = static_residuals(np.nan_to_num(p), data.correct[0], m[0], None if new_trials is None else data.trials[0])
     flag = np.flatnonzero(np.abs(np.nan_to_num(r)) > threshold)
     flag = flag[np.argsort(-np.abs(r[flag]), kind="stable")]
     cand = pd.DataFrame({"item_idx": flag, "residual": r[flag], "expected_p": p[flag],
-                         "observed": data.correct[0, flag]})
+                         "observed": observed_rate(data)[0, flag]})
     return ScreenResult(theta, r, cand)

@@ -104,15 +104,6 @@ def _static_data(sm: read.StaticMatrix, index: pd.Index) -> StaticData:
         chance = pd.to_numeric(sm.items["chance"], errors="coerce").fillna(0.0).to_numpy(float)
         if chance.any():
             kw["chance"] = chance
-    fields = StaticData.__dataclass_fields__
-    missing = [k for k in ("trials", "chance") if k in kw and k not in fields]
-    if missing:  # an engine without binomial/guessing support: fall back to the majority 0/1 cells, 2PL
-        for k in missing:
-            kw.pop(k)
-        if "trials" in missing:
-            correct = np.zeros(mask.shape, np.int8)
-            correct[rows] = np.where(sm.mask, sm.correct, 0)
-            mask[rows] = sm.mask
     return StaticData(correct, mask, **kw)
 
 

@@ -293,16 +293,21 @@ def run_screen(db_path, benchmark: str, config: ScreenConfig = ScreenConfig(), *
             raise EngineError(f"clean run {clean} has no item parameters for {benchmark!r}")
         b = params.reindex(sm.items["id"])["difficulty"].to_numpy(float)
         a = params.reindex(sm.items["id"])["sharpness"].to_numpy(float)
+        chance = pd.to_numeric(sm.items.get("chance"), errors="coerce") if "chance" in sm.items else None
+        chance = None if chance is None or not chance.fillna(0).any() else chance.fillna(0).to_numpy(float)
         frozen = joint.JointResult(config=joint.JointConfig(mode="static"), theta=np.zeros(1), b_static=b,
                                    k_static=np.log(a), b_arena=np.zeros(0), k_arena=np.zeros(0), gamma=float("nan"),
-                                   objective=float("nan"), iterations=0, converged=True, pairs=None)
-        y, m = sm.correct[rows[0]].astype(float), sm.mask[rows[0]] & known
+                                   objective=float("nan"), iterations=0, converged=True, pairs=None,
+                                   chance_static=chance)
+        tr = None if sm.trials is None else sm.trials[rows[0]]
+        y = sm.correct[rows[0]].astype(float) if tr is None else sm.successes[rows[0]].astype(float)
+        m = (sm.mask[rows[0]] if tr is None else tr > 0) & known
         ctx = RunContext(db_path, "screen", benchmark, {**config.__dict__, "run": clean}, None,
                          [(benchmark, "static")])
         ctx.start(conn, fingerprint(y, m, b))
         with ctx.guard(conn):
             progress(0, 1, f"screening {config.model} against run {clean}")
-            out = anomaly.screen_model(frozen, y, m, threshold=config.threshold)
+            out = anomaly.screen_model(frozen, y, m, threshold=config.threshold, new_trials=tr)
             model_id = int(sm.models["id"].iat[rows[0]])
             flags = [{"kind": "anomaly", "item_id": int(sm.items["id"].iat[int(c.item_idx)]), "model_id": model_id,
                       "score": float(c.residual),

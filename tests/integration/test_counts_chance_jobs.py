@@ -9,13 +9,8 @@ import pandas as pd
 import pytest
 
 from benchloupe.cli.main import main
-from benchloupe.engine.joint import StaticData
 from benchloupe.jobs.data import load_joint
 from benchloupe.store.db import connect
-
-_FIELDS = StaticData.__dataclass_fields__
-pytestmark = pytest.mark.skipif("trials" not in _FIELDS or "chance" not in _FIELDS,
-                                reason="StaticData has no trials/chance yet (the speed branch adds them)")
 
 
 @pytest.fixture

@@ -16,10 +16,6 @@ from benchloupe.engine.anomaly import (
 from benchloupe.engine.joint import JointConfig, StaticData, fit_joint
 from benchloupe.engine.stats import auroc
 
-_FIELDS = StaticData.__dataclass_fields__
-needs_counts = pytest.mark.skipif("trials" not in _FIELDS, reason="StaticData has no binomial trials yet (speed)")
-needs_chance = pytest.mark.skipif("chance" not in _FIELDS, reason="StaticData has no chance level yet (speed)")
-
 
 def test_binomial_residual_formula():
     p = np.array([[0.5, 0.2]])
@@ -41,7 +37,6 @@ def test_precision_at_k_and_item_level():
     assert m["item_precision_at_k"] == 1.0
 
 
-@needs_counts
 def test_binomial_cells_residuals_and_protocol():
     rng = np.random.default_rng(0)
     theta, b = rng.normal(size=30), rng.normal(size=120)
@@ -58,7 +53,6 @@ def test_binomial_cells_residuals_and_protocol():
     assert tab.auroc.iloc[0] > 0.95 and {"item_auroc", "precision_at_k"} <= set(tab.columns)
 
 
-@needs_chance
 def test_guessing_aware_residuals_reach_the_oracle_on_multiple_choice_data():
     """Simulated four-way multiple choice (c = .25).  With the chance level in the fit, a success is never more
     surprising than sqrt((1-c)/c), and the clean-reference AUROC matches the one the *true* probabilities give:
@@ -97,7 +91,6 @@ def test_ece_weights_count_every_trial():
     assert ece(np.array([0.3, 0.9]), np.array([0.3, 0.0])) == pytest.approx(0.45)
 
 
-@needs_counts
 def test_bootstrap_and_subsets_keep_trials_and_chance():
     from benchloupe.engine.joint.subsets import static_columns, static_rows
 
@@ -112,7 +105,6 @@ def test_bootstrap_and_subsets_keep_trials_and_chance():
     np.testing.assert_allclose(r.chance, [0.25, 0.5])
 
 
-@needs_counts
 def test_static_accuracy_on_binomial_cells_counts_trials():
     rng = np.random.default_rng(5)
     theta, b = rng.normal(size=20), rng.normal(size=60)
@@ -124,3 +116,24 @@ def test_static_accuracy_on_binomial_cells_counts_trials():
     rate = S.correct / n
     expected = np.mean(np.where(logit >= 0, rate, 1 - rate))
     assert res.metrics["static_accuracy"] == pytest.approx(expected)
+
+
+def test_screen_model_with_counts_and_chance():
+    from dataclasses import replace as dc_replace
+
+    from benchloupe.engine.anomaly import screen_model
+
+    rng = np.random.default_rng(8)
+    theta, b = rng.normal(size=30), rng.normal(size=100)
+    p = 0.25 + 0.75 / (1 + np.exp(-(theta[:, None] - b)))
+    n = np.full(p.shape, 10)
+    S = StaticData(rng.binomial(n, p), np.ones(p.shape, bool), trials=n, chance=np.full(100, 0.25))
+    clean = fit_joint(S, None, JointConfig(mode="static"))
+    frozen = dc_replace(clean, theta=np.zeros(1))
+    new = rng.binomial(10, 0.25 + 0.75 / (1 + np.exp(-(-1.0 - b))))
+    hardest = np.argsort(b)[-3:]
+    new[hardest] = 10  # a weak newcomer that solves the three hardest items every time
+    out = screen_model(frozen, new, np.ones(100, bool), new_trials=np.full(100, 10))
+    assert set(hardest) <= set(out.candidates["item_idx"])
+    assert (out.candidates["observed"] <= 1).all()  # rates, not counts
+    assert np.all(out.candidates["expected_p"] >= 0.25 - 1e-9)  # the guessing floor
