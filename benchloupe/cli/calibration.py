@@ -5,6 +5,7 @@ from __future__ import annotations
 from benchloupe.cli.errors import db_path
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
+from benchloupe.textsafe import visible
 
 
 def _ranking(conn, run_id: int, limit: int | None = None):
@@ -33,11 +34,11 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
     if args.json:
         print_json(payload)
         return 0
-    print(f"run #{run_id} {run['kind']} on {run['benchmark']}: {run['status']}")
+    print(f"run #{run_id} {run['kind']} on {visible(run['benchmark'])}: {run['status']}")
     flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict))}
     print(kv(flat))
     for w in run["metrics"].get("warnings", []) or []:
-        print(f"warning: {w}")
+        print(f"warning: {visible(w)}")
     print(kv({"timings": run["timings"]}))
     if ranking and rk is not None and len(rk):
         print("\nTop models:")
@@ -191,7 +192,7 @@ def cmd_evaluate(args) -> int:
         print_json({"run_id": rid, "kind": "evaluate", "benchmark": run["benchmark"], "metrics": run["metrics"],
                     "timings": run["timings"], "table": tab})
         return 0
-    print(f"run #{rid} evaluate on {run['benchmark']}: {run['metrics']['splits']} question splits, "
+    print(f"run #{rid} evaluate on {visible(run['benchmark'])}: {run['metrics']['splits']} question splits, "
           f"{run['metrics']['holdout']:.0%} held out (paper 000 Table 2; mean, sd over splits)")
     show = tab.rename(columns={"method": "Method", "pair_acc": "Pair Acc.", "static_rho": "Static rho",
                                "arena_rho": "Arena rho", "external_rho": "Public rho"})
@@ -209,7 +210,7 @@ def cmd_evaluate(args) -> int:
             print(f"\n{title}:")
             print(table(pd.DataFrame(run["metrics"][key])))
     for w in run["metrics"].get("warnings", []) or []:
-        print(f"warning: {w}")
+        print(f"warning: {visible(w)}")
     print(kv({"timings": run["timings"]}))
     return 0
 

@@ -152,3 +152,18 @@ def test_evaluate_cross_reward_models_and_human_preferences(files, capsys, tmp_p
                  "--cross-reward-models", "yes"]) == 0
     out = capsys.readouterr().out
     assert "Appendix F" in out and "Appendix C" in out
+
+
+def test_external_warning_escapes_control_characters(tmp_path, capsys):
+    db = tmp_path / "w.db"
+    rng = np.random.default_rng(0)
+    names = ["evil\x1b]0;pwned\x07", "ok/model-1", "ok/model-2", "ok/model-3"]
+    pd.DataFrame([{"model": n, "item": f"q{q}", "correct": int(rng.random() < 0.5)} for n in names
+                  for q in range(30)]).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame({"model": ["nobody"], "score": [1.0]}).to_csv(tmp_path / "e.csv", index=False)
+    assert main(["import", "long", str(tmp_path / "r.csv"), "--db", str(db), "--benchmark", "b"]) == 0
+    capsys.readouterr()
+    assert main(["fit", "static", "b", "--db", str(db), "--no-heldout", "--external", str(tmp_path / "e.csv")]) == 0
+    warning = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: --external"))
+    # the ranking table is the output layer's (escaped there); the warning line quotes model names itself
+    assert "matched only 0 of 4" in warning and "\x1b" not in warning and "\x07" not in warning
