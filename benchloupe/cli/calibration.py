@@ -115,6 +115,11 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
 
             print("\nUnexpected cells (largest |residual| first; triage them in the Anomalies screen):")
             print(table(pd.DataFrame(more["unexpected_cells"]), limit=30))
+        if more and more.get("recovery") and not args.json:
+            import pandas as pd
+
+            print("\nSubset recovery (Spearman with the full-data ranking; random: mean and 95% over draws):")
+            print(table(pd.DataFrame(more["recovery"])))
         if more and more.get("windows") and not args.json:
             import pandas as pd
 
@@ -153,11 +158,35 @@ def _flag_rows(args, run_id: int):
     return {"unexpected_cells": rows}
 
 
+def _recovery_rows(args, run_id: int):
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    conn = connect(db_path(args))
+    try:
+        summ = runs.load_artifact(conn, run_id, "recovery_summary")
+    finally:
+        conn.close()
+    if summ is None or not len(summ):
+        return {"unexpected_cells": [], "recovery": []}
+    piv = summ.pivot(index="fraction", columns="strategy", values="spearman_mean")
+    rnd = summ[summ["strategy"] == "random"].set_index("fraction")
+    rows = []
+    for f in piv.index:
+        row = {"fraction": f"{f:.1%}", **{k: round(float(v), 4) for k, v in piv.loc[f].items()}}
+        if f in rnd.index:
+            row["random 95%"] = f"[{rnd.loc[f, 'spearman_lo']:.4f}, {rnd.loc[f, 'spearman_hi']:.4f}]"
+        rows.append(row)
+    return {"unexpected_cells": [], "recovery": rows}
+
+
 register_compress = _diag_command(
     "compress", "CompressConfig", "Fisher-information scores, subset recovery, top-Fisher export, retirement",
     "Paper 000 §4.2: per-item Fisher information (static a^2 p(1-p) averaged over models; arena trace formula over "
-    "decisive pairs), the subset-recovery experiment (fractions 2.5%%-100%%, five strategies) and, on request, a "
-    "top-Fisher subset exported as a new benchmark and the least informative items retired.")
+    "decisive pairs), the subset-recovery experiment (fractions 2.5%%-100%%: targeted selection, top Fisher, top "
+    "sharpness, difficulty-matched, random, random 2PL+BT; random with 95%% intervals over draws) and, on request, "
+    "the --strategy subset (default: targeted, information spread over the --target models) exported as a new "
+    "benchmark and the least informative items retired.", extra=_recovery_rows)
 register_anomalies = _diag_command(
     "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
     "Paper 000 §4.3: standardised static residuals and averaged arena residuals; cells above 3.5 sigma become "

@@ -167,3 +167,10 @@ def test_external_warning_escapes_control_characters(tmp_path, capsys):
     warning = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: --external"))
     # the ranking table is the output layer's (escaped there); the warning line quotes model names itself
     assert "matched only 0 of 4" in warning and "\x1b" not in warning and "\x07" not in warning
+
+
+def test_compress_prints_recovery_curves_beside_random(files, capsys):
+    d, db, _ = files
+    assert main(["compress", "st", "--db", str(db), "--seeds", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Subset recovery" in out and "targeted" in out and "random 95%" in out
