@@ -59,7 +59,7 @@ from benchloupe.engine.joint import (
     fit_joint,
     pair_probabilities,
 )
-from benchloupe.engine.joint.subsets import static_columns
+from benchloupe.engine.joint.subsets import cell_weight, static_columns
 from benchloupe.engine.stats import kendall, spearman
 
 FRACTIONS = (0.025, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.50, 0.80, 1.00)
@@ -102,7 +102,8 @@ def fisher_scores(result: JointResult, static: StaticData | None = None, arena: 
 def information_matrix(result: JointResult, static: StaticData | None = None, arena: ArenaData | None = None,
                        config: JointConfig | None = None) -> np.ndarray:
     """Per-model Fisher information about its ability from each item (models x [static items, arena prompts]),
-    scaled so that its mean over the fitted models is the item's :func:`fisher_scores` score."""
+    scaled so that its mean over the fitted models is the item's :func:`fisher_scores` score on 0/1 data; a binomial
+    cell carries its trials' worth (n a^2 p (1-p))."""
     config = config or result.config
     n_models = len(result.theta)
     fitted = np.isfinite(result.theta)
@@ -112,7 +113,7 @@ def information_matrix(result: JointResult, static: StaticData | None = None, ar
         with np.errstate(invalid="ignore"):
             info = config.lambda_static * result.a_static[None, :] ** 2 * p * (1 - p)
         if static is not None:
-            info = np.where(static.mask, info, 0.0)
+            info = np.nan_to_num(info) * cell_weight(static)
         blocks.append(np.nan_to_num(info))
     n_arena = len(result.b_arena)
     if n_arena:
