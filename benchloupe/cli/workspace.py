@@ -51,7 +51,10 @@ def launch(path: Path, as_json: bool = False) -> int:
         except ImportError:
             run_app = None
         if run_app is not None:
-            return run_app(path)
+            from benchloupe.cli.output import raw_terminal
+
+            with raw_terminal():  # the TUI draws the screen itself and escapes data in its own layer
+                return run_app(path)
     print_summary(path, as_json)
     return 0
 
