@@ -143,11 +143,9 @@ def main(argv: list[str] | None = None) -> int:
 
         args.file = None
         args.func = cmd_open
-    wrote_output = False
     try:
         with output.terminal_safe(), _quiet_numeric_warnings():
             code = int(args.func(args) or 0)
-            wrote_output = True
             sys.stdout.flush()
         return code
     except CliError as exc:
@@ -164,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except output.OutputError as exc:
+        return _error(f"writing the output failed ({exc.strerror or exc}); what `{args.command or 'open'}` "
+                      "did to the database is saved; check the disk or where the output goes")
     except OSError as exc:
-        if wrote_output:
-            return _error(f"the command finished (its changes are saved) but writing its output failed "
-                          f"({exc.strerror or exc}); check the disk or the output file")
         if exc.filename is None:
             return _error(f"`{args.command or 'open'}` failed: {exc.strerror or exc}")
         return _error(_os_error_line(exc))

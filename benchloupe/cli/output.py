@@ -29,6 +29,10 @@ from benchloupe.textsafe import visible
 _JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
+class OutputError(OSError):
+    """Writing the command's own output failed (a full disk behind ``> file``, a closed terminal)."""
+
+
 class TerminalSafe(io.TextIOBase):
     """A text stream that writes through :func:`visible` (newline and tab kept) to the stream it wraps."""
 
@@ -36,11 +40,21 @@ class TerminalSafe(io.TextIOBase):
         self.raw_stream = stream
 
     def write(self, s: str) -> int:
-        self.raw_stream.write(visible(s, keep_layout=True))
+        try:
+            self.raw_stream.write(visible(s, keep_layout=True))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
         return len(s)
 
     def flush(self) -> None:
-        self.raw_stream.flush()
+        try:
+            self.raw_stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
 
     def isatty(self) -> bool:
         return self.raw_stream.isatty()

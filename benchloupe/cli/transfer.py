@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
-from benchloupe.cli.output import print_json
+from benchloupe.cli.output import data_stream, print_json, safe_json
 
 # ------------------------------------------------------------------------------------------------ import
 
@@ -124,21 +125,32 @@ def cmd_export(args) -> int:
                     raise CliError(f"run {args.run} has no artifact {args.name!r}")
                 df = obj if isinstance(obj, pd.DataFrame) else pd.DataFrame([obj]) if isinstance(obj, dict) else None
                 if df is None:
-                    sys.stdout.write(str(obj))
+                    data_stream().write(str(obj))
                     return 0
     finally:
         conn.close()
-    out = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8", newline="")
+    to_file = args.out not in (None, "-")
+    try:
+        out = open(args.out, "w", encoding="utf-8", newline="") if to_file else data_stream()
+    except OSError as exc:
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}; check the folder exists and is "
+                       "writable") from None
     try:
         if args.format == "json" or args.json:
-            out.write(df.to_json(orient="records", force_ascii=False, indent=1))
+            out.write(safe_json(df.to_json(orient="records", force_ascii=False, indent=1)))
             out.write("\n")
         else:
             df.to_csv(out, index=False)
+        out.flush()
+    except OSError as exc:
+        if not to_file:
+            raise
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}; the file is incomplete") from None
     finally:
-        if out is not sys.stdout:
-            out.close()
-    if out is not sys.stdout:
+        if to_file:
+            with contextlib.suppress(OSError):
+                out.close()
+    if to_file:
         stderr(f"wrote {len(df)} rows to {args.out}")
     return 0
 

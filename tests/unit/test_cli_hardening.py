@@ -1,0 +1,349 @@
+"""The CLI against misuse (issue 10): global options, terminal escapes, one-line errors, foreign databases."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchloupe.cli.main import main
+from benchloupe.store import db as store_db
+
+ESC_NAME = "evil\x1b]0;pwned\x07\x1b[2J\x9b31m\b"
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(argv, stdin: str | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    saved_in = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main([str(a) for a in argv])
+            except SystemExit as exc:
+                rc = exc.code
+    finally:
+        sys.stdin = saved_in
+    return rc, out.getvalue(), err.getvalue()
+
+
+def one_line_error(rc, err, *words):
+    assert rc == 1, err
+    assert err.count("\n") == 1 and err.startswith("benchloupe: error: "), err
+    assert "Traceback" not in err
+    for w in words:
+        assert w.lower() in err.lower(), (w, err)
+
+
+def digest(path: Path) -> str:
+    return "|".join(hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else "-"
+                    for p in (path, path.with_name(path.name + "-wal")))
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def sim_long(tmp_path: Path, n_models=8, n_items=30, names=None, seed=0) -> Path:
+    rng = np.random.default_rng(seed)
+    names = names or [f"model-{m}" for m in range(n_models)]
+    theta = np.linspace(-1.5, 1.5, len(names))
+    b = rng.normal(size=n_items)
+    rows = ["model,item,correct,text"]
+    for m, name in enumerate(names):
+        for j in range(n_items):
+            p = 1 / (1 + np.exp(-(theta[m] - b[j])))
+            rows.append(f'"{name}",q{j},{int(rng.random() < p)},"Question {j}?"')
+    return write(tmp_path / "sim.csv", "\n".join(rows) + "\n")
+
+
+# ----------------------------------------------------------------------------------------- 1. global options
+
+def test_global_options_mean_the_same_before_and_after_the_command(tmp_path, monkeypatch):
+    default = tmp_path / "default.db"
+    monkeypatch.setenv("BENCHLOUPE_DB", str(default))
+    data = write(tmp_path / "t.csv", "model,q1,q2\nm1,1,0\nm2,0,1\n")
+    x = tmp_path / "x.db"
+    rc, _, err = run(["--db", x, "import", "wide", data, "-b", "t"])
+    assert rc == 0, err
+    assert x.exists() and not default.exists()
+    rc, out, _ = run(["--json", "--db", x, "list"])
+    assert rc == 0 and json.loads(out)[0]["name"] == "t"
+    rc, out, _ = run(["--db", x, "list", "--json"])
+    assert rc == 0 and json.loads(out)[0]["name"] == "t"
+    rc, out, _ = run(["--json", "show", "t", "--db", x])
+    assert rc == 0 and json.loads(out)["name"] == "t"
+    rc, out, _ = run(["--db", x, "list"])  # no --json anywhere: a table
+    assert rc == 0 and out.startswith("name")
+
+
+# ------------------------------------------------------------------------------------ 2. terminal escapes
+
+def test_control_characters_in_names_never_reach_the_terminal(tmp_path):
+    db = tmp_path / "e.db"
+    src = write(tmp_path / "e.csv", f'model,item,correct,text,family\n"{ESC_NAME}",q1,1,"t\x1b[2Jx",fa\n'
+                                    f'm2,q1,0,"t\x1b[2Jx",fb\n"{ESC_NAME}",q2,0,"u",fa\nm2,q2,1,"u",fb\n')
+    bench = "b\x1b]0;t\x07"
+    rc, out, err = run(["--db", db, "import", "long", src, "-b", bench])
+    assert rc == 0, err
+    for argv in (["list"], ["show", bench], ["flags"]):
+        rc, out, err = run(["--db", db, *argv])
+        assert rc == 0, (argv, err)
+        assert not RAW_CONTROL.search(out + err), (argv, repr(out))
+    rc, out, _ = run(["--db", db, "show", bench])
+    assert "\\x1b]0;t\\x07" in out  # shown visibly escaped
+    # an export shown on a terminal (a real pty) is escaped too
+    import pty
+
+    master, slave = pty.openpty()
+    r = subprocess.run([sys.executable, "-m", "benchloupe", "--db", str(db), "export", "models", bench],
+                       stdout=slave, stderr=subprocess.PIPE, cwd=ROOT)
+    os.close(slave)
+    shown = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(master, 65536):
+            shown += chunk
+    os.close(master)
+    assert r.returncode == 0 and b"evil" in shown and b"\x1b" not in shown.replace(b"\r\n", b"\n"), shown
+    rc, _, err = run(["--db", db, "show", "nope\x1b[2J"])
+    one_line_error(rc, err, "\\x1b[2J")
+    assert not RAW_CONTROL.search(err)
+
+
+def test_json_output_is_exact_and_terminal_safe(tmp_path):
+    db = tmp_path / "e.db"
+    src = write(tmp_path / "e.csv", f'model,q1,q2\n"{ESC_NAME}\x7f\u202e",1,0\nm2,0,1\n')
+    assert run(["--db", db, "import", "wide", src, "-b", "b"])[0] == 0
+    rc, out, _ = run(["--db", db, "--json", "export", "models", "b"])
+    assert rc == 0 and not RAW_CONTROL.search(out) and "\u202e" not in out
+    assert json.loads(out)[0]["name"] == f"{ESC_NAME}\x7f\u202e"
+    rc, out, _ = run(["--db", db, "--json", "show", "b"])
+    assert rc == 0 and not RAW_CONTROL.search(out)
+    # a CSV export to a file or a pipe is data: byte-exact
+    dst = tmp_path / "m.csv"
+    assert run(["--db", db, "export", "models", "b", "-o", dst])[0] == 0
+    assert ESC_NAME in dst.read_text(encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "benchloupe", "--db", str(db), "export", "models", "b"],
+                       capture_output=True, cwd=ROOT)
+    assert ESC_NAME.encode() in r.stdout
+
+
+def test_fit_ranking_escapes_model_names(tmp_path):
+    db = tmp_path / "f.db"
+    src = sim_long(tmp_path, names=[ESC_NAME] + [f"model-{m}" for m in range(7)])
+    assert run(["--db", db, "import", "long", src, "-b", "s"])[0] == 0
+    rc, out, err = run(["--db", db, "fit", "static", "s", "--no-heldout"])
+    assert rc == 0, err
+    assert "Top models" in out and "evil\\x1b]0;pwned" in out
+    assert not RAW_CONTROL.search(out + err)
+
+
+# --------------------------------------------------------------------------------------- 4. count ranges
+
+def test_binomial_counts_that_overflow_int32_are_refused(tmp_path):
+    db = tmp_path / "c.db"
+    src = write(tmp_path / "c.csv", "model,item,successes,trials\nm1,q1,3000000000,4294967297\n")
+    rc, _, err = run(["--db", db, "import", "long", src])
+    one_line_error(rc, err, "line 2", "2,147,483,647")
+    assert not db.exists()
+
+
+# ---------------------------------------------------------------------------- 6. tracebacks -> one line
+
+def _sub(args, **kw):
+    return subprocess.run([sys.executable, "-m", "benchloupe", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, **kw)
+
+
+def test_disk_full_during_import_names_the_real_cause(tmp_path):
+    db = tmp_path / "full.db"
+    assert run(["--db", db, "import", "wide", write(tmp_path / "s.csv", "model,q1\nm1,1\n"), "-b", "s"])[0] == 0
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    before = digest(db)
+    big = tmp_path / "big.csv"
+    rows = ["model," + ",".join(f"item{j}" for j in range(300))]
+    rows += [f"model{m}," + ",".join("1" if (m * j) % 3 else "0" for j in range(300)) for m in range(400)]
+    write(big, "\n".join(rows) + "\n")
+    limit = db.stat().st_size + 64 * 1024
+
+    def small_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    r = _sub(["--db", db, "import", "wide", big, "-b", "big"], preexec_fn=small_disk)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "cannot rollback" not in r.stderr and ("full" in r.stderr or "too large" in r.stderr), r.stderr
+    assert digest(db) == before
+
+
+def test_output_on_a_full_disk_says_the_import_was_saved(tmp_path):
+    db = tmp_path / "o.db"
+    src = write(tmp_path / "s.csv", "model,q1\nm1,1\n")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "benchloupe", "--db", str(db), "import", "wide", str(src)],
+                           stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and "saved" in r.stderr and "No space" in r.stderr, r.stderr
+
+
+@contextlib.contextmanager
+def as_nobody():
+    """Run in-process as user nobody (effective ids only, so root can come back): real permission errors."""
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to user nobody to meet real permission errors")
+def test_permission_errors_are_one_line():
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        os.chmod(d, 0o755)
+        src = write(d / "secret.csv", "model,q1\nm1,1\n")
+        os.chmod(src, 0o600)
+        ok = write(d / "ok.csv", "model,q1\nm1,1\n")
+        db = d / "ro.db"
+        assert run(["--db", db, "import", "wide", ok])[0] == 0
+        conn = sqlite3.connect(db)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        before = digest(db)
+        with as_nobody():
+            unreadable = run(["--db", d / "w.db", "import", "wide", src])
+            read_only = run(["--db", db, "import", "wide", ok, "-b", "again"])
+            no_folder = run(["--db", d / "new" / "x.db", "import", "wide", ok])
+            listed = run(["--db", db, "list"])
+        one_line_error(unreadable[0], unreadable[2], "cannot read", "Permission denied")
+        one_line_error(read_only[0], read_only[2])
+        assert "read-only" in read_only[2] or "cannot open" in read_only[2], read_only[2]
+        one_line_error(no_folder[0], no_folder[2], "cannot create its folder")
+        assert listed[0] in (0, 1) and "Traceback" not in listed[2]
+        assert digest(db) == before
+
+
+def test_a_writer_holding_the_lock_is_one_line(tmp_path, monkeypatch):
+    db = tmp_path / "l.db"
+    src = write(tmp_path / "s.csv", "model,q1\nm1,1\n")
+    assert run(["--db", db, "import", "wide", src, "-b", "s"])[0] == 0
+    monkeypatch.setattr(store_db, "BUSY_TIMEOUT_S", 0.2)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        rc, _, err = run(["--db", db, "import", "wide", src, "-b", "t"])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    one_line_error(rc, err, "locked")
+
+
+def _damage(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+    raw = bytearray(db.read_bytes())
+    page = 4096
+    for p in range(2, len(raw) // page):  # scribble over every page but the first (the header and schema)
+        raw[p * page + 8: p * page + 200] = b"\xa5" * 192
+    db.write_bytes(bytes(raw))
+
+
+def test_damaged_database_db_check_show_fit_are_one_line(tmp_path):
+    db = tmp_path / "d.db"
+    assert run(["--db", db, "import", "long", sim_long(tmp_path), "-b", "s"])[0] == 0
+    _damage(db)
+    rc, out, err = run(["--db", db, "db", "check"])
+    assert rc == 1 and "Traceback" not in err
+    assert "damaged" in (out + err).lower() or "malformed" in (out + err).lower(), (out, err)
+    assert err.count("\n") <= 1
+    for argv in (["show", "s"], ["list"], ["fit", "static", "s"], ["export", "results", "s"]):
+        rc, _, err = run(["--db", db, *argv])
+        one_line_error(rc, err)
+
+
+def test_export_to_a_missing_folder_is_one_line(tmp_path):
+    db = tmp_path / "x.db"
+    assert run(["--db", db, "import", "wide", write(tmp_path / "s.csv", "model,q1\nm1,1\n"), "-b", "s"])[0] == 0
+    rc, _, err = run(["--db", db, "export", "items", "s", "-o", tmp_path / "no" / "such" / "x.csv"])
+    one_line_error(rc, err, "cannot write", "no such file or directory")
+
+
+def test_unexpected_error_is_one_line_with_the_trace_in_a_file(tmp_path, monkeypatch):
+    import pandas as pd
+
+    db = tmp_path / "x.db"
+    src = write(tmp_path / "s.csv", "model,q1\nm1,1\n")
+    assert run(["--db", db, "import", "wide", src, "-b", "s"])[0] == 0
+
+    def broken(*a, **k):  # a third-party failure we cannot foresee
+        raise RuntimeError("pandas broke")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", broken)
+    rc, _, err = run(["--db", db, "export", "items", "s"])
+    one_line_error(rc, err, "unexpected RuntimeError", "export", "pandas broke", "--debug")
+    trace = Path(re.search(r"full traceback in (\S+) ", err).group(1))
+    assert "Traceback" in trace.read_text()
+    trace.unlink()
+    rc, _, err = run(["--db", db, "--debug", "export", "items", "s"])
+    assert rc == 1 and "Traceback" in err and "pandas broke" in err
+
+
+# ------------------------------------------------------------------------------------ 7. foreign databases
+
+def test_foreign_sqlite_file_is_refused_untouched(tmp_path):
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes (body) VALUES ('mine')")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    src = write(tmp_path / "s.csv", "model,q1\nm1,1\n")
+    for argv in (["list"], ["show", "x"], ["import", "wide", src], ["db", "check"], ["open"]):
+        rc, _, err = run(["--db", other, *argv])
+        one_line_error(rc, err, "not a benchloupe database")
+        assert other.read_bytes() == before, argv
+        assert not other.with_name("other.db-wal").exists()
+
+
+def test_empty_file_gets_the_schema(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert run(["--db", empty, "import", "wide", write(tmp_path / "s.csv", "model,q1\nm1,1\n")])[0] == 0
+
+
+# -------------------------------------------------------------------------------- 9. retiring every item
+
+def test_compress_refuses_to_retire_every_item(tmp_path):
+    db = tmp_path / "r.db"
+    assert run(["--db", db, "import", "long", sim_long(tmp_path, n_items=12), "-b", "s"])[0] == 0
+    rc, _, err = run(["--db", db, "compress", "s", "--retire-lowest", "99999", "--recovery", "no"])
+    one_line_error(rc, err, "10")  # 12 items; at most 10 may go so that two remain
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM items WHERE status = 'retired'").fetchone()[0] == 0
+    conn.close()
