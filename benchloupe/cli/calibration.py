@@ -34,15 +34,20 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
         print_json(payload)
         return 0
     print(f"run #{run_id} {run['kind']} on {run['benchmark']}: {run['status']}")
-    flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict))}
+    flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict)) and not _missing(v)}
     print(kv(flat))
     for w in run["metrics"].get("warnings", []) or []:
         print(f"warning: {w}")
     print(kv({"timings": run["timings"]}))
     if ranking and rk is not None and len(rk):
         print("\nTop models:")
-        print(table(rk, limit=15))
+        print(table(rk.dropna(axis=1, how="all"), limit=15))
     return 0
+
+
+def _missing(v) -> bool:
+    """A metric that does not apply to this run (None or NaN: e.g. gamma of a static-only fit) is omitted."""
+    return v is None or (isinstance(v, float) and v != v)
 
 
 def cmd_fit(args) -> int:
@@ -161,7 +166,7 @@ def _check_retirement(args, cfg) -> None:
 register_compress = _diag_command(
     "compress", "CompressConfig", "Fisher-information scores, subset recovery, top-Fisher export, retirement",
     "Paper 000 §4.2: per-item Fisher information (static a^2 p(1-p) averaged over models; arena trace formula over "
-    "decisive pairs), the subset-recovery experiment (fractions 2.5%%-100%%, five strategies) and, on request, a "
+    "decisive pairs), the subset-recovery experiment (fractions 2.5%-100%, five strategies) and, on request, a "
     "top-Fisher subset exported as a new benchmark and the least informative items retired.",
     precheck=_check_retirement)
 register_anomalies = _diag_command(
@@ -174,5 +179,5 @@ register_screen = _diag_command(
     "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "
     "parameters and list its unexpected cells.", arena_opt=False, extra=_flag_rows)
 register_bootstrap = _diag_command(
-    "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95% and rank intervals",
+    "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95%% and rank intervals",
     "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised.")

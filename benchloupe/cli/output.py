@@ -179,8 +179,15 @@ def table(df: pd.DataFrame, *, max_width: int = 40, limit: int | None = None) ->
     return "\n".join(lines)
 
 
+def kv_value(v) -> str:
+    """A value in a key/value list: a missing or non-finite number is "none" (never "nan")."""
+    if isinstance(v, (dict, list)):
+        return visible(json_text(v, indent=None))
+    if v is None or (isinstance(v, float) and not math.isfinite(v)) or (isinstance(v, str) and v.lower() == "nan"):
+        return "none"
+    return fmt_cell(v) or "none"
+
+
 def kv(d: dict) -> str:
     width = max((len(visible(k)) for k in d), default=0)
-    return "\n".join(f"{visible(k).ljust(width)}  "
-                     f"{fmt_cell(v) if not isinstance(v, (dict, list)) else visible(json_text(v, indent=None))}"
-                     for k, v in d.items())
+    return "\n".join(f"{visible(k).ljust(width)}  {kv_value(v)}" for k, v in d.items())

@@ -16,7 +16,7 @@ def workspace_summary(path: Path) -> dict:
 
     conn = connect(path)
     try:
-        benches = read.benchmark_summaries(conn)
+        benches = summaries(conn)
         recent = runs.list_runs(conn).head(5)
         open_flags = conn.execute("SELECT kind, count(*) FROM flags WHERE state = 'open' GROUP BY kind").fetchall()
         return {"db": str(path), "benchmarks": benches.drop(columns=["id"]),
@@ -105,12 +105,23 @@ def register_demo(sub, common) -> None:
 
 # ------------------------------------------------------------------------------------------------ list / show
 
-def cmd_list(args) -> int:
+def summaries(conn):
+    """``read.benchmark_summaries`` in the workbench's vocabulary: ``results`` counts observed static cells
+    (what the Benchmarks screen shows), not the per-model rows they are stored in."""
     from benchloupe.store import read
 
+    df = read.benchmark_summaries(conn)
+    if "static_rows" in df.columns:
+        df.insert(int(df.columns.get_loc("static_rows")), "results",
+                  [read.static_cell_count(conn, n) for n in df["name"]])
+        df = df.drop(columns=["static_rows"])
+    return df
+
+
+def cmd_list(args) -> int:
     conn = connect_db(args)
     try:
-        df = read.benchmark_summaries(conn)
+        df = summaries(conn)
     finally:
         conn.close()
     if args.json:
@@ -133,7 +144,7 @@ def cmd_show(args) -> int:
 
     conn = connect_db(args)
     try:
-        summ = read.benchmark_summaries(conn)
+        summ = summaries(conn)
         row = summ[summ["name"] == args.benchmark]
         if row.empty:
             read.benchmark_id(conn, args.benchmark)  # raises the helpful error
@@ -144,8 +155,7 @@ def cmd_show(args) -> int:
         families = ms["family"].fillna("(none)").value_counts().to_dict()
         sm = read.load_static(conn, args.benchmark, include_retired=True)
         if sm.correct.size:
-            info["static_cells_observed"] = int(sm.mask.sum())
-            info["static_missing"] = int((~sm.mask).sum())
+            info["results_missing"] = int((~sm.mask).sum())
             info["mean_accuracy"] = float(sm.correct[sm.mask].mean()) if sm.mask.any() else None
         info["groups"] = groups
         info["families"] = families

@@ -347,3 +347,159 @@ def test_compress_refuses_to_retire_every_item(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM items WHERE status = 'retired'").fetchone()[0] == 0
     conn.close()
+
+
+# ------------------------------------------------------------------------------------------------- minor
+
+def sim_arena(tmp_path: Path, names, n_prompts=20, seed=1) -> Path:
+    rng = np.random.default_rng(seed)
+    theta = np.linspace(-1.5, 1.5, len(names))
+    rows = ["model,prompt,reward"]
+    for m, name in enumerate(names):
+        for j in range(n_prompts):
+            rows.append(f"{name},p{j},{theta[m] + rng.normal(scale=0.5):.4f}")
+    return write(tmp_path / "arena.csv", "\n".join(rows) + "\n")
+
+
+def test_alias_after_a_joint_fit_keeps_the_runs_rows(tmp_path):
+    db = tmp_path / "a.db"
+    names = [f"model-{m}" for m in range(8)]
+    assert run(["--db", db, "import", "long", sim_long(tmp_path, names=names), "-b", "s"])[0] == 0
+    arena_names = names[:-1] + ["model-7-arena"]
+    assert run(["--db", db, "import", "arena", sim_arena(tmp_path, arena_names), "-b", "a"])[0] == 0
+    rc, _, err = run(["--db", db, "fit", "joint", "s", "--arena", "a", "--no-heldout"])
+    assert rc == 0, err
+    rc, out, err = run(["--db", db, "alias", "model-7", "model-7-arena"])
+    assert rc == 0, err
+    assert "merged" in out
+    conn = sqlite3.connect(db)
+    run_id = conn.execute("SELECT id FROM runs WHERE kind = 'joint'").fetchone()[0]
+    kept = json.loads(conn.execute("SELECT data FROM run_artifacts WHERE run_id = ? AND name = 'merged_models'",
+                                   (run_id,)).fetchone()[0])
+    assert kept[0]["name"] == "model-7-arena" and kept[0]["theta"] is not None
+    conn.close()
+
+
+def test_alias_of_several_names_is_all_or_nothing(tmp_path):
+    db = tmp_path / "a.db"
+    assert run(["--db", db, "import", "wide", write(tmp_path / "s.csv", "model,q1\nm1,1\nm2,0\n"), "-b", "s"])[0] == 0
+    assert run(["--db", db, "import", "wide", write(tmp_path / "t.csv", "model,q1\nx1,1\n"), "-b", "t"])[0] == 0
+    before = digest(db)
+    rc, _, err = run(["--db", db, "alias", "m1", "x1", "m2"])  # m2 shares benchmark s with m1: refused
+    one_line_error(rc, err, "'m2'")
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM models WHERE name = 'x1'").fetchone()[0] == 1  # x1 not merged
+    assert conn.execute("SELECT count(*) FROM model_aliases").fetchone()[0] == 0
+    conn.close()
+    del before
+
+
+def test_usage_checks_and_messages(tmp_path):
+    db = tmp_path / "u.db"
+    assert run(["--db", db, "import", "long", sim_long(tmp_path, n_items=12), "-b", "s"])[0] == 0
+    rc, _, err = run(["--db", db, "import", "lm-eval", tmp_path / "sim.csv", "--threshold", "abc"])
+    assert rc == 2 and "--threshold" in err and "could not convert" not in err
+    rc, _, err = run(["--db", db, "export", "run-models", "s", "--run", "99999"])
+    one_line_error(rc, err, "no run #99999")
+    rc, _, err = run(["--db", db, "export", "run-models", "s"])
+    one_line_error(rc, err, "--run", "benchloupe show s")
+    assert "benchloupe runs" not in err
+    rc, _, err = run(["--db", db, "export", "items"])
+    one_line_error(rc, err, "needs a BENCHMARK")
+    assert "None" not in err
+    rc, _, err = run(["--db", db, "calibrate", "s", "--k", "0"])
+    one_line_error(rc, err, "--k 0")
+    for flag, value in (("--timeout", "-1"), ("--timeout", "0"), ("--max-retries", "-1")):
+        rc, _, err = run(["--db", db, "endpoints", "set", "judge", "--base-url", "http://127.0.0.1:9/v1", flag, value])
+        one_line_error(rc, err, flag)
+    rc, out, _ = run(["--help"])
+    assert "{'option_strings'" not in out and "95% and rank" in out
+    rc, out, _ = run(["compress", "--help"])
+    assert "%%" not in out and "2.5%-100%" in out
+
+
+def test_run_artifact_of_another_benchmark_is_refused(tmp_path):
+    db = tmp_path / "r.db"
+    assert run(["--db", db, "import", "long", sim_long(tmp_path, n_items=12), "-b", "s"])[0] == 0
+    assert run(["--db", db, "import", "wide", write(tmp_path / "o.csv", "model,q1\nm1,1\n"), "-b", "other"])[0] == 0
+    assert run(["--db", db, "fit", "static", "s", "--no-heldout"])[0] == 0
+    rc, _, err = run(["--db", db, "export", "run-models", "other", "--run", "1"])
+    one_line_error(rc, err, "run #1 is a run of 's'")
+    rc, out, err = run(["--db", db, "export", "run-models", "s", "--run", "1"])
+    assert rc == 0 and len(out.splitlines()) == 9
+
+
+def test_list_and_show_count_results_as_cells_and_omit_nan(tmp_path):
+    db = tmp_path / "v.db"
+    assert run(["--db", db, "import", "long", sim_long(tmp_path, n_models=8, n_items=12), "-b", "s"])[0] == 0
+    rc, out, _ = run(["--db", db, "--json", "list"])
+    row = json.loads(out)[0]
+    assert row["results"] == 96 and "static_rows" not in row
+    rc, out, _ = run(["--db", db, "show", "s"])
+    assert re.search(r"^results\s+96$", out, re.M) and "static_rows" not in out
+    rc, out, err = run(["--db", db, "fit", "static", "s", "--no-heldout"])
+    assert rc == 0, err
+    assert not re.search(r"\bnan\b", out) and not re.search(r"^gamma\b", out, re.M), out
+
+
+def test_import_items_reports_updated_items(tmp_path):
+    db = tmp_path / "i.db"
+    assert run(["--db", db, "import", "wide", write(tmp_path / "s.csv", "model,q1,q2\nm1,1,0\n"), "-b", "s"])[0] == 0
+    meta = write(tmp_path / "meta.csv", "key,text\nq1,What is one?\nq2,What is two?\n")
+    rc, out, _ = run(["--db", db, "import", "items", meta, "-b", "s"])
+    assert rc == 0 and "2 updated" in out, out
+    rc, out, _ = run(["--db", db, "import", "items", meta, "-b", "s"])
+    assert rc == 0 and "updated" not in out, out  # the same text again changes nothing
+
+
+def test_flags_set_prints_the_one_change(tmp_path):
+    db = tmp_path / "f.db"
+    assert run(["--db", db, "demo", "--bare"])[0] == 0
+    conn = sqlite3.connect(db)
+    bid = conn.execute("SELECT id FROM benchmarks WHERE name = 'demo-math'").fetchone()[0]
+    conn.close()
+    del bid
+    rc, _, err = run(["--db", db, "anomalies", "demo-math"])
+    assert rc == 0, err
+    rc, out, _ = run(["--db", db, "flags", "--set", "1", "confirmed"])
+    assert rc == 0 and out.count("\n") == 1 and "flag 1" in out and "confirmed" in out, out
+
+
+def test_exclude_models_prints_no_warning(tmp_path):
+    db = tmp_path / "x.db"
+    src = write(tmp_path / "l.csv", "model,item,correct\nhuman_1,q1,1\nm1,q1,0\nm1,q2,1\n")
+    rc, _, err = run(["--db", db, "import", "long", src, "--exclude-models", "^(human)_"])
+    assert rc == 0 and err == "", err
+
+
+def test_a_file_growing_during_import_is_hashed_as_read(tmp_path):
+    import threading
+
+    from benchloupe.jobs import import_file
+
+    db = tmp_path / "g.db"
+    src = tmp_path / "s.csv"
+    src.write_bytes(b"model,q1\n" + b"".join(b"m%d,1\n" % m for m in range(20000)))
+    stop = threading.Event()
+
+    def append():  # another process still writing the file while it is imported
+        n = 20000
+        with open(src, "ab", buffering=0) as fh:
+            while not stop.is_set():
+                fh.write(b"m%d,0\n" % n)
+                n += 1
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        summary = import_file(db, src, "wide")
+    finally:
+        stop.set()
+        writer.join()
+    lines = src.read_bytes().split(b"\n")
+    imported = b"\n".join(lines[: 1 + summary.models_new]) + b"\n"
+    conn = sqlite3.connect(db)
+    sha = conn.execute("SELECT sha256 FROM imports").fetchone()[0]
+    conn.close()
+    assert summary.models_new >= 20000
+    assert sha == hashlib.sha256(imported).hexdigest()

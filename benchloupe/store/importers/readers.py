@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -78,10 +79,21 @@ def load_bytes(path: str | Path) -> bytes:
     return raw
 
 
+_READ_SHA256: dict[str, str] = {}
+
+
+def read_sha256(path: str | Path) -> str | None:
+    """sha256 of the bytes the last :func:`read_file_bytes` of *path* returned (what an import parsed, even when
+    the file has grown since); None when it was not read through here."""
+    return _READ_SHA256.get(str(Path(path).resolve()))
+
+
 def read_file_bytes(path: str | Path) -> bytes:
     """The raw bytes of *path*; an unreadable file (permissions, I/O error) is one ImportFormatError."""
     try:
-        return Path(path).read_bytes()
+        raw = Path(path).read_bytes()
+        _READ_SHA256[str(Path(path).resolve())] = hashlib.sha256(raw).hexdigest()
+        return raw
     except IsADirectoryError:
         raise ImportFormatError(path, "", "is a directory, not a file", "give the path of a file inside it") from None
     except OSError as exc:
