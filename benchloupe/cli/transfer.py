@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
 from benchloupe.cli.output import data_stream, print_json, safe_json

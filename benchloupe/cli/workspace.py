@@ -11,7 +11,7 @@ from benchloupe.cli.output import kv, print_json, table
 # ------------------------------------------------------------------------------------------------ open / demo
 
 def workspace_summary(path: Path) -> dict:
-    from benchloupe.store import read, runs
+    from benchloupe.store import runs
     from benchloupe.store.db import connect
 
     conn = connect(path)
@@ -183,26 +183,42 @@ def register_show(sub, common) -> None:
 # ------------------------------------------------------------------------------------------------ db
 
 def cmd_db(args) -> int:
-    from benchloupe.store.db import connect, schema_version
+    """``db check``: integrity, foreign keys and schema version; a damaged file is reported, not a traceback."""
+    import sqlite3
+
+    from benchloupe.store.db import StoreError, connect, schema_version
     from benchloupe.store.schema import SCHEMA_VERSION
 
     path = db_path(args)
     if not path.exists():
         raise CliError(f"{path}: no such database; create it with `benchloupe demo --db {path}`")
-    conn = connect(path, create=False, migrate=False)
+    info: dict = {"db": str(path)}
     try:
-        integrity = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-        fk = conn.execute("PRAGMA foreign_key_check").fetchall()
-        version = schema_version(conn)
-        counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                  for t in ("benchmarks", "items", "models", "static_results", "arena_rewards", "preferences",
-                            "runs", "flags", "fill_sessions", "audit_log")} if version else {}
-    finally:
-        conn.close()
+        conn = connect(path, create=False, migrate=False)
+    except StoreError as exc:
+        if "damaged" not in str(exc):
+            raise
+        conn = None
+        integrity, fk, version, counts = [f"damaged: {exc.__cause__ or exc}"], [], None, {}
+    if conn is not None:
+        try:
+            integrity = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+            fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+            version = schema_version(conn)
+            counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                      for t in ("benchmarks", "items", "models", "static_results", "arena_rewards", "preferences",
+                                "runs", "flags", "fill_sessions", "audit_log")} if version else {}
+        except sqlite3.DatabaseError as exc:
+            integrity, fk, version, counts = [f"damaged: {exc}"], [], None, {}
+        finally:
+            conn.close()
     ok = integrity == ["ok"] and not fk and version == SCHEMA_VERSION
-    info = {"db": str(path), "integrity": "ok" if integrity == ["ok"] else integrity[:5],
-            "foreign_keys": "ok" if not fk else f"{len(fk)} violations", "schema_version": version,
-            "expected_schema_version": SCHEMA_VERSION, "size_bytes": path.stat().st_size, "rows": counts, "ok": ok}
+    info.update({"integrity": "ok" if integrity == ["ok"] else integrity[:5],
+                 "foreign_keys": "ok" if not fk else f"{len(fk)} violations", "schema_version": version,
+                 "expected_schema_version": SCHEMA_VERSION, "size_bytes": path.stat().st_size, "rows": counts,
+                 "ok": ok})
+    if not ok and integrity != ["ok"]:
+        info["fix"] = "restore the file from a backup; `sqlite3 FILE .recover` may salvage rows"
     if args.json:
         print_json(info)
     else:

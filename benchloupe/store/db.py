@@ -103,7 +103,7 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
             conn.close()
         if "not a database" in str(exc) or "file is encrypted" in str(exc):
             raise StoreError(f"{p}: not a usable SQLite database ({exc}); pass another --db path") from None
-        raise StoreError(describe_sqlite_error(exc, p)) from None
+        raise StoreError(describe_sqlite_error(exc, p)) from exc
     return conn
 
 
