@@ -18,6 +18,8 @@ import random
 import re
 import shutil
 import sqlite3
+import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,9 +80,21 @@ JSONL = {
 JSONL_FMT = {"dualeval-static": "dualeval", "dualeval-arena": "dualeval", "long-jsonl": "long"}
 
 
+@contextlib.contextmanager
+def warnings_on_stderr():
+    """Warnings printed as a user would see them (pytest otherwise records them and stderr stays clean)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # Python's own defaults: these four are not shown to users
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(message, category, filename, lineno, line))
+        yield
+
+
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings_on_stderr():
         try:
             rc = main(argv)
         except SystemExit as exc:  # argparse usage errors

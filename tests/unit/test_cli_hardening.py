@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +28,25 @@ RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@contextlib.contextmanager
+def warnings_on_stderr():
+    """Warnings printed as a user would see them (pytest otherwise records them and stderr stays clean)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # Python's own defaults: these four are not shown to users
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(message, category, filename, lineno, line))
+        yield
+
+
 def run(argv, stdin: str | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     saved_in = sys.stdin
     if stdin is not None:
         sys.stdin = io.StringIO(stdin)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings_on_stderr():
             try:
                 rc = main([str(a) for a in argv])
             except SystemExit as exc:
