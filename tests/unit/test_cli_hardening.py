@@ -515,3 +515,25 @@ def test_a_file_growing_during_import_is_hashed_as_read(tmp_path):
     conn.close()
     assert summary.models_new >= 5000
     assert sha == hashlib.sha256(imported).hexdigest()
+
+
+def test_review_shows_proposal_text_escaped(tmp_path):
+    from benchloupe.store import fill as fillstore
+    from benchloupe.store import read
+    from benchloupe.store.db import connect
+
+    db = tmp_path / "rv.db"
+    src = write(tmp_path / "i.csv", f'model,item,correct,text\nm1,q1,1,"parent \x1b]0;t\x07 text"\nm2,q1,0,"x"\n')
+    assert run(["--db", db, "import", "long", src, "-b", "s"])[0] == 0
+    conn = connect(db)
+    bid = read.benchmark_id(conn, "s")
+    item = int(read.items(conn, "s")["id"].iloc[0])
+    sid = fillstore.create_session(conn, bid, 0.2, 0.4, 0.3, {})
+    fillstore.upsert_candidate(conn, sid, "c1", round_=1, parent_item_id=item, text=f"child {ESC_NAME}\nline 2",
+                               answer="\x1b[2J42", payload={}, valid=True, verdict="valid", difficulty_raw=0.1,
+                               difficulty_norm=0.31, distance=0.01)
+    conn.close()
+    rc, out, err = run(["--db", db, "review"], stdin="s\n")
+    assert rc == 0, err
+    assert "child evil\\x1b]0;pwned" in out and "line 2" in out  # newlines keep their layout
+    assert not RAW_CONTROL.search(out + err), repr(out)
