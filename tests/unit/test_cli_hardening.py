@@ -523,7 +523,7 @@ def test_review_shows_proposal_text_escaped(tmp_path):
     from benchloupe.store.db import connect
 
     db = tmp_path / "rv.db"
-    src = write(tmp_path / "i.csv", f'model,item,correct,text\nm1,q1,1,"parent \x1b]0;t\x07 text"\nm2,q1,0,"x"\n')
+    src = write(tmp_path / "i.csv", 'model,item,correct,text\nm1,q1,1,"parent \x1b]0;t\x07 text"\nm2,q1,0,"x"\n')
     assert run(["--db", db, "import", "long", src, "-b", "s"])[0] == 0
     conn = connect(db)
     bid = read.benchmark_id(conn, "s")

@@ -344,11 +344,11 @@ def float_column(table: Table, column: str, *, allow_missing: bool = False) -> n
         try:
             x = float(v)
         except (TypeError, ValueError):
-            raise table.error(i, column, f"not a number: {_short(v)}", "give a number") from None
+            raise table.error(i, column, f"not a number: {short_repr(v)}", "give a number") from None
         except OverflowError:  # a JSON integer beyond the float range
-            raise table.error(i, column, f"number too large: {_short(v)}", "give a finite number") from None
+            raise table.error(i, column, f"number too large: {short_repr(v)}", "give a finite number") from None
         if not math.isfinite(x):
-            raise table.error(i, column, f"not a finite number: {_short(v)}", "give a finite number")
+            raise table.error(i, column, f"not a finite number: {short_repr(v)}", "give a finite number")
         out[i] = x
     return out
 
@@ -366,13 +366,13 @@ def int_column(table: Table, column: str, *, minimum: int = 0, maximum: int = IN
         raise table.error(
             i,
             column,
-            f"expected a whole number from {minimum} to {maximum:,}, got {_short(table.frame[column].iloc[i])}",
+            f"expected a whole number from {minimum} to {maximum:,}, got {short_repr(table.frame[column].iloc[i])}",
             "give counts as whole numbers in that range",
         )
     return x.astype(np.int64)
 
 
-def _short(value, limit: int = 40) -> str:
+def short_repr(value, limit: int = 40) -> str:
     """``repr`` of a cell, cut to *limit* characters (a 400-digit number or a 2 MB cell stays one short line)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 5] + "...'" + f" ({len(str(value)):,} characters)"
