@@ -537,3 +537,9 @@ def test_review_shows_proposal_text_escaped(tmp_path):
     assert rc == 0, err
     assert "child evil\\x1b]0;pwned" in out and "line 2" in out  # newlines keep their layout
     assert not RAW_CONTROL.search(out + err), repr(out)
+
+
+def test_wide_cell_of_only_spaces_names_its_line(tmp_path):
+    src = write(tmp_path / "sp.csv", "model,q1,q2\nm1, 1 ,0\nm2,  ,1\n")
+    rc, _, err = run(["--db", tmp_path / "w.db", "import", "wide", src])
+    one_line_error(rc, err, "line 3", "column 2", "spaces")

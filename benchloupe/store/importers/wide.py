@@ -214,6 +214,10 @@ def _bad_cell(
         if col == model_col:
             continue
         cells = table.frame[col].str.strip()
+        blank = np.flatnonzero(((cells == "") & (table.frame[col] != "")).to_numpy())
+        if blank.size:
+            return table.error(int(blank[0]), col, "a cell holding only spaces or tabs",
+                               "leave a missing result's cell empty (no spaces)")
         bad = np.flatnonzero(~cells.isin(ok).to_numpy())
         if bad.size:
             r = int(bad[0])
