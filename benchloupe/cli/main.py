@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             return _error(f"`{args.command or 'open'}` failed: {exc.strerror or exc}")
         return _error(_os_error_line(exc))
     except MemoryError:
-        return _error(f"`{args.command}` ran out of memory; the input is too large for this machine")
+        return _error(f"`{args.command or 'open'}` ran out of memory; the input is too large for this machine")
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, the trace in a file
         if getattr(args, "debug", False):
             import traceback
