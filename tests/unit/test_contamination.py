@@ -89,3 +89,13 @@ def test_helpers():
     np.testing.assert_allclose(holm(np.array([0.01, 0.04, np.nan, 0.03])), [0.03, 0.06, np.nan, 0.06])
     s = binned_series(np.arange(10.0), np.arange(10.0), bins=5)
     assert s["n"] == [2] * 5 and s["mean_residual"][0] == 0.5
+
+
+def test_leave_one_out_in_a_joint_fit_drops_the_models_pairs():
+    from tests.unit._joint_sim import simulate
+
+    _, S, A = simulate(n_models=12, n_static=60, n_arena=30, seed=2)
+    p = leave_one_out_p(S, A, JointConfig(), [1, 4])
+    assert np.isfinite(p[[1, 4]]).all() and np.isnan(p[[0, 2, 3]]).all()
+    full = fit_joint(S, A, JointConfig()).p_static()
+    assert 0 < np.abs(p[1] - full[1]).max() < 0.5  # its own cells no longer shape the items, but only a little
