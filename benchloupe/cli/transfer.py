@@ -6,6 +6,7 @@ import sys
 
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
 from benchloupe.cli.output import print_json
+from benchloupe.textsafe import visible
 
 # ------------------------------------------------------------------------------------------------ import
 
@@ -31,13 +32,16 @@ IMPORT_OPTIONS = [
     ("--filter-name", "lm-eval filter (e.g. strict-match)"), ("--threshold", "score at or above which a cell is correct"),
     ("--partial", "Inspect 'P' scores: incorrect | correct | error"), ("--scorer", "Inspect scorer name"),
     ("--score-key", "Inspect score key inside a dict value"),
+    ("--item-key", "item key field (Inspect: sample field, default id; lm-eval: row field such as doc.id, "
+                   "default the document's own id, else doc_id)"),
+    ("--judge-col", "judge column (Chatbot Arena battles; default judge)"),
 ]
 IMPORT_FLAGS = [("--require-status-ok", "DualEval: keep only rows whose status is ok (item_informativeness.py)"),
                 ("--no-model-col", "wide: every column is an item; rows are respondents person_0001 ...")]
 
 
 def cmd_import(args) -> int:
-    from benchloupe.jobs import import_file
+    from benchloupe.jobs.imports import import_paths
 
     if args.format == "formats":
         from benchloupe.store.importers.detect import ALIASES, FORMATS
@@ -47,32 +51,66 @@ def cmd_import(args) -> int:
             print(f"{name:14s} {doc[0] if doc else ''}")
         print("aliases: " + ", ".join(f"{a} -> {f}" for a, f in sorted(ALIASES.items())))
         return 0
-    if not args.file:
-        raise CliError("import needs a FILE; e.g. `benchloupe import wide results.csv --benchmark mybench`")
+    if not args.paths:
+        raise CliError("import needs a FILE, folder, glob or - (stdin); e.g. "
+                       "`benchloupe import wide results.csv --benchmark mybench`")
     opts = {name.lstrip("-").replace("-", "_"): getattr(args, name.lstrip("-").replace("-", "_"))
             for name, _ in IMPORT_OPTIONS + IMPORT_FLAGS}
     fmt = None if args.format == "auto" else args.format
-    summary = import_file(db_path(args), args.file, fmt, replace=args.replace, benchmark=args.benchmark, **opts)
+    tty = sys.stderr.isatty() and not args.json
+
+    def progress(n: int, total: int, path: str) -> None:
+        if tty and total > 1:
+            sys.stderr.write(f"\r\x1b[Kparsing {n}/{total} {visible(path)[-60:]}")
+            sys.stderr.flush()
+
+    try:
+        summary = import_paths(db_path(args), args.paths, fmt, replace=args.replace, progress=progress,
+                               benchmark=args.benchmark, **opts)
+    finally:
+        if tty:
+            sys.stderr.write("\r\x1b[K")
     if args.json:
         print_json(summary.as_dict())
-    else:
-        s = summary
-        print(f"imported {args.file} into {s.benchmark!r} ({s.format}): {s.items_new} new items, {s.models_new} new "
-              f"models, {s.static_cells} static cells ({s.cells_changed} changed), {s.rewards} rewards, "
-              f"{s.preferences} preferences" + (" [replaced]" if s.replaced else ""))
+        return 0
+    if len(summary.files) == 1 and not summary.skipped:
+        s = summary.files[0]
+        print(f"imported {visible(s['path'])} into {visible(s['benchmark'])!r} ({s['format']}): {s['items_new']} new "
+              f"items, {s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
+              f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else ""))
+        for note in s["notes"]:
+            print(f"  note: {visible(note)}")
+        return 0
+    print(f"imported {len(summary.files)} files in one transaction"
+          + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else ""))
+    for name, b in summary.benchmarks.items():
+        print(f"{visible(name)} ({', '.join(b['formats'])}): {b['files']} files, {b['items']} items "
+              f"({b['items_new']} new), {len(b['models'])} models ({b['models_new']} new), {b['static_cells']} "
+              f"static cells ({b['cells_changed']} changed), {b['rewards']} rewards, {b['preferences']} preferences"
+              + (" [replaced]" if b["replaced"] else ""))
+        for model, cells in b["models"].items():
+            print(f"  {visible(model)}: {cells}")
+    for f in summary.files:
+        for note in f["notes"]:
+            print(f"note: {visible(f['path'])}: {visible(note)}")
+    for line in summary.skipped[:5]:
+        print(f"skipped {visible(line)}")
+    if len(summary.skipped) > 5:
+        print(f"skipped {len(summary.skipped) - 5} more")
     return 0
 
 
 def register_import(sub, common) -> None:
     p = sub.add_parser(
         "import", help="import results or item metadata (validated, one transaction; `import formats` lists formats)",
-        description="Import one file. Formats: long, wide, items, arena, preferences, dualeval-static, "
-                    "dualeval-arena, neartie-npz, lmeval, inspect, and helpers for the classic/metabench sets "
+        description="Import files, folders, globs or stdin (-), all in one transaction. Formats: long, wide, items, arena, preferences, dualeval-static, "
+                    "dualeval-arena, neartie-npz, lm-eval (JSONL or Open LLM Leaderboard parquet), inspect, alpacaeval, battles, helm, opencompass, and helpers for the classic/metabench sets "
                     "(`benchloupe import formats`). 'auto' guesses from the name and header. Re-importing the "
                     "same file changes nothing; --replace replaces the benchmark's results.")
     common(p)
     p.add_argument("format", help="format name, 'auto', or 'formats' to list them")
-    p.add_argument("file", nargs="?")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="files, folders (walked recursively), globs, or - for standard input")
     p.add_argument("--benchmark", "-b", help="benchmark name (default: from the file name)")
     p.add_argument("--replace", action="store_true", help="replace the benchmark's results instead of merging")
     for flag, helptext in IMPORT_OPTIONS:
