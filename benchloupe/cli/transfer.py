@@ -125,20 +125,16 @@ def register_import(sub, common) -> None:
 def cmd_export(args) -> int:
     import pandas as pd
 
-    from benchloupe.store import read, runs
+    from benchloupe.store import export, read, runs
 
     conn = connect_db(args)
     try:
         if args.what == "items":
             df = read.items(conn, args.benchmark)
         elif args.what == "models":
-            df = read.models(conn, args.benchmark)
+            df = export.models_frame(conn, args.benchmark)
         elif args.what == "results":
-            sm = read.load_static(conn, args.benchmark, include_retired=True)
-            df = pd.DataFrame(sm.correct.astype("float64"), columns=sm.items["key"], index=sm.models["name"])
-            df = df.where(sm.mask)
-            df.index.name = "model"
-            df = df.reset_index()
+            df = export.results_frame(conn, args.benchmark)
         elif args.what == "preferences":
             df = read.load_preferences(conn, args.benchmark)
         elif args.what == "rewards":

@@ -154,12 +154,16 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
     pos_of = {r["id"]: r["pos"] for r in conn.execute("SELECT id, pos FROM items WHERE benchmark_id = ?", (bid,))}
     n = max(pos_of.values()) + 1 if pos_of else 0
     cols = np.array([pos_of[item_ids[k]] for k in parsed.items["key"].astype(str)], dtype=np.int64)
-    binomial = parsed.trials is not None
     existing = {
         r["model_id"]: r
         for r in conn.execute("SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?",
                               (bid,))
     }
+    if parsed.trials is None and any(r["trials"] is not None for r in existing.values()):
+        # 0/1 results into a successes/trials benchmark: one trial each (lossless), e.g. lm-eval next to epochs.
+        parsed.successes = np.maximum(parsed.correct, 0).astype(np.int32)
+        parsed.trials = (parsed.correct >= 0).astype(np.int32)
+    binomial = parsed.trials is not None
     rows = []
     changed = 0
     for m, mid in enumerate(model_ids):
