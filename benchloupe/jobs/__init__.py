@@ -174,7 +174,7 @@ def run_demo_analyses(db_path, progress=None) -> list[int]:
     for k, (label, kind, bench, cfg, kw) in enumerate(steps):
         if progress is not None:
             progress(k, len(steps), label)
-        ids.append(ANALYSES[kind].run(db_path, bench, cfg, **kw))
+        ids.append(_load_analyses()[kind].run(db_path, bench, cfg, **kw))
     return ids
 
 
@@ -262,17 +262,26 @@ class Analysis:
     run: Callable[..., int]
 
 
-ANALYSES: dict[str, Analysis] = {}
+_REGISTRY: dict[str, Analysis] = {}
 
 
 def register(analysis: Analysis) -> Analysis:
-    ANALYSES[analysis.name] = analysis
+    _REGISTRY[analysis.name] = analysis
     return analysis
 
 
-def _load_analyses() -> None:
-    """Import the area modules so they register their analyses (they import this package, hence the delay)."""
-    from . import audit, calibration, coverage, diagnostics, fill  # noqa: F401
+def _load_analyses() -> dict[str, Analysis]:
+    """Import the area modules so they register their analyses (they import this package, hence the delay).
+
+    Done on first use of ``ANALYSES``, not at import: ``import`` and ``list`` never load the engine's heavy
+    modules (scipy.stats, the openai client) that only analyses use (issue 12, speed of imports).
+    """
+    from . import audit, calibration, coverage, diagnostics, fill, pairwise  # noqa: F401
+
+    return _REGISTRY
 
 
-_load_analyses()
+def __getattr__(name: str):
+    if name == "ANALYSES":
+        return _load_analyses()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

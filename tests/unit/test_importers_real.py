@@ -189,14 +189,15 @@ def test_same_dataset_from_inspect_and_lmeval_lands_on_the_same_items(tmp_path):
 
 def test_a_folder_imports_in_one_transaction_and_a_bad_file_changes_nothing(tmp_path, capsys):
     db = tmp_path / "w.db"
-    assert main(["--db", str(db), "import", "auto", str(REAL / "inspect" / "logs"), str(LMEVAL / "alpha")]) == 0
+    assert main(["import", "auto", str(REAL / "inspect" / "logs"), str(LMEVAL / "alpha"), "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "in one transaction" in out and "arith (inspect): 2 files" in out and "skipped 1" in out
     before = _dump(db)
+    assert any("mockllm/alpha" in line for line in before)  # the import reached this database
     bad = tmp_path / "logs" / "broken.eval"
     bad.parent.mkdir()
     bad.write_bytes(b"PK\x03\x04 not really a zip")
-    assert main(["--db", str(db), "import", "inspect", str(REAL / "inspect" / "json"), str(bad)]) == 1
+    assert main(["import", "inspect", str(REAL / "inspect" / "json"), str(bad), "--db", str(db)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "broken.eval" in err
     assert _dump(db) == before
@@ -204,12 +205,12 @@ def test_a_folder_imports_in_one_transaction_and_a_bad_file_changes_nothing(tmp_
 
 def test_glob_and_stdin(tmp_path, monkeypatch, capsys):
     db = tmp_path / "w.db"
-    assert main(["--db", str(db), "import", "lm-eval", str(LMEVAL / "*" / "samples_arith_gen_*.jsonl"),
-                 "--model", "x"]) == 1  # the overlap of three models named x is refused
+    assert main(["import", "lm-eval", str(LMEVAL / "*" / "samples_arith_gen_*.jsonl"),
+                 "--model", "x", "--db", str(db)]) == 1  # the overlap of three models named x is refused
     assert "also in" in capsys.readouterr().err
     data = next((LMEVAL / "beta").glob("samples_*.jsonl")).read_bytes()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
-    assert main(["--db", str(db), "import", "lm-eval", "-", "--model", "beta", "-b", "piped"]) == 0
+    assert main(["import", "lm-eval", "-", "--model", "beta", "-b", "piped", "--db", str(db)]) == 0
     assert "imported <stdin> into 'piped'" in capsys.readouterr().out
 
 
@@ -220,12 +221,12 @@ def test_auto_refuses_lmeval_results_json_with_a_pointer():
 
 def test_epochs_survive_export_results_and_models_keep_metadata(tmp_path, capsys):
     db = tmp_path / "w.db"
-    assert main(["--db", str(db), "import", "inspect", *map(str, EVAL_LOGS)]) == 0
+    assert main(["import", "inspect", *map(str, EVAL_LOGS), "--db", str(db)]) == 0
     capsys.readouterr()
-    assert main(["--db", str(db), "export", "results", "arith"]) == 0
+    assert main(["export", "results", "arith", "--db", str(db)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "model,item,successes,trials" and "alpha,add-2,1,2" in out
-    assert main(["--db", str(db), "export", "models", "arith", "--format", "json"]) == 0
+    assert main(["export", "models", "arith", "--format", "json", "--db", str(db)]) == 0
     models = json.loads(capsys.readouterr().out)
     assert json.loads(models[0]["metadata"])["provider"] == "mockllm" and models[0]["aliases"] == "mockllm/alpha"
 
@@ -265,7 +266,7 @@ def test_alpacaeval_results_tree(tmp_path, capsys):
     assert p.preferences["prob_a"].round(2).tolist() == [0.93, 0.5, 0.02]
     assert p.notes == ["1 annotations with a null preference skipped"]
     db = tmp_path / "w.db"
-    assert main(["--db", str(db), "import", "alpacaeval", str(root)]) == 0
+    assert main(["import", "alpacaeval", str(root), "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "2 files" in out and "7 rewards, 7 preferences" in out
 
