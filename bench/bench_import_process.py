@@ -39,10 +39,15 @@ def main() -> None:
         walls.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    probe = ("import sys, runpy; sys.argv = ['benchloupe', 'import', 'long', %r, '-b', 'small', '--db', %r];"
-             "\ntry:\n    runpy.run_module('benchloupe', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('scipy.stats', 'openai', 'torch', 'textual') if m in sys.modules))"
-             % (str(src), str(tmp / "probe.db")))
+    probe = "\n".join([
+        "import sys, runpy",
+        f"sys.argv = ['benchloupe', 'import', 'long', {str(src)!r}, '-b', 'small', '--db', {str(tmp / 'probe.db')!r}]",
+        "try:",
+        "    runpy.run_module('benchloupe', run_name='__main__')",
+        "except SystemExit:",
+        "    pass",
+        "print(sorted(m for m in ('scipy.stats', 'openai', 'torch', 'textual') if m in sys.modules))",
+    ])
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=root).stdout.strip()
     print(json.dumps({"repeats": args.repeats, "load_avg_1m": round(os.getloadavg()[0], 2),
                       "wall_s_best": round(min(walls), 3), "wall_s_median": round(sorted(walls)[len(walls) // 2], 3),
