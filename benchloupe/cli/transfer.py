@@ -122,8 +122,51 @@ def register_import(sub, common) -> None:
 
 # ------------------------------------------------------------------------------------------------ export
 
+def _export_harness(args) -> int:
+    """Accepted BenchFill items in the formats of the harnesses the benchmark came from (issue 12)."""
+    import json
+    import re
+    from pathlib import Path
+
+    from benchloupe.store import export
+
+    if not args.benchmark:
+        raise CliError(f"export {args.what} needs a BENCHMARK")
+    conn = connect_db(args)
+    try:
+        rows = export.harness_items(conn, args.benchmark, origin=None if args.all_items else "benchfill")
+    finally:
+        conn.close()
+    if not rows:
+        raise CliError(f"benchmark {args.benchmark!r} has no accepted BenchFill items (review proposals first, or "
+                       "pass --all-items)")
+    if args.what == "inspect-samples":
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in export.inspect_samples(rows))
+        if args.out in (None, "-"):
+            sys.stdout.write(text)
+            return 0
+        Path(args.out).write_text(text, encoding="utf-8")
+        stderr(f"wrote {len(rows)} Inspect samples to {args.out} (inspect_ai.dataset.json_dataset reads it)")
+        return 0
+    if not args.out:
+        raise CliError("export lm-eval-task needs --out FOLDER (it writes the dataset JSONL and the task YAML)")
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    task = re.sub(r"[^A-Za-z0-9_]+", "_", args.benchmark).strip("_").lower() + ("" if args.all_items else "_benchfill")
+    records, mc = export.lmeval_dataset(rows)
+    data = folder / f"{task}.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    (folder / f"{task}.yaml").write_text(export.lmeval_task_yaml(task, str(data.resolve()), mc), encoding="utf-8")
+    stderr(f"wrote {len(records)} items to {data} and task {task!r} to {folder / (task + '.yaml')}; run: "
+           f"lm_eval --include_path {folder} --tasks {task} --model ...")
+    return 0
+
+
 def cmd_export(args) -> int:
     import pandas as pd
+
+    if args.what in ("inspect-samples", "lm-eval-task"):
+        return _export_harness(args)
 
     from benchloupe.store import export, read, runs
 
@@ -181,13 +224,17 @@ def register_export(sub, common) -> None:
     p = sub.add_parser("export", help="export items, models, results, rewards, preferences or run outputs as CSV or JSON")
     common(p)
     p.add_argument("what", choices=["items", "models", "results", "rewards", "preferences", "run-models", "run-items",
-                                    "run-artifact"])
+                                    "run-artifact", "inspect-samples", "lm-eval-task"],
+                   help="inspect-samples: accepted BenchFill items as Inspect Sample JSONL; lm-eval-task: the same as "
+                        "an lm-eval JSONL dataset plus task YAML, written into the --out folder")
     p.add_argument("benchmark", nargs="?", default=None)
     p.add_argument("--run", type=int, help="run id (run-* exports)")
     p.add_argument("--name", help="artifact name (run-artifact)")
     p.add_argument("--reward-model", default=None)
     p.add_argument("--format", choices=["csv", "json"], default="csv")
-    p.add_argument("--out", "-o", help="output file (default: stdout)")
+    p.add_argument("--out", "-o", help="output file (default: stdout); a folder for lm-eval-task")
+    p.add_argument("--all-items", action="store_true",
+                   help="inspect-samples / lm-eval-task: every active item, not only the accepted BenchFill items")
     p.set_defaults(func=cmd_export)
 
 
