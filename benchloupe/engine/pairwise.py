@@ -146,3 +146,30 @@ def fit_bt(data: PairwiseData, *, alpha: float = 0.5, bootstrap: int = 0, seed: 
         res.se = draws.std(axis=0, ddof=1) if bootstrap > 1 else np.zeros(n)
         res.lo, res.hi = np.quantile(draws, q, axis=0), np.quantile(draws, 1 - q, axis=0)
     return res
+
+
+def preference_pairs(a: np.ndarray, b: np.ndarray, prompt: np.ndarray, p: np.ndarray, n_models: int,
+                     n_prompts: int):
+    """DualEval arena pairs straight from preferences (our extension of paper 000, docs/DUALEVAL.md).
+
+    The paper distils pairs from rewards: the soft target is sigmoid(z_i - z_j). Where only judgments exist
+    (battles, AlpacaEval pairs) the judgment *is* the soft target, p* = P(a beats b): a win 1, a loss 0, a tie
+    0.5, a weighted judge's preference anything between. Every comparison is a decisive pair (the tie and
+    both-bad flags of section 3 are thresholds on reward gaps, which do not exist here; a tie enters as the
+    target 0.5). Pairs are stored with i < j (a pair given as (b, a) has its target flipped); ``z_gap`` is the
+    logit of the target, clipped at 1e-6, so code that reads gaps sees the same preference.
+    """
+    from benchloupe.engine.joint.inputs import PairSet
+
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    prompt, p = np.asarray(prompt, np.int64), np.asarray(p, np.float64)
+    check(PairwiseData(a, b, p, n_models))
+    if prompt.shape != a.shape or (prompt < 0).any() or (prompt >= n_prompts).any():
+        raise EngineError("preference prompts must be codes 0..n_prompts-1, one per comparison")
+    flip = a > b
+    i, j = np.where(flip, b, a), np.where(flip, a, b)
+    target = np.where(flip, 1.0 - p, p)
+    q = np.clip(target, 1e-6, 1 - 1e-6)
+    none = np.zeros(len(i), bool)
+    return PairSet(i=i, j=j, prompt=prompt, z_gap=np.log(q / (1 - q)), target=target, tie=none, both_bad=none.copy(),
+                   tie_delta=0.0, bb_threshold=float("nan"), z=np.full((n_models, n_prompts), np.nan))

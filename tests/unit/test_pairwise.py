@@ -93,3 +93,54 @@ def test_fit_bt_on_imported_battles(tmp_path, capsys):
     ranking = [r["name"] for r in sorted(out["ranking"], key=lambda r: r["rank"])]
     assert ranking == names and out["metrics"]["comparisons"] == 600
     assert all(r["lo"] <= r["theta"] <= r["hi"] for r in out["ranking"])
+
+
+def test_dualeval_arena_term_on_preferences_recovers_abilities():
+    """Extension: preferences as the DualEval arena pairs (p* = P(a beats b)); arena-only and joint fits."""
+    from benchloupe.engine.joint import ArenaData, JointConfig, StaticData, fit_joint
+    from benchloupe.engine.pairwise import preference_pairs
+
+    rng = np.random.default_rng(4)
+    n_models, n_prompts, n = 10, 60, 6000
+    theta = rng.normal(0, 1, n_models)
+    a = rng.integers(0, n_models, n)
+    b = rng.integers(0, n_models - 1, n)
+    b = b + (b >= a)
+    q = rng.integers(0, n_prompts, n)
+    p = (rng.random(n) < 1 / (1 + np.exp(-1.5 * (theta[a] - theta[b])))).astype(float)
+    pairs = preference_pairs(a, b, q, p, n_models, n_prompts)
+    assert (pairs.i < pairs.j).all() and pairs.decisive.all()
+    arena = ArenaData(np.full((n_models, n_prompts), np.nan), preference_pairs=pairs)
+    res = fit_joint(None, arena, JointConfig(mode="arena"))
+    assert np.corrcoef(res.theta, theta)[0, 1] > 0.97
+    b_static = rng.normal(0, 1, 80)
+    correct = (rng.random((n_models, 80)) < 1 / (1 + np.exp(-(theta[:, None] - b_static)))).astype(float)
+    joint = fit_joint(StaticData(correct, np.ones_like(correct, bool)), arena, JointConfig(mode="joint"))
+    assert np.corrcoef(joint.theta, theta)[0, 1] > 0.97 and np.isfinite(joint.gamma)
+
+
+def test_fit_arena_and_joint_on_imported_preferences(tmp_path, capsys):
+    """`fit arena` / `fit joint --arena` on a benchmark with preferences and no rewards (was: "no arena rewards")."""
+    rng = np.random.default_rng(1)
+    names = ["gpt-4", "claude-2", "vicuna-13b", "llama-2-7b"]
+    strength = dict(zip(names, [1.5, 1.0, 0.0, -1.0]))
+    battles = []
+    for k in range(800):
+        x, y = rng.choice(names, 2, replace=False)
+        win = rng.random() < 1 / (1 + np.exp(-(strength[x] - strength[y])))
+        battles.append({"model_a": x, "model_b": y, "winner": "model_a" if win else "model_b",
+                        "question_id": f"q{k % 40}", "judge": f"u{k}"})
+    (tmp_path / "b.json").write_text(json.dumps(battles))
+    static = "model,item,correct\n" + "".join(
+        f"{m},s{i},{int(rng.random() < 1 / (1 + np.exp(-(strength[m] - (i % 5 - 2) * 0.5))))}\n"
+        for m in names for i in range(30))
+    (tmp_path / "s.csv").write_text(static)
+    db = str(tmp_path / "w.db")
+    assert main(["import", "battles", str(tmp_path / "b.json"), "-b", "prefs", "--db", db]) == 0
+    assert main(["import", "long", str(tmp_path / "s.csv"), "-b", "stat", "--db", db]) == 0
+    capsys.readouterr()
+    for args in (["fit", "arena", "prefs"], ["fit", "joint", "stat", "--arena", "prefs"]):
+        assert main([*args, "--db", db, "--json", "--no-heldout"]) == 0, args
+        out = json.loads(capsys.readouterr().out)
+        ranking = [r["name"] for r in sorted(out["ranking"], key=lambda r: r["rank"])]
+        assert ranking == names, (args, ranking)

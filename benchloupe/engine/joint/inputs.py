@@ -42,9 +42,14 @@ class StaticData:
 
 @dataclass
 class ArenaData:
-    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller."""
+    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller.
+
+    ``preference_pairs``: pairwise preferences used directly as the arena pairs where no rewards exist (our
+    extension, docs/DUALEVAL.md; built by ``engine.pairwise.preference_pairs``); ``rewards`` is then all NaN and
+    only gives the shape."""
 
     rewards: np.ndarray
+    preference_pairs: PairSet | None = None
 
     def __post_init__(self) -> None:
         r = np.asarray(self.rewards, dtype=float)
@@ -166,6 +171,8 @@ def build_pairs(arena: ArenaData, config: JointConfig, *, z: np.ndarray | None =
     """All responder pairs per prompt and their tie / both-bad flags (thresholds pooled over all pairs, A.2).
 
     ``z`` overrides the standardisation (the arena contamination protocol adds to z without re-standardising)."""
+    if arena.preference_pairs is not None and z is None:
+        return arena.preference_pairs
     if z is None:
         z = standardise_rewards(arena.rewards)
     n_models, n_prompts = z.shape
