@@ -99,8 +99,11 @@ def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summar
         new_rows,
     )
     for item_id, sets in updates:
-        if "metadata" in sets:
-            sets["metadata"] = json.dumps(sets["metadata"])
+        if "metadata" in sets:  # merged: the same item seen by two harnesses keeps what each said
+            old = conn.execute("SELECT metadata FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+            merged = json.loads(old or "{}") if (old or "").startswith("{") else {}
+            merged.update(sets["metadata"] if isinstance(sets["metadata"], dict) else {})
+            sets["metadata"] = json.dumps(merged)
         if "chance" in sets:
             sets["chance"] = float(sets["chance"])
         cols = ", ".join(f"{k} = ?" for k in sets)

@@ -156,6 +156,18 @@ def test_lmeval_row_without_doc_id_is_refused_with_its_line(tmp_path):
     assert ":line 2, field 'doc_id':" in msg
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None, reason="lm_eval is not installed")
+def test_fresh_logs_from_lm_eval_import_like_the_committed_ones(tmp_path):
+    subprocess.run([sys.executable, str(REAL / "make_lmeval_logs.py"), str(tmp_path / "out")], check=True,
+                   capture_output=True, cwd=tmp_path)
+    summary = import_paths(tmp_path / "w.db", [str(tmp_path / "out" / "alpha"), str(tmp_path / "out" / "beta")],
+                           "lm-eval")
+    assert summary.benchmarks["arith_gen"]["models"] == {"alpha": 3, "beta": 3}
+    with pytest.raises(ImportFormatError, match="dummy"):
+        import_paths(tmp_path / "w.db", [str(tmp_path / "out")], "lm-eval")
+
+
 def test_open_llm_leaderboard_parquet_details_import_with_auto(tmp_path):
     """Today `auto` gave a _csv.Error traceback on a .parquet file."""
     pa = pytest.importorskip("pyarrow")
@@ -185,6 +197,10 @@ def test_same_dataset_from_inspect_and_lmeval_lands_on_the_same_items(tmp_path):
     conn.close()
     assert keys == ["add-1", "add-2", "mul-1", "mc-1", "mc-2"]
     assert models == ["alpha", "beta"]  # mockllm/alpha (Inspect) and alpha (lm-eval) are one model
+    conn = sqlite3.connect(db)
+    meta = json.loads(conn.execute("SELECT metadata FROM items WHERE key = 'add-1'").fetchone()[0])
+    conn.close()
+    assert meta["inspect_id"] == "add-1" and meta["doc"]["id"] == "add-1"  # both harnesses' metadata kept
 
 
 def test_a_folder_imports_in_one_transaction_and_a_bad_file_changes_nothing(tmp_path, capsys):
