@@ -356,3 +356,64 @@ def test_every_format_is_listed(capsys):
     for name in ("inspect", "lm-eval", "alpacaeval", "battles", "helm", "opencompass"):
         assert f"\n{name} " in "\n" + out
     assert np.isfinite(1.0)
+
+
+def _hostile_sources(tmp_path) -> list[tuple[Path, dict]]:
+    root = tmp_path / "src"
+    root.mkdir()
+    files = []
+    for p, opts in [(p, {}) for p in EVAL_LOGS[:2] + JSON_LOGS[:1]] + \
+            [(p, {"model": "x"}) for p in sorted(LMEVAL.rglob("samples_*.jsonl"))[:2]]:
+        copy = root / p.name
+        copy.write_bytes(p.read_bytes())
+        files.append((copy, opts))
+    (root / "ae").mkdir(parents=True)
+    (root / "ae" / "annotations.json").write_text(json.dumps(_annotations("m", [1.2, 0, None, 1.9]), indent=1))
+    battles = [{"model_a": "x", "model_b": "y", "winner": w, "judge": "j", "question_id": f"q{k}"}
+               for k, w in enumerate(["model_a", "tie", "model_b"])]
+    (root / "clean_battle.json").write_text(json.dumps(battles, indent=1))
+    (root / "results" / "m1").mkdir(parents=True)
+    (root / "results" / "m1" / "gsm8k.json").write_text(json.dumps(
+        {"accuracy": 1, "details": {"0": {"prompt": "p", "references": "r", "correct": True}}}))
+    (root / "run").mkdir()
+    (root / "run" / "run_spec.json").write_text(json.dumps({"name": "mmlu:subject=a,model=x",
+                                                           "adapter_spec": {"model": "o/x"}}))
+    (root / "run" / "per_instance_stats.json").write_text(json.dumps([{"instance_id": "id1", "train_trial_index": 0,
+        "stats": [{"name": {"name": "exact_match", "split": "test"}, "mean": 1.0}]}]))
+    return files + [(root / "ae" / "annotations.json", {}), (root / "clean_battle.json", {}),
+                    (root / "results" / "m1" / "gsm8k.json", {}), (root / "run" / "per_instance_stats.json", {})]
+
+
+def test_mutated_harness_logs_fail_with_one_line_never_a_traceback(tmp_path):
+    """Hostile input for the harness formats: random byte changes, truncations, inserted JSON values, NULs,
+    lone CRs and a BOM; each either parses or raises ImportFormatError with one line."""
+    import random
+
+    from benchloupe.jobs import parse_file as job_parse
+
+    rng = random.Random(0)
+    cases = 0
+    for path, opts in _hostile_sources(tmp_path):
+        data = path.read_bytes()
+        for k in range(24):
+            b = bytearray(data)
+            if k % 4 == 0:
+                for _ in range(rng.randint(1, 5)):
+                    b[rng.randrange(len(b))] = rng.randrange(256)
+            elif k % 4 == 1:
+                b = b[: rng.randrange(len(b))]
+            elif k % 4 == 2:
+                i = rng.randrange(len(b))
+                b[i:i] = rng.choice([b"null", b"[]", b"{}", b"1e999", b'"x"', b"\x00", b"\r", b"9" * 400])
+            else:
+                b = b"\xef\xbb\xbf" + bytes(b).replace(b"\n", b"\r")
+            out = path.parent / f"m{k}_{path.name}"
+            out.write_bytes(bytes(b))
+            try:
+                job_parse(out, None, **opts)
+            except ImportFormatError as exc:
+                assert "\n" not in str(exc)
+            finally:
+                out.unlink()
+            cases += 1
+    assert cases == 24 * 9
