@@ -417,3 +417,22 @@ def test_mutated_harness_logs_fail_with_one_line_never_a_traceback(tmp_path):
                 out.unlink()
             cases += 1
     assert cases == 24 * 9
+
+
+def test_maker_provider_is_the_owner_and_lmeval_hf_ids_are_kept(tmp_path):
+    from benchloupe.jobs import parse_file as job_parse
+
+    log = {"eval": {"task": "t", "model": "openai/gpt-4o"}, "samples": [{"id": 1, "scores": {"s": {"value": "C"}}}]}
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(log))
+    row = job_parse(path)[1].models.iloc[0]
+    assert (row["name"], row["owner"], row["aliases"]) == ("gpt-4o", "openai", ["openai/gpt-4o"])
+    src = next((LMEVAL / "alpha").glob("samples_*.jsonl"))
+    row = job_parse(src, None, model="google/gemma-2-9b")[1].models.iloc[0]
+    assert (row["name"], row["owner"]) == ("google/gemma-2-9b", "google")
+
+
+def test_auto_does_not_call_every_json_an_inspect_log(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"name": "x", "settings": {"a": 1}}))
+    assert "not a known log" in _one_line_error(detect_format, path)

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from .base import ImportFormatError, ParsedImport
-from .names import dotted, harness_models, key_text
-from .readers import Table, base_suffix, load_text, read_table
+from .names import dotted, key_text
+from .readers import Table, base_suffix, load_text, models_frame, read_table
 
 NAME_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}T[^_]+)\.(jsonl|parquet)(\.gz)?$")
 RESULTS_RE = re.compile(r"^results_[0-9]{4}-[0-9]{2}-[0-9]{2}T.*\.json$")
@@ -203,7 +203,7 @@ def parse_lmeval(
         benchmark=benchmark or task_of(p),
         kind="static",
         items=frame,
-        models=harness_models([str(name)]),
+        models=models_frame([str(name)]),
         correct=np.asarray([values], dtype=np.int8),
         source=f"lmeval:{path}",
     )

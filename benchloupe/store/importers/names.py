@@ -3,8 +3,11 @@
 Provider prefixes: Inspect AI names a model ``provider/model`` (``mockllm/model``, ``vllm/meta-llama/...``,
 ``openai/gpt-4o``, ``openai-api/<service>/<model>``, ``openrouter/<org>/<model>``). The provider says how the
 model was served, not who made it, so it is stripped for the model's identity (and so for the family and
-owner inferred from it): ``vllm/meta-llama/Llama-3.1-8B`` is ``meta-llama/Llama-3.1-8B`` (owner meta-llama),
-and the full name is kept as an alias, so importing either spelling finds the same model.
+owner inferred from it): ``vllm/meta-llama/Llama-3.1-8B`` is ``meta-llama/Llama-3.1-8B`` (owner meta-llama);
+an API provider that made the model is its owner (``openai/gpt-4o`` is ``gpt-4o``, owner openai). The full
+name is kept as an alias, so importing either spelling finds the same model. Only Inspect names carry
+providers: lm-eval names are Hugging Face ids (``google/gemma-2-9b``: google is the owner, not a provider)
+and are kept as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ PROVIDERS = {
     "perplexity", "goodfire", "deepseek", "hf-inference-providers", "nnterp", "openrouter", "openai-api", "none",
 }
 TWO_LEVEL = {"openai-api"}  # openai-api/<service>/<model>
+# API providers that also made the model: the provider is the owner (``openai/gpt-4o`` -> gpt-4o, owner openai).
+MAKERS = {"openai": "openai", "anthropic": "anthropic", "google": "google", "mistral": "mistralai", "grok": "xai",
+          "deepseek": "deepseek", "perplexity": "perplexity"}
 
 
 def split_provider(name: str) -> tuple[str, str | None]:
@@ -33,8 +39,10 @@ def model_row(name: str) -> dict:
     """A ParsedImport.models row for a harness model name: identity, aliases [full name], provider metadata."""
     identity, provider = split_provider(name)
     if provider is None:
-        return {"name": name, "aliases": [], "metadata": {}}
-    return {"name": identity, "aliases": [name], "metadata": {"provider": provider, "harness_name": name}}
+        return {"name": name, "owner": None, "aliases": [], "metadata": {}}
+    owner = MAKERS.get(provider.lower()) if "/" not in identity else None
+    return {"name": identity, "owner": owner, "aliases": [name],
+            "metadata": {"provider": provider, "harness_name": name}}
 
 
 def dotted(obj, path: str):
@@ -67,6 +75,6 @@ def harness_models(names: list[str]):
     import pandas as pd
 
     rows = [model_row(n) for n in names]
-    return pd.DataFrame({"name": [r["name"] for r in rows], "family": None, "owner": None,
+    return pd.DataFrame({"name": [r["name"] for r in rows], "family": None, "owner": [r["owner"] for r in rows],
                          "aliases": [r["aliases"] for r in rows], "metadata": [r["metadata"] for r in rows]},
                         dtype=object)
