@@ -40,6 +40,10 @@ IMPORT_FLAGS = [("--require-status-ok", "DualEval: keep only rows whose status i
                 ("--no-model-col", "wide: every column is an item; rows are respondents person_0001 ...")]
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def cmd_import(args) -> int:
     from benchloupe.jobs.imports import import_paths
 
@@ -84,8 +88,8 @@ def cmd_import(args) -> int:
     print(f"imported {len(summary.files)} files in one transaction"
           + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else ""))
     for name, b in summary.benchmarks.items():
-        print(f"{visible(name)} ({', '.join(b['formats'])}): {b['files']} files, {b['items']} items "
-              f"({b['items_new']} new), {len(b['models'])} models ({b['models_new']} new), {b['static_cells']} "
+        print(f"{visible(name)} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {b['items']} items "
+              f"({b['items_new']} new), {_n(len(b['models']), 'model')} ({b['models_new']} new), {b['static_cells']} "
               f"static cells ({b['cells_changed']} changed), {b['rewards']} rewards, {b['preferences']} preferences"
               + (" [replaced]" if b["replaced"] else ""))
         for model, cells in b["models"].items():

@@ -207,7 +207,7 @@ def test_a_folder_imports_in_one_transaction_and_a_bad_file_changes_nothing(tmp_
     db = tmp_path / "w.db"
     assert main(["import", "auto", str(REAL / "inspect" / "logs"), str(LMEVAL / "alpha"), "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "in one transaction" in out and "arith (inspect): 2 files" in out and "skipped 1" in out
+    assert "in one transaction" in out and "arith (inspect): 2 files, 3 items" in out and "skipped 1" in out
     before = _dump(db)
     assert any("mockllm/alpha" in line for line in before)  # the import reached this database
     bad = tmp_path / "logs" / "broken.eval"

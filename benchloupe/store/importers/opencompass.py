@@ -33,6 +33,7 @@ def _text(v) -> str | None:
 
 def parse_opencompass(path: str | Path, *, benchmark: str | None = None, model: str | None = None,
                       models_file=None, arch_to_family=None, **_: object) -> ParsedImport:
+    """Parse one OpenCompass results/<model>/<dataset>.json (with details) into a 1 x items static matrix."""
     p = Path(path)
     try:
         data = json.loads(load_text(p))
