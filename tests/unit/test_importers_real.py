@@ -176,12 +176,14 @@ def test_open_llm_leaderboard_parquet_details_import_with_auto(tmp_path):
     rows = [json.loads(x) for x in next((LMEVAL / "alpha").glob("samples_*.jsonl")).read_text().splitlines()]
     for r in rows:
         r["arguments"] = json.dumps(r["arguments"])  # parquet details store nested args as a string or struct
+        del r["metrics"], r["filter"]  # and some carry neither the metric list nor the filter
     path = tmp_path / "org__model" / "samples_arith_gen_2024-06-26T18-40-36.217287.parquet"
     path.parent.mkdir()
     pq.write_table(pa.Table.from_pylist(rows), path)
     assert detect_format(path) == "lm-eval"
     _, parsed = __import__("benchloupe.jobs", fromlist=["parse_file"]).parse_file(path, None, model="org/model")
     assert parsed.correct.tolist() == [[1, 1, 1]] and parsed.items["key"].tolist() == ["add-1", "add-2", "mul-1"]
+    assert parsed.items["text"][0] == "Question: What is 2 + 2?\nAnswer:"
 
 
 # --------------------------------------------------------------------------------- lining up, many files

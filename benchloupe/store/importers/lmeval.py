@@ -5,7 +5,8 @@ same rows as parquet (the Open LLM Leaderboard's ``details`` datasets).
 Each row has ``doc_id``, ``doc``, ``target``, ``arguments`` (0.4.0-0.4.2: a list of argument tuples; later:
 ``{"gen_args_0": {"arg_0": context, "arg_1": continuation}, ...}``), ``resps``, ``filtered_resps``,
 ``filter``, ``metrics`` (the metric names) and one field per metric (``acc``, ``exact_match`` ...).
-Correctness is the chosen metric (``metric=``; default: the row's first ``metrics`` name), 0/1 or true/false
+Correctness is the chosen metric (``metric=``; default: the row's first ``metrics`` name, or without that list
+the first of acc_norm, acc, exact_match, prompt_level_strict_acc the row has), 0/1 or true/false
 unless ``threshold=`` turns a score into pass (>= threshold) / fail. Generation tasks log one row per filter
 (gsm8k "strict-match", "flexible-extract"): ``filter_name=`` picks one, default the first seen.
 
@@ -36,6 +37,8 @@ from .readers import Table, base_suffix, load_text, models_frame, read_table
 NAME_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}T[^_]+)\.(jsonl|parquet)(\.gz)?$")
 RESULTS_RE = re.compile(r"^results_[0-9]{4}-[0-9]{2}-[0-9]{2}T.*\.json$")
 STABLE_IDS = ("id", "question_id", "qid", "uid", "sample_id", "task_id")
+# Without a ``metrics`` list (some parquet details): the first of these 0/1 metrics that the row has.
+KNOWN_METRICS = ("acc_norm", "acc", "exact_match", "prompt_level_strict_acc", "prompt_level_loose_acc")
 FIX = "pass a samples_<task>_*.jsonl written with --log_samples"
 
 
@@ -82,6 +85,11 @@ def model_from_results(path: Path) -> str | None:
 
 
 def _arguments(arguments) -> list[tuple]:
+    if isinstance(arguments, str) and arguments[:1] in "[{":
+        try:  # parquet details may hold the arguments as a JSON string
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return []
     if isinstance(arguments, dict):
         return [tuple(a.values()) if isinstance(a, dict) else (a,) for a in arguments.values()]
     if isinstance(arguments, list):
@@ -171,6 +179,7 @@ def parse_lmeval(
     items: list[dict] = []
     for i, row in kept:
         names = row.get("metrics") if isinstance(row.get("metrics"), list) else []
+        names = names or [m for m in KNOWN_METRICS if m in row and row[m] is not None]
         field = metric or (names[0] if names else None)
         if field is None or field not in row or row[field] is None:
             raise table.error(i, field or "metrics", f"no metric field '{field}'",
