@@ -438,3 +438,22 @@ def test_auto_does_not_call_every_json_an_inspect_log(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"name": "x", "settings": {"a": 1}}))
     assert "not a known log" in _one_line_error(detect_format, path)
+
+
+def test_replace_clears_each_benchmark_once_per_batch(tmp_path):
+    db = tmp_path / "w.db"
+    first = import_paths(db, [str(REAL / "inspect" / "logs")], "inspect")
+    again = import_paths(db, [str(REAL / "inspect" / "logs")], "inspect", replace=True)
+    assert again.benchmarks["arith"]["models"] == first.benchmarks["arith"]["models"] == {"alpha": 3, "beta": 3}
+    conn = sqlite3.connect(db)
+    n = conn.execute("SELECT count(*) FROM static_results s JOIN benchmarks b ON b.id = s.benchmark_id"
+                     " WHERE b.name = 'arith'").fetchone()[0]
+    conn.close()
+    assert n == 2  # both models survive: the second file of the batch did not clear the first
+
+
+def test_stdin_with_auto_detects_by_content(tmp_path, monkeypatch, capsys):
+    battles = [{"model_a": "x", "model_b": "y", "winner": "tie (bothbad)", "judge": "j", "question_id": "q1"}]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(battles).encode())))
+    assert main(["import", "auto", "-", "-b", "piped", "--db", str(tmp_path / "w.db")]) == 0
+    assert "(battles): 1 new items" in capsys.readouterr().out
