@@ -326,6 +326,10 @@ def test_helm_run_folder(tmp_path):
                           "stats": [{**stat, "mean": 0.0}]})
         (d / "per_instance_stats.json").write_text(json.dumps(stats, indent=2))
         (d / "stats.json").write_text("[]")
+        (d / "scenario_state.json").write_text(json.dumps({"adapter_spec": {"model": model}, "request_states": [
+            {"instance": {"input": {"text": f"Question {i}?"}, "references": [
+                {"output": {"text": "yes"}, "tags": ["correct"]}, {"output": {"text": "no"}, "tags": []}],
+                "split": "test", "id": f"id{i}"}, "train_trial_index": 0} for i in range(len(means))]}))
         return d
     d = run("openai/gpt2", [1.0, 0.0, 1.0])
     run("meta/llama-7b", [0.0, 0.0, 1.0])
@@ -333,6 +337,8 @@ def test_helm_run_folder(tmp_path):
     assert p.benchmark == "mmlu" and p.models["name"].tolist() == ["openai/gpt2"]
     assert p.correct.tolist() == [[1, 0, 1]]  # the perturbed copies are not counted
     assert p.items["key"][0] == "subject=anatomy,method=multiple_choice_joint/id0"
+    first = p.items.iloc[0]
+    assert (first["text"], first["answer"], first["chance"]) == ("Question 0?", "yes", 0.5)
     summary = import_paths(tmp_path / "w.db", [str(tmp_path / "benchmark_output")], "helm")
     assert summary.benchmarks["mmlu"]["models"] == {"meta/llama-7b": 3, "openai/gpt2": 3}
 

@@ -8,7 +8,8 @@ with the model read from ``run_spec.json`` beside it.
 (``adapter_spec.model``) and the run name ``<scenario>:<arg>=<v>,...,model=<m>``: the benchmark is the
 scenario, the item group is the run's other arguments (e.g. ``subject=anatomy,method=multiple_choice_joint``)
 and items are keyed ``<group>/<instance_id>`` (HELM instance ids repeat across subjects), the same for every
-model run on that scenario.
+model run on that scenario. With ``scenario_state.json`` in the run folder the items get their input text and
+correct reference (and, for a multiple-choice run, the references as choices and chance = 1/choices).
 """
 
 from __future__ import annotations
@@ -51,6 +52,27 @@ def _run_spec(p: Path, model: str | None) -> tuple[str, str, str]:
     return scenario, group, str(name)
 
 
+def _instances(p: Path) -> dict[str, dict]:
+    """Instance text, correct reference and choices from ``scenario_state.json`` beside ``p`` (when present)."""
+    state_path = p.parent / "scenario_state.json"
+    if not state_path.is_file():
+        return {}
+    state = _json(state_path)
+    out: dict[str, dict] = {}
+    for rs in state.get("request_states") or [] if isinstance(state, dict) else []:
+        inst = rs.get("instance") if isinstance(rs, dict) else None
+        if not isinstance(inst, dict) or str(inst.get("id")) in out:
+            continue
+        refs = [r for r in inst.get("references") or [] if isinstance(r, dict)]
+        texts = [str((r.get("output") or {}).get("text", "")) for r in refs]
+        correct = [t for t, r in zip(texts, refs) if "correct" in (r.get("tags") or [])]
+        text = (inst.get("input") or {}).get("text") if isinstance(inst.get("input"), dict) else None
+        out[str(inst.get("id"))] = {"text": None if text is None else str(text),
+                                    "answer": correct[0] if correct else None,
+                                    "choices": texts if len(texts) > 1 else None}
+    return out
+
+
 def parse_helm(path: str | Path, *, benchmark: str | None = None, metric: str | None = None,
                threshold: float | None = None, model: str | None = None, models_file=None, arch_to_family=None,
                **_: object) -> ParsedImport:
@@ -91,8 +113,19 @@ def parse_helm(path: str | Path, *, benchmark: str | None = None, metric: str | 
         have = ", ".join(sorted(names_seen)[:10])
         raise ImportFormatError(p, "", f"no unperturbed '{stat}' stat (stats: {have})", "choose one with --metric")
     keys = list(trials)
-    items = pd.DataFrame({"key": keys, "group": group or None,
-                          "metadata": [{"helm_instance_id": k.rsplit("/", 1)[-1], "helm_stat": stat} for k in keys]})
+    inst = _instances(p)
+    info = [inst.get(k.rsplit("/", 1)[-1], {}) for k in keys]
+    multiple_choice = "multiple_choice" in group
+    meta = []
+    for k, i in zip(keys, info):
+        m = {"helm_instance_id": k.rsplit("/", 1)[-1], "helm_stat": stat}
+        if i.get("choices") and multiple_choice:
+            m["choices"] = i["choices"]
+        meta.append(m)
+    items = pd.DataFrame({"key": keys, "text": [i.get("text") for i in info], "answer": [i.get("answer") for i in info],
+                          "group": group or None,
+                          "chance": [1.0 / len(i["choices"]) if multiple_choice and i.get("choices") else None
+                                     for i in info], "metadata": meta}, dtype=object)
     parsed = ParsedImport(benchmark=benchmark or scenario, kind="static", items=items,
                           models=models_frame([name], models_file, arch_to_family=arch_to_family),
                           source=f"helm:{path}")
