@@ -276,7 +276,7 @@ def _load_analyses() -> dict[str, Analysis]:
     Done on first use of ``ANALYSES``, not at import: ``import`` and ``list`` never load the engine's heavy
     modules (scipy.stats, the openai client) that only analyses use (issue 12, speed of imports).
     """
-    from . import audit, calibration, coverage, diagnostics, fill, pairwise  # noqa: F401
+    from . import audit, calibration, coverage, diagnostics, fill  # noqa: F401
 
     return _REGISTRY
 

@@ -1,5 +1,6 @@
 """Bradley-Terry on a benchmark's imported pairwise preferences (battles, AlpacaEval pairs): ``fit bt`` on a
-benchmark that holds preferences but no arena rewards (issue 12). Engine: ``benchloupe.engine.pairwise``."""
+benchmark that holds preferences but no arena rewards (issue 12; reached through the ``bt`` analysis, so the
+Runs screen's list is unchanged; the run's kind is ``bt-pref``). Engine: ``benchloupe.engine.pairwise``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from benchloupe.engine.pairwise import PairwiseData, fit_bt
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from . import Analysis, RunContext, fingerprint, register
+from . import RunContext, fingerprint
 from .data import rank_desc
 
 
@@ -95,7 +96,3 @@ def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = Pairwise
             return ctx.run_id
     finally:
         conn.close()
-
-
-register(Analysis("bt-pref", "Bradley-Terry on pairwise preferences (battles)", "calibration", PairwiseConfig,
-                  "arena", run_preference_bt))
