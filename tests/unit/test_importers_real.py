@@ -463,3 +463,16 @@ def test_stdin_with_auto_detects_by_content(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(battles).encode())))
     assert main(["import", "auto", "-", "-b", "piped", "--db", str(tmp_path / "w.db")]) == 0
     assert "(battles): 1 new items" in capsys.readouterr().out
+
+
+def test_repeated_preferences_are_all_stored(tmp_path):
+    """Cousin of the battles case: the store keeps one preference per (item, pair, judge), so a repeated
+    comparison in a preferences file used to overwrite the first while the summary counted both."""
+    path = tmp_path / "prefs.csv"
+    path.write_text("model_a,model_b,prompt,winner\nx,y,p1,a\nx,y,p1,a\nx,y,p1,b\n")
+    db = tmp_path / "w.db"
+    import_paths(db, [str(path)], "preferences", benchmark="p")
+    conn = sqlite3.connect(db)
+    n = conn.execute("SELECT count(*) FROM preferences").fetchone()[0]
+    conn.close()
+    assert n == 3

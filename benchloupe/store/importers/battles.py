@@ -21,6 +21,18 @@ from .readers import key_column, models_frame, read_table, text_column
 WINNERS = {"model_a": 1.0, "a": 1.0, "model_b": 0.0, "b": 0.0, "tie": 0.5, "tie (bothbad)": 0.5, "draw": 0.5}
 
 
+def repeat_keys(prompts: list[str], a: list[str], b: list[str], judges: list[str]) -> list[str]:
+    """Item keys that keep repeated comparisons: the n-th repeat of (prompt, a, b, judge) gets ``prompt#n``
+    (the store keeps one preference per item, pair and judge, so a repeat would overwrite the first)."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for q, x, y, j in zip(prompts, a, b, judges):
+        n = seen.get((q, x, y, j), 0) + 1
+        seen[(q, x, y, j)] = n
+        out.append(q if n == 1 else f"{q}#{n}")
+    return out
+
+
 def parse_battles(path: str | Path, *, benchmark: str | None = None, item_col: str | None = None,
                   prompt_col: str | None = None, judge_col: str = "judge", models_file=None, arch_to_family=None,
                   fmt: str | None = None, **_: object) -> ParsedImport:
@@ -36,8 +48,7 @@ def parse_battles(path: str | Path, *, benchmark: str | None = None, item_col: s
     questions = [None if v is None else str(v) for v in text_column(table, qcol)] if qcol else [None] * len(a)
     judges = [j or "" for j in text_column(table, table.optional(judge_col))] if table.optional(judge_col) \
         else [""] * len(a)
-    seen: dict[tuple, int] = {}
-    keys, prob = [], []
+    prob = []
     for i, w in enumerate(text_column(table, "winner")):
         if a[i] == b[i]:
             raise table.error(i, "model_b", f"model {a[i]!r} battles itself", "drop self-battles")
@@ -46,10 +57,7 @@ def parse_battles(path: str | Path, *, benchmark: str | None = None, item_col: s
             raise table.error(i, "winner", f"winner {w!r} is not model_a, model_b, tie or tie (bothbad)",
                               "Chatbot Arena battles name the winner as model_a, model_b, tie or tie (bothbad)")
         prob.append(WINNERS[word])
-        q = questions[i] or f"battle-{i + 1}"
-        n = seen.get((q, a[i], b[i], judges[i]), 0) + 1
-        seen[(q, a[i], b[i], judges[i])] = n
-        keys.append(q if n == 1 else f"{q}#{n}")
+    keys = repeat_keys([q or f"battle-{i + 1}" for i, q in enumerate(questions)], a, b, judges)
     if not keys:
         raise ImportFormatError(p, "", "no battles", "pass a battle dump")
     prefs = pd.DataFrame({"model_a": a, "model_b": b, "item": keys, "prob_a": prob, "judge": judges})
