@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchloupe.cli.errors import db_path
+from benchloupe.cli.errors import CliError, connect_db, db_path
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
 
@@ -34,15 +34,20 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
         print_json(payload)
         return 0
     print(f"run #{run_id} {run['kind']} on {run['benchmark']}: {run['status']}")
-    flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict))}
+    flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict)) and not _missing(v)}
     print(kv(flat))
     for w in run["metrics"].get("warnings", []) or []:
         print(f"warning: {w}")
     print(kv({"timings": run["timings"]}))
     if ranking and rk is not None and len(rk):
         print("\nTop models:")
-        print(table(rk, limit=15))
+        print(table(rk.dropna(axis=1, how="all"), limit=15))
     return 0
+
+
+def _missing(v) -> bool:
+    """A metric that does not apply to this run (None or NaN: e.g. gamma of a static-only fit) is omitted."""
+    return v is None or (isinstance(v, float) and v != v)
 
 
 def cmd_fit(args) -> int:
@@ -86,13 +91,15 @@ def register_fit(sub, common) -> None:
 
 
 def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
-                  extra=None):
+                  extra=None, precheck=None):
     def cmd(args) -> int:
         from benchloupe import jobs
         from benchloupe.jobs import diagnostics
 
         cls = getattr(diagnostics, config_attr)
         cfg = config_from_args(args, cls)
+        if precheck:
+            precheck(args, cfg)
         kw = {"arena": args.arena} if arena_opt else {}
         rid = jobs.ANALYSES[name].run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
         more = extra(args, rid) if extra else None
@@ -134,11 +141,34 @@ def _flag_rows(args, run_id: int):
     return {"unexpected_cells": rows}
 
 
+MIN_ITEMS_LEFT = 2  # the fewest active items a later fit or coverage run can work with (paper 003 needs two)
+
+
+def _check_retirement(args, cfg) -> None:
+    """Refuse a ``--retire-lowest`` that would leave fewer than MIN_ITEMS_LEFT active items (issue 10)."""
+    if not cfg.retire_lowest:
+        return
+    if cfg.retire_lowest < 0:
+        raise CliError(f"--retire-lowest must be a positive number of items, got {cfg.retire_lowest}")
+    from benchloupe.store import read
+
+    conn = connect_db(args)
+    try:
+        active = sum(len(read.items(conn, b, status="active")) for b in {args.benchmark, args.arena} if b)
+    finally:
+        conn.close()
+    most = max(0, active - MIN_ITEMS_LEFT)
+    if cfg.retire_lowest > most:
+        raise CliError(f"--retire-lowest {cfg.retire_lowest} would leave {max(active - cfg.retire_lowest, 0)} of "
+                       f"{active} active items; at most {most} may go so that {MIN_ITEMS_LEFT} remain to fit")
+
+
 register_compress = _diag_command(
     "compress", "CompressConfig", "Fisher-information scores, subset recovery, top-Fisher export, retirement",
     "Paper 000 §4.2: per-item Fisher information (static a^2 p(1-p) averaged over models; arena trace formula over "
-    "decisive pairs), the subset-recovery experiment (fractions 2.5%%-100%%, five strategies) and, on request, a "
-    "top-Fisher subset exported as a new benchmark and the least informative items retired.")
+    "decisive pairs), the subset-recovery experiment (fractions 2.5%-100%, five strategies) and, on request, a "
+    "top-Fisher subset exported as a new benchmark and the least informative items retired.",
+    precheck=_check_retirement)
 register_anomalies = _diag_command(
     "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
     "Paper 000 §4.3: standardised static residuals and averaged arena residuals; cells above 3.5 sigma become "
@@ -149,5 +179,5 @@ register_screen = _diag_command(
     "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "
     "parameters and list its unexpected cells.", arena_opt=False, extra=_flag_rows)
 register_bootstrap = _diag_command(
-    "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95% and rank intervals",
+    "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95%% and rank intervals",
     "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchloupe.cli.errors import db_path
+from benchloupe.cli.errors import CliError, db_path
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
 
@@ -61,6 +61,8 @@ def cmd_calibrate(args) -> int:
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 
+    if args.cfg_k is not None and args.cfg_k < 1:
+        raise CliError(f"--k {args.cfg_k}: keep at least one item (leave --k out to keep half the benchmark)")
     cfg = config_from_args(args, CalibrateConfig)
     rid = jobs.ANALYSES["calibrate"].run(db_path(args), args.benchmark, cfg, name=args.name)
     conn = connect(db_path(args))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
-from benchloupe.cli.output import print_json
+from benchloupe.cli.output import data_stream, print_json, safe_json
 from benchloupe.textsafe import visible
 
 # ------------------------------------------------------------------------------------------------ import
@@ -36,6 +37,7 @@ IMPORT_OPTIONS = [
                    "default the document's own id, else doc_id)"),
     ("--judge-col", "judge column (Chatbot Arena battles; default judge)"),
 ]
+NUMERIC_OPTIONS = {"--threshold"}  # checked by argparse: `--threshold abc` is a usage error naming the option
 IMPORT_FLAGS = [("--require-status-ok", "DualEval: keep only rows whose status is ok (item_informativeness.py)"),
                 ("--no-model-col", "wide: every column is an item; rows are respondents person_0001 ...")]
 
@@ -79,8 +81,9 @@ def cmd_import(args) -> int:
         return 0
     if len(summary.files) == 1 and not summary.skipped:
         s = summary.files[0]
+        updated = f", {s['items_updated']} updated" if s["items_updated"] else ""
         print(f"imported {visible(s['path'])} into {visible(s['benchmark'])!r} ({s['format']}): {s['items_new']} new "
-              f"items, {s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
+              f"items{updated}, {s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
               f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else ""))
         for note in s["notes"]:
             print(f"  note: {visible(note)}")
@@ -118,7 +121,7 @@ def register_import(sub, common) -> None:
     p.add_argument("--benchmark", "-b", help="benchmark name (default: from the file name)")
     p.add_argument("--replace", action="store_true", help="replace the benchmark's results instead of merging")
     for flag, helptext in IMPORT_OPTIONS:
-        p.add_argument(flag, default=None, help=helptext)
+        p.add_argument(flag, default=None, help=helptext, **({"type": float} if flag in NUMERIC_OPTIONS else {}))
     for flag, helptext in IMPORT_FLAGS:
         p.add_argument(flag, action="store_true", default=None, help=helptext)
     p.set_defaults(func=cmd_import)
@@ -147,7 +150,7 @@ def _export_harness(args) -> int:
     if args.what == "inspect-samples":
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in export.inspect_samples(rows))
         if args.out in (None, "-"):
-            sys.stdout.write(text)
+            data_stream().write(safe_json(text))
             return 0
         Path(args.out).write_text(text, encoding="utf-8")
         stderr(f"wrote {len(rows)} Inspect samples to {args.out} (inspect_ai.dataset.json_dataset reads it)")
@@ -174,8 +177,16 @@ def cmd_export(args) -> int:
 
     from benchloupe.store import export, read, runs
 
+    run_export = args.what.startswith("run-")
+    if not run_export and not args.benchmark:
+        raise CliError(f"export {args.what} needs a BENCHMARK; `benchloupe list` shows them")
+    if run_export and args.run is None:
+        raise CliError(f"export {args.what} needs --run ID; `benchloupe show {args.benchmark or 'BENCHMARK'}` "
+                       "lists a benchmark's runs")
     conn = connect_db(args)
     try:
+        if run_export:
+            _check_run(conn, args.run, args.benchmark)
         if args.what == "items":
             df = read.items(conn, args.benchmark)
         elif args.what == "models":
@@ -190,8 +201,6 @@ def cmd_export(args) -> int:
             df.index.name = "model"
             df = df.reset_index()
         else:
-            if args.run is None:
-                raise CliError("export run-models/run-items/run-artifact needs --run ID (see `benchloupe runs`)")
             if args.what == "run-models":
                 df = runs.run_models(conn, args.run)
             elif args.what == "run-items":
@@ -205,23 +214,50 @@ def cmd_export(args) -> int:
                     raise CliError(f"run {args.run} has no artifact {args.name!r}")
                 df = obj if isinstance(obj, pd.DataFrame) else pd.DataFrame([obj]) if isinstance(obj, dict) else None
                 if df is None:
-                    sys.stdout.write(str(obj))
+                    data_stream().write(str(obj))
                     return 0
     finally:
         conn.close()
-    out = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8", newline="")
+    to_file = args.out not in (None, "-")
+    try:
+        out = open(args.out, "w", encoding="utf-8", newline="") if to_file else data_stream()
+    except OSError as exc:
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}; check the folder exists and is "
+                       "writable") from None
     try:
         if args.format == "json" or args.json:
-            out.write(df.to_json(orient="records", force_ascii=False, indent=1))
+            out.write(safe_json(df.to_json(orient="records", force_ascii=False, indent=1)))
             out.write("\n")
         else:
             df.to_csv(out, index=False)
+        out.flush()
+    except OSError as exc:
+        if not to_file:
+            raise
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}; the file is incomplete") from None
     finally:
-        if out is not sys.stdout:
-            out.close()
-    if out is not sys.stdout:
+        if to_file:
+            with contextlib.suppress(OSError):
+                out.close()
+    if to_file:
         stderr(f"wrote {len(df)} rows to {args.out}")
     return 0
+
+
+def _check_run(conn, run_id: int, benchmark: str | None) -> None:
+    """The run exists and, when a benchmark is named, belongs to it (as its benchmark or one of its inputs)."""
+    from benchloupe.store import read, runs
+
+    run = runs.get_run(conn, run_id)
+    if run is None:
+        raise CliError(f"no run #{run_id}; `benchloupe show BENCHMARK` lists a benchmark's runs")
+    if benchmark:
+        bid = read.benchmark_id(conn, benchmark)
+        inputs = {r[0] for r in conn.execute("SELECT benchmark_id FROM run_inputs WHERE run_id = ?", (run_id,))}
+        own = conn.execute("SELECT benchmark_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        if bid != own and bid not in inputs:
+            raise CliError(f"run #{run_id} is a run of {run['benchmark']!r}, not of {benchmark!r}; "
+                           f"`benchloupe show {benchmark}` lists its runs")
 
 
 def register_export(sub, common) -> None:

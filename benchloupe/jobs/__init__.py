@@ -86,10 +86,13 @@ def import_file(db_path: str | Path, path: str | Path, fmt: str | None = None, *
                 **options) -> ImportSummary:
     """Parse, validate, then write in one transaction. A bad file leaves the database untouched (it is not
     even opened before the file has parsed)."""
+    from benchloupe.store.importers.readers import read_sha256
+
     fmt, parsed = parse_file(path, fmt, **options)
+    sha = read_sha256(path) or file_sha256(path)  # the bytes parsed, even if the file grew since (issue 10)
     conn = connect(db_path)
     try:
-        return write_import(conn, parsed, fmt=fmt, sha256=file_sha256(path), replace=replace)
+        return write_import(conn, parsed, fmt=fmt, sha256=sha, replace=replace)
     finally:
         conn.close()
 

@@ -66,7 +66,9 @@ def get_or_create_benchmark(conn: sqlite3.Connection, name: str, kind: str | Non
 
 
 def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summary: ImportSummary) -> dict[str, int]:
-    existing = {r["key"]: r["id"] for r in conn.execute("SELECT id, key FROM items WHERE benchmark_id = ?", (bid,))}
+    stored = {r["key"]: r for r in conn.execute(
+        "SELECT id, key, text, answer, grp, kind, chance, metadata FROM items WHERE benchmark_id = ?", (bid,))}
+    existing = {k: r["id"] for k, r in stored.items()}
     next_pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
     keys = items["key"].astype(str).tolist()
     new_rows = []
@@ -81,7 +83,8 @@ def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summar
             "metadata": _opt(items, "metadata", i),
         }
         if key in existing:
-            sets = {k: v for k, v in fields.items() if v is not None and v != ""}
+            sets = {k: v for k, v in fields.items() if v is not None and v != ""
+                    and key in stored and not _same(stored[key][k], k, v)}
             if sets:
                 updates.append((existing[key], sets))
             continue
@@ -112,6 +115,18 @@ def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summar
     summary.items_new += len(new_rows)
     summary.items_updated += len(updates)
     return {r["key"]: r["id"] for r in conn.execute("SELECT id, key FROM items WHERE benchmark_id = ?", (bid,))}
+
+
+def _same(stored, column: str, value) -> bool:
+    """Whether an item field already holds *value* (so re-importing the same metadata updates nothing)."""
+    if column == "metadata":
+        try:
+            return json.loads(stored or "{}") == value
+        except ValueError:
+            return False
+    if column == "chance":
+        return stored is not None and float(stored) == float(value)
+    return stored == str(value)
 
 
 def resolve_model(conn: sqlite3.Connection, name: str) -> int | None:

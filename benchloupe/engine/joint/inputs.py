@@ -18,26 +18,81 @@ _REF_EPS = 1e-6
 # --------------------------------------------------------------------------------------------------------- inputs
 @dataclass
 class StaticData:
-    """Binary correctness, models x items; ``mask`` True where observed.  ``item_source`` (optional, one label per
-    item) stratifies the cluster bootstrap (Appendix D)."""
+    """Static results, models x items; ``mask`` True where observed.  ``item_source`` (optional, one label per
+    item) stratifies the cluster bootstrap (Appendix D).
+
+    ``trials`` (optional, models x items, non-negative integers) makes every observed cell binomial: ``correct``
+    then holds successes in 0..trials (e.g. pass@1 over 10 samples: 0..10), the likelihood is binomial and the mean
+    over S is weighted by trials (issue 14, fix 1: no majority collapse).  Without it every cell is one 0/1 trial.
+    ``chance`` (optional, one value per item in [0, 1), or a scalar) is a known lower asymptote (guessing):
+    ``p = c + (1 - c) sigmoid(a (theta - b))``; 0 (the default) is the 2PL.
+
+    ``correct`` is kept in the smallest integer dtype that holds it (int8 for 0/1 cells) and ``trials`` likewise, so
+    a 5,000 x 14,000 matrix costs 70 MB, not 560 MB of float64."""
 
     correct: np.ndarray
     mask: np.ndarray
     item_source: np.ndarray | None = None
+    trials: np.ndarray | None = None
+    chance: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.mask = np.asarray(self.mask, dtype=bool)
-        y = np.asarray(self.correct, dtype=float)
+        y = np.asarray(self.correct)
         if y.ndim != 2 or y.shape != self.mask.shape:
             raise EngineError(f"static correct {y.shape} and mask {self.mask.shape} must be the same 2-D shape")
-        obs = y[self.mask]
-        if not np.all(np.isfinite(obs)) or np.any((obs != 0) & (obs != 1)):
-            raise EngineError("static correctness must be 0/1 on observed cells; mark missing cells in the mask")
-        self.correct = np.where(self.mask, np.nan_to_num(y), 0.0)
+        if self.trials is not None:
+            n = np.asarray(self.trials)
+            if n.shape != y.shape:
+                raise EngineError(f"static trials {n.shape} must have the shape of correct {y.shape}")
+            n_obs = n[self.mask].astype(float)
+            if not np.all(np.isfinite(n_obs)) or np.any(n_obs < 1) or np.any(n_obs != np.round(n_obs)):
+                raise EngineError("static trials must be whole numbers >= 1 on observed cells; mark cells without "
+                                  "trials as missing in the mask")
+            self.trials = _compact_int(np.where(self.mask, np.nan_to_num(n, nan=0.0), 0), "trials")
+        obs = y[self.mask].astype(float) if y.dtype.kind not in "biu" else y[self.mask]
+        if self.trials is None:
+            if (y.dtype.kind == "f" and not np.all(np.isfinite(obs))) or np.any((obs != 0) & (obs != 1)):
+                raise EngineError("static correctness must be 0/1 on observed cells; mark missing cells in the mask "
+                                  "(or give trials for success counts)")
+        else:
+            top = self.trials[self.mask]
+            if (y.dtype.kind == "f" and not np.all(np.isfinite(obs))) or np.any(obs < 0) or np.any(obs > top) \
+                    or np.any(obs != np.round(obs)):
+                raise EngineError("static successes must be whole numbers in 0..trials on observed cells")
+        self.correct = _compact_int(np.where(self.mask, np.nan_to_num(y) if y.dtype.kind == "f" else y, 0),
+                                    "correct")
+        if self.chance is not None:
+            c = np.broadcast_to(np.asarray(self.chance, dtype=float), (y.shape[1],)).copy()
+            if not np.all(np.isfinite(c)) or np.any(c < 0) or np.any(c >= 1):
+                raise EngineError("static chance levels must lie in [0, 1) (e.g. 0.25 for four-way multiple choice)")
+            self.chance = None if not c.any() else c
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.mask.shape
+
+    @property
+    def n_trials(self) -> np.ndarray:
+        """Trials per cell (0 where unobserved), as a models x items integer array."""
+        return self.mask.astype(np.int8) if self.trials is None else self.trials
+
+    @property
+    def rate(self) -> np.ndarray:
+        """Observed success rate per cell (successes / trials; 0 where unobserved)."""
+        if self.trials is None:
+            return self.correct.astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.mask, self.correct / np.maximum(self.trials, 1), 0.0)
+
+
+def _compact_int(values: np.ndarray, what: str) -> np.ndarray:
+    """The smallest signed integer dtype that holds ``values`` (whole numbers, checked by the caller)."""
+    top = float(np.max(values)) if values.size else 0.0
+    for dtype in (np.int8, np.int16, np.int32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype, copy=False) if values.dtype == dtype else values.astype(dtype)
+    raise EngineError(f"static {what} above 2^31 are not supported")
 
 
 @dataclass
@@ -219,6 +274,8 @@ class JointResult:
     pairs: PairSet | None
     metrics: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    chance_static: np.ndarray | None = None  # the known lower asymptote per static item the fit used (None: 2PL)
+    provenance: dict = field(default_factory=dict)  # compute device, pass dtype, timing (passes-equivalent)
 
     @property
     def a_static(self) -> np.ndarray:
@@ -245,7 +302,11 @@ class JointResult:
         return np.argsort(-np.nan_to_num(self.theta, nan=-np.inf), kind="stable")
 
     def p_static(self) -> np.ndarray:
-        return expit(self.a_static[None, :] * (self.theta[:, None] - self.b_static[None, :]))
+        """Predicted success probability per static cell (with the fitted data's known chance level, if any)."""
+        p = expit(self.a_static[None, :] * (self.theta[:, None] - self.b_static[None, :]))
+        if self.chance_static is not None:
+            p = self.chance_static + (1.0 - self.chance_static) * p
+        return p
 
     def p_arena(self) -> np.ndarray:
         return expit(self.a_arena[None, :] * (self.theta[:, None] - self.b_arena[None, :]))
