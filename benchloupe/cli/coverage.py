@@ -28,16 +28,35 @@ def cmd_coverage(args) -> int:
                     "gaps": gaps.head(args.gaps), "ecdf": ecdf if args.ecdf else None})
         return 0
     print(f"coverage run #{rid} on {args.benchmark}" + (f" (group {cfg.group})" if cfg.group else ""))
-    keys = ["n_items", "n_models", "target", "ddm", "ddm_sd", "max_gap", "max_gap_sd", "uniform_baseline_max_gap",
-            "max_gap_ratio", "k", "topk_sum", "topk_sum_sd", "model_information", "item_information",
-            "model_inversion_rate", "item_inversion_rate", "diagnostics_passed"]
-    print(kv({k: m[k] for k in keys if k in m}))
+    print(f"difficulties: {m.get('difficulty_source', '1PL fit')}")
+    keys = ["n_items", "n_models", "target", "ddm", "ddm_sd", "max_gap", "max_gap_sd", "max_gap_ci",
+            "max_gap_trusted", "uniform_baseline_max_gap", "baseline", "max_gap_ratio", "k", "topk_sum",
+            "topk_sum_sd", "ability_range", "lattice", "n_levels", "sum_score_levels", "ddm_floor", "max_gap_floor",
+            "undetectable_width", "b2_bound", "model_information", "item_information", "model_inversion_rate",
+            "item_inversion_rate", "c3_passed", "diagnostics_passed"]
+    print(kv({k: _fmt(m[k]) for k in keys if k in m}))
+    print(f"\nundetectable width (Theorem 2.3): an improvement narrower than {m['max_gap']:.3g} can be invisible for "
+          f"any number of rollouts; score gaps below {m.get('b2_bound', float('nan')):.3g} may be rank flips "
+          f"(Theorem B.2, delta {m.get('delta', 0.05):g}, L {m.get('lipschitz', 1.0):g})")
+    for w in m.get("warnings", []):
+        print(f"warning: {w}")
+    if "robustness" in m:
+        print("\nrobustness:")
+        for name, summ in m["robustness"].items():
+            print(f"  {name}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summ.items()))
     print(f"\nLargest gaps (normalised difficulty; BenchFill targets the midpoint with `benchloupe fill "
           f"{args.benchmark} --gap N`):")
     show = gaps.head(args.gaps).copy()
     show.insert(0, "gap", range(1, len(show) + 1))
-    print(table(show[["gap", "lo", "hi", "width", "midpoint"]]))
+    cols = [c for c in ("gap", "lo", "hi", "width", "ci_lo", "ci_hi", "midpoint", "status") if c in show]
+    print(table(show[cols]))
     return 0
+
+
+def _fmt(v):
+    if isinstance(v, list):
+        return "[" + ", ".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in v) + "]"
+    return v
 
 
 def register_coverage(sub, common) -> None:

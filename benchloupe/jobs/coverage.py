@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -31,10 +31,14 @@ from . import Analysis, RunContext, fingerprint, register
 @dataclass(frozen=True)
 class CoverageConfig:
     """Coverage of paper 003 (§3.1, C.3, C.4, C.6): 1PL MAP with N(0,1) priors, guessing from item chance levels,
-    top-5 gap sum, uniform target, Laplace posterior uncertainty with 1,000 draws.
+    top-5 gap sum, uniform target, Laplace posterior uncertainty with 1,000 draws, a C.6 interval for each of
+    the ``interval_gaps`` widest gaps, the lattice / tail readout and the Theorem B.2 bound at ``delta``
+    (Lipschitz constant ``lipschitz``, rollouts per item from the data).
 
     ``target``: "uniform", "beta:A,B", or "benchmark:NAME" (the normalised difficulties of another benchmark's
     latest coverage run). ``group`` restricts the run to one item group (per-topic coverage).
+    ``robustness``: comma list of ``loo`` (C.3 leave-one-out; ``folds`` > 0 = that many model folds),
+    ``bic`` (C.5 1PL vs 2PL vs MIRT-2/3), ``priors`` (hierarchical-prior sensitivity), or ``all``.
     """
 
     method: str = "map"
@@ -45,6 +49,11 @@ class CoverageConfig:
     n_draws: int = 1000
     seed: int = 0
     group: str = ""
+    interval_gaps: int = 20
+    delta: float = 0.05
+    lipschitz: float = 1.0
+    robustness: str = ""
+    folds: int = 0
 
 
 def parse_target(conn, spec: str):
@@ -81,7 +90,7 @@ def _inputs(conn, benchmark: str, config: CoverageConfig):
     extra = keep & ~observed
     prior_b = np.array([json.loads(m).get("difficulty_raw") if isinstance(m, str) else None
                         for m in its["metadata"]], dtype=object)
-    added = extra & np.array([v is not None for v in prior_b])
+    added = extra & np.array([v is not None for v in prior_b], dtype=bool)
     if fitted.sum() < 2:
         raise EngineError(f"benchmark {benchmark!r} has {int(fitted.sum())} items with results; coverage needs 2+")
     chance = None
@@ -91,14 +100,98 @@ def _inputs(conn, benchmark: str, config: CoverageConfig):
     return sm, fitted, added, prior_b, chance
 
 
+
+def _arena_difficulties(conn, benchmark: str):
+    """Arena prompts have no 0/1 difficulty in paper 003; the DualEval joint fit (paper 000) gives each prompt a
+    difficulty on the same ability scale. Returns (run id, items frame) of the latest joint run that used this
+    benchmark as its arena set, or None."""
+    fits = runs.list_runs(conn, benchmark, kind="joint")
+    for rid, status in zip(fits["id"], fits["status"], strict=True):
+        if status != "done":
+            continue
+        ri = runs.run_items(conn, int(rid))
+        if "source" in ri and (ri["source"] == "arena").any():
+            return int(rid), ri[ri["source"] == "arena"].reset_index(drop=True), runs.run_models(conn, int(rid))
+    return None
+
+
+def _refuse_arena(conn, benchmark: str):
+    arena = read.items(conn, benchmark, kind="arena", status="active", with_text=False)
+    if len(arena):
+        raise EngineError(
+            f"benchmark {benchmark!r} has arena prompts only ({len(arena)}); paper 003 coverage needs 0/1 results. "
+            f"Run `benchloupe fit joint STATIC --arena {benchmark}` first: coverage then uses the joint fit's arena "
+            "difficulties")
+
+
+def _flags(gaps: pd.DataFrame, k: int) -> pd.DataFrame:
+    top = gaps.head(k)
+    payload = []
+    for r, row in enumerate(top.to_dict("records")):
+        d = {key: (bool(v) if isinstance(v, (bool, np.bool_)) else float(v) if isinstance(v, (int, float, np.number))
+                   else v) for key, v in row.items() if not (isinstance(v, float) and np.isnan(v))}
+        payload.append({**d, "rank": r + 1})
+    return pd.DataFrame({"kind": "gap", "score": top["width"].to_numpy(), "payload": payload})
+
+
+def _readout_metrics(res) -> dict:
+    lat = res.lattice
+    out = {"ability_range": [res.ability_lo, res.ability_hi], "max_gap_trusted": res.max_gap_trusted,
+           "max_gap_ci": list(res.max_gap_ci), "undetectable_width": res.undetectable_width,
+           "b2_bound": res.b2_bound, "delta": res.delta, "lipschitz": res.lipschitz, "rollouts": res.rollouts,
+           "n_tail_gaps_topk": res.n_tail_gaps_topk, "warnings": list(res.warnings)}
+    if lat is not None:
+        out.update({"lattice": lat.present, "n_levels": lat.n_levels, "sum_score_levels": lat.sum_score_levels,
+                    "tied_fraction": lat.tied_fraction, "ddm_floor": lat.ddm_floor,
+                    "max_gap_floor": lat.max_gap_floor})
+    return out
+
+
+def _run_arena_coverage(conn, db_path, benchmark, config, target, found, progress) -> int:
+    """Coverage of an arena benchmark from the DualEval arena difficulties (no C.3 or C.6: no 0/1 data)."""
+    joint_id, ri, rm = found
+    ctx = RunContext(db_path, "coverage", benchmark, config, config.seed)
+    b = ri["difficulty"].to_numpy(float)
+    ctx.start(conn, fingerprint(b))
+    with ctx.guard(conn):
+        progress(0, 1, f"coverage of the arena difficulties of joint run #{joint_id}")
+        report = coverage.coverage_report(b, target=target, k=config.k, seed=config.seed)
+        res = coverage.readout(report, rm["theta"].to_numpy(float), k=config.k, delta=config.delta,
+                               lipschitz=config.lipschitz)
+        source = f"joint run #{joint_id} arena difficulties (DualEval pairwise IRT, paper 000)"
+        warnings = [f"difficulties from {source}: not the paper-003 1PL; no C.3 diagnostics or C.6 intervals",
+                    *res.warnings]
+        metrics = {"n_items": int(b.size), "n_models": int(len(rm)), "difficulty_source": source,
+                   "target": report.target, "ddm": report.ddm, "ddm_uniform": report.ddm_uniform,
+                   "max_gap": report.max_gap, "k": report.k, "topk_sum": report.topk_sum,
+                   "uniform_baseline_max_gap": report.uniform_baseline_max_gap, "baseline": report.baseline,
+                   "max_gap_ratio": report.max_gap_ratio, "uniform_exceed_prob": report.uniform_exceed_prob,
+                   "b_min": report.b_min, "b_max": report.b_max, **_readout_metrics(res), "warnings": warnings,
+                   "diagnostics_passed": False}
+        items = pd.DataFrame({"item_id": ri["item_id"].to_numpy(), "difficulty": b, "z": report.normalised})
+        runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+            metrics=metrics, items=items, artifacts={"gaps": res.gaps, "ecdf": report.ecdf},
+            flags=_flags(res.gaps, config.k)))
+        progress(1, 1, "coverage done")
+        return ctx.run_id
+
+
 def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfig(), *,
                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
-    """1PL fit + coverage report + diagnostics (+ uncertainty); gap flags for the top-k gaps."""
+    """1PL fit + coverage report + diagnostics + trust readout (+ uncertainty, + robustness); gap flags for the
+    top-k gaps."""
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        sm, fitted, added, prior_b, chance = _inputs(conn, benchmark, config)
         target = parse_target(conn, config.target)
+        if not len(read.items(conn, benchmark, kind="static", status="active", with_text=False)):
+            found = _arena_difficulties(conn, benchmark)
+            if found is None:
+                _refuse_arena(conn, benchmark)
+            else:
+                return _run_arena_coverage(conn, db_path, benchmark, config, target, found, progress)
+        robust = _robustness_set(config.robustness)
+        sm, fitted, added, prior_b, chance = _inputs(conn, benchmark, config)
         y = sm.correct[:, fitted]
         mask = sm.mask[:, fitted]
         succ = None if sm.trials is None else sm.successes[:, fitted]
@@ -109,67 +202,119 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
             t = time.perf_counter()
             progress(0, 3, "1PL difficulty fit")
             fit_cfg = OnePLConfig(method=config.method)
-            if succ is not None:
-                res = coverage.analyse(None, None, successes=succ, trials=tri, chance=chance, target=target,
-                                       k=config.k, seed=config.seed, fit_config=fit_cfg, progress=progress,
-                                       cancel=cancel)
-            else:
-                res = coverage.analyse(y, mask, chance=chance, target=target, k=config.k, seed=config.seed,
-                                       fit_config=fit_cfg, progress=progress, cancel=cancel)
-            t = ctx.lap("fit_and_metrics_s", t)
+            unc_cfg = None
+            if config.uncertainty != "none" and config.method == "map" and not added.any():
+                unc_cfg = coverage.UncertaintyConfig(method=config.uncertainty, n_draws=config.n_draws,
+                                                     seed=config.seed, k=config.k)
+            data = dict(successes=succ, trials=tri) if succ is not None else {}
+            yy, mm = (None, None) if succ is not None else (y, mask)
+            res = coverage.analyse(yy, mm, **data, chance=chance, target=target, k=config.k, seed=config.seed,
+                                   fit_config=fit_cfg, uncertainty=unc_cfg, interval_gaps=config.interval_gaps,
+                                   delta=config.delta, lipschitz=config.lipschitz, progress=progress, cancel=cancel)
+            t = ctx.lap("fit_metrics_uncertainty_s", t)
             check_cancel(cancel)
             b_all = res.fit.b
             item_ids = sm.items["id"].to_numpy()[fitted]
+            readout = res.resolution
+            report = res.report
             if added.any():  # accepted BenchFill items join with their online-calibrated difficulty
                 b_all = np.concatenate([b_all, prior_b[added].astype(float)])
                 item_ids = np.concatenate([item_ids, sm.items["id"].to_numpy()[added]])
                 report = coverage.coverage_report(b_all, target=target, k=config.k, seed=config.seed)
-            else:
-                report = res.report
-            unc = None
-            if config.uncertainty != "none" and res.fit.method == "map":
-                progress(2, 3, f"C.6 posterior uncertainty ({config.uncertainty})")
+                lat = readout.lattice
+                if lat is not None:  # the added items' lattice steps are unknown (NaN): never "below resolution"
+                    pad = np.full(int(added.sum()), np.nan)
+                    lat = replace(lat, step_down=np.concatenate([lat.step_down, pad]),
+                                  step_up=np.concatenate([lat.step_up, pad]))
+                readout = coverage.readout(report, res.fit.theta, lattice_info=lat, k=config.k, delta=config.delta,
+                                           lipschitz=config.lipschitz, rollouts=readout.rollouts)
+            unc = res.uncertainty
+            if config.uncertainty != "none" and config.method == "map" and added.any():
                 unc = coverage.metric_uncertainty(
-                    res.fit, target=target, correct=y if succ is None else None, mask=mask if succ is None else None,
-                    successes=succ, trials=tri,
+                    res.fit, target=target, correct=yy, mask=mm, successes=succ, trials=tri,
                     config=coverage.UncertaintyConfig(method=config.uncertainty, n_draws=config.n_draws,
                                                       seed=config.seed, k=config.k),
                     progress=progress, cancel=cancel)
-                t = ctx.lap("uncertainty_s", t)
             d = res.diagnostics
+            resolution_ok = not (readout.lattice is not None and readout.lattice.present)
+            widest = readout.gaps.iloc[0]
+            tails_ok = not bool(widest["tail"])
+            checks = {**d.checks, "difficulty_resolution": resolution_ok, "max_gap_inside_ability_range": tails_ok}
             metrics = {"n_items": int(len(b_all)), "n_models": int(y.shape[0]), "n_benchfill_items": int(added.sum()),
+                       "difficulty_source": f"1PL {config.method.upper()} fit of this benchmark (paper 003 C.3)",
                        "target": report.target, "ddm": report.ddm, "ddm_uniform": report.ddm_uniform,
                        "max_gap": report.max_gap, "k": report.k, "topk_sum": report.topk_sum,
-                       "uniform_baseline_max_gap": report.uniform_baseline_max_gap,
+                       "uniform_baseline_max_gap": report.uniform_baseline_max_gap, "baseline": report.baseline,
                        "max_gap_ratio": report.max_gap_ratio, "uniform_exceed_prob": report.uniform_exceed_prob,
                        "b_min": report.b_min, "b_max": report.b_max,
                        "fit_objective": res.fit.objective, "fit_iterations": res.fit.iterations,
                        "fit_converged": res.fit.converged,
                        "model_information": d.model_information, "item_information": d.item_information,
                        "model_inversion_rate": d.model_inversion_rate, "item_inversion_rate": d.item_inversion_rate,
-                       "diagnostic_checks": d.checks, "diagnostics_passed": d.passed}
+                       "c3_passed": d.passed, "diagnostic_checks": checks, "diagnostics_passed": all(checks.values()),
+                       **_readout_metrics(readout)}
             if unc is not None:
                 metrics.update({"uncertainty": unc.method, "ddm_sd": unc.ddm_sd, "max_gap_sd": unc.max_gap_sd,
-                                "topk_sum_sd": unc.topk_sum_sd,
-                                "prob_max_gap_exceeds_uniform": unc.prob_max_gap_exceeds_uniform})
+                                "max_gap_mean": unc.max_gap_mean, "topk_sum_sd": unc.topk_sum_sd,
+                                "prob_max_gap_exceeds_uniform": unc.prob_max_gap_exceeds_uniform,
+                                "max_gap_ci": list(unc.max_gap_ci)})
             se = np.concatenate([res.fit.b_se, np.full(int(added.sum()), np.nan)])
             items = pd.DataFrame({"item_id": item_ids, "difficulty": b_all, "z": report.normalised, "b_se": se})
             models = pd.DataFrame({"model_id": sm.models["id"].to_numpy(), "theta": res.fit.theta})
-            gaps = report.gaps.reset_index(drop=True)
-            top = gaps.head(config.k)
-            flags = pd.DataFrame({"kind": "gap", "score": top["width"].to_numpy(),
-                                  "payload": [{**{k: float(v) for k, v in row.items() if isinstance(v, (int, float))},
-                                               "rank": r + 1} for r, row in enumerate(top.to_dict("records"))]})
+            gaps = readout.gaps.reset_index(drop=True)
             artifacts = {"gaps": gaps, "ecdf": report.ecdf}
+            if readout.lattice is not None and readout.lattice.present:
+                artifacts["lattice_levels"] = pd.DataFrame({"z": readout.lattice.levels_z})
             if unc is not None:
                 artifacts["uncertainty_draws"] = unc.draws.describe().reset_index()
+            if robust:
+                progress(2, 3, "robustness analyses")
+                rob = _robustness(robust, config, yy, mm, succ, tri, chance, res, cancel, progress)
+                metrics["robustness"] = rob["summary"]
+                artifacts.update(rob["artifacts"])
+                t = ctx.lap("robustness_s", t)
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
-                models=models, items=items, artifacts=artifacts, flags=flags))
+                models=models, items=items, artifacts=artifacts, flags=_flags(gaps, config.k)))
             progress(3, 3, "coverage done")
             return ctx.run_id
     finally:
         conn.close()
+
+
+_ROBUSTNESS = ("loo", "bic", "priors")
+
+
+def _robustness_set(spec: str) -> tuple[str, ...]:
+    parts = [p.strip() for p in (spec or "").split(",") if p.strip()]
+    if "all" in parts:
+        return _ROBUSTNESS
+    bad = [p for p in parts if p not in _ROBUSTNESS]
+    if bad:
+        raise EngineError(f"unknown robustness analysis {bad[0]!r}; use a comma list of loo, bic, priors or all")
+    return tuple(dict.fromkeys(parts))
+
+
+def _robustness(which, config, y, mask, succ, tri, chance, res, cancel, progress) -> dict:
+    from benchloupe.engine.coverage import robustness as rb
+
+    summary: dict = {}
+    artifacts: dict = {}
+    data = dict(correct=y, mask=mask, successes=succ, trials=tri, chance=chance)
+    if "loo" in which:
+        loo = rb.leave_one_out(res.fit, **data, folds=config.folds or None, k=config.k, cancel=cancel,
+                               progress=progress)
+        summary["loo"] = loo.summary
+        artifacts["loo"] = loo.table
+    if "bic" in which:
+        cmp_ = rb.compare_models(**data, cancel=cancel, progress=progress)
+        summary["bic"] = cmp_.summary
+        artifacts["bic"] = cmp_.table
+    if "priors" in which:
+        pri = rb.prior_sensitivity(res.fit, **data, k=config.k, cancel=cancel, progress=progress)
+        summary["priors"] = pri.summary
+        artifacts["priors"] = pri.table
+    return {"summary": summary, "artifacts": artifacts}
 
 
 @dataclass(frozen=True)

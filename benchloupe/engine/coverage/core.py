@@ -8,10 +8,13 @@ the empirical measure ``nu_B = 1/n sum delta_{z_i}`` of its min-max normalised 1
   construction with the target's quantiles ``u_i = Q_mu((i - 1/2)/n)`` (for the uniform target this *is* C.4).
 - **Maximum gap** (section 2.2, eq. 1, C.4) with end points ``z_(0) = 0`` and ``z_(n+1) = 1``; the top-k gap
   sum (section 3.1 reports k = 5); all gaps as a table (the BenchFill targets are their midpoints).
-- **Same-size uniform-sampling baseline** for the max gap (C.6): ``n`` iid U(0, 1) points with the same end
-  points; its expectation is exact, ``H_{n+1} / (n + 1)``. The paper does not say whether the baseline sample
-  is itself min-max normalised; ``baseline="raw"`` (default) is the literal reading, ``"normalised"`` rescales
-  the sample like the benchmark (then ``n - 2`` interior points and ``H_{n-1} / (n - 1)``).
+- **Same-size uniform-sampling baseline** for the max gap (C.6). The paper does not say whether the baseline
+  sample is itself min-max normalised. ``baseline="normalised"`` (default) rescales ``n`` iid U(0, 1) points like
+  the benchmark: the benchmark's own smallest and largest difficulties sit *at* 0 and 1 after min-max
+  normalisation, so its ``n + 1`` gaps are two empty end gaps and ``n - 1`` spacings, and the like-for-like
+  baseline is ``n - 1`` uniform spacings, E = ``H_{n-1} / (n - 1)``. ``"raw"`` (the literal reading: ``n``
+  points plus the end points, ``n + 1`` spacings, E = ``H_{n+1} / (n + 1)``) compares ``n - 1`` spacings with
+  ``n + 1`` and so overstates the observed / baseline ratio of a perfectly uniform benchmark (by 8% at n = 20).
 - **Response-matrix diagnostics** (Appendix C.3): model / item information (mean of ``4 p (1 - p)``) and model /
   item inversion rates, thresholds 0.3 and pass/fail. The paper leaves two details open; we count pairs with
   tied overall rates as unordered (excluded) and tied cell values as non-inversions (kept in the denominator).
@@ -201,7 +204,7 @@ def topk_gap_sum(z: np.ndarray, k: int = 5) -> float:
     return float(np.sort(w)[::-1][:k].sum())
 
 
-def uniform_max_gap_expectation(n: int, baseline: Literal["raw", "normalised"] = "raw") -> float:
+def uniform_max_gap_expectation(n: int, baseline: Literal["raw", "normalised"] = "normalised") -> float:
     """Exact E[max gap] of the same-size uniform-sampling baseline (C.6).
 
     ``raw``: ``n`` iid U(0,1) points plus the end points 0 and 1, i.e. ``n + 1`` spacings,
@@ -269,7 +272,7 @@ def coverage_report(
     target=None,
     k: int = 5,
     seed: int = 0,
-    baseline: Literal["raw", "normalised"] = "raw",
+    baseline: Literal["raw", "normalised"] = "normalised",
     baseline_draws: int = 200,
 ) -> CoverageReport:
     """All coverage metrics from raw difficulties (min-max normalised here)."""
@@ -545,14 +548,16 @@ class UncertaintyConfig:
     n_draws: int = 1000
     seed: int = 0
     k: int = 5
-    baseline: Literal["raw", "normalised"] = "raw"
+    baseline: Literal["raw", "normalised"] = "normalised"
     chunk: int = 100
 
 
 @dataclass(frozen=True)
 class MetricUncertainty:
     """Posterior summaries (C.6). ``draws`` has one row per draw: ddm, max_gap, topk_sum, baseline_max_gap
-    (a same-size uniform sample drawn beside each posterior draw)."""
+    (a same-size uniform sample drawn beside each posterior draw). ``location_widths`` (draws x locations, when
+    ``locations`` were given): the width of the empty interval containing each raw-logit location in each draw
+    (the per-gap C.6 intervals of :func:`~benchloupe.engine.coverage.resolution.readout`)."""
 
     method: str
     ddm_mean: float
@@ -563,6 +568,8 @@ class MetricUncertainty:
     prob_max_gap_exceeds_uniform: float
     max_gap_ratio_median: float
     draws: pd.DataFrame
+    location_widths: np.ndarray | None = None
+    max_gap_ci: tuple[float, float] = (float("nan"), float("nan"))
 
 
 def metric_uncertainty(
@@ -574,6 +581,7 @@ def metric_uncertainty(
     mask: np.ndarray | None = None,
     successes: np.ndarray | None = None,
     trials: np.ndarray | None = None,
+    locations: np.ndarray | None = None,
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
 ) -> MetricUncertainty:
@@ -587,6 +595,7 @@ def metric_uncertainty(
     tgt = as_target(target)
     n = fit.b.size
     chunks = []
+    loc_chunks = []
     done = 0
     while done < config.n_draws:
         check_cancel(cancel)
@@ -599,6 +608,10 @@ def metric_uncertainty(
             b_draws = np.stack([_bootstrap_b(fit, mask, correct, trials, rng) for _ in range(size)])
         else:
             raise EngineError(f"unknown uncertainty method {config.method!r}; use 'laplace' or 'bootstrap'")
+        if locations is not None:
+            from .resolution import _location_widths
+
+            loc_chunks.append(_location_widths(b_draws, np.asarray(locations, float)))
         lo = b_draws.min(axis=1, keepdims=True)
         z = (b_draws - lo) / (b_draws.max(axis=1, keepdims=True) - lo)
         zs = np.sort(z, axis=1)
@@ -626,6 +639,8 @@ def metric_uncertainty(
         prob_max_gap_exceeds_uniform=float(np.mean(d.max_gap > d.baseline_max_gap)),
         max_gap_ratio_median=float(np.median(d.max_gap / d.baseline_max_gap)),
         draws=d,
+        location_widths=np.concatenate(loc_chunks) if loc_chunks else None,
+        max_gap_ci=(float(d.max_gap.quantile(0.025)), float(d.max_gap.quantile(0.975))),
     )
 
 
@@ -656,11 +671,22 @@ def _bootstrap_b(fit: OnePLResult, mask, correct, trials, rng: np.random.Generat
 
 @dataclass(frozen=True)
 class CoverageAnalysis:
-    """What ``benchloupe coverage`` shows: the 1PL fit, the coverage report and the C.3 diagnostics."""
+    """What ``benchloupe coverage`` shows: the 1PL fit, the coverage report, the C.3 diagnostics, the trust
+    readout (:mod:`.resolution`: lattice, tails, gap intervals, detectability) and, when asked, the C.6
+    uncertainty of the metrics."""
 
     fit: OnePLResult
     report: CoverageReport
     diagnostics: Diagnostics
+    resolution: object = None
+    uncertainty: MetricUncertainty | None = None
+
+
+def counts(correct, mask=None, successes=None, trials=None) -> tuple[np.ndarray, np.ndarray]:
+    """(successes, trials) as float models x items arrays, zeros where a cell is missing."""
+    from benchloupe.engine.irt import _as_counts
+
+    return _as_counts(correct, mask, successes, trials)
 
 
 def analyse(
@@ -675,10 +701,18 @@ def analyse(
     seed: int = 0,
     fit_config: OnePLConfig = OnePLConfig(),
     diagnostics_config: DiagnosticsConfig = DiagnosticsConfig(),
+    uncertainty: UncertaintyConfig | None = None,
+    interval_gaps: int = 20,
+    delta: float = 0.05,
+    lipschitz: float = 1.0,
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
 ) -> CoverageAnalysis:
-    """Fit the 1PL (C.3), then the coverage metrics (C.4) and the response-matrix diagnostics (C.3)."""
+    """Fit the 1PL (C.3), then the coverage metrics (C.4), the response-matrix diagnostics (C.3), the lattice
+    and tail readout and, with ``uncertainty``, the C.6 posterior draws with an interval for each of the
+    ``interval_gaps`` widest gaps."""
+    from . import resolution
+
     fit = fit_1pl(
         correct,
         mask,
@@ -694,4 +728,21 @@ def analyse(
     diag = diagnostics(
         correct, mask, fit.theta, fit.b, successes=successes, trials=trials, config=diagnostics_config
     )
-    return CoverageAnalysis(fit=fit, report=report, diagnostics=diag)
+    c, t = counts(correct, mask, successes, trials)
+    lat = None
+    if fit.laplace is not None:
+        lat = resolution.lattice(fit.theta, fit.b, c, t, chance=fit.chance, h_b=fit.laplace.h_b,
+                                 var_b=fit_config.prior_sd_b**2)
+    unc = None
+    m = min(interval_gaps, len(report.gaps))
+    if uncertainty is not None and fit.method == "map":
+        unc = metric_uncertainty(fit, target=target, config=uncertainty, correct=correct, mask=mask,
+                                 successes=successes, trials=trials,
+                                 locations=resolution.gap_locations(report, m), progress=progress, cancel=cancel)
+    observed = t > 0
+    rollouts = float(t[observed].mean()) if observed.any() else 1.0
+    res = resolution.readout(report, fit.theta, lattice_info=lat,
+                             location_widths=None if unc is None else unc.location_widths, interval_gaps=m, k=k,
+                             delta=delta, lipschitz=lipschitz, rollouts=rollouts,
+                             max_gap_ci=None if unc is None else unc.max_gap_ci)
+    return CoverageAnalysis(fit=fit, report=report, diagnostics=diag, resolution=res, uncertainty=unc)
