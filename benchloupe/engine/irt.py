@@ -138,7 +138,9 @@ class OnePLConfig:
     ``method="map"``: posterior mode under ``theta ~ N(0, prior_sd_theta^2)``, ``b ~ N(0, prior_sd_b^2)``
     (the paper's priors: both 1). ``method="mml"``: Rasch by marginal ML with free latent variance
     (:func:`fit_mml`), abilities as EAP; offered as the psychometric cross-check, not the paper's choice.
-    ``tol`` stops the Newton iteration once the predicted decrease of the objective (half the Newton
+    ``prior_mean_theta`` / ``prior_mean_b`` shift the priors (the hierarchical variants of C.3 set them, with the
+    SDs, from their hyperpriors; see ``coverage.robustness.prior_sensitivity``). ``tol`` stops the Newton
+    iteration once the predicted decrease of the objective (half the Newton
     decrement) is below it, in nats.
     """
 
@@ -147,6 +149,8 @@ class OnePLConfig:
     prior_sd_b: float = 1.0
     max_iter: int = 100
     tol: float = 1e-9
+    prior_mean_theta: float = 0.0
+    prior_mean_b: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ class OnePLResult:
     laplace: LaplacePosterior | None = field(default=None, repr=False)
 
 
-def _map_objective_and_derivs(theta, b, c, k, g, var_t, var_b):
+def _map_objective_and_derivs(theta, b, c, k, g, var_t, var_b, mu_t=0.0, mu_b=0.0):
     """Negative log posterior of the 1PL, its gradient and information blocks (h_theta, h_b, w)."""
     eta = theta[:, None] - b[None, :]
     if np.all(g == 0):
@@ -222,9 +226,9 @@ def _map_objective_and_derivs(theta, b, c, k, g, var_t, var_b):
         # alone converges only linearly here). It can be indefinite away from the mode: the step then falls
         # back to the Fisher weights, which are always positive.
         w = fisher - (c - k * p) * sig * (1.0 - sig) * g[None, :] / p**2
-        f = -loglik + 0.5 * np.sum(theta**2) / var_t + 0.5 * np.sum(b**2) / var_b
-        g_theta = -score.sum(axis=1) + theta / var_t
-        g_b = score.sum(axis=0) + b / var_b
+        f = -loglik + 0.5 * np.sum((theta - mu_t) ** 2) / var_t + 0.5 * np.sum((b - mu_b) ** 2) / var_b
+        g_theta = -score.sum(axis=1) + (theta - mu_t) / var_t
+        g_b = score.sum(axis=0) + (b - mu_b) / var_b
         observed = (g_theta, g_b, w.sum(axis=1) + 1.0 / var_t, w.sum(axis=0) + 1.0 / var_b, w)
         expected = (g_theta, g_b, fisher.sum(axis=1) + 1.0 / var_t, fisher.sum(axis=0) + 1.0 / var_b, fisher)
         if np.all(observed[2] > 0) and np.all(observed[3] > 0):
@@ -234,9 +238,9 @@ def _map_objective_and_derivs(theta, b, c, k, g, var_t, var_b):
             except linalg.LinAlgError:
                 pass
         return float(f), expected
-    f = -loglik + 0.5 * np.sum(theta**2) / var_t + 0.5 * np.sum(b**2) / var_b
-    g_theta = -score.sum(axis=1) + theta / var_t
-    g_b = score.sum(axis=0) + b / var_b
+    f = -loglik + 0.5 * np.sum((theta - mu_t) ** 2) / var_t + 0.5 * np.sum((b - mu_b) ** 2) / var_b
+    g_theta = -score.sum(axis=1) + (theta - mu_t) / var_t
+    g_b = score.sum(axis=0) + (b - mu_b) / var_b
     h_theta = w.sum(axis=1) + 1.0 / var_t
     h_b = w.sum(axis=0) + 1.0 / var_b
     return float(f), (g_theta, g_b, h_theta, h_b, w)
@@ -292,6 +296,7 @@ def fit_1pl(
     successes: np.ndarray | None = None,
     trials: np.ndarray | None = None,
     config: OnePLConfig = OnePLConfig(),
+    init: tuple[np.ndarray, np.ndarray] | None = None,
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
 ) -> OnePLResult:
@@ -331,7 +336,12 @@ def fit_1pl(
     b -= b.mean()
     theta = special.logit(p_model)
     theta -= theta.mean()
-    f, derivs = _map_objective_and_derivs(theta, b, c, k, g, var_t, var_b)
+    if init is not None:  # a warm start (leave-one-out refits, prior variants)
+        theta, b = np.array(init[0], float), np.array(init[1], float)
+        if theta.shape != (m,) or b.shape != (n,):
+            raise EngineError(f"init must be (theta of {m} models, b of {n} items)")
+    mu_t, mu_b = config.prior_mean_theta, config.prior_mean_b
+    f, derivs = _map_objective_and_derivs(theta, b, c, k, g, var_t, var_b, mu_t, mu_b)
     converged = False
     it = 0
     for it in range(1, config.max_iter + 1):
@@ -344,7 +354,7 @@ def fit_1pl(
         step = 1.0
         for _ in range(40):  # backtracking: Fisher scoring with g > 0 is not always a descent step of size 1
             f_new, derivs_new = _map_objective_and_derivs(
-                theta + step * dt, b + step * db, c, k, g, var_t, var_b
+                theta + step * dt, b + step * db, c, k, g, var_t, var_b, mu_t, mu_b
             )
             if f_new <= f + 1e-12 * abs(f):
                 break

@@ -14,3 +14,4 @@ from .resolution import *  # noqa: F403
 from .resolution import __all__ as _resolution_all
 
 __all__ = [*_core_all, *_resolution_all]
+from . import robustness  # noqa: E402,F401
