@@ -20,6 +20,7 @@ from scipy import stats as sstats
 
 from benchloupe.engine import coverage
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.coverage import robustness as rb
 from benchloupe.engine.irt import OnePLConfig
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
@@ -39,6 +40,8 @@ class CoverageConfig:
     latest coverage run). ``group`` restricts the run to one item group (per-topic coverage).
     ``robustness``: comma list of ``loo`` (C.3 leave-one-out; ``folds`` > 0 = that many model folds),
     ``bic`` (C.5 1PL vs 2PL vs MIRT-2/3), ``priors`` (hierarchical-prior sensitivity), or ``all``.
+    ``improvement``: "PRE_MODEL,POST_MODEL": the E.2 one-sided stratified randomisation test (``permutations``
+    reassignments) of the post model's gain, on the original items and on all items (original + BenchFill).
     """
 
     method: str = "map"
@@ -54,6 +57,8 @@ class CoverageConfig:
     lipschitz: float = 1.0
     robustness: str = ""
     folds: int = 0
+    improvement: str = ""
+    permutations: int = 100_000
 
 
 def parse_target(conn, spec: str):
@@ -236,8 +241,8 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
                                                       seed=config.seed, k=config.k),
                     progress=progress, cancel=cancel)
             d = res.diagnostics
-            resolution_ok = not (readout.lattice is not None and readout.lattice.present)
-            widest = readout.gaps.iloc[0]
+            widest = readout.gaps.iloc[0]  # the headline max gap must be a resolvable gap inside the ability range
+            resolution_ok = not bool(widest["below_resolution"])
             tails_ok = not bool(widest["tail"])
             checks = {**d.checks, "difficulty_resolution": resolution_ok, "max_gap_inside_ability_range": tails_ok}
             metrics = {"n_items": int(len(b_all)), "n_models": int(y.shape[0]), "n_benchfill_items": int(added.sum()),
@@ -267,6 +272,8 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
                 artifacts["lattice_levels"] = pd.DataFrame({"z": readout.lattice.levels_z})
             if unc is not None:
                 artifacts["uncertainty_draws"] = unc.draws.describe().reset_index()
+            if config.improvement:
+                metrics["improvement_test"] = _improvement(sm, config)
             if robust:
                 progress(2, 3, "robustness analyses")
                 rob = _robustness(robust, config, yy, mm, succ, tri, chance, res, cancel, progress)
@@ -280,6 +287,33 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
             return ctx.run_id
     finally:
         conn.close()
+
+
+def _improvement(sm, config) -> dict:
+    """E.2 on the benchmark's own results of two models (pre and post training)."""
+    names = [x.strip() for x in config.improvement.split(",")]
+    if len(names) != 2 or not all(names):
+        raise EngineError(f"--improvement {config.improvement!r}: write PRE_MODEL,POST_MODEL (two model names)")
+    known = list(sm.models["name"])
+    rows = []
+    for nm in names:
+        if nm not in known:
+            raise EngineError(f"--improvement: model {nm!r} has no results on {sm.benchmark!r}")
+        rows.append(known.index(nm))
+    if sm.trials is not None:
+        s, t = sm.successes.astype(np.int64), sm.trials.astype(np.int64)
+    else:
+        s, t = np.where(sm.mask, sm.correct, 0).astype(np.int64), sm.mask.astype(np.int64)
+    origin = sm.items["origin"].to_numpy() if "origin" in sm.items else np.full(sm.shape[1], "original")
+    out = {"pre": names[0], "post": names[1]}
+    for label, cols in (("original", origin == "original"), ("all_items", np.ones(sm.shape[1], bool))):
+        both = cols & (t[rows[0]] > 0) & (t[rows[1]] > 0)
+        if not both.any():
+            out[label] = None
+            continue
+        out[label] = rb.improvement_test(s[rows[0], both], t[rows[0], both], s[rows[1], both], t[rows[1], both],
+                                         n_permutations=config.permutations, seed=config.seed)
+    return out
 
 
 _ROBUSTNESS = ("loo", "bic", "priors")
@@ -296,8 +330,6 @@ def _robustness_set(spec: str) -> tuple[str, ...]:
 
 
 def _robustness(which, config, y, mask, succ, tri, chance, res, cancel, progress) -> dict:
-    from benchloupe.engine.coverage import robustness as rb
-
     summary: dict = {}
     artifacts: dict = {}
     data = dict(correct=y, mask=mask, successes=succ, trials=tri, chance=chance)
@@ -317,13 +349,50 @@ def _robustness(which, config, y, mask, succ, tri, chance, res, cancel, progress
     return {"summary": summary, "artifacts": artifacts}
 
 
+def _reference_scores(conn, benchmark: str, item_ids: np.ndarray, spec: str):
+    """D.1 inputs: the source's models x items mean scores (on the coverage run's items) and the reference score
+    of each shared model, the mean over the other benchmarks of its mean score there."""
+    others = [x.strip() for x in spec.split(",") if x.strip()]
+    if not others or benchmark in others:
+        raise EngineError("--reference needs other benchmarks than the source, e.g. --reference bench-a,bench-b")
+    src = read.load_static(conn, benchmark)
+    col = {int(i): j for j, i in enumerate(src.items["id"])}
+    cols = np.array([col[int(i)] for i in item_ids if int(i) in col])
+    if cols.size != len(item_ids):
+        raise EngineError(f"the latest coverage run of {benchmark!r} has items no longer active; rerun coverage")
+
+    def cell_scores(sm):
+        if sm.trials is not None:
+            return np.where(sm.trials > 0, sm.successes / np.maximum(sm.trials, 1), np.nan)
+        return np.where(sm.mask, sm.correct, np.nan).astype(float)
+
+    names = list(src.models["name"])
+    per_bench = []
+    for other in others:
+        sm = read.load_static(conn, other)
+        sc = np.nanmean(cell_scores(sm), axis=1) if sm.shape[1] else np.full(len(sm.models), np.nan)
+        per_bench.append(dict(zip(sm.models["name"], sc, strict=True)))
+    shared = [n for n in names if all(n in d and np.isfinite(d[n]) for d in per_bench)]
+    if len(shared) < 3:
+        raise EngineError(f"the D.1 experiment needs at least three models shared by {benchmark!r} and "
+                          f"{', '.join(others)}; found {len(shared)}")
+    rows = [names.index(n) for n in shared]
+    scores = cell_scores(src)[np.ix_(rows, cols)]
+    ref = np.array([np.mean([d[n] for d in per_bench]) for n in shared])
+    return scores, ref, len(shared)
+
+
 @dataclass(frozen=True)
 class CalibrateConfig:
     """Quantile-matching calibration (paper 003 Appendix D, Algorithm 1) toward ``target`` keeping ``k`` items
-    (0 = half the benchmark, the paper leaves k open)."""
+    (0 = half the benchmark, the paper leaves k open). ``reference``: comma list of other benchmarks sharing
+    models: runs the D.1 experiment (rank agreement of Full, ``random_prunings`` random subsets and Algorithm 1
+    with the reference ranking, their mean score) and adds the agreement to the k sweep."""
 
     k: int = 0
     target: str = "uniform"
+    reference: str = ""
+    random_prunings: int = 30
 
 
 def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateConfig(), *, name: str | None = None,
@@ -342,11 +411,24 @@ def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateCo
         ctx.start(conn, fingerprint(ri["z"].to_numpy()))
         with ctx.guard(conn):
             progress(0, 1, "Algorithm 1: quantile matching")
-            plan = coverage.quantile_match(ri["z"].to_numpy(), target, k=config.k or None)
-            sweep = coverage.calibration_sweep(ri["z"].to_numpy(), target)
+            z = ri["z"].to_numpy()
+            plan = coverage.quantile_match(z, target, k=config.k or None)
             kept_ids = ri["item_id"].to_numpy()[plan.keep]
             metrics = {"k": plan.k, "target": plan.target, "w1_before": plan.w1_before, "w1_after": plan.w1_after,
                        "ddm_after_renormalised": getattr(plan, "ddm_after_renormalised", None), "coverage_run": cov}
+            artifacts = {}
+            if config.reference:
+                scores, ref, shared = _reference_scores(conn, benchmark, ri["item_id"].to_numpy(), config.reference)
+                exp = rb.calibration_experiment(scores, z, ref, k=plan.k, target=target,
+                                                n_random=config.random_prunings)
+                artifacts["experiment"] = exp
+                metrics["experiment"] = {r.variant: {"spearman": r.spearman, "kendall": r.kendall, "w1": r.w1}
+                                         for r in exp.itertuples()}
+                metrics["experiment_models"] = shared
+                sweep = rb.calibration_curve(z, target, item_scores=scores, reference=ref,
+                                             n_random=config.random_prunings)
+            else:
+                sweep = rb.calibration_curve(z, target)
             if name:
                 new_bid = derive_benchmark(conn, benchmark, name, [int(i) for i in kept_ids],
                                            reason="Algorithm 1 calibration", detail={"run_coverage": cov, "k": plan.k})
@@ -354,7 +436,7 @@ def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateCo
                 metrics["exported_benchmark_id"] = new_bid
             items = pd.DataFrame({"item_id": kept_ids, "keep_order": np.arange(1, len(kept_ids) + 1)})
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(metrics=metrics, items=items,
-                                                                artifacts={"sweep": sweep}))
+                                                                artifacts={"sweep": sweep, **artifacts}))
             progress(1, 1, "done")
             return ctx.run_id
     finally:

@@ -11,7 +11,8 @@ from scipy import stats
 
 from benchloupe.cli.main import main
 from benchloupe.engine.common import EngineError
-from benchloupe.engine.coverage import analyse, robustness as rb
+from benchloupe.engine.coverage import analyse
+from benchloupe.engine.coverage import robustness as rb
 from benchloupe.engine.irt import fit_1pl
 from tests.unit.test_coverage_trust import import_matrix
 
@@ -157,3 +158,48 @@ def test_coverage_run_stores_robustness(tmp_path, capsys):
     assert "unknown robustness analysis" in capsys.readouterr().err
     a = analyse(y)
     assert out["metrics"]["ddm"] == pytest.approx(a.report.ddm)
+
+
+def test_calibrate_runs_the_d1_experiment_against_other_benchmarks(tmp_path, capsys):
+    rng = np.random.default_rng(13)
+    m = 12
+    ability = rng.normal(0, 1, m)
+    names = [f"model-{i}" for i in range(m)]
+
+    def bench(b):
+        return (rng.random((m, b.size)) < 1 / (1 + np.exp(-(ability[:, None] - b)))).astype(float)
+
+    db = tmp_path / "d1.db"
+    import_matrix(db, "src", bench(np.concatenate([rng.normal(-1.5, 0.3, 120), rng.uniform(-2, 2, 30)])),
+                  models=names)
+    import_matrix(db, "ref-a", bench(rng.normal(0, 1, 80)), models=names)
+    import_matrix(db, "ref-b", bench(rng.normal(0, 1, 80)), models=names[::-1])
+    assert main(["coverage", "src", "--db", str(db), "--uncertainty", "none"]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", "src", "--db", str(db), "--reference", "ref-a,ref-b", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    exp = out["metrics"]["experiment"]
+    assert set(exp) == {"Full", "Random", "Cal."} and out["metrics"]["experiment_models"] == m
+    assert exp["Cal."]["w1"] < exp["Full"]["w1"]
+    assert {"w1_reduction", "spearman_cal", "spearman_random"} <= set(out["sweep"][0])
+    assert main(["calibrate", "src", "--db", str(db), "--reference", "src"]) == 1
+    assert "other benchmarks" in capsys.readouterr().err
+
+
+def test_coverage_run_e2_improvement_test(tmp_path, capsys):
+    rng = np.random.default_rng(14)
+    n = 30
+    b = rng.normal(0, 1, n)
+    t = np.full((4, n), 32)
+    p = 1 / (1 + np.exp(-(np.array([[-0.5], [0.5], [0.0], [0.0]]) - b)))
+    p[3] += np.where(np.abs(b) < 0.5, 0.3, 0.0) * (1 - p[3])  # "post": a localised improvement
+    s = rng.binomial(t, np.clip(p, 0, 1))
+    db = tmp_path / "e2.db"
+    import_matrix(db, "aime", successes=s, trials=t, models=["m-a", "m-b", "pre", "post"])
+    assert main(["coverage", "aime", "--db", str(db), "--uncertainty", "none", "--improvement", "pre,post",
+                 "--permutations", "20000", "--json"]) == 0
+    it = json.loads(capsys.readouterr().out)["metrics"]["improvement_test"]
+    ref = rb.improvement_test(s[2], t[2], s[3], t[3], n_permutations=20000)
+    assert it["original"]["gain"] == pytest.approx(ref["gain"]) and it["original"]["p_value"] < 0.05
+    assert main(["coverage", "aime", "--db", str(db), "--improvement", "pre,nobody"]) == 1
+    assert "nobody" in capsys.readouterr().err

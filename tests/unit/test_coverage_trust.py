@@ -73,7 +73,6 @@ def test_the_run_verdict_fails_on_a_lattice(tmp_path):
     db = tmp_path / "lat.db"
     import_matrix(db, "lat", c)
     from benchloupe import jobs
-
     from benchloupe.jobs.coverage import CoverageConfig
 
     rid = jobs.ANALYSES["coverage"].run(db, "lat", CoverageConfig(n_draws=50))
@@ -87,9 +86,8 @@ def test_the_run_verdict_fails_on_a_lattice(tmp_path):
 
 
 def test_an_unoccupied_sum_score_makes_a_real_gap_on_the_lattice():
-    # 12 models of known abilities; items at every sum score except 4, 5 and 6: the gap spanning them is real
+    # 12 models; items at every sum score except 4, 5 and 6: the gap spanning those scores is real
     rng = np.random.default_rng(3)
-    theta = np.sort(rng.normal(0, 1, 12))[::-1]
     cols = []
     for s in range(13):
         if s in (4, 5, 6):

@@ -342,7 +342,8 @@ def prior_sensitivity(fit: OnePLResult, correct=None, mask=None, *, successes=No
         mu, sigma = 0.0, 1.0
         cur = fit
         rounds = 0
-        for rounds in range(1, max_rounds + 1):
+        while rounds < max_rounds:
+            rounds += 1
             check_cancel(cancel)
             mu_new, sigma_new = _hyper_mode(cur.theta if on_theta else cur.b, mu, sigma)
             done = abs(mu_new - mu) < 1e-6 and abs(sigma_new - sigma) < 1e-6
@@ -422,7 +423,8 @@ def calibration_curve(z: np.ndarray, target=None, ks=None, *, item_scores=None, 
     for kk in ks:
         plan = quantile_match(zz, target, k=int(kk))
         rec = {"k": int(kk), "w1_before": plan.w1_before, "w1_after": plan.w1_after,
-               "w1_reduction": 1.0 - plan.w1_after / plan.w1_before if plan.w1_before > 0 else 0.0}
+               "w1_reduction": 1.0 - plan.w1_after / plan.w1_before if plan.w1_before > 0 else 0.0,
+               "ddm_after_renormalised": plan.ddm_after_renormalised}
         if item_scores is not None and reference is not None:
             ex = calibration_experiment(item_scores, zz, reference, k=int(kk), target=target, n_random=n_random,
                                         seed=seed).set_index("variant")
