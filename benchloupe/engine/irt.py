@@ -174,12 +174,15 @@ class LaplacePosterior:
         chol = linalg.cholesky(_schur_matrix(self.h_theta, self.h_b, self.w), lower=True)
         if m <= n:
             # theta block has precision S = H_tt - W H_bb^-1 W^T; b | theta ~ N(b + H_bb^-1 W^T dtheta, H_bb^-1)
+            # (built draws x items, C-contiguous, so that the per-draw sorts of C.6 run on contiguous rows)
             dtheta = linalg.solve_triangular(chol.T, rng.standard_normal((m, n_draws)), lower=False)
-            mean_b = (self.w.T @ dtheta) / self.h_b[:, None]
-            draws = mean_b + rng.standard_normal((n, n_draws)) / np.sqrt(self.h_b)[:, None]
-        else:
-            draws = linalg.solve_triangular(chol.T, rng.standard_normal((n, n_draws)), lower=False)
-        return (self.b[:, None] + draws).T
+            draws = rng.standard_normal((n_draws, n))
+            draws *= 1.0 / np.sqrt(self.h_b)
+            draws += (dtheta.T @ self.w) / self.h_b
+            draws += self.b
+            return draws
+        draws = linalg.solve_triangular(chol.T, rng.standard_normal((n, n_draws)), lower=False)
+        return np.ascontiguousarray((self.b[:, None] + draws).T)
 
 
 @dataclass(frozen=True)

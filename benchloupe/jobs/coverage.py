@@ -81,8 +81,7 @@ def parse_target(conn, spec: str):
     raise EngineError(f"unknown target {spec!r}; use uniform, beta:A,B or benchmark:NAME")
 
 
-def _inputs(conn, benchmark: str, config: CoverageConfig):
-    sm = read.load_static(conn, benchmark)
+def _inputs(sm, benchmark: str, config: CoverageConfig):
     its = sm.items
     keep = np.ones(len(its), bool)
     if config.group:
@@ -93,8 +92,10 @@ def _inputs(conn, benchmark: str, config: CoverageConfig):
     observed = sm.mask.any(axis=0)
     fitted = keep & observed
     extra = keep & ~observed
-    prior_b = np.array([json.loads(m).get("difficulty_raw") if isinstance(m, str) else None
-                        for m in its["metadata"]], dtype=object)
+    prior_b = np.full(len(its), None, dtype=object)  # only items without results can carry an online b
+    for j in np.flatnonzero(extra):
+        meta = its["metadata"].iloc[j]
+        prior_b[j] = json.loads(meta).get("difficulty_raw") if isinstance(meta, str) else None
     added = extra & np.array([v is not None for v in prior_b], dtype=bool)
     if fitted.sum() < 2:
         raise EngineError(f"benchmark {benchmark!r} has {int(fitted.sum())} items with results; coverage needs 2+")
@@ -127,6 +128,15 @@ def _refuse_arena(conn, benchmark: str):
             f"benchmark {benchmark!r} has arena prompts only ({len(arena)}); paper 003 coverage needs 0/1 results. "
             f"Run `benchloupe fit joint STATIC --arena {benchmark}` first: coverage then uses the joint fit's arena "
             "difficulties")
+
+
+STORED_GAPS = 1000
+
+
+def _stored_gaps(gaps: pd.DataFrame) -> pd.DataFrame:
+    """The widest ``STORED_GAPS`` gaps of positive width (a lattice benchmark has thousands of empty ones: items
+    tied on one level), in rank order: what `benchloupe fill --gap N` and the Coverage screen read."""
+    return gaps[gaps["width"] > 0].head(STORED_GAPS).reset_index(drop=True)
 
 
 def _flags(gaps: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -174,9 +184,10 @@ def _run_arena_coverage(conn, db_path, benchmark, config, target, found, progres
                    "b_min": report.b_min, "b_max": report.b_max, **_readout_metrics(res), "warnings": warnings,
                    "diagnostics_passed": False}
         items = pd.DataFrame({"item_id": ri["item_id"].to_numpy(), "difficulty": b, "z": report.normalised})
+        gaps = _stored_gaps(res.gaps)
         runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-            metrics=metrics, items=items, artifacts={"gaps": res.gaps, "ecdf": report.ecdf},
-            flags=_flags(res.gaps, config.k)))
+            metrics=metrics, items=items, artifacts={"gaps": gaps, "ecdf": report.ecdf},
+            flags=_flags(gaps, config.k)))
         progress(1, 1, "coverage done")
         return ctx.run_id
 
@@ -189,14 +200,15 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
     try:
         t0 = time.perf_counter()
         target = parse_target(conn, config.target)
-        if not len(read.items(conn, benchmark, kind="static", status="active", with_text=False)):
+        robust = _robustness_set(config.robustness)
+        sm = read.load_static(conn, benchmark)
+        if not len(sm.items):
             found = _arena_difficulties(conn, benchmark)
             if found is None:
                 _refuse_arena(conn, benchmark)
             else:
                 return _run_arena_coverage(conn, db_path, benchmark, config, target, found, progress)
-        robust = _robustness_set(config.robustness)
-        sm, fitted, added, prior_b, chance = _inputs(conn, benchmark, config)
+        sm, fitted, added, prior_b, chance = _inputs(sm, benchmark, config)
         y = sm.correct[:, fitted]
         mask = sm.mask[:, fitted]
         succ = None if sm.trials is None else sm.successes[:, fitted]
@@ -266,7 +278,8 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
             se = np.concatenate([res.fit.b_se, np.full(int(added.sum()), np.nan)])
             items = pd.DataFrame({"item_id": item_ids, "difficulty": b_all, "z": report.normalised, "b_se": se})
             models = pd.DataFrame({"model_id": sm.models["id"].to_numpy(), "theta": res.fit.theta})
-            gaps = readout.gaps.reset_index(drop=True)
+            gaps = _stored_gaps(readout.gaps)
+            metrics["n_gaps_stored"] = len(gaps)
             artifacts = {"gaps": gaps, "ecdf": report.ecdf}
             if readout.lattice is not None and readout.lattice.present:
                 artifacts["lattice_levels"] = pd.DataFrame({"z": readout.lattice.levels_z})

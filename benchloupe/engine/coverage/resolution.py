@@ -204,17 +204,12 @@ class Resolution:
 def _location_widths(b_draws: np.ndarray, loc_raw: np.ndarray) -> np.ndarray:
     """Per draw (rows) the width of the empty interval containing each raw location, on the draw's own
     normalised scale (0 outside [0, 1])."""
-    lo = b_draws.min(axis=1, keepdims=True)
-    span = b_draws.max(axis=1, keepdims=True) - lo
-    z = np.sort((b_draws - lo) / span, axis=1)
-    loc = (loc_raw[None, :] - lo) / span
-    out = np.zeros((z.shape[0], loc_raw.size))
-    for d in range(z.shape[0]):
-        pts = np.concatenate([[0.0], z[d], [1.0]])
-        pos = np.clip(np.searchsorted(pts, loc[d], side="right"), 1, pts.size - 1)
-        w = pts[pos] - pts[pos - 1]
-        out[d] = np.where((loc[d] >= 0) & (loc[d] <= 1), w, 0.0)
-    return out
+    from .core import _sorted_location_widths
+
+    bs = np.sort(b_draws, axis=1)
+    lo = bs[:, :1]
+    span = bs[:, -1:] - lo
+    return _sorted_location_widths((bs - lo) / span, (loc_raw[None, :] - lo) / span)
 
 
 def readout(report, theta: np.ndarray, *, lattice_info: Lattice | None = None, b_draws: np.ndarray | None = None,
