@@ -143,6 +143,23 @@ def test_tail_flags_are_raised_exactly_for_end_and_out_of_range_gaps():
     assert res.max_gap_trusted == pytest.approx(0.45 / 6)
 
 
+def test_end_gaps_inside_the_ability_range_are_not_tails():
+    rng = np.random.default_rng(7)
+    th = rng.normal(0, 1.5, 200)
+    b = rng.uniform(-1, 1, 400)
+    t = np.full((200, 400), 4)
+    c = rng.binomial(t, 1 / (1 + np.exp(-(th[:, None] - b))))
+    res = analyse(None, successes=c, trials=t).resolution
+    assert res.ability_lo < 0 and res.ability_hi > 1
+    assert res.gaps["touches_end"].sum() == 2 and not res.gaps["tail"].any()
+    assert not any(w.startswith("tail:") for w in res.warnings)
+    # the same items measured by models of a narrow ability range: the end gaps become tails
+    th = rng.normal(0, 0.2, 200)
+    c = rng.binomial(t, 1 / (1 + np.exp(-(th[:, None] - b))))
+    res = analyse(None, successes=c, trials=t).resolution
+    assert res.gaps.loc[res.gaps["touches_end"], "tail"].all()
+
+
 def test_no_tail_warning_when_the_widest_gaps_are_inside_the_ability_range():
     b = np.concatenate([np.linspace(-1, -0.2, 40), np.linspace(0.6, 1, 20)])
     r = coverage_report(b)

@@ -15,10 +15,10 @@ distortion (Theorem 2.1 / B.2). Two properties of the 1PL difficulties can make 
   (``max_gap_floor``: the widest spacing of adjacent achievable levels).
 - **Tail gaps.** The max gap is an extreme-order statistic; the widest gaps are usually between the hardest
   (or easiest) items, solved by almost no model, where the prior and the few successes decide the estimate.
-  A gap is a **tail** gap when it touches an end of the normalised axis (its easiest end is the easiest item or
-  its hardest end the hardest item) or more than half of it lies outside the models' ability range
-  ``[min theta, max theta]`` on the normalised scale (1PL: a model of ability ``theta`` has P = 1/2 at
-  ``b = theta``).
+  A gap **touches an end** when its easiest end is the easiest item or its hardest end the hardest item; it is a
+  **tail** gap when it touches an end whose item lies outside the models' ability range ``[min theta, max
+  theta]`` on the normalised scale (1PL: a model of ability ``theta`` has P = 1/2 at ``b = theta``), or when more
+  than half of it lies outside that range.
 
 Each gap's **C.6 interval**: across posterior draws of the difficulties, the width of the empty interval that
 contains the gap's midpoint (fixed on the raw logit scale, re-normalised per draw like the metrics); a gap is
@@ -77,8 +77,8 @@ def conditional_levels(theta: np.ndarray, s: np.ndarray, trials: np.ndarray, b0:
 class Lattice:
     """The sum-score lattice of the difficulties (see the module docstring).
 
-    ``n_levels``: distinct difficulty levels (sorted difficulties closer than a quarter of the local one-success
-    step are one level); ``sum_score_levels``: achievable sum scores per item (largest trial total + 1);
+    ``n_levels``: distinct difficulty levels (a level holds the sorted difficulties within half a one-success step
+    of its first item); ``sum_score_levels``: achievable sum scores per item (largest trial total + 1);
     ``tied_fraction``: items sharing their level with another item; ``present``: at least two items per level on
     average; ``levels_z``: the achievable levels of the common trial pattern on the normalised scale (empty when
     the lattice is absent); ``ddm_floor`` / ``max_gap_floor``: the smallest DDM / max gap any same-size benchmark
@@ -140,9 +140,17 @@ def lattice(theta: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.
     bs = b[order]
     local_step = np.nanmin(np.stack([bs - down[order], up[order] - bs]), axis=0)
     local_step = np.where(np.isfinite(local_step), local_step, np.inf)
-    new_level = np.diff(bs) > 0.25 * np.minimum(local_step[1:], local_step[:-1])
-    n_levels = int(new_level.sum()) + 1
-    level_id = np.concatenate([[0], np.cumsum(new_level)])
+    # walk the sorted difficulties: a new level starts half a one-success step above the current level's first
+    # item (anchored, so that a dense run of blurred levels is not chained into one)
+    level_id = np.zeros(n, dtype=np.int64)
+    anchor, anchor_step, lvl = bs[0], local_step[0], 0
+    bl, sl = bs.tolist(), local_step.tolist()
+    for i in range(1, n):
+        if bl[i] - anchor > 0.5 * anchor_step:
+            lvl += 1
+            anchor, anchor_step = bl[i], sl[i]
+        level_id[i] = lvl
+    n_levels = lvl + 1
     sizes = np.bincount(level_id)
     tied = float(np.mean(sizes[level_id] > 1))
     sum_levels = int(total.max()) + 1
@@ -237,7 +245,9 @@ def readout(report, theta: np.ndarray, *, lattice_info: Lattice | None = None, b
     overlap = np.clip(np.minimum(gaps["hi"], a_hi) - np.maximum(gaps["lo"], a_lo), 0, None)
     with np.errstate(invalid="ignore", divide="ignore"):
         gaps["outside_ability"] = np.where(zero, 0.0, 1.0 - overlap / gaps["width"])
-    gaps["tail"] = gaps["touches_end"] | (gaps["outside_ability"] > 0.5)
+    # an end gap is a tail gap when its end item lies beyond every model's ability (solved by almost all of
+    # them, or by almost none); any gap is when more than half of it lies outside the ability range
+    gaps["tail"] = (lo_end & (a_lo > 0)) | (hi_end & (a_hi < 1)) | (gaps["outside_ability"] > 0.5)
     below = zero.copy()
     if lattice_info is not None:
         b_raw = report.b_min + report.normalised * span
@@ -301,10 +311,12 @@ def readout(report, theta: np.ndarray, *, lattice_info: Lattice | None = None, b
         warnings.append(f"resolution: {n_below_top} of the top {k} gaps lie between adjacent sum-score levels "
                         "(no item could be measured inside them)")
     if n_tail:
+        trusted_txt = (f"the widest trusted gap is {max_trusted:.3f}" if max_trusted > 0 else
+                       "no gap inside the ability range is wider than the sum-score resolution")
         warnings.append(
-            f"tail: {n_tail} of the top {k} gaps touch an end of the axis or lie outside the models' ability range "
-            f"[{a_lo:.3f}, {a_hi:.3f}]; there the difficulties rest on very few successes or failures; the widest "
-            f"trusted gap is {max_trusted:.3f}")
+            f"tail: {n_tail} of the top {k} gaps lie beyond the models' ability range "
+            f"[{a_lo:.3f}, {a_hi:.3f}]; there the difficulties rest on very few successes or failures; "
+            f"{trusted_txt}")
     return Resolution(lattice=lat, ability_lo=a_lo, ability_hi=a_hi, gaps=gaps, max_gap_trusted=max_trusted,
                       max_gap_ci=g_ci, undetectable_width=float(report.max_gap), b2_bound=b2, delta=delta,
                       lipschitz=lipschitz, rollouts=float(rollouts), n_tail_gaps_topk=n_tail, warnings=warnings)
