@@ -107,6 +107,25 @@ def _inputs(sm, benchmark: str, config: CoverageConfig):
 
 
 
+def _validate(config: CoverageConfig) -> None:
+    """Bad options get one line before anything is computed or stored."""
+    checks = [(config.k >= 1, f"--k must be at least 1; got {config.k}"),
+              (config.interval_gaps >= 1, f"--interval-gaps must be at least 1; got {config.interval_gaps}"),
+              (0 < config.delta < 1, f"--delta is a probability in (0, 1) (Theorem B.2); got {config.delta}"),
+              (np.isfinite(config.lipschitz) and config.lipschitz >= 0,
+               f"--lipschitz must be a finite number >= 0; got {config.lipschitz}"),
+              (config.folds == 0 or config.folds >= 2, f"--folds must be 0 (one model at a time) or >= 2; got "
+                                                       f"{config.folds}"),
+              (config.permutations >= 1, f"--permutations must be at least 1; got {config.permutations}"),
+              (config.n_draws >= 2 or config.uncertainty == "none", f"--n-draws must be at least 2; got "
+                                                                     f"{config.n_draws}"),
+              (config.uncertainty in ("laplace", "bootstrap", "none"),
+               f"--uncertainty must be laplace, bootstrap or none; got {config.uncertainty!r}")]
+    for ok, msg in checks:
+        if not ok:
+            raise EngineError(msg)
+
+
 def _arena_difficulties(conn, benchmark: str):
     """Arena prompts have no 0/1 difficulty in paper 003; the DualEval joint fit (paper 000) gives each prompt a
     difficulty on the same ability scale. Returns (run id, items frame) of the latest joint run that used this
@@ -200,6 +219,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
     try:
         t0 = time.perf_counter()
         target = parse_target(conn, config.target)
+        _validate(config)
         robust = _robustness_set(config.robustness)
         sm = read.load_static(conn, benchmark)
         if not len(sm.items):

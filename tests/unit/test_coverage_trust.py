@@ -245,3 +245,23 @@ def test_arena_benchmark_with_a_joint_fit_uses_the_arena_difficulties(demo_db, c
     assert m["difficulty_source"].startswith(f"joint run #{joint['run_id']} arena difficulties")
     assert m["n_items"] == 120 and m["diagnostics_passed"] is False
     assert any("not the paper-003 1PL" in w for w in m["warnings"])
+
+
+@pytest.mark.parametrize("args,msg", [(["--delta", "1.5"], "--delta"), (["--delta", "nan"], "--delta"),
+                                      (["--lipschitz", "-1"], "--lipschitz"), (["--folds", "1"], "--folds"),
+                                      (["--interval-gaps", "0"], "--interval-gaps"), (["--k", "0"], "--k"),
+                                      (["--permutations", "0"], "--permutations"),
+                                      (["--uncertainty", "nuts"], "--uncertainty")])
+def test_bad_options_are_one_line_and_leave_the_store_alone(demo_db, capsys, args, msg):
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    conn = connect(demo_db)
+    before = len(runs.list_runs(conn))
+    conn.close()
+    assert main(["coverage", "demo-math", "--db", str(demo_db), *args]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0] and "Traceback" not in err[0]
+    conn = connect(demo_db)
+    assert len(runs.list_runs(conn)) == before
+    conn.close()
