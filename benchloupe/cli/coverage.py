@@ -40,10 +40,18 @@ def cmd_coverage(args) -> int:
           f"(Theorem B.2, delta {m.get('delta', 0.05):g}, L {m.get('lipschitz', 1.0):g})")
     for w in m.get("warnings", []):
         print(f"warning: {w}")
+    imp = m.get("improvement_test")
+    if isinstance(imp, dict):
+        for label in ("original", "all_items"):
+            r = imp.get(label)
+            if isinstance(r, dict):
+                print(f"E.2 improvement {imp['pre']} -> {imp['post']} on {label.replace('_', ' ')} ({r['n_items']} "
+                      f"items): gain {r['gain']:+.4f}, one-sided p {r['p_value']:.4g} ({r['n_permutations']} "
+                      f"permutations)")
     if "robustness" in m:
-        print("\nrobustness:")
-        for name, summ in m["robustness"].items():
-            print(f"  {name}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summ.items()))
+        print("\nrobustness (paper 003 C.3, C.5):")
+        for line in _robustness_lines(m["robustness"]):
+            print(f"  {line}")
     print(f"\nLargest gaps (normalised difficulty; BenchFill targets the midpoint with `benchloupe fill "
           f"{args.benchmark} --gap N`):")
     show = gaps.head(args.gaps).copy()
@@ -51,6 +59,33 @@ def cmd_coverage(args) -> int:
     cols = [c for c in ("gap", "lo", "hi", "width", "ci_lo", "ci_hi", "midpoint", "status") if c in show]
     print(table(show[cols]))
     return 0
+
+
+def _robustness_lines(rob: dict) -> list[str]:
+    out = []
+    loo = rob.get("loo")
+    if isinstance(loo, dict):
+        p = ", ".join(f"{x:.2f}" for x in loo.get("topk_gap_persistence", []))
+        out.append(f"leave-one-out ({loo['refits']} refits, {loo['method']}): Pearson mean {loo['pearson_mean']:.4f} "
+                   f"min {loo['pearson_min']:.4f}, Spearman mean {loo['spearman_mean']:.4f} min "
+                   f"{loo['spearman_min']:.4f}; DDM {loo['ddm_range'][0]:.4f}-{loo['ddm_range'][1]:.4f}, max gap "
+                   f"{loo['max_gap_range'][0]:.4f}-{loo['max_gap_range'][1]:.4f} (same place in "
+                   f"{loo['max_gap_same_place']:.0%}); top gaps still top-k in: {p}")
+    bic = rob.get("bic")
+    if isinstance(bic, dict):
+        base = bic.get("bic_1pl")
+        deltas = ", ".join(f"{k[4:]} {v - base:+.0f}" for k, v in bic.items() if k.startswith("bic_") and k != "bic_1pl")
+        out.append(f"BIC (N = {bic['n_obs']:.0f} trials) selects {bic['selected']}; vs 1PL: {deltas}")
+        if bic.get("warning"):
+            out.append(f"warning: {bic['warning']}")
+    pri = rob.get("priors")
+    if isinstance(pri, dict):
+        for name, v in pri.items():
+            if isinstance(v, dict):
+                flag = "" if v.get("converged", True) else " (not converged)"
+                out.append(f"prior {name}: mu {v['mu']:.3f} sigma {v['sigma']:.3f}, DDM {v['ddm']:.4f}, max gap "
+                           f"{v['max_gap']:.4f}, Spearman {v['spearman']:.4f}, max |dz| {v['max_abs_dz']:.4f}{flag}")
+    return out
 
 
 def _fmt(v):
