@@ -167,11 +167,18 @@ class LaplacePosterior:
     h_theta: np.ndarray
     h_b: np.ndarray
     w: np.ndarray
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _cholesky(self) -> np.ndarray:
+        """Lower Cholesky factor of the small Schur complement, computed once (C.6 draws come in chunks)."""
+        if "chol" not in self._cache:
+            self._cache["chol"] = linalg.cholesky(_schur_matrix(self.h_theta, self.h_b, self.w), lower=True)
+        return self._cache["chol"]
 
     def sample_b(self, n_draws: int, rng: np.random.Generator) -> np.ndarray:
         """``n_draws`` x items difficulty draws from the Laplace posterior."""
         m, n = self.w.shape
-        chol = linalg.cholesky(_schur_matrix(self.h_theta, self.h_b, self.w), lower=True)
+        chol = self._cholesky()
         if m <= n:
             # theta block has precision S = H_tt - W H_bb^-1 W^T; b | theta ~ N(b + H_bb^-1 W^T dtheta, H_bb^-1)
             # (built draws x items, C-contiguous, so that the per-draw sorts of C.6 run on contiguous rows)

@@ -69,7 +69,7 @@ def conditional_levels(theta: np.ndarray, s: np.ndarray, trials: np.ndarray, b0:
         fp = 1.0 / var_b + np.sum(tt * sig * (1.0 - sig), axis=0)
         step = np.clip(f / fp, -2.0, 2.0)
         b[idx] -= step
-        active[idx] = np.abs(step) > 1e-11
+        active[idx] = np.abs(step) > 1e-9
     return b
 
 
