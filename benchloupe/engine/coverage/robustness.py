@@ -346,7 +346,7 @@ def prior_sensitivity(fit: OnePLResult, correct=None, mask=None, *, successes=No
             rounds += 1
             check_cancel(cancel)
             mu_new, sigma_new = _hyper_mode(cur.theta if on_theta else cur.b, mu, sigma)
-            done = abs(mu_new - mu) < 1e-6 and abs(sigma_new - sigma) < 1e-6
+            done = abs(mu_new - mu) < 1e-5 and abs(sigma_new - sigma) < 1e-5
             mu, sigma = mu_new, sigma_new
             cfg = (OnePLConfig(prior_mean_theta=mu, prior_sd_theta=sigma) if on_theta
                    else OnePLConfig(prior_mean_b=mu, prior_sd_b=sigma))
