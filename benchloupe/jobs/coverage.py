@@ -40,6 +40,8 @@ class CoverageConfig:
     latest coverage run). ``group`` restricts the run to one item group (per-topic coverage).
     ``robustness``: comma list of ``loo`` (C.3 leave-one-out; ``folds`` > 0 = that many model folds),
     ``bic`` (C.5 1PL vs 2PL vs MIRT-2/3), ``priors`` (hierarchical-prior sensitivity), or ``all``.
+    ``prior``: "normal" (the paper's N(0, 1) priors), or a C.3 hierarchical variant fitted at its joint mode:
+    "hierarchical_theta" (theta ~ N(mu, sigma^2), mu ~ N(0, 1), sigma ~ HalfNormal(1)) or "hierarchical_b".
     ``improvement``: "PRE_MODEL,POST_MODEL": the E.2 one-sided stratified randomisation test (``permutations``
     reassignments) of the post model's gain, on the original items and on all items (original + BenchFill).
     """
@@ -59,6 +61,7 @@ class CoverageConfig:
     folds: int = 0
     improvement: str = ""
     permutations: int = 100_000
+    prior: str = "normal"
 
 
 def parse_target(conn, spec: str):
@@ -119,6 +122,8 @@ def _validate(config: CoverageConfig) -> None:
               (config.permutations >= 1, f"--permutations must be at least 1; got {config.permutations}"),
               (config.n_draws >= 2 or config.uncertainty == "none", f"--n-draws must be at least 2; got "
                                                                      f"{config.n_draws}"),
+              (config.prior in ("normal", "hierarchical_theta", "hierarchical_b"),
+               f"--prior must be normal, hierarchical_theta or hierarchical_b; got {config.prior!r}"),
               (config.uncertainty in ("laplace", "bootstrap", "none"),
                f"--uncertainty must be laplace, bootstrap or none; got {config.uncertainty!r}")]
     for ok, msg in checks:
@@ -238,13 +243,24 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
         with ctx.guard(conn):
             t = time.perf_counter()
             progress(0, 3, "1PL difficulty fit")
+            data = dict(successes=succ, trials=tri) if succ is not None else {}
+            yy, mm = (None, None) if succ is not None else (y, mask)
             fit_cfg = OnePLConfig(method=config.method)
+            prior_info = None
+            if config.prior != "normal":
+                if config.method != "map":
+                    raise EngineError("--prior applies to the MAP fit (--method map)")
+                fit_cfg, _, rounds, conv = rb.hierarchical_config(yy, mm, **data, chance=chance,
+                                                                  variant=config.prior, cancel=cancel)
+                prior_info = {"prior": config.prior, "rounds": rounds, "converged": conv,
+                              "mu": fit_cfg.prior_mean_theta if config.prior == "hierarchical_theta"
+                              else fit_cfg.prior_mean_b,
+                              "sigma": fit_cfg.prior_sd_theta if config.prior == "hierarchical_theta"
+                              else fit_cfg.prior_sd_b}
             unc_cfg = None
             if config.uncertainty != "none" and config.method == "map" and not added.any():
                 unc_cfg = coverage.UncertaintyConfig(method=config.uncertainty, n_draws=config.n_draws,
                                                      seed=config.seed, k=config.k)
-            data = dict(successes=succ, trials=tri) if succ is not None else {}
-            yy, mm = (None, None) if succ is not None else (y, mask)
             res = coverage.analyse(yy, mm, **data, chance=chance, target=target, k=config.k, seed=config.seed,
                                    fit_config=fit_cfg, uncertainty=unc_cfg, interval_gaps=config.interval_gaps,
                                    delta=config.delta, lipschitz=config.lipschitz, progress=progress, cancel=cancel)
@@ -289,6 +305,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
                        "model_information": d.model_information, "item_information": d.item_information,
                        "model_inversion_rate": d.model_inversion_rate, "item_inversion_rate": d.item_inversion_rate,
                        "c3_passed": d.passed, "diagnostic_checks": checks, "diagnostics_passed": all(checks.values()),
+                       "prior": prior_info or {"prior": "normal", "mu": 0.0, "sigma": 1.0},
                        **_readout_metrics(readout)}
             if unc is not None:
                 metrics.update({"uncertainty": unc.method, "ddm_sd": unc.ddm_sd, "max_gap_sd": unc.max_gap_sd,

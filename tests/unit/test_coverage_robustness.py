@@ -203,3 +203,18 @@ def test_coverage_run_e2_improvement_test(tmp_path, capsys):
     assert it["original"]["gain"] == pytest.approx(ref["gain"]) and it["original"]["p_value"] < 0.05
     assert main(["coverage", "aime", "--db", str(db), "--improvement", "pre,nobody"]) == 1
     assert "nobody" in capsys.readouterr().err
+
+
+def test_coverage_run_with_a_hierarchical_prior(tmp_path, capsys):
+    y = _sim(30, 150, seed=15)
+    db = tmp_path / "h.db"
+    import_matrix(db, "sim", y)
+    assert main(["coverage", "sim", "--db", str(db), "--prior", "hierarchical_theta", "--uncertainty", "none",
+                 "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    ref = rb.prior_sensitivity(fit_1pl(y), y, variants=("hierarchical_theta",)).table.iloc[1]
+    assert m["prior"]["prior"] == "hierarchical_theta" and m["prior"]["converged"]
+    assert m["prior"]["sigma"] == pytest.approx(ref.sigma, abs=1e-6)
+    assert m["ddm"] == pytest.approx(ref.ddm, abs=1e-6) and m["max_gap"] == pytest.approx(ref.max_gap, abs=1e-6)
+    assert main(["coverage", "sim", "--db", str(db), "--prior", "flat"]) == 1
+    assert "--prior" in capsys.readouterr().err

@@ -763,7 +763,7 @@ def analyse(
     lat = None
     if fit.laplace is not None:
         lat = resolution.lattice(fit.theta, fit.b, c, t, chance=fit.chance, h_b=fit.laplace.h_b,
-                                 var_b=fit_config.prior_sd_b**2)
+                                 var_b=fit_config.prior_sd_b**2, mean_b=fit_config.prior_mean_b)
     unc = None
     m = min(interval_gaps, len(report.gaps))
     if uncertainty is not None and fit.method == "map":

@@ -102,7 +102,7 @@ class Lattice:
 
 def lattice(theta: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
             chance: np.ndarray | None = None, h_b: np.ndarray | None = None, var_b: float = 1.0,
-            b_min: float | None = None, b_max: float | None = None) -> Lattice:
+            mean_b: float = 0.0, b_min: float | None = None, b_max: float | None = None) -> Lattice:
     """Detect the sum-score lattice of 1PL difficulties ``b`` fitted to ``successes`` / ``trials`` (models x
     items, zeros where missing) with abilities ``theta``. ``h_b`` (the posterior precision of each ``b``) is
     needed for items with guessing (linearised neighbour levels)."""
@@ -125,8 +125,8 @@ def lattice(theta: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.
             guess = 1.0 / np.asarray(h_b, float)[idx]
         can_down = s[idx] + 1 <= total[idx]
         can_up = s[idx] - 1 >= 0
-        d = conditional_levels(theta, s[idx] + 1, t[:, idx], b[idx] - guess, var_b=var_b)
-        u = conditional_levels(theta, s[idx] - 1, t[:, idx], b[idx] + guess, var_b=var_b)
+        d = conditional_levels(theta, s[idx] + 1, t[:, idx], b[idx] - guess, var_b=var_b, mean_b=mean_b)
+        u = conditional_levels(theta, s[idx] - 1, t[:, idx], b[idx] + guess, var_b=var_b, mean_b=mean_b)
         down[idx] = np.where(can_down, d, -np.inf)
         up[idx] = np.where(can_up, u, np.inf)
     if (~free).any():
@@ -163,7 +163,7 @@ def lattice(theta: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.
         common = np.median(t, axis=1)
         scores = np.arange(int(common.sum()) + 1, dtype=float)
         lv = conditional_levels(theta, scores, np.repeat(common[:, None], scores.size, axis=1),
-                                np.zeros(scores.size), var_b=var_b)
+                                np.full(scores.size, mean_b), var_b=var_b, mean_b=mean_b)
         z = np.sort((lv - lo) / (hi - lo))
         levels_z = z[(z >= -1e-9) & (z <= 1 + 1e-9)]
         if levels_z.size:

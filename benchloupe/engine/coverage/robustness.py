@@ -49,6 +49,7 @@ __all__ = [
     "calibration_curve",
     "calibration_experiment",
     "compare_models",
+    "hierarchical_config",
     "improvement_test",
     "leave_one_out",
     "prior_sensitivity",
@@ -316,6 +317,33 @@ def _hyper_mode(x: np.ndarray, mu: float, sigma: float) -> tuple[float, float]:
     return mu, max(sigma, 1e-3)
 
 
+def hierarchical_config(correct=None, mask=None, *, successes=None, trials=None, chance=None,
+                        variant: str = "hierarchical_theta", start: OnePLResult | None = None, max_rounds: int = 100,
+                        cancel: threading.Event | None = None) -> tuple[OnePLConfig, OnePLResult, int, bool]:
+    """The 1PL prior of a C.3 hierarchical variant at its joint posterior mode: (config with the fitted mu and
+    sigma, the fit under it, rounds, converged). Alternates the 1PL fit and the conditional modes of mu, sigma."""
+    if variant not in ("hierarchical_theta", "hierarchical_b"):
+        raise EngineError(f"unknown prior variant {variant!r}; use normal, hierarchical_theta or hierarchical_b")
+    c, t = counts(correct, mask, successes, trials)
+    g = _chance_vector(chance, c.shape[1])
+    cur = start if start is not None else fit_1pl(None, successes=c, trials=t, chance=g)
+    on_theta = variant == "hierarchical_theta"
+    mu, sigma, rounds, converged = 0.0, 1.0, 0, False
+    cfg = OnePLConfig()
+    while rounds < max_rounds:
+        rounds += 1
+        check_cancel(cancel)
+        mu_new, sigma_new = _hyper_mode(cur.theta if on_theta else cur.b, mu, sigma)
+        converged = abs(mu_new - mu) < 1e-5 and abs(sigma_new - sigma) < 1e-5
+        mu, sigma = mu_new, sigma_new
+        cfg = (OnePLConfig(prior_mean_theta=mu, prior_sd_theta=sigma) if on_theta
+               else OnePLConfig(prior_mean_b=mu, prior_sd_b=sigma))
+        cur = fit_1pl(None, successes=c, trials=t, chance=g, config=cfg, init=(cur.theta, cur.b))
+        if converged:
+            break
+    return cfg, cur, rounds, converged
+
+
 def prior_sensitivity(fit: OnePLResult, correct=None, mask=None, *, successes=None, trials=None, chance=None,
                       variants: tuple[str, ...] = ("hierarchical_theta", "hierarchical_b"), k: int = 5,
                       max_rounds: int = 100, progress: Progress = no_progress,
@@ -338,23 +366,12 @@ def prior_sensitivity(fit: OnePLResult, correct=None, mask=None, *, successes=No
     for v, name in enumerate(variants):
         if name not in ("hierarchical_theta", "hierarchical_b"):
             raise EngineError(f"unknown prior variant {name!r}; use hierarchical_theta or hierarchical_b")
-        on_theta = name == "hierarchical_theta"
-        mu, sigma = 0.0, 1.0
-        cur = fit
-        rounds = 0
-        while rounds < max_rounds:
-            rounds += 1
-            check_cancel(cancel)
-            mu_new, sigma_new = _hyper_mode(cur.theta if on_theta else cur.b, mu, sigma)
-            done = abs(mu_new - mu) < 1e-5 and abs(sigma_new - sigma) < 1e-5
-            mu, sigma = mu_new, sigma_new
-            cfg = (OnePLConfig(prior_mean_theta=mu, prior_sd_theta=sigma) if on_theta
-                   else OnePLConfig(prior_mean_b=mu, prior_sd_b=sigma))
-            cur = fit_1pl(None, successes=c, trials=t, chance=g, config=cfg, init=(cur.theta, cur.b))
-            if done:
-                break
-        else:
-            rounds = max_rounds + 1  # not converged within max_rounds (the alternation converges linearly)
+        cfg, cur, rounds, converged = hierarchical_config(None, successes=c, trials=t, chance=g, variant=name,
+                                                          start=fit, max_rounds=max_rounds, cancel=cancel)
+        mu = cfg.prior_mean_theta if name == "hierarchical_theta" else cfg.prior_mean_b
+        sigma = cfg.prior_sd_theta if name == "hierarchical_theta" else cfg.prior_sd_b
+        if not converged:
+            rounds = max_rounds + 1  # the alternation converges linearly; flagged in the table
         fits[name] = cur
         rows.append(row(name, cur, mu, sigma, rounds))
         progress(v + 1, len(variants), f"prior variant {name}")
