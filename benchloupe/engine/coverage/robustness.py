@@ -40,7 +40,9 @@ from scipy import linalg, optimize, stats
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.irt import OnePLConfig, OnePLResult, _chance_vector, fit_1pl
 
-from .core import _sorted_widths, as_target, counts, gap_table, minmax_normalise, quantile_match
+from .analysis import counts
+from .calibration import quantile_match
+from .core import _sorted_widths, as_target, gap_table, minmax_normalise
 
 __all__ = [
     "LeaveOneOut",
