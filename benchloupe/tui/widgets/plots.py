@@ -2,7 +2,7 @@
 models' abilities, and a difficulty ECDF against the uniform target with the largest gaps shaded.
 
 The curve is the fitted response function ``g + (1 - g) * sigmoid(a * (theta - b))`` (the 2PL with guessing
-level g that the calibrations share: engine/joint.py and engine/irt.py); evaluating it at the plot's columns
+level g that the calibrations share: engine/joint and engine/irt); evaluating it at the plot's columns
 is drawing, not estimation.
 """
 
