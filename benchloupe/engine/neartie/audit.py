@@ -21,6 +21,7 @@ from .scoring import (
     control_weights,
     count_reversals,
     exact_scale,
+    float_scores,
     make_pairs,
     pool_folds,
     randomization_test,
@@ -49,12 +50,16 @@ def run_audit(
     groups = np.asarray(item_groups, dtype=str)
     n_items = y_all.shape[1]
     accuracy = _scores(y_all, obs_all, np.ones(n_items))
-    population = build_population(accuracy, list(model_ids), list(families), list(owners), config)
+    correct = np.rint(y_all.sum(axis=1)).astype(np.int64)
+    observed = n_items if obs_all is None else np.rint(obs_all.sum(axis=1)).astype(np.int64)
+    population = build_population(accuracy, list(model_ids), list(families), list(owners), config,
+                                  correct=correct, observed=observed)
     kept = population["kept"].to_numpy()
     fam_names = sorted(set(population.loc[kept, "family"]))
     fam_code = population["family"].map({f: i for i, f in enumerate(fam_names)}).to_numpy(dtype=float)
     owner_arr = population["owner"].to_numpy().astype(str)
     half_arr = population["half"].to_numpy()
+    items_by_model = np.ascontiguousarray(y_all.T) if config.anchor_ties == "float" and obs_all is None else None
     folds = []
     for fold, audit_half in enumerate(HALVES):
         check_cancel(cancel)
@@ -62,7 +67,7 @@ def run_audit(
         target_rows = np.flatnonzero(population["representative"].to_numpy() & (half_arr != audit_half)
                                      & kept)
         folds.append(run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, len(fam_names),
-                              owner_arr, groups, config, cancel, progress))
+                              owner_arr, groups, config, cancel, progress, items_by_model))
     progress(1.0, 1.0, "audit done")
     return _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names, cancel)
 
@@ -107,7 +112,7 @@ def _validate(responses, mask, model_ids, families, owners, item_groups):
 
 
 def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, n_fam, owner_arr, groups,
-             config, cancel=None, progress: Progress = no_progress) -> FoldResult:
+             config, cancel=None, progress: Progress = no_progress, items_by_model=None) -> FoldResult:
     """One direction: the audit rows choose K, DIF and anchors; the target rows are only scored.
 
     ``y_all``/``obs_all`` are models x items; ``fam_code`` holds family indices per input row.  Nothing of
@@ -138,7 +143,10 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
     o_t = None if obs_all is None else obs_all[target_rows]
     full = _scores(y_t, o_t, np.ones(y_all.shape[1]))
     scale = exact_scale(pur.cells, pur.selected, y_all.shape[1]) if config.anchor_ties == "exact" else None
-    low = _scores(y_t, o_t, pur.weights, scale)
+    ref_float = config.anchor_ties == "float" and o_t is None
+    if ref_float and items_by_model is None:
+        items_by_model = np.ascontiguousarray(y_all.T)
+    low = float_scores(items_by_model, pur.weights, target_rows) if ref_float else _scores(y_t, o_t, pur.weights, scale)
     tau = float(kendalltau(full, low, variant="b").statistic)
     if not np.isfinite(tau):
         raise EngineError(f"Kendall tau-b is undefined for the {target_rows.size} representatives scored by the "
@@ -150,7 +158,8 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
         counts[f"{name}_pairs"], counts[f"{name}_reversals"] = int(ok[0]), int(flips[0])
     check_cancel(cancel)
     ctrl_w = control_weights(pur.cells, pur.selected, config.controls, config.control_seed + fold)
-    control_low = _scores(y_t, o_t, ctrl_w, scale)
+    control_low = (float_scores(items_by_model, ctrl_w, target_rows) if ref_float
+                   else _scores(y_t, o_t, ctrl_w, scale))
     ok, flips = count_reversals(pairs, control_low, pairs.cross & pairs.close)
     return FoldResult(audit_half, audit_rows, selection, pur, target_rows, full, low, tau, counts, control_low,
                       np.stack([ok, flips], axis=1))
@@ -217,7 +226,7 @@ def _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner
     return AuditResult(config, population, pd.concat(curves, ignore_index=True),
                        pd.concat(rounds, ignore_index=True), pd.DataFrame(fold_rows),
                        pd.concat(items, ignore_index=True), pd.concat(pair_rows, ignore_index=True),
-                       pd.concat(contrib, ignore_index=True), controls, summary, secondary)
+                       pd.concat(contrib, ignore_index=True), controls, summary, secondary, tuple(folds))
 
 
 

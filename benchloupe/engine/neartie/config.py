@@ -33,6 +33,7 @@ class AuditConfig:
     owner_cap: int = 5
     min_family_models: int = 20
     min_family_models_per_half: int = 2
+    drop_small_families: bool = False
     validation_fraction: float = 0.25
     calibration_fraction: float = 0.5
     coordinate_ridge: float = 1.0

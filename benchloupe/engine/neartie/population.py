@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
 
@@ -11,9 +13,15 @@ from .config import HALVES, AuditConfig
 
 
 def build_population(
-    accuracy: np.ndarray, model_ids: list[str], families: list[str | None], owners: list[str], config: AuditConfig
+    accuracy: np.ndarray, model_ids: list[str], families: list[str | None], owners: list[str], config: AuditConfig,
+    *, correct: np.ndarray | None = None, observed: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """Cap, split and pick representatives: one row per input model with kept/why/half/representative."""
+    """Cap, split and pick representatives: one row per input model with kept/why/half/representative.
+
+    ``correct`` / ``observed`` (integer counts per model) make the split's accuracy sums exact rationals
+    k / n, so that two owners whose accuracies sum to the same value tie exactly (see :func:`split_owners`);
+    without them the float accuracies are taken at their exact binary value.
+    """
     n = len(model_ids)
     fam = np.array([f if f else "" for f in families], dtype=object)
     own = np.array([o.lower() for o in owners], dtype=object)
@@ -37,11 +45,23 @@ def build_population(
                 why[np.setdiff1d(idx, chosen)] = f"over owner cap {config.owner_cap}"
             else:
                 kept[idx] = True
-    for f in family_names:
+    for f in list(family_names):
         count = int((kept & (fam == f)).sum())
-        if count < config.min_family_models:
+        if count >= config.min_family_models:
+            continue
+        if not config.drop_small_families:
             raise EngineError(f"family {f!r} has {count} models after the owner cap, "
-                              f"{config.min_family_models - count} short of the minimum {config.min_family_models}")
+                              f"{config.min_family_models - count} short of the minimum {config.min_family_models}: "
+                              "add models, lower --min-family-models, or pass --drop-small-families to leave "
+                              "such families out as the paper does")
+        small = fam == f
+        why[small] = f"family below minimum {config.min_family_models}"
+        kept[small] = False
+        family_names.remove(f)
+    if len(family_names) < 2:
+        raise EngineError(f"only {len(family_names)} families keep at least {config.min_family_models} models "
+                          f"({', '.join(family_names) or 'none'}): the audit needs 2; add models or lower "
+                          "--min-family-models")
     code = {f: i for i, f in enumerate(family_names)}
     kept_idx = np.flatnonzero(kept)
     owner_names = np.unique(own[kept_idx].astype(str))
@@ -51,34 +71,17 @@ def build_population(
     n_fam = len(family_names)
     g_of = np.searchsorted(owner_names, own[kept_idx].astype(str))
     f_of = np.array([code[f] for f in fam[kept_idx]])
-    counts = np.zeros((owner_names.size, n_fam))
-    sums = np.zeros((owner_names.size, n_fam))
-    np.add.at(counts, (g_of, f_of), 1.0)
-    np.add.at(sums, (g_of, f_of), accuracy[kept_idx])
+    counts = np.zeros((owner_names.size, n_fam), dtype=np.int64)
+    np.add.at(counts, (g_of, f_of), 1)
+    sums = [[Fraction(0)] * n_fam for _ in owner_names]
+    exact = _exact_accuracy(accuracy, correct, observed)
+    for row, g, f in zip(kept_idx, g_of, f_of, strict=True):
+        sums[g][f] += exact[row]
     ties = np.array([rng.uniform() for _ in owner_names])
-    totals = counts.sum(axis=0)
-    means = sums.sum(axis=0) / totals
-    order = sorted(range(owner_names.size), key=lambda g: (-counts[g].sum(), ties[g]))
-    side_counts = np.zeros((2, n_fam))
-    side_sums = np.zeros((2, n_fam))
-    side_of = np.zeros(owner_names.size, dtype=int)
-    for g in order:
-        costs = []
-        for side in (0, 1):
-            c = side_counts.copy()
-            s = side_sums.copy()
-            c[side] += counts[g]
-            s[side] += sums[g]
-            imbalance = np.abs(c[0] - c[1]) / totals
-            score = np.abs((s[0] - c[0] * means) - (s[1] - c[1] * means)) / totals
-            costs.append(float(imbalance.sum() + score.sum()))
-        side = int(rng.integers(0, 2)) if costs[0] == costs[1] else int(np.argmin(costs))
-        side_counts[side] += counts[g]
-        side_sums[side] += sums[g]
-        side_of[g] = side
+    side_of, side_counts = split_owners(counts, sums, ties, rng)
     for side in (0, 1):
         for f in family_names:
-            have = int(side_counts[side, code[f]])
+            have = int(side_counts[side][code[f]])
             if have < config.min_family_models_per_half:
                 raise EngineError(f"family {f!r} has {have} models in the {HALVES[side]} half, "
                                   f"{config.min_family_models_per_half - have} short of the per-half minimum "
@@ -98,3 +101,47 @@ def build_population(
                          "representative": representative})
 
 
+
+
+def _exact_accuracy(accuracy, correct, observed) -> list[Fraction]:
+    if correct is None:
+        return [Fraction(float(a)) for a in accuracy]
+    n = np.full(len(correct), observed, dtype=np.int64) if np.ndim(observed) == 0 else observed
+    return [Fraction(int(k), int(m)) for k, m in zip(correct, n, strict=True)]
+
+
+def split_owners(counts: np.ndarray, sums: list[list[Fraction]], ties: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, list[list[int]]]:
+    """Greedy owner-disjoint split (reference B.1, maintainer variant) in exact rational arithmetic.
+
+    Owners in order of (-models, tie draw); each goes to the side with the lower cost
+    sum_f |c0_f - c1_f| / T_f + sum_f |(s0_f - c0_f m_f) - (s1_f - c1_f m_f)| / T_f after adding it, and an
+    exact cost tie is broken by ``rng.integers(0, 2)``.  The reference sums accuracies with pandas'
+    compensated groupby sum, which returns the exact sum for such k / n values, so its ties are true ties; a
+    plain float sum (1e-16 apart) would skip the draw and put the random stream out of step (issue 13).
+    Returns the side per owner and the per-side family counts.
+    """
+    n_owner, n_fam = counts.shape
+    totals = [int(counts[:, f].sum()) for f in range(n_fam)]
+    means = [sum((sums[g][f] for g in range(n_owner)), Fraction(0)) / max(totals[f], 1) for f in range(n_fam)]
+    side_c = [[0] * n_fam, [0] * n_fam]
+    side_s = [[Fraction(0)] * n_fam, [Fraction(0)] * n_fam]
+    side_of = np.zeros(n_owner, dtype=int)
+    for g in sorted(range(n_owner), key=lambda g: (-int(counts[g].sum()), ties[g])):
+        costs = []
+        for side in (0, 1):
+            cost = Fraction(0)
+            for f in range(n_fam):
+                c = [side_c[0][f], side_c[1][f]]
+                s = [side_s[0][f], side_s[1][f]]
+                c[side] += int(counts[g, f])
+                s[side] += sums[g][f]
+                t = max(totals[f], 1)
+                cost += Fraction(abs(c[0] - c[1]), t) + abs((s[0] - c[0] * means[f]) - (s[1] - c[1] * means[f])) / t
+            costs.append(cost)
+        side = int(rng.integers(0, 2)) if costs[0] == costs[1] else int(costs[1] < costs[0])
+        for f in range(n_fam):
+            side_c[side][f] += int(counts[g, f])
+            side_s[side][f] += sums[g][f]
+        side_of[g] = side
+    return side_of, side_c

@@ -44,6 +44,12 @@ class AuditResult:
     controls: pd.DataFrame
     summary: dict
     secondary: dict = field(default_factory=dict)
+    fold_results: tuple = field(default=(), repr=False, compare=False)  # the FoldResults (scores, controls)
+
+    @property
+    def fold_controls(self) -> list[np.ndarray]:
+        """Per fold, the R x 2 (non-tied pairs, reversals) counts of the matched-random controls."""
+        return [f.control_counts for f in self.fold_results]
 
     def table1_row(self) -> dict:
         """The paper's Table 1 quantities, pooled over folds."""
