@@ -73,6 +73,10 @@ def run_audit(
 
 
 def _check_config(config: AuditConfig) -> None:
+    if config.protocol not in ("primary", "full"):
+        raise EngineError(f"protocol must be 'primary' or 'full', not {config.protocol!r}")
+    if config.family_from not in ("name", "column", "arch"):
+        raise EngineError(f"family_from must be 'name', 'column' or 'arch', not {config.family_from!r}")
     if config.anchor_ties not in ("exact", "float"):
         raise EngineError(f"anchor_ties must be 'exact' or 'float', not {config.anchor_ties!r}")
     if not 0 < config.anchor_fraction <= 1:
@@ -245,11 +249,29 @@ def _pair_tables(fold, f: FoldResult, y_all, obs_all, ids, population, config) -
         "fold": fold, "target_half": HALVES[1 - fold], "model_a": ids[rows[i]], "model_b": ids[rows[j]],
         "family_a": family[i], "family_b": family[j], "owner_a": owner[i], "owner_b": owner[j],
         "full_a": f.full[i], "full_b": f.full[j], "anchor_a": f.low[i], "anchor_b": f.low[j],
-        "gap": np.abs(d_full), "tied": tied, "reversed": reversed_})
+        "gap": np.abs(d_full), "tied": tied, "reversed": reversed_,
+        **pair_robustness(d_full, f.control_low, i, j)})
     ra, rb, df = rows[i[reversed_]], rows[j[reversed_]], d_full[reversed_]
     parts = [_contributions(fold, ra[c:c + 256], rb[c:c + 256], df[c:c + 256], f.purification.weights, y_all,
                             obs_all, ids, config.top_items) for c in range(0, ra.size, 256)]
     return table, (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=CONTRIBUTION_COLUMNS))
+
+
+def pair_robustness(d_full: np.ndarray, control_low: np.ndarray, i: np.ndarray, j: np.ndarray) -> dict:
+    """Per-pair robustness (ours, beyond the paper): in what fraction of the R matched-random recompositions
+    does each near-tie pair strictly reverse, and in what fraction is it tied under the control score.
+
+    Beside ``reversed`` (the low-DIF recomposition) it tells a curator whether an ordering is fragile under
+    any same-blueprint recomposition (high fraction) or only under the low-DIF one (low fraction).
+    """
+    r = control_low.shape[1]
+    flips = np.zeros(i.size)
+    ties = np.zeros(i.size)
+    for start in range(0, r, 64):
+        d_low = control_low[i, start:start + 64] - control_low[j, start:start + 64]
+        flips += (d_full[:, None] * d_low < 0).sum(axis=1)
+        ties += (d_low == 0).sum(axis=1)
+    return {"random_reversal_fraction": flips / r, "random_tie_fraction": ties / r}
 
 
 CONTRIBUTION_COLUMNS = ["fold", "model_a", "model_b", "item", "weight", "y_a", "y_b", "full_contribution",

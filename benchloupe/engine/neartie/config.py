@@ -20,6 +20,9 @@ class AuditConfig:
     ``"float"`` is the reference's plain float arithmetic (its tie count then depends on the BLAS).
     ``gap`` is the near-tie band in score units (0.01 = 1 pp) compared in floating point as the reference
     does; ``gap_tolerance`` widens it (0 reproduces the reference).  Secondary analyses are off by default.
+    ``drop_small_families`` leaves out families below ``min_family_models`` (as the paper does) instead of
+    refusing.  ``family_from`` (name | column | arch) is resolved by the jobs layer before the engine runs.
+    ``protocol="full"`` adds the paper's robustness protocol (:mod:`.protocol`) and the secondary analyses.
     """
 
     dimensions: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -50,4 +53,6 @@ class AuditConfig:
     bootstrap: int = 0
     gap_curve: tuple[float, ...] = ()
     fraction_sensitivity: tuple[float, ...] = ()
+    family_from: str = "name"
+    protocol: str = "primary"
 

@@ -45,6 +45,7 @@ class AuditResult:
     summary: dict
     secondary: dict = field(default_factory=dict)
     fold_results: tuple = field(default=(), repr=False, compare=False)  # the FoldResults (scores, controls)
+    protocol: dict = field(default_factory=dict)  # robustness protocol tables (protocol.py), by name
 
     @property
     def fold_controls(self) -> list[np.ndarray]:
