@@ -30,7 +30,7 @@ def cmd_audit(args) -> int:
     fixed = {"family_from": args.family_from, "protocol": args.protocol,
              "drop_small_families": bool(args.drop_small_families)}
     if args.gap_curve:
-        fixed["gap_curve"] = tuple(x / 100 for x in _floats(args.gap_curve, "--gap-curve"))
+        fixed["gap_curve"] = _floats(args.gap_curve, "--gap-curve")  # percentage points, as the engine takes
     if args.fractions:
         fixed["fraction_sensitivity"] = _floats(args.fractions, "--fractions")
     if args.k_grid:

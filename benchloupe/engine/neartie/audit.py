@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
-from benchloupe.engine.dif import purify, select_dimension
+from benchloupe.engine.dif import DimensionSelection, purify, select_dimension
 
-from .config import HALVES, AuditConfig
+from .config import FULL_BOOTSTRAP, FULL_FRACTIONS, FULL_GAP_CURVE, HALVES, AuditConfig
 from .population import build_population
-from .results import AuditResult, FoldResult
+from .results import AuditResult, FoldResult, ProtocolInputs
 from .scoring import (
     _median_rate,
     _rate,
@@ -40,12 +41,19 @@ def run_audit(
     mask: np.ndarray | None = None,
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
+    fixed_k: tuple[int, int] | None = None,
 ) -> AuditResult:
     """Run the primary audit (and requested secondary analyses) on a models x items 0/1 matrix.
 
     ``mask`` (same shape, 1 = observed) marks missing cells; without it the matrix must be complete 0/1.
+    ``fixed_k`` (discovery, validation) skips dimension selection (the D.2 perturbations freeze K).
+    With ``config.protocol == "full"`` the robustness protocol (:mod:`.protocol`) runs too.
     """
     _check_config(config)
+    if config.protocol == "full":  # the secondary analyses run too, at the paper's settings where unset
+        config = replace(config, specificity=True, bootstrap=config.bootstrap or FULL_BOOTSTRAP,
+                         gap_curve=config.gap_curve or FULL_GAP_CURVE,
+                         fraction_sensitivity=config.fraction_sensitivity or FULL_FRACTIONS)
     y_all, obs_all = _validate(responses, mask, model_ids, families, owners, item_groups)
     groups = np.asarray(item_groups, dtype=str)
     n_items = y_all.shape[1]
@@ -67,14 +75,25 @@ def run_audit(
         target_rows = np.flatnonzero(population["representative"].to_numpy() & (half_arr != audit_half)
                                      & kept)
         folds.append(run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, len(fam_names),
-                              owner_arr, groups, config, cancel, progress, items_by_model))
+                              owner_arr, groups, config, cancel, progress, items_by_model,
+                              None if fixed_k is None else fixed_k[fold]))
+    result = _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names, cancel)
+    if config.protocol == "full":
+        from .protocol import run_protocol
+
+        progress(0.95, 1.0, "robustness protocol")
+        inputs = ProtocolInputs(responses, list(model_ids), list(families), list(owners), list(item_groups), mask,
+                                y_all, obs_all, groups, fam_code, owner_arr, fam_names)
+        result = replace(result, protocol=run_protocol(result, inputs, cancel))
     progress(1.0, 1.0, "audit done")
-    return _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names, cancel)
+    return result
 
 
 def _check_config(config: AuditConfig) -> None:
     if config.protocol not in ("primary", "full"):
         raise EngineError(f"protocol must be 'primary' or 'full', not {config.protocol!r}")
+    if config.representative not in ("median", "id"):
+        raise EngineError(f"representative must be 'median' or 'id', not {config.representative!r}")
     if config.family_from not in ("name", "column", "arch"):
         raise EngineError(f"family_from must be 'name', 'column' or 'arch', not {config.family_from!r}")
     if config.anchor_ties not in ("exact", "float"):
@@ -116,7 +135,8 @@ def _validate(responses, mask, model_ids, families, owners, item_groups):
 
 
 def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, n_fam, owner_arr, groups,
-             config, cancel=None, progress: Progress = no_progress, items_by_model=None) -> FoldResult:
+             config, cancel=None, progress: Progress = no_progress, items_by_model=None,
+             fixed_k: int | None = None) -> FoldResult:
     """One direction: the audit rows choose K, DIF and anchors; the target rows are only scored.
 
     ``y_all``/``obs_all`` are models x items; ``fam_code`` holds family indices per input row.  Nothing of
@@ -131,10 +151,13 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
         progress((fold * steps + k) / (2 * steps), 1.0, f"{audit_half} audit half: {message}")
 
     step(0, "choosing K")
-    selection = select_dimension(y, obs, owner_arr[audit_rows], groups, config.dimensions, owner_seed=seed,
-                                 svd_seed=seed, ridge=config.coordinate_ridge,
-                                 validation_fraction=config.validation_fraction,
-                                 calibration_fraction=config.calibration_fraction)
+    if fixed_k is not None:  # D.2: K frozen from the primary run, not reselected
+        selection = DimensionSelection(int(fixed_k), int(fixed_k), float("nan"), pd.DataFrame())
+    else:
+        selection = select_dimension(y, obs, owner_arr[audit_rows], groups, config.dimensions, owner_seed=seed,
+                                     svd_seed=seed, ridge=config.coordinate_ridge,
+                                     validation_fraction=config.validation_fraction,
+                                     calibration_fraction=config.calibration_fraction)
     check_cancel(cancel)
     seed0 = config.nested_seed + 1000 * fold + 100 * config.fraction_seed_index
     pur = purify(y, obs, fam_code[audit_rows].astype(int), n_fam, groups, selection.k, seed0=seed0,

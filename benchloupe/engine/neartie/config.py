@@ -10,6 +10,9 @@ STATUS_NOT_DETECTED = "no_significant_excess_detected"
 STATUS_INSUFFICIENT = "insufficient_eligible_pairs"
 STATUS_UNDEFINED = "undefined_random_controls"
 FRACTION_INDEX = {0.3: 0, 0.5: 1, 0.7: 2}
+FULL_GAP_CURVE = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0)  # eq. 56, in percentage points
+FULL_FRACTIONS = (0.3, 0.7)
+FULL_BOOTSTRAP = 2000
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class AuditConfig:
     does; ``gap_tolerance`` widens it (0 reproduces the reference).  Secondary analyses are off by default.
     ``drop_small_families`` leaves out families below ``min_family_models`` (as the paper does) instead of
     refusing.  ``family_from`` (name | column | arch) is resolved by the jobs layer before the engine runs.
+    ``representative``: "median" (the paper's rule) or "id" (score-blind, D.2).
     ``protocol="full"`` adds the paper's robustness protocol (:mod:`.protocol`) and the secondary analyses.
     """
 
@@ -53,6 +57,7 @@ class AuditConfig:
     bootstrap: int = 0
     gap_curve: tuple[float, ...] = ()
     fraction_sensitivity: tuple[float, ...] = ()
+    representative: str = "median"
     family_from: str = "name"
     protocol: str = "primary"
 

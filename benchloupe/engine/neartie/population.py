@@ -93,6 +93,9 @@ def build_population(
     for i in kept_idx:
         groups.setdefault((own[i], fam[i]), []).append(int(i))
     for members in groups.values():
+        if config.representative == "id":  # D.2 score-blind checkpoint: first model id, no accuracy used
+            representative[min((model_ids[i], i) for i in members)[1]] = True
+            continue
         acc = accuracy[members]
         dist = np.abs(acc - np.median(acc))
         representative[min(zip(dist, (model_ids[i] for i in members), members, strict=True))[2]] = True

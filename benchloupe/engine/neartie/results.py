@@ -30,6 +30,24 @@ class FoldResult:
 
 
 @dataclass(frozen=True)
+class ProtocolInputs:
+    """What the robustness protocol needs beyond the result: the raw inputs (for reruns) and their arrays."""
+
+    responses: np.ndarray
+    model_ids: list
+    families: list
+    owners: list
+    item_groups: list
+    mask: np.ndarray | None
+    y_all: np.ndarray
+    obs_all: np.ndarray | None
+    groups: np.ndarray
+    fam_code: np.ndarray
+    owner_arr: np.ndarray
+    fam_names: list
+
+
+@dataclass(frozen=True)
 class AuditResult:
     """Everything the curator sees (see docs/NEARTIE.md for field meanings)."""
 

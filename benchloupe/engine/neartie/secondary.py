@@ -19,11 +19,12 @@ def secondary_analyses(config, folds, y_all, obs_all, groups, fam_code, owner_ar
     out: dict = {}
     if config.specificity:
         out["within-family specificity"] = _specificity(config, folds, owner_arr, fam_code)
+    boot = bootstrap_scores(config, folds, y_all, obs_all, groups) if config.bootstrap else None
     if config.gap_curve:
-        out["gap-threshold curve"] = _gap_curve(config, folds, owner_arr, fam_code)
+        out["gap-threshold curve"] = _gap_curve(config, folds, owner_arr, fam_code, boot)
     if config.bootstrap:
         check_cancel(cancel)
-        out["composition bootstrap"] = _bootstrap(config, folds, y_all, obs_all, groups, owner_arr, fam_code)
+        out["composition bootstrap"] = _bootstrap(config, folds, y_all, obs_all, groups, owner_arr, fam_code, boot)
     if config.fraction_sensitivity:
         out["anchor-fraction sensitivity"] = _fractions(config, folds, y_all, obs_all, groups, owner_arr,
                                                         fam_code, cancel)
@@ -60,25 +61,32 @@ def _specificity(config, folds, owner_arr, fam_code) -> pd.DataFrame:
     return pd.DataFrame([row])
 
 
-def _gap_curve(config, folds, owner_arr, fam_code) -> pd.DataFrame:
-    """Observed vs matched-random reversal rates at each full-score gap (pp), pairs frozen from full scores."""
+def _gap_curve(config, folds, owner_arr, fam_code, boot=None) -> pd.DataFrame:
+    """Observed vs matched-random reversal rates at each full-score gap (Table 7, eq. 56), pairs frozen from
+    full scores; with a composition bootstrap, its 2.5/97.5% range recomputed at every threshold (D.1)."""
     rows = []
     for gap_pp in config.gap_curve:
+        gap = gap_pp / 100
         obs = np.zeros(2, dtype=int)
         ctrl = np.zeros((config.controls, 2), dtype=int)
         for f in folds:
-            ps = _fold_pairs(f, owner_arr, fam_code, gap_pp / 100, config.gap_tolerance)
+            ps = _fold_pairs(f, owner_arr, fam_code, gap, config.gap_tolerance)
             ok, fl = count_reversals(ps, f.low, ps.cross & ps.close)
             obs += [ok[0], fl[0]]
             ok, fl = count_reversals(ps, f.control_low, ps.cross & ps.close)
             ctrl += np.stack([ok, fl], axis=1)
         test = randomization_test(int(obs[0]), int(obs[1]), ctrl[:, 0], ctrl[:, 1], config.significance)
-        rows.append({"gap_pp": gap_pp, "pairs": int(obs[0]), "reversals": int(obs[1]), **test})
+        row = {"gap_pp": gap_pp, "pairs": int(obs[0]), "reversals": int(obs[1]), **test}
+        if boot is not None:
+            rate = bootstrap_rates(config, folds, boot[1], owner_arr, fam_code, gap)
+            row.update(bootstrap_rate_lo=_nanq(rate, 0.025), bootstrap_rate_hi=_nanq(rate, 0.975))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _bootstrap(config, folds, y_all, obs_all, groups, owner_arr, fam_code) -> pd.DataFrame:
-    """Composition bootstrap (C.7): resample item-group blocks (or 100 contiguous clusters), close mask frozen."""
+def bootstrap_scores(config, folds, y_all, obs_all, groups) -> tuple[int, list[tuple[np.ndarray, np.ndarray]]]:
+    """Composition bootstrap (C.7) scores: units are item groups (>= 5) or 100 contiguous clusters, weights
+    multinomial(n_units, uniform), seed bootstrap_seed + fold; per fold (full, low), representatives x B."""
     n_items = y_all.shape[1]
     names = np.unique(groups)
     if names.size >= 5:
@@ -88,30 +96,47 @@ def _bootstrap(config, folds, y_all, obs_all, groups, owner_arr, fam_code) -> pd
     n_units = int(unit.max()) + 1
     onehot = np.zeros((n_items, n_units))
     onehot[np.arange(n_items), unit] = 1.0
-    b = config.bootstrap
-    pooled = np.zeros((b, 2))
-    taus = np.zeros((b, len(folds)))
+    out = []
     for fold, f in enumerate(folds):
         rng = np.random.default_rng(config.bootstrap_seed + fold)
-        draws = rng.multinomial(n_units, np.full(n_units, 1 / n_units), size=b).T.astype(float)  # units x B
+        draws = rng.multinomial(n_units, np.full(n_units, 1 / n_units), size=config.bootstrap).T.astype(float)
         y_t = y_all[f.rep_index]
         o_t = np.ones_like(y_t) if obs_all is None else obs_all[f.rep_index]
         w = f.purification.weights
         full = ((y_t * o_t) @ onehot @ draws) / (o_t @ onehot @ draws)
         low = ((y_t * o_t * w) @ onehot @ draws) / ((o_t * w) @ onehot @ draws)
-        ps = _fold_pairs(f, owner_arr, fam_code, config.gap, config.gap_tolerance)
+        out.append((full, low))
+    return n_units, out
+
+
+def bootstrap_rates(config, folds, boot, owner_arr, fam_code, gap: float) -> np.ndarray:
+    """Fold-pooled strict reversal rate per bootstrap replicate, pairs frozen from the original full scores."""
+    pooled = np.zeros((config.bootstrap, 2))
+    for f, (full, low) in zip(folds, boot, strict=True):
+        ps = _fold_pairs(f, owner_arr, fam_code, gap, config.gap_tolerance)
         m = ps.cross & ps.close
         sel_i, sel_j = ps.i[m], ps.j[m]
         d_full = full[sel_i] - full[sel_j]
         d_low = low[sel_i] - low[sel_j]
         ok = (d_full != 0) & (d_low != 0)
         pooled += np.stack([ok.sum(axis=0), (ok & (d_full * d_low < 0)).sum(axis=0)], axis=1)
-        taus[:, fold] = [kendalltau(full[:, r], low[:, r], variant="b").statistic for r in range(b)]
-    rate = pooled[:, 1] / np.where(pooled[:, 0] > 0, pooled[:, 0], np.nan)
-    tau = taus.mean(axis=1)
-    return pd.DataFrame([{"replicates": b, "units": n_units,
-                          "rate_lo": float(np.nanquantile(rate, 0.025)), "rate_hi": float(np.nanquantile(rate, 0.975)),
+    return pooled[:, 1] / np.where(pooled[:, 0] > 0, pooled[:, 0], np.nan)
+
+
+def _bootstrap(config, folds, y_all, obs_all, groups, owner_arr, fam_code, boot=None) -> pd.DataFrame:
+    """Composition bootstrap (C.7, Table 11): 2.5/97.5% of the pooled rate and of the fold-mean tau-b."""
+    n_units, boot = boot or bootstrap_scores(config, folds, y_all, obs_all, groups)
+    rate = bootstrap_rates(config, folds, boot, owner_arr, fam_code, config.gap)
+    taus = np.array([[kendalltau(full[:, r], low[:, r], variant="b").statistic for r in range(config.bootstrap)]
+                     for full, low in boot])
+    tau = taus.mean(axis=0)
+    return pd.DataFrame([{"replicates": config.bootstrap, "units": n_units,
+                          "rate_lo": _nanq(rate, 0.025), "rate_hi": _nanq(rate, 0.975),
                           "tau_lo": float(np.quantile(tau, 0.025)), "tau_hi": float(np.quantile(tau, 0.975))}])
+
+
+def _nanq(x: np.ndarray, q: float) -> float | None:
+    return float(np.nanquantile(x, q)) if np.isfinite(x).any() else None
 
 
 def _fractions(config, folds, y_all, obs_all, groups, owner_arr, fam_code, cancel) -> pd.DataFrame:
