@@ -117,8 +117,8 @@ def _flags(result: AuditResult, models: pd.DataFrame, item_keys: np.ndarray) -> 
 
 def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray, missing: int,
                     sources: dict[str, str]) -> str:
-    lines = [result.to_markdown().replace("# Family-DIF near-tie audit",
-                                          f"# Family-DIF near-tie audit: {benchmark} (run #{run_id})", 1), ""]
+    lines = [result.to_markdown(benchmark).replace("# Family-DIF near-tie audit",
+                                                   f"# Family-DIF near-tie audit: {benchmark} (run #{run_id})", 1), ""]
     lines += ["## Inputs", "", f"- Families from {sources['families']}.", f"- Item groups: {sources['groups']}.",
               f"- Missing cells: {missing}" + (
                   " (passed to the audit as a mask: item rates, Newton sums and held-out losses use observed cells "

@@ -76,49 +76,8 @@ class AuditResult:
                 "random_median", "excess_pp", "p", "status")
         return {k: self.summary[k] for k in keys}
 
-    def to_markdown(self) -> str:
-        """A short Markdown report of the primary result and the fold details."""
-        s = self.summary
-        lines = [
-            "# Family-DIF near-tie audit", "",
-            f"Status: **{s['status']}**", "",
-            f"Items: {s['items']}; capped models: {s['capped_models']}; owners: {s['owners']}; "
-            f"families: {s['families']}; scored representatives: {s['representatives']}.",
-            f"Near tie: different owner, different family, |full gap| <= {100 * self.config.gap:g} pp "
-            f"(tolerance {self.config.gap_tolerance:g}).", "",
-            "| quantity | value |", "|---|---:|",
-            f"| K (discovery / validation audit) | {s['k_discovery']} / {s['k_validation']} |",
-            f"| mean fold Kendall tau-b | {s['tau_b']:.3f} |",
-            f"| near-tie pairs (ties excluded) | {s['eligible_pairs']} |",
-            f"| low-DIF reversals | {s['reversals']} |",
-            f"| low-DIF reversal rate | {_pct(s['rate'])} |",
-            f"| matched-random median | {_pct(s['random_median'])} |",
-            f"| excess (pp) | {_num(s['excess_pp'], '+.1f')} |",
-            f"| one-sided p (R = {self.config.controls}) | {_num(s['p'], '.3f')} |", "",
-            "## Folds", "", _md_table(self.folds), "",
-        ]
-        for name, table in self.secondary.items():
-            lines += [f"## {name}", "", _md_table(table), ""]
-        return "\n".join(lines)
+    def to_markdown(self, benchmark: str = "this benchmark") -> str:
+        """The Markdown report: one section per table of paper 002 (see :mod:`.report`)."""
+        from .report import markdown_report
 
-
-def _md_table(table: pd.DataFrame) -> str:
-    """A plain Markdown table (no optional ``tabulate`` dependency); floats to 4 significant digits."""
-    def cell(value) -> str:
-        if isinstance(value, float | np.floating):
-            return "n/a" if np.isnan(value) else f"{value:.4g}"
-        return "n/a" if value is None else str(value)
-
-    head = "| " + " | ".join(map(str, table.columns)) + " |"
-    rule = "|" + "---|" * len(table.columns)
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([head, rule, *rows])
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _num(x: float | None, fmt: str) -> str:
-    return "n/a" if x is None else format(x, fmt)
-
+        return markdown_report(self, benchmark)
