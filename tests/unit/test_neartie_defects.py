@@ -131,8 +131,10 @@ def test_float_mode_scores_each_control_in_the_reference_order():
 
 @pytest.mark.shared_data
 @pytest.mark.skipif(not REF.exists(), reason=f"reference outputs not found under {REF}")
-def test_float_mode_reproduces_the_reference_controls_on_gsm8k():
-    res = run_audit(*_load("gsm8k"), AuditConfig(anchor_ties="float"))
+@pytest.mark.parametrize("ties", ["exact", "float"])
+def test_both_tie_modes_reproduce_the_reference_on_gsm8k(ties):
+    """GSM8K's anchor weights are exact binary fractions: both modes give the reference's every count."""
+    res = run_audit(*_load("gsm8k"), AuditConfig(anchor_ties=ties))
     ref = pd.read_csv(REF / "gsm8k" / "random_controls_pooled.csv")
     np.testing.assert_array_equal(res.controls["eligible_pairs"].to_numpy(), ref["eligible_pairs"].to_numpy())
     np.testing.assert_array_equal(res.controls["reversals"].to_numpy(), ref["reversals"].to_numpy())
