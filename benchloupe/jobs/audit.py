@@ -24,6 +24,7 @@ import pandas as pd
 from benchloupe.engine.common import EngineError, Progress, no_progress
 from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
 from benchloupe.engine.neartie import AuditConfig, AuditResult, run_audit
+from benchloupe.engine.neartie.protocol import protocol_summary
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
@@ -199,6 +200,8 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             flags = _flags(res, sm.models, keys)
             ctx.lap("tables_s", t_tables)
             metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources}
+            if res.protocol:
+                metrics["protocol"] = protocol_summary(res.protocol)
             t_store = time.perf_counter()
             timings = {**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(

@@ -53,3 +53,23 @@ def run_protocol(result: AuditResult, inputs: ProtocolInputs, cancel: threading.
         check_cancel(cancel)
         out["table4_direct_mirt"] = direct_mirt_audit(result, inputs, cancel=cancel)
     return out
+
+
+def protocol_summary(tables: dict[str, pd.DataFrame]) -> dict:
+    """The headline numbers of each protocol table (for run metrics; the tables are stored as artifacts)."""
+    out: dict = {}
+    for key in ("table2_replication", "table4_direct_mirt", "table5_matched_controls"):
+        if key in tables and len(tables[key]):
+            out[key] = {k: (v.item() if hasattr(v, "item") else v) for k, v in tables[key].iloc[0].items()}
+    if "table9_population_robustness" in tables:
+        t = tables["table9_population_robustness"]
+        ran = t[t["excess_pp"].notna()]
+        out["table9_population_robustness"] = {"specifications": int(len(ran)), "positive": int(ran["positive"].sum()),
+                                               "significant": int(ran["significant"].sum())}
+    if "table10_family_shifts" in tables:
+        out["family_score_shift_range_pp"] = tables["table10_family_shifts"].attrs.get("score_shift_range_pp")
+    att = tables.get("item_group_attribution")
+    if att is not None and len(att):
+        out["item_group_sign_replication"] = att.attrs.get("sign_replication")
+        out["item_group_binomial_p"] = att.attrs.get("binomial_p")
+    return out
