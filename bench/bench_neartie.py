@@ -32,8 +32,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
-from benchloupe.engine.neartie import AuditConfig, run_audit
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's benchloupe, not whichever one the interpreter finds first
+
+from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner  # noqa: E402
+from benchloupe.engine.neartie import AuditConfig, run_audit  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metabench"
 FILES = {"arc": "arc-2PL-MAP-0.005-seed=1", "gsm8k": "gsm8k-2PL-EAPsum-0.001-seed=1",
@@ -131,14 +134,14 @@ def _imported(tmp: Path, name: str) -> Path:
     if not db.exists():
         subprocess.run([sys.executable, "-m", "benchloupe", "import", "metabench",
                         str(DATA / f"{FILES[name]}.responses.csv.gz"), "--db", str(db), "--benchmark", name],
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, cwd=ROOT)
     return db
 
 
 def _cli(db: Path, name: str, *extra: str) -> tuple[float, dict]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "benchloupe", "audit", "neartie", name, "--db", str(db), "--json",
-                           *extra], capture_output=True, text=True, check=True)
+                           *extra], capture_output=True, text=True, check=True, cwd=ROOT)
     return time.perf_counter() - start, json.loads(proc.stdout)
 
 
