@@ -13,6 +13,7 @@ before "/" or "__".  Missing cells are passed to the engine as a mask (docs/NEAR
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -152,6 +153,8 @@ def check_report_path(report: str | Path | None) -> Path | None:
         raise EngineError(f"--report {path}: is a folder; give a file name, e.g. {path / 'neartie.md'}")
     if not path.parent.is_dir():
         raise EngineError(f"--report {path}: folder {path.parent} does not exist; create it or choose another path")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise EngineError(f"--report {path}: not writable; choose a file in a folder you can write to")
     return path
 
 

@@ -136,3 +136,30 @@ def test_full_protocol_is_stored_with_the_run(demo_db):
     assert 0 <= m["protocol"]["table2_replication"]["p_overlap"] <= 1
     report = runs.load_artifact(conn, rid, "report")
     assert "## Table 9:" in report and "## Table 5:" in report
+
+
+def test_cli_gap_curve_takes_percentage_points(demo_db, capsys):
+    """Cousin of the report defect: --gap-curve 1 is the primary 1 pp band (the CLI used to divide by 100
+    and the engine again, so '1' meant 0.01 pp)."""
+    assert main(["audit", "neartie", "demo-chem", "--db", str(demo_db), "--json", "--gap-curve", "1,2"]) == 0
+    rid = json.loads(capsys.readouterr().out)["run_id"]
+    conn = connect(demo_db)
+    curve = runs.load_artifact(conn, rid, "secondary_gap-threshold curve")
+    m = runs.get_run(conn, rid)["metrics"]
+    assert curve["gap_pp"].tolist() == [1.0, 2.0]
+    assert curve["pairs"].iloc[0] == m["eligible_pairs"] and curve["pairs"].iloc[1] >= m["eligible_pairs"]
+
+
+def test_cli_report_in_a_read_only_folder_fails_first(demo_db, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        import os
+
+        if os.access(ro, os.W_OK):  # root ignores the mode bits
+            pytest.skip("running as root: a read-only folder is still writable")
+        assert main(["audit", "neartie", "demo-chem", "--db", str(demo_db), "--report", str(ro / "r.md")]) == 1
+        assert "not writable" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o700)
