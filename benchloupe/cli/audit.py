@@ -40,7 +40,7 @@ def cmd_audit(args) -> int:
         report = check_report_path(args.report)  # before anything runs or is stored
     except EngineError as exc:
         raise CliError(str(exc)) from None
-    rid = jobs.ANALYSES["neartie"].run(db_path(args), args.benchmark, cfg, report=report,
+    rid = jobs.ANALYSES["neartie"].run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
                                        progress=StderrProgress("audit"))
     conn = connect(db_path(args))
     try:
@@ -87,6 +87,8 @@ def register_audit(sub, common) -> None:
                    help="leave out families below --min-family-models (as the paper does) instead of refusing")
     p.add_argument("--protocol", choices=["primary", "full"], default="primary",
                    help="full: also the paper's robustness protocol (D.1-D.3, B.1, B.2) and secondary analyses")
+    p.add_argument("--compare", metavar="BENCHMARK",
+                   help="exact-common-model check (B.7, Table 10) against BENCHMARK's latest near-tie run")
     p.add_argument("--gap-curve", help="secondary: gap thresholds in points, e.g. 0.25,0.5,1,2,5 (Table 7)")
     p.add_argument("--fractions", help="secondary: anchor fractions, e.g. 0.3,0.7 (Table 8)")
     p.add_argument("--k-grid", help="dimension grid (default: 1,2,4,...,256)")

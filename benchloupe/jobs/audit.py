@@ -26,6 +26,7 @@ from benchloupe.engine.common import EngineError, Progress, no_progress
 from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
 from benchloupe.engine.neartie import AuditConfig, AuditResult, run_audit
 from benchloupe.engine.neartie.protocol import protocol_summary
+from benchloupe.engine.neartie.shifts import exact_common_shifts
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
@@ -158,17 +159,42 @@ def check_report_path(report: str | Path | None) -> Path | None:
     return path
 
 
+def _compare_population(conn, other: str | None) -> pd.DataFrame | None:
+    """The stored population of ``other``'s latest finished near-tie run (for the exact-common check)."""
+    if other is None:
+        return None
+    rid = runs.latest_run(conn, read.benchmark_id(conn, other), ("neartie",))
+    if rid is None:
+        raise EngineError(f"--compare {other}: that benchmark has no finished near-tie run; run "
+                          f"`benchloupe audit neartie {other}` first")
+    return runs.load_artifact(conn, rid, "population")
+
+
+def exact_common_section(table: pd.DataFrame, left: str, right: str) -> list[str]:
+    lines = [f"## Table 10 (exact-common models): {left} / {right}", "",
+             "| Exact-common pair | Family | n | Left shift | Right shift | Right-left | [95% CI] |",
+             "|---|---|---|---|---|---|---|"]
+    for r in table.itertuples(index=False):
+        lines.append(f"| {left} / {right} | {r.family} | {r.n} | {r.left_pp:+.2f} | {r.right_pp:+.2f} | "
+                     f"{r.diff_pp:+.2f} | [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}] |")
+    return lines + ["", "Shifts in percentage points on exactly the models scored in both benchmarks; 2,000 "
+                    "owner-bootstrap replicates (paper 002 B.7).", ""]
+
+
 def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *, report: str | Path | None = None,
-                progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                compare: str | None = None, progress: Progress = no_progress,
+                cancel: threading.Event | None = None, **_) -> int:
     """The audit (plus the protocol parts the config asks for); returns the run id.
 
     The report is always stored with the run (artifact ``report``); a file is written only when ``report``
-    names one, and that path is checked before the run is created.
+    names one, and that path is checked before the run is created.  ``compare`` names a benchmark whose
+    latest near-tie run supplies the left side of the exact-common-model check (B.7, Table 10).
     """
     t0 = time.perf_counter()
     report_path = check_report_path(report)
     conn = connect(db_path)
     try:
+        other = _compare_population(conn, compare)
         sm = read.load_static(conn, benchmark)
         if not sm.correct.size:
             raise EngineError(f"benchmark {benchmark!r} has no static results to audit")
@@ -192,12 +218,18 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
                                    "representative": pop["representative"], "family": pop["family"]})
             missing = int((~sm.mask).sum())
             text = report_markdown(res, benchmark, ctx.run_id, keys, missing, sources)
+            common = None
+            if other is not None:
+                common = exact_common_shifts(other, res.population)
+                text += "\n" + "\n".join(exact_common_section(common, compare, benchmark))
             contributions = res.contributions
             if len(contributions):
                 contributions = contributions.assign(item_key=keys[contributions["item"].to_numpy(int)])
             artifacts = {"population": res.population, "dimension_curves": res.dimension_curves,
                          "purification": res.purification, "folds": res.folds, "pairs": res.pairs,
                          "contributions": contributions, "controls": res.controls, "report": text}
+            if common is not None:
+                artifacts["protocol_table10_exact_common"] = common.assign(left=compare, right=benchmark)
             for name, table in {**res.secondary, **res.protocol}.items():
                 artifacts[f"secondary_{name}" if name in res.secondary else f"protocol_{name}"] = table
             flags = _flags(res, sm.models, keys)

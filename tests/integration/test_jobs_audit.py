@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -163,3 +164,18 @@ def test_cli_report_in_a_read_only_folder_fails_first(demo_db, tmp_path, capsys)
         assert "not writable" in capsys.readouterr().err
     finally:
         ro.chmod(0o700)
+
+
+def test_exact_common_model_check_against_another_benchmark(demo_db):
+    left = jobs.ANALYSES["neartie"].run(demo_db, "demo-math", AuditConfig(min_family_models=6))
+    rid = jobs.ANALYSES["neartie"].run(demo_db, "demo-chem", compare="demo-math")
+    conn = connect(demo_db)
+    table = runs.load_artifact(conn, rid, "protocol_table10_exact_common")
+    reps_left = runs.load_artifact(conn, left, "population").query("representative")["model_id"]
+    reps_right = runs.load_artifact(conn, rid, "population").query("representative")["model_id"]
+    assert 0 < table["n"].sum() <= len(set(reps_left) & set(reps_right))
+    assert (table["ci_lo"] <= table["diff_pp"]).all() and (table["diff_pp"] <= table["ci_hi"]).all()
+    np.testing.assert_allclose(table["diff_pp"], table["right_pp"] - table["left_pp"], atol=1e-9)
+    assert "## Table 10 (exact-common models): demo-math / demo-chem" in runs.load_artifact(conn, rid, "report")
+    with pytest.raises(EngineError, match="no finished near-tie run"):
+        jobs.ANALYSES["neartie"].run(demo_db, "demo-chem", compare="demo-arena")

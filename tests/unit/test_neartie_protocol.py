@@ -131,7 +131,7 @@ def test_family_shifts_and_exact_common_check(dif_case):
     res, _ = dif_case
     fs = family_shifts(res, b=200)
     assert (fs["ci_lo_score"] <= fs["score_shift_pp"]).all() and (fs["score_shift_pp"] <= fs["ci_hi_score"]).all()
-    same = exact_common_shifts(res, res, b=50)  # a benchmark against itself: no change, CI [0, 0]
+    same = exact_common_shifts(res.population, res.population, b=50)  # a benchmark against itself: no change, CI [0, 0]
     np.testing.assert_allclose(same["diff_pp"], 0, atol=1e-12)
 
 

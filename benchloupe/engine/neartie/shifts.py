@@ -18,18 +18,22 @@ from .results import AuditResult
 OWNER_BOOTSTRAP_SEED = 20261824
 
 
-def representative_shifts(result: AuditResult) -> pd.DataFrame:
-    """One row per scored representative: model, family, owner, half, score shift and percentile shift."""
-    pop = result.population
+def representative_shifts(population: pd.DataFrame) -> pd.DataFrame:
+    """One row per scored representative: model, family, owner, half, score shift and percentile shift.
+
+    Works on an ``AuditResult.population`` or the stored ``population`` artifact of a run (representatives
+    carry their full and anchor scores from their target half).
+    """
+    rep = population[population["representative"].astype(bool) & population["full_score"].notna()]
     parts = []
-    for f in result.fold_results:
-        n = f.full.size
-        pct_full = (rankdata(f.full) - 1) / max(n - 1, 1)
-        pct_low = (rankdata(f.low) - 1) / max(n - 1, 1)
-        parts.append(pd.DataFrame({"model_id": pop["model_id"].to_numpy()[f.rep_index],
-                                   "family": pop["family"].to_numpy()[f.rep_index],
-                                   "owner": pop["owner"].to_numpy()[f.rep_index],
-                                   "score_shift": f.low - f.full, "percentile_shift": pct_low - pct_full}))
+    for _, part in rep.groupby("half"):
+        n = len(part)
+        pct_full = (rankdata(part["full_score"]) - 1) / max(n - 1, 1)
+        pct_low = (rankdata(part["anchor_score"]) - 1) / max(n - 1, 1)
+        parts.append(pd.DataFrame({"model_id": part["model_id"].to_numpy(), "family": part["family"].to_numpy(),
+                                   "owner": part["owner"].to_numpy(),
+                                   "score_shift": (part["anchor_score"] - part["full_score"]).to_numpy(),
+                                   "percentile_shift": pct_low - pct_full}))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -56,7 +60,7 @@ def _owner_bootstrap(rec: pd.DataFrame, value: str, b: int, seed: int) -> pd.Dat
 
 def family_shifts(result: AuditResult, b: int = 2000, seed: int = OWNER_BOOTSTRAP_SEED) -> pd.DataFrame:
     """Per family: mean score shift and mean percentile shift (both x100) with owner-bootstrap 95% CIs."""
-    rec = representative_shifts(result)
+    rec = representative_shifts(result.population)
     score = _owner_bootstrap(rec, "score_shift", b, seed)
     pct = _owner_bootstrap(rec, "percentile_shift", b, seed)
     return score.merge(pct, on=["family", "n"], suffixes=("_score", "_percentile"))
@@ -72,10 +76,11 @@ def shift_range(result: AuditResult) -> float:
     return float(np.mean(ranges))
 
 
-def exact_common_shifts(left: AuditResult, right: AuditResult, b: int = 2000,
+def exact_common_shifts(left: pd.DataFrame, right: pd.DataFrame, b: int = 2000,
                         seed: int = OWNER_BOOTSTRAP_SEED) -> pd.DataFrame:
-    """B.7 / Table 10: family shifts on exactly the models scored in both benchmarks, right - left with an
-    owner-bootstrap 95% interval (owners resampled jointly for both sides)."""
+    """B.7 / Table 10: family shifts on exactly the models scored in both benchmarks (two populations, e.g.
+    two runs' ``population`` artifacts), right - left with an owner-bootstrap 95% interval (owners resampled
+    jointly for both sides)."""
     a = representative_shifts(left).set_index("model_id")
     c = representative_shifts(right).set_index("model_id")
     common = a.index.intersection(c.index)
