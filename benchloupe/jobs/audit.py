@@ -100,13 +100,13 @@ def _top_items(result: AuditResult, item_keys: np.ndarray) -> dict[tuple, list[d
     return out
 
 
-def _flags(result: AuditResult, models: pd.DataFrame, item_keys: np.ndarray) -> pd.DataFrame:
+def _flags(result: AuditResult, models: pd.DataFrame, item_keys: np.ndarray, top: dict | None = None) -> pd.DataFrame:
     """One ``reversal`` flag per non-tied near-tie pair; the payload holds the pair row (with
     ``random_reversal_fraction`` / ``random_tie_fraction``, the per-pair robustness) and its top items."""
     ids = dict(zip(models["name"], models["id"], strict=True))
     p = result.pairs[~result.pairs["tied"].to_numpy(bool)]
     p = p.iloc[np.argsort(~p["reversed"].to_numpy(bool), kind="stable")]
-    top = _top_items(result, item_keys)
+    top = _top_items(result, item_keys) if top is None else top
     cols = list(p.columns)
     values = [p[c].to_numpy().tolist() for c in cols]
     payloads = [dict(zip(cols, row, strict=True)) for row in zip(*values, strict=True)]
@@ -119,7 +119,7 @@ def _flags(result: AuditResult, models: pd.DataFrame, item_keys: np.ndarray) -> 
 
 
 def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray, missing: int,
-                    sources: dict[str, str]) -> str:
+                    sources: dict[str, str], top: dict | None = None) -> str:
     lines = [result.to_markdown(benchmark).replace("# Family-DIF near-tie audit",
                                                    f"# Family-DIF near-tie audit: {benchmark} (run #{run_id})", 1), ""]
     lines += ["## Inputs", "", f"- Families from {sources['families']}.", f"- Item groups: {sources['groups']}.",
@@ -129,19 +129,16 @@ def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys:
                   else "."), ""]
     pairs = result.pairs
     rev = pairs[pairs["reversed"] & ~pairs["tied"]]
-    c = result.contributions
-    top = dict(iter(c.groupby(["fold", "model_a", "model_b"], sort=False))) if len(c) else {}
+    top = _top_items(result, item_keys) if top is None else top
     lines += [f"## Reversed near-tie pairs ({len(rev)})", "",
               "Robustness: the share of the matched-random recompositions in which the pair also reverses.", ""]
     for p in rev.head(50).itertuples(index=False):
         lines.append(f"- fold {p.fold}: **{p.model_a}** ({p.family_a}, {p.owner_a}) full {p.full_a:.4f} / anchor "
                      f"{p.anchor_a:.4f} vs **{p.model_b}** ({p.family_b}, {p.owner_b}) full {p.full_b:.4f} / anchor "
                      f"{p.anchor_b:.4f}; reverses in {100 * p.random_reversal_fraction:.0f}% of random recompositions")
-        t = top.get((p.fold, p.model_a, p.model_b))
-        if t is not None and len(t):
-            t = t.head(5)
-            lines.append("  - items driving it: " + ", ".join(
-                f"{item_keys[int(r.item)]} ({r.contribution:+.4f})" for r in t.itertuples(index=False)))
+        items = top.get((p.fold, p.model_a, p.model_b), [])[:5]
+        if items:
+            lines.append("  - items driving it: " + ", ".join(f"{r['item']} ({r['contribution']:+.4f})" for r in items))
     return "\n".join(lines) + "\n"
 
 
@@ -217,7 +214,8 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
                                    "half": pop["half"], "kept": pop["kept"], "why": pop["why"],
                                    "representative": pop["representative"], "family": pop["family"]})
             missing = int((~sm.mask).sum())
-            text = report_markdown(res, benchmark, ctx.run_id, keys, missing, sources)
+            top = _top_items(res, keys)
+            text = report_markdown(res, benchmark, ctx.run_id, keys, missing, sources, top)
             common = None
             if other is not None:
                 common = exact_common_shifts(other, res.population)
@@ -232,7 +230,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
                 artifacts["protocol_table10_exact_common"] = common.assign(left=compare, right=benchmark)
             for name, table in {**res.secondary, **res.protocol}.items():
                 artifacts[f"secondary_{name}" if name in res.secondary else f"protocol_{name}"] = table
-            flags = _flags(res, sm.models, keys)
+            flags = _flags(res, sm.models, keys, top)
             ctx.lap("tables_s", t_tables)
             metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources}
             if res.protocol:

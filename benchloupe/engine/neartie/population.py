@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -73,12 +74,15 @@ def build_population(
     f_of = np.array([code[f] for f in fam[kept_idx]])
     counts = np.zeros((owner_names.size, n_fam), dtype=np.int64)
     np.add.at(counts, (g_of, f_of), 1)
-    sums = [[Fraction(0)] * n_fam for _ in owner_names]
     exact = _exact_accuracy(accuracy, correct, observed)
-    for row, g, f in zip(kept_idx, g_of, f_of, strict=True):
-        sums[g][f] += exact[row]
+    denominator = 1
+    for row in kept_idx:
+        denominator = math.lcm(denominator, exact[row].denominator)
+    sums = [[0] * n_fam for _ in owner_names]
+    for row, g, f in zip(kept_idx.tolist(), g_of.tolist(), f_of.tolist(), strict=True):
+        sums[g][f] += exact[row].numerator * (denominator // exact[row].denominator)
     ties = np.array([rng.uniform() for _ in owner_names])
-    side_of, side_counts = split_owners(counts, sums, ties, rng)
+    side_of, side_counts = split_owners(counts, sums, denominator, ties, rng)
     for side in (0, 1):
         for f in family_names:
             have = int(side_counts[side][code[f]])
@@ -110,41 +114,49 @@ def _exact_accuracy(accuracy, correct, observed) -> list[Fraction]:
     if correct is None:
         return [Fraction(float(a)) for a in accuracy]
     n = np.full(len(correct), observed, dtype=np.int64) if np.ndim(observed) == 0 else observed
-    return [Fraction(int(k), int(m)) for k, m in zip(correct, n, strict=True)]
+    return [Fraction(k, m) for k, m in zip(np.asarray(correct).tolist(), np.asarray(n).tolist(), strict=True)]
 
 
-def split_owners(counts: np.ndarray, sums: list[list[Fraction]], ties: np.ndarray,
+def split_owners(counts: np.ndarray, sums: list[list[int]], denominator: int, ties: np.ndarray,
                  rng: np.random.Generator) -> tuple[np.ndarray, list[list[int]]]:
-    """Greedy owner-disjoint split (reference B.1, maintainer variant) in exact rational arithmetic.
+    """Greedy owner-disjoint split (reference B.1, maintainer variant) in exact integer arithmetic.
 
-    Owners in order of (-models, tie draw); each goes to the side with the lower cost
-    sum_f |c0_f - c1_f| / T_f + sum_f |(s0_f - c0_f m_f) - (s1_f - c1_f m_f)| / T_f after adding it, and an
-    exact cost tie is broken by ``rng.integers(0, 2)``.  The reference sums accuracies with pandas'
-    compensated groupby sum, which returns the exact sum for such k / n values, so its ties are true ties; a
-    plain float sum (1e-16 apart) would skip the draw and put the random stream out of step (issue 13).
-    Returns the side per owner and the per-side family counts.
+    ``sums[g][f]`` is owner g's family-f accuracy sum times ``denominator`` (an integer).  Owners go in order
+    of (-models, tie draw), each to the side with the lower cost sum_f |c0_f - c1_f| / T_f +
+    sum_f |(s0_f - c0_f m_f) - (s1_f - c1_f m_f)| / T_f after adding it; an exact cost tie is broken by
+    ``rng.integers(0, 2)``.  The reference sums accuracies with pandas' compensated groupby sum, which returns
+    the exact sum for such k / n values, so its ties are true ties; a plain float sum (1e-16 apart) skips the
+    draw and puts the random stream out of step (issue 13).  With N the denominator and Delta = side 0 - side 1,
+    N L cost = sum_f (L / T_f^2) (N T_f |Delta c_f| + |T_f Delta s_f - S_f Delta c_f|), L = lcm(T_f^2), all
+    integers; families the owner does not touch cost the same on both sides and are left out of the
+    comparison.  Returns the side per owner and the per-side family counts.
     """
     n_owner, n_fam = counts.shape
-    totals = [int(counts[:, f].sum()) for f in range(n_fam)]
-    means = [sum((sums[g][f] for g in range(n_owner)), Fraction(0)) / max(totals[f], 1) for f in range(n_fam)]
+    totals = [max(int(counts[:, f].sum()), 1) for f in range(n_fam)]
+    big_s = [sum(sums[g][f] for g in range(n_owner)) for f in range(n_fam)]
+    lcm = 1
+    for tf in totals:
+        lcm = math.lcm(lcm, tf * tf)
+    scale = [lcm // (tf * tf) for tf in totals]
     side_c = [[0] * n_fam, [0] * n_fam]
-    side_s = [[Fraction(0)] * n_fam, [Fraction(0)] * n_fam]
+    side_s = [[0] * n_fam, [0] * n_fam]
     side_of = np.zeros(n_owner, dtype=int)
-    for g in sorted(range(n_owner), key=lambda g: (-int(counts[g].sum()), ties[g])):
+    cnt = counts.tolist()
+    for g in sorted(range(n_owner), key=lambda g: (-sum(cnt[g]), ties[g])):
+        touched = [f for f in range(n_fam) if cnt[g][f]]
         costs = []
         for side in (0, 1):
-            cost = Fraction(0)
-            for f in range(n_fam):
-                c = [side_c[0][f], side_c[1][f]]
-                s = [side_s[0][f], side_s[1][f]]
-                c[side] += int(counts[g, f])
-                s[side] += sums[g][f]
-                t = max(totals[f], 1)
-                cost += Fraction(abs(c[0] - c[1]), t) + abs((s[0] - c[0] * means[f]) - (s[1] - c[1] * means[f])) / t
+            sign = 1 if side == 0 else -1
+            cost = 0
+            for f in touched:
+                dc = side_c[0][f] - side_c[1][f] + sign * cnt[g][f]
+                ds = side_s[0][f] - side_s[1][f] + sign * sums[g][f]
+                tf = totals[f]
+                cost += scale[f] * (denominator * tf * abs(dc) + abs(tf * ds - big_s[f] * dc))
             costs.append(cost)
         side = int(rng.integers(0, 2)) if costs[0] == costs[1] else int(costs[1] < costs[0])
-        for f in range(n_fam):
-            side_c[side][f] += int(counts[g, f])
+        for f in touched:
+            side_c[side][f] += cnt[g][f]
             side_s[side][f] += sums[g][f]
         side_of[g] = side
     return side_of, side_c
