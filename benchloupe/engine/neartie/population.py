@@ -51,7 +51,7 @@ def build_population(
         if count >= config.min_family_models:
             continue
         if not config.drop_small_families:
-            raise EngineError(f"family {f!r} has {count} models after the owner cap, "
+            raise EngineError(f"family {f!r} has {count} model{'s' if count != 1 else ''} after the owner cap, "
                               f"{config.min_family_models - count} short of the minimum {config.min_family_models}: "
                               "add models, lower --min-family-models, or pass --drop-small-families to leave "
                               "such families out as the paper does")
@@ -87,7 +87,7 @@ def build_population(
         for f in family_names:
             have = int(side_counts[side][code[f]])
             if have < config.min_family_models_per_half:
-                raise EngineError(f"family {f!r} has {have} models in the {HALVES[side]} half, "
+                raise EngineError(f"family {f!r} has {have} model{'s' if have != 1 else ''} in the {HALVES[side]} half, "
                                   f"{config.min_family_models_per_half - have} short of the per-half minimum "
                                   f"{config.min_family_models_per_half}")
     half = np.full(n, None, dtype=object)
