@@ -67,7 +67,6 @@ def run_audit(
     fam_code = population["family"].map({f: i for i, f in enumerate(fam_names)}).to_numpy(dtype=float)
     owner_arr = population["owner"].to_numpy().astype(str)
     half_arr = population["half"].to_numpy()
-    items_by_model = np.ascontiguousarray(y_all.T) if config.anchor_ties == "float" and obs_all is None else None
     folds = []
     for fold, audit_half in enumerate(HALVES):
         check_cancel(cancel)
@@ -75,7 +74,7 @@ def run_audit(
         target_rows = np.flatnonzero(population["representative"].to_numpy() & (half_arr != audit_half)
                                      & kept)
         folds.append(run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, len(fam_names),
-                              owner_arr, groups, config, cancel, progress, items_by_model,
+                              owner_arr, groups, config, cancel, progress,
                               None if fixed_k is None else fixed_k[fold]))
     result = _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names, cancel)
     if config.protocol == "full":
@@ -135,8 +134,7 @@ def _validate(responses, mask, model_ids, families, owners, item_groups):
 
 
 def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, n_fam, owner_arr, groups,
-             config, cancel=None, progress: Progress = no_progress, items_by_model=None,
-             fixed_k: int | None = None) -> FoldResult:
+             config, cancel=None, progress: Progress = no_progress, fixed_k: int | None = None) -> FoldResult:
     """One direction: the audit rows choose K, DIF and anchors; the target rows are only scored.
 
     ``y_all``/``obs_all`` are models x items; ``fam_code`` holds family indices per input row.  Nothing of
@@ -171,9 +169,7 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
     full = _scores(y_t, o_t, np.ones(y_all.shape[1]))
     scale = exact_scale(pur.cells, pur.selected, y_all.shape[1]) if config.anchor_ties == "exact" else None
     ref_float = config.anchor_ties == "float" and o_t is None
-    if ref_float and items_by_model is None:
-        items_by_model = np.ascontiguousarray(y_all.T)
-    low = float_scores(items_by_model, pur.weights, target_rows) if ref_float else _scores(y_t, o_t, pur.weights, scale)
+    low = float_scores(y_t, pur.weights) if ref_float else _scores(y_t, o_t, pur.weights, scale)
     tau = float(kendalltau(full, low, variant="b").statistic)
     if not np.isfinite(tau):
         raise EngineError(f"Kendall tau-b is undefined for the {target_rows.size} representatives scored by the "
@@ -185,8 +181,7 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
         counts[f"{name}_pairs"], counts[f"{name}_reversals"] = int(ok[0]), int(flips[0])
     check_cancel(cancel)
     ctrl_w = control_weights(pur.cells, pur.selected, config.controls, config.control_seed + fold)
-    control_low = (float_scores(items_by_model, ctrl_w, target_rows) if ref_float
-                   else _scores(y_t, o_t, ctrl_w, scale))
+    control_low = float_scores(y_t, ctrl_w) if ref_float else _scores(y_t, o_t, ctrl_w, scale)
     ok, flips = count_reversals(pairs, control_low, pairs.cross & pairs.close)
     return FoldResult(audit_half, audit_rows, selection, pur, target_rows, full, low, tau, counts, control_low,
                       np.stack([ok, flips], axis=1))

@@ -37,20 +37,21 @@ def _scores(y: np.ndarray, obs: np.ndarray | None, weights: np.ndarray, scale: i
     return ((y * obs) @ weights) / (obs @ weights)
 
 
-def float_scores(items_by_model: np.ndarray, weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def float_scores(y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Anchor scores in the reference's float arithmetic (``anchor_ties="float"``, complete data only).
 
-    ``w @ Y / sum(w)`` with Y the items x models matrix of every input model, one weight vector (one control
-    replicate) at a time, then the ``rows`` taken: float ties depend on the summation order, and this layout
-    is the one closest to the reference's outputs (ARC: 133 of its 134 primary pairs, the control counts of
-    63% / 94% of the replicates per fold; the rest is BLAS kernel rounding, see docs/NEARTIE.md).
-    Batching the replicates in one matrix product changes the rounding (ARC fold 0: 8% equal).
+    ``y @ w / sum(w)`` with ``y`` the representatives x items matrix (rows contiguous), one weight vector (one
+    control replicate) at a time: float ties depend on the summation order, and this matrix-vector product
+    is the one that reproduces the reference's outputs best (ARC: the control pair count of 63% / 94% of the
+    replicates per fold, every replicate on GSM8K; the rest is BLAS kernel rounding, docs/NEARTIE.md).  One
+    matrix product for all replicates rounds differently (ARC fold 0: 8% equal).
     """
+    y = np.ascontiguousarray(y)
     w2 = weights[:, None] if weights.ndim == 1 else weights
-    out = np.empty((rows.size, w2.shape[1]))
+    out = np.empty((y.shape[0], w2.shape[1]))
     for r in range(w2.shape[1]):
         w = np.ascontiguousarray(w2[:, r])
-        out[:, r] = ((w @ items_by_model) / w.sum())[rows]
+        out[:, r] = (y @ w) / w.sum()
     return out[:, 0] if weights.ndim == 1 else out
 
 
