@@ -232,9 +232,19 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
                  arena: str | None = None, reward_model: str | None = None, external: str | None = None,
                  external_model: str | None = None, external_map: str | None = None,
                  progress: Progress = no_progress, cancel: threading.Event | None = None, seed: int = 0) -> int:
-    """Arena Bradley-Terry (``method="bt"``) or average reward (``"avg-reward"``)."""
+    """Arena Bradley-Terry (``method="bt"``) or average reward (``"avg-reward"``).
+
+    ``bt`` on a benchmark with pairwise preferences and no rewards fits the preferences directly
+    (``jobs.pairwise``, issue 12)."""
     conn = connect(db_path)
     try:
+        if method == "bt" and not reward_model:
+            from .data import has_arena
+            from .pairwise import has_preferences, run_preference_bt
+
+            source = arena or benchmark
+            if not has_arena(conn, source) and has_preferences(conn, source):
+                return run_preference_bt(db_path, source, seed=seed, progress=progress, cancel=cancel)
         t0 = time.perf_counter()
         inputs = load_joint(conn, arena or benchmark, reward_model=reward_model, need_arena=True)
         ext = read_external(external, inputs.models, model_column=external_model, name_map=external_map)

@@ -97,9 +97,14 @@ def _compact_int(values: np.ndarray, what: str) -> np.ndarray:
 
 @dataclass
 class ArenaData:
-    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller."""
+    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller.
+
+    ``preference_pairs``: pairwise preferences used directly as the arena pairs where no rewards exist (our
+    extension, docs/DUALEVAL.md; built by ``engine.pairwise.preference_pairs``); ``rewards`` is then all NaN and
+    only gives the shape."""
 
     rewards: np.ndarray
+    preference_pairs: PairSet | None = None
 
     def __post_init__(self) -> None:
         r = np.asarray(self.rewards, dtype=float)
@@ -229,6 +234,8 @@ def build_pairs(arena: ArenaData, config: JointConfig, *, z: np.ndarray | None =
     warning in ``PairSet.warnings`` says so, because the percentile no longer controls how many pairs are ties.
 
     ``z`` overrides the standardisation (the arena contamination protocol adds to z without re-standardising)."""
+    if arena.preference_pairs is not None and z is None:
+        return arena.preference_pairs
     if z is None:
         z = standardise_rewards(arena.rewards)
     n_models, n_prompts = z.shape

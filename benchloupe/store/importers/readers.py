@@ -263,7 +263,42 @@ def read_table(path: str | Path, *, fmt: str | None = None) -> Table:
     return Table(path, frame, "csv", data=data)
 
 
+def _read_json_array(path: str, text: str) -> Table:
+    """A JSON array of objects (AlpacaEval annotations, Chatbot Arena battle dumps); each row keeps the line
+    its object starts on."""
+    decoder = json.JSONDecoder()
+    records: list[dict] = []
+    lines: list[int] = []
+    pos = text.index("[") + 1
+    line = text.count("\n", 0, pos) + 1
+    last = pos
+    ws = re.compile(r"[\s,]*")
+    while True:
+        pos = ws.match(text, pos).end()
+        if pos >= len(text) or text[pos] == "]":
+            break
+        line += text.count("\n", last, pos)
+        last = pos
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise ImportFormatError(path, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})",
+                                    "the file must be a JSON array of objects, or one object per line") from None
+        if not isinstance(obj, dict):
+            raise ImportFormatError(path, f"line {line}", "an element of the JSON array is not an object {...}",
+                                    "the file must be a JSON array of objects")
+        records.append(obj)
+        lines.append(line)
+        pos = end
+    if pos >= len(text) or text[pos] != "]" or text[pos + 1:].strip():
+        raise ImportFormatError(path, f"line {text.count(chr(10), 0, min(pos, len(text))) + 1}",
+                                "the JSON array is not closed or has text after it", "re-export the file")
+    return Table(path, pd.DataFrame.from_records(records), "jsonl", row_lines=np.asarray(lines, dtype=np.int64))
+
+
 def _read_jsonl(path: str, data: bytes) -> Table:
+    if data.lstrip()[:1] == b"[":
+        return _read_json_array(path, data.decode("utf-8"))
     records: list[dict] = []
     lines: list[int] = []
     for n, line in enumerate(data.decode("utf-8").splitlines(), start=1):
