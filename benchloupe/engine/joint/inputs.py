@@ -18,33 +18,93 @@ _REF_EPS = 1e-6
 # --------------------------------------------------------------------------------------------------------- inputs
 @dataclass
 class StaticData:
-    """Binary correctness, models x items; ``mask`` True where observed.  ``item_source`` (optional, one label per
-    item) stratifies the cluster bootstrap (Appendix D)."""
+    """Static results, models x items; ``mask`` True where observed.  ``item_source`` (optional, one label per
+    item) stratifies the cluster bootstrap (Appendix D).
+
+    ``trials`` (optional, models x items, non-negative integers) makes every observed cell binomial: ``correct``
+    then holds successes in 0..trials (e.g. pass@1 over 10 samples: 0..10), the likelihood is binomial and the mean
+    over S is weighted by trials (issue 14, fix 1: no majority collapse).  Without it every cell is one 0/1 trial.
+    ``chance`` (optional, one value per item in [0, 1), or a scalar) is a known lower asymptote (guessing):
+    ``p = c + (1 - c) sigmoid(a (theta - b))``; 0 (the default) is the 2PL.
+
+    ``correct`` is kept in the smallest integer dtype that holds it (int8 for 0/1 cells) and ``trials`` likewise, so
+    a 5,000 x 14,000 matrix costs 70 MB, not 560 MB of float64."""
 
     correct: np.ndarray
     mask: np.ndarray
     item_source: np.ndarray | None = None
+    trials: np.ndarray | None = None
+    chance: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.mask = np.asarray(self.mask, dtype=bool)
-        y = np.asarray(self.correct, dtype=float)
+        y = np.asarray(self.correct)
         if y.ndim != 2 or y.shape != self.mask.shape:
             raise EngineError(f"static correct {y.shape} and mask {self.mask.shape} must be the same 2-D shape")
-        obs = y[self.mask]
-        if not np.all(np.isfinite(obs)) or np.any((obs != 0) & (obs != 1)):
-            raise EngineError("static correctness must be 0/1 on observed cells; mark missing cells in the mask")
-        self.correct = np.where(self.mask, np.nan_to_num(y), 0.0)
+        if self.trials is not None:
+            n = np.asarray(self.trials)
+            if n.shape != y.shape:
+                raise EngineError(f"static trials {n.shape} must have the shape of correct {y.shape}")
+            n_obs = n[self.mask].astype(float)
+            if not np.all(np.isfinite(n_obs)) or np.any(n_obs < 1) or np.any(n_obs != np.round(n_obs)):
+                raise EngineError("static trials must be whole numbers >= 1 on observed cells; mark cells without "
+                                  "trials as missing in the mask")
+            self.trials = _compact_int(np.where(self.mask, np.nan_to_num(n, nan=0.0), 0), "trials")
+        obs = y[self.mask].astype(float) if y.dtype.kind not in "biu" else y[self.mask]
+        if self.trials is None:
+            if (y.dtype.kind == "f" and not np.all(np.isfinite(obs))) or np.any((obs != 0) & (obs != 1)):
+                raise EngineError("static correctness must be 0/1 on observed cells; mark missing cells in the mask "
+                                  "(or give trials for success counts)")
+        else:
+            top = self.trials[self.mask]
+            if (y.dtype.kind == "f" and not np.all(np.isfinite(obs))) or np.any(obs < 0) or np.any(obs > top) \
+                    or np.any(obs != np.round(obs)):
+                raise EngineError("static successes must be whole numbers in 0..trials on observed cells")
+        self.correct = _compact_int(np.where(self.mask, np.nan_to_num(y) if y.dtype.kind == "f" else y, 0),
+                                    "correct")
+        if self.chance is not None:
+            c = np.broadcast_to(np.asarray(self.chance, dtype=float), (y.shape[1],)).copy()
+            if not np.all(np.isfinite(c)) or np.any(c < 0) or np.any(c >= 1):
+                raise EngineError("static chance levels must lie in [0, 1) (e.g. 0.25 for four-way multiple choice)")
+            self.chance = None if not c.any() else c
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.mask.shape
 
+    @property
+    def n_trials(self) -> np.ndarray:
+        """Trials per cell (0 where unobserved), as a models x items integer array."""
+        return self.mask.astype(np.int8) if self.trials is None else self.trials
+
+    @property
+    def rate(self) -> np.ndarray:
+        """Observed success rate per cell (successes / trials; 0 where unobserved)."""
+        if self.trials is None:
+            return self.correct.astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.mask, self.correct / np.maximum(self.trials, 1), 0.0)
+
+
+def _compact_int(values: np.ndarray, what: str) -> np.ndarray:
+    """The smallest signed integer dtype that holds ``values`` (whole numbers, checked by the caller)."""
+    top = float(np.max(values)) if values.size else 0.0
+    for dtype in (np.int8, np.int16, np.int32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype, copy=False) if values.dtype == dtype else values.astype(dtype)
+    raise EngineError(f"static {what} above 2^31 are not supported")
+
 
 @dataclass
 class ArenaData:
-    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller."""
+    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller.
+
+    ``preference_pairs``: pairwise preferences used directly as the arena pairs where no rewards exist (our
+    extension, docs/DUALEVAL.md; built by ``engine.pairwise.preference_pairs``); ``rewards`` is then all NaN and
+    only gives the shape."""
 
     rewards: np.ndarray
+    preference_pairs: PairSet | None = None
 
     def __post_init__(self) -> None:
         r = np.asarray(self.rewards, dtype=float)
@@ -138,6 +198,7 @@ class PairSet:
     tie_delta: float
     bb_threshold: float
     z: np.ndarray  # standardised rewards (models x prompts, NaN missing)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def decisive(self) -> np.ndarray:
@@ -165,7 +226,16 @@ def standardise_rewards(rewards: np.ndarray) -> np.ndarray:
 def build_pairs(arena: ArenaData, config: JointConfig, *, z: np.ndarray | None = None) -> PairSet:
     """All responder pairs per prompt and their tie / both-bad flags (thresholds pooled over all pairs, A.2).
 
+    A pair is a tie when its |z gap| lies strictly below the ``tie_pct`` percentile of all gaps (section 3), and
+    always when the two rewards are equal: a pair with target exactly 0.5 carries no preference.  On discrete
+    rewards (a judge's 1/2, a 1-10 score) many pairs have gap 0, so the percentile itself is often 0 (more than
+    ``tie_pct`` % of pairs are equal): the strict ``<`` would then mark no pair a tie, and decisive-pair agreement
+    would count pairs whose target is 0.5.  With the equal-reward rule the ties are exactly the equal pairs; a
+    warning in ``PairSet.warnings`` says so, because the percentile no longer controls how many pairs are ties.
+
     ``z`` overrides the standardisation (the arena contamination protocol adds to z without re-standardising)."""
+    if arena.preference_pairs is not None and z is None:
+        return arena.preference_pairs
     if z is None:
         z = standardise_rewards(arena.rewards)
     n_models, n_prompts = z.shape
@@ -189,8 +259,14 @@ def build_pairs(arena: ArenaData, config: JointConfig, *, z: np.ndarray | None =
     mx = np.maximum(zi, zj)
     tie_delta = float(np.percentile(absgap, config.tie_pct)) if config.tie_pct > 0 else 0.0
     bb_thr = float(np.percentile(mx, config.bb_pct))
-    return PairSet(i=i, j=j, prompt=prompt, z_gap=gap, target=expit(gap), tie=absgap < tie_delta,
-                   both_bad=mx < bb_thr, tie_delta=tie_delta, bb_threshold=bb_thr, z=z)
+    equal = gap == 0
+    warnings = []
+    if config.tie_pct > 0 and tie_delta == 0:
+        warnings.append(f"the tie threshold (the {config.tie_pct:g}th percentile of |z gap|) is 0 because "
+                        f"{equal.mean():.0%} of pairs have equal rewards (discrete rewards): only those "
+                        f"{int(equal.sum()):,} equal-reward pairs are ties")
+    return PairSet(i=i, j=j, prompt=prompt, z_gap=gap, target=expit(gap), tie=(absgap < tie_delta) | equal,
+                   both_bad=mx < bb_thr, tie_delta=tie_delta, bb_threshold=bb_thr, z=z, warnings=warnings)
 
 
 # --------------------------------------------------------------------------------------------------------- result
@@ -212,6 +288,8 @@ class JointResult:
     pairs: PairSet | None
     metrics: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    chance_static: np.ndarray | None = None  # the known lower asymptote per static item the fit used (None: 2PL)
+    provenance: dict = field(default_factory=dict)  # compute device, pass dtype, timing (passes-equivalent)
 
     @property
     def a_static(self) -> np.ndarray:
@@ -238,7 +316,11 @@ class JointResult:
         return np.argsort(-np.nan_to_num(self.theta, nan=-np.inf), kind="stable")
 
     def p_static(self) -> np.ndarray:
-        return expit(self.a_static[None, :] * (self.theta[:, None] - self.b_static[None, :]))
+        """Predicted success probability per static cell (with the fitted data's known chance level, if any)."""
+        p = expit(self.a_static[None, :] * (self.theta[:, None] - self.b_static[None, :]))
+        if self.chance_static is not None:
+            p = self.chance_static + (1.0 - self.chance_static) * p
+        return p
 
     def p_arena(self) -> np.ndarray:
         return expit(self.a_arena[None, :] * (self.theta[:, None] - self.b_arena[None, :]))

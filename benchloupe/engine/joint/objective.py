@@ -47,12 +47,21 @@ class _Problem:
         mpos[self.models] = np.arange(len(self.models))
         self.M = len(self.models)
         if self.has_static:
-            sub = np.ix_(self.models, self.s_items)
-            W = mask[sub]
-            self.Y = np.where(W, static.correct[sub], 0.0)
-            self.n_static = float(W.sum())
-            self.W = None if W.all() else W.astype(float)
-            self.Ysign = 1.0 - 2.0 * self.Y
+            whole = (static_mask is None and len(self.models) == n_models and len(self.s_items) == static.shape[1])
+            if whole:  # no copies of the (int8) matrices
+                W, Y, N = mask, static.correct, (None if static.trials is None else static.trials)
+            else:
+                sub = np.ix_(self.models, self.s_items)
+                W = mask[sub]
+                Y = np.where(W, static.correct[sub], 0).astype(static.correct.dtype)
+                N = None if static.trials is None else np.where(W, static.trials[sub], 0).astype(static.trials.dtype)
+            self.Y = Y  # successes (0 where unobserved), integer dtype
+            # trials per cell, 0 where unobserved; None: every cell one trial (all observed, 0/1)
+            self.N = None if (N is None and W.all()) else (W.astype(np.int8) if N is None else N)
+            self.n_static = float(W.size if self.N is None else self.N.sum(dtype=np.int64))
+            self.c = None if static.chance is None else static.chance[self.s_items]
+            if self.c is not None and not self.c.any():
+                self.c = None
             self.Ns = len(self.s_items)
         else:
             self.Ns = 0
@@ -207,26 +216,50 @@ class _Problem:
         U += R
         return V @ a2, -V * a2, U * a, a2 * V.sum(axis=0), -a * U.sum(axis=0), (U * X).sum(axis=0)
 
+    def _cell_terms(self, X, E, Y, N, c, order: int):
+        """Per-cell negative log-likelihood of the static data, its derivative R and curvature V in the logit X.
+
+        Binomial cells (``N`` trials, ``Y`` successes; ``N`` None: one trial each) with success probability
+        ``p = c + (1 - c) sigmoid(X)``.  The binomial coefficient is a constant and left out.  Without a chance level
+        the loss is ``N softplus(X) - Y X`` (convex); with one it is ``-Y log p - (N - Y) log(1 - p)`` and its exact
+        curvature ``s (1 - s) (N - Y c / p^2)`` can be negative, so V is its positive part (a Newton step then stays
+        a descent step; where the loss is convex V is exact)."""
+        sp = self._softplus(X, E)
+        if order >= 1 or c is not None:
+            P = self._sigmoid(X, E)
+        if c is None:
+            loss = sp if N is None else sp * N
+            loss -= Y * X
+            if order == 0:
+                return loss, None, None
+            R = P - Y if N is None else P * N - Y
+            V = P * (1.0 - P)
+            if N is not None:
+                V *= N
+            return loss, R, V
+        n = 1 if N is None else N
+        pc = c + (1.0 - c) * P
+        np.maximum(pc, 1e-300, out=pc)
+        loss = (n - Y) * (sp - np.log1p(-c))
+        loss -= Y * np.log(pc)
+        if order == 0:
+            return loss, None, None
+        R = P * n - Y * (1.0 - (1.0 - P) * c / pc)
+        V = P * (1.0 - P) * np.maximum(n - Y * c / (pc * pc), 0.0)
+        return loss, R, V
+
     def _static_terms(self, th, bs, ks, order):
         w = self.cfg.lambda_static / self.n_static
         a, X, E = self._logits(th, bs, ks)
-        loss = np.log1p(E)  # BCE per cell: softplus(X) - y X = log(1 + exp(-|X|)) + max((1 - 2y) X, 0)
-        loss += np.maximum(self.Ysign * X, 0.0)
-        if self.W is not None:
-            loss *= self.W
+        loss, R, V = self._cell_terms(X, E, self.Y, self.N, self.c, order)
         f = w * float(loss.sum())
         if order == 0:
             return f, None, None
-        P = self._sigmoid(X, E)
-        R = P - self.Y
-        if self.W is not None:
-            R *= self.W
         R *= w
         grads = self._cell_grads(th, bs, a, R)
         if order == 1:
             return f, grads, None
-        V = P * (1.0 - P)
-        V *= w if self.W is None else self.W * w
+        V *= w
         return f, grads, self._cell_hess(a, X, V, R)
 
     def static_sweep_terms(self, th, bs, ks, part: str, rows: int = 256):
@@ -241,22 +274,16 @@ class _Problem:
         Lq = np.zeros(n)
         g_th, h_th = np.empty(self.M), np.empty(self.M)
         gb, gk, c11, c12, c22 = (np.zeros(n) for _ in range(5))
+        order = 0 if part == "loss" else 1
         for r0 in range(0, self.M, rows):
             sl = slice(r0, r0 + rows)
-            W = None if self.W is None else self.W[sl]
+            N = None if self.N is None else self.N[sl]
             _, X, E = self._logits(th[sl], bs, ks)
+            loss, R, V = self._cell_terms(X, E, self.Y[sl], N, self.c, order)
             if part != "theta":
-                loss = np.log1p(E)
-                loss += np.maximum(self.Ysign[sl] * X, 0.0)
-                Lq += (loss if W is None else loss * W).sum(axis=0)
+                Lq += loss.sum(axis=0)
                 if part == "loss":
                     continue
-            P = self._sigmoid(X, E)
-            R = P - self.Y[sl]
-            V = P * (1.0 - P)
-            if W is not None:
-                R *= W
-                V *= W
             if part == "theta":
                 g_th[sl], h_th[sl] = R @ a, V @ a2
                 continue

@@ -290,8 +290,8 @@ def _initial_vector(problem: _Problem, init: JointResult | dict | None) -> np.nd
 def _item_warnings(static: StaticData | None, config: JointConfig) -> list[str]:
     if static is None or not config.uses_static:
         return []
-    n = static.mask.sum(axis=0)
-    s = static.correct.sum(axis=0)
+    n = static.n_trials.sum(axis=0, dtype=np.int64)
+    s = static.correct.sum(axis=0, dtype=np.int64)
     solved = int(np.sum((n > 0) & (s == n)))
     failed = int(np.sum((n > 0) & (s == 0)))
     out = []
@@ -339,7 +339,8 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
         b_arena=_expand(arena.shape[1] if arena is not None else 0, problem.a_items if problem.has_arena else [], ba),
         k_arena=_expand(arena.shape[1] if arena is not None else 0, problem.a_items if problem.has_arena else [], ka),
         gamma=float(config.gamma0 * math.exp(g)) if problem.has_arena else float("nan"),
-        objective=fval, iterations=nit, converged=conv, pairs=pairs_used, warnings=warnings)
+        objective=fval, iterations=nit, converged=conv, pairs=pairs_used, warnings=warnings,
+        chance_static=None if static is None or not problem.has_static else static.chance)
     res.metrics = in_sample_metrics(res, static if problem.has_static else None, pair_keep)
     progress(1, 1, f"DualEval {config.mode} fit done: objective {fval:.6f}")
     return res
