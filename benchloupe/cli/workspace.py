@@ -193,6 +193,14 @@ def cmd_db(args) -> int:
     path = db_path(args)
     if not path.exists():
         raise CliError(f"{path}: no such database; create it with `benchloupe demo --db {path}`")
+    if args.action == "remove-run":
+        from benchloupe.jobs import remove_run
+
+        if args.run is None:
+            raise CliError("db remove-run needs the run's id: `benchloupe db remove-run N`")
+        remove_run(path, args.run)
+        print(f"removed run {args.run}")
+        return 0
     info: dict = {"db": str(path)}
     try:
         conn = connect(path, create=False, migrate=False)
@@ -230,9 +238,11 @@ def cmd_db(args) -> int:
 
 
 def register_db(sub, common) -> None:
-    p = sub.add_parser("db", help="database maintenance: `db check` (integrity, foreign keys, schema version)")
+    p = sub.add_parser("db", help="database maintenance: `db check` (integrity, foreign keys, schema version), "
+                                  "`db remove-run N` (an interrupted, cancelled or failed run)")
     common(p)
-    p.add_argument("action", choices=["check"])
+    p.add_argument("action", choices=["check", "remove-run"])
+    p.add_argument("run", nargs="?", type=int, help="remove-run: the run's id (`benchloupe show BENCHMARK` lists them)")
     p.set_defaults(func=cmd_db)
 
 

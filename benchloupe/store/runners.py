@@ -138,8 +138,8 @@ def mark_interrupted_runs(conn: sqlite3.Connection) -> list[int]:
                 conn.execute(
                     "UPDATE runs SET status = 'interrupted', error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ',"
                     " 'now') WHERE id = ? AND status = 'running'",
-                    (f"interrupted: its runner ({describe(runner)}) ended without finishing; start it again or "
-                     "remove it", rid))
+                    (f"interrupted: its runner ({describe(runner)}) ended without finishing; run it again, or "
+                     f"`benchloupe db remove-run {rid}`", rid))
     return [rid for rid, _ in gone]
 
 

@@ -205,6 +205,8 @@ def remove_run(conn: sqlite3.Connection, run_id: int) -> None:
         raise StoreError(f"no run {run_id}; `benchloupe list` shows the runs")
     if row[0] == "running" and runners.alive(row[1], row[2]):
         raise StoreError(f"run {run_id} is running ({runners.describe(row[1])}); cancel it before removing it")
+    if row[0] == "done":
+        raise StoreError(f"run {run_id} finished; only an interrupted, cancelled or failed run is removed here")
     with transaction(conn):
         conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
 

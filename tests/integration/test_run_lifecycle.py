@@ -85,9 +85,18 @@ def test_sigkilled_run_is_interrupted_on_the_next_open(demo_db, args):
     conn = connect(demo_db)
     assert runs.status_counts(conn).get("interrupted") == 1
     assert not conn.execute("SELECT count(*) FROM run_models WHERE run_id = ?", (rid,)).fetchone()[0]
-    runs.remove_run(conn, rid)  # removable
-    assert runs.get_run(conn, rid) is None
     conn.close()
+    rm = subprocess.run([sys.executable, "-m", "benchloupe", "db", "remove-run", str(rid), "--db", str(demo_db)],
+                        capture_output=True, text=True, timeout=120)
+    assert rm.returncode == 0 and f"removed run {rid}" in rm.stdout, rm.stderr
+    conn = connect(demo_db)
+    assert runs.get_run(conn, rid) is None
+    done = runs.create_run(conn, "static", None, config={}, seed=None, code_version="", input_fingerprint="")
+    runs.save_outputs(conn, done, runs.RunOutputs())  # a finished run is not removed this way
+    conn.close()
+    rm = subprocess.run([sys.executable, "-m", "benchloupe", "db", "remove-run", str(done), "--db", str(demo_db)],
+                        capture_output=True, text=True, timeout=120)
+    assert rm.returncode == 1 and "only an interrupted, cancelled or failed run" in rm.stderr
 
 
 @pytest.mark.parametrize("sig,why", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
