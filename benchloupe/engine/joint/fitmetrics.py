@@ -14,11 +14,17 @@ def in_sample_metrics(result: JointResult, static: StaticData | None, pair_keep:
     soft log-loss over all pairs, pair counts (A.3 run_summary)."""
     out: dict = {"objective": result.objective, "iterations": result.iterations, "converged": result.converged}
     if static is not None and np.isfinite(result.b_static).any():
-        ok = static.mask & np.isfinite(result.b_static)[None, :] & np.isfinite(result.theta)[:, None]
-        with np.errstate(invalid="ignore"):
-            logit = result.a_static[None, :] * (result.theta[:, None] - result.b_static[None, :])
-        out["static_accuracy"] = float(np.mean((logit[ok] >= 0) == (static.correct[ok] == 1)))
-        out["n_static_cells"] = int(ok.sum())
+        hits, cells = 0, 0
+        step = max(1, (1 << 20) // max(1, static.shape[1]))  # row blocks: no models x items float temporary
+        for r0 in range(0, static.shape[0], step):
+            sl = slice(r0, r0 + step)
+            ok = static.mask[sl] & np.isfinite(result.b_static)[None, :] & np.isfinite(result.theta[sl])[:, None]
+            with np.errstate(invalid="ignore"):
+                ahead = result.theta[sl, None] >= result.b_static[None, :]  # logit a (theta - b) >= 0, a > 0
+            hits += int(np.count_nonzero(ok & (ahead == (static.correct[sl] == 1))))
+            cells += int(np.count_nonzero(ok))
+        out["static_accuracy"] = hits / cells if cells else float("nan")
+        out["n_static_cells"] = cells
     pairs = result.pairs
     if pairs is not None:
         mu = pair_probabilities(result)

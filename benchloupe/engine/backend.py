@@ -1,0 +1,230 @@
+"""Compute backend for the dense passes over a models x items matrix of 2PL logits (issue 16).
+
+One *fused pass* evaluates, at logits ``X_iq = a_q (theta_i - b_q)`` over binomial cells (``Y`` successes of ``N``
+trials, ``N`` None: one trial per cell), everything a block-coordinate Newton sweep needs from the cells:
+
+* per model: ``sum_q a_q R_iq`` and ``sum_q a_q^2 V_iq`` (gradient and curvature in theta),
+* per item: the loss ``sum_i l_iq`` and the moments ``sum_i R``, ``sum_i theta R``, ``sum_i V``, ``sum_i theta V``,
+  ``sum_i theta^2 V`` from which the exact (b_q, k_q) gradient and 2x2 Hessian follow,
+
+with ``l = N softplus(X) - Y X``, ``R = dl/dX = N sigmoid(X) - Y`` and ``V = N sigmoid(X)(1 - sigmoid(X))``.  The
+elementwise work is one ``exp`` and one ``log`` per cell on ``|X|`` (no overflow); every reduction is a matrix
+product (BLAS), so the pass runs at the speed of the exponentials.  The 0/1 (or count) matrix stays in its integer
+dtype and is converted one cache-sized row block at a time: no dense float64 copy of the data exists.
+
+Backends: ``numpy`` (row blocks spread over threads; numpy releases the GIL inside ufuncs and BLAS) and ``torch``
+(the same pass on a torch device; CUDA when present).  ``dtype`` float32 halves the memory traffic; reductions of
+each block are accumulated in float64, and callers finish with a float64 pass (see ``joint.optimise``).  Measured
+choices are in :func:`choose` and docs/BENCHMARKS.md.
+
+Other engine modules can call :func:`fused_pass` directly (e.g. a DIF or audit Newton step over a 2PL matrix) or use
+:func:`resolve` / :func:`describe` to honour a ``--device`` option and record provenance.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from benchloupe.engine.common import EngineError
+
+DEVICES = ("auto", "cpu", "cuda")
+_BLOCK_CELLS = 1 << 17  # ~128 k cells per row block: the block's float32 temporaries stay in L2 cache
+# Measured on the 2-core development machine (docs/BENCHMARKS.md, "Speed"): below this many cells a float32 pass
+# saves less than its float64 polish costs, so small fits run in float64 throughout.
+F32_MIN_CELLS = 2_000_000
+# torch on CUDA pays a transfer and launch latency; below this many cells numpy on the CPU is faster.
+CUDA_MIN_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where and how the dense passes run: ``kind`` "numpy" or "torch", ``device`` "cpu" or "cuda"."""
+
+    kind: str
+    device: str
+    dtype: str  # "float32" or "float64": the dtype of the elementwise passes before the float64 polish
+
+    def as_dict(self) -> dict:
+        return {"backend": self.kind, "device": self.device, "dtype": self.dtype}
+
+
+@lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device.  Importing torch costs seconds, so a machine without the NVIDIA driver's
+    device files (no GPU) answers False without importing it."""
+    if not (os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
+            or os.environ.get("BENCHLOUPE_PROBE_CUDA")):
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def resolve(device: str = "auto", n_cells: int = 0) -> Backend:
+    """The backend for a fit over ``n_cells`` static cells: ``device`` "cpu", "cuda" or "auto" (CUDA when present
+    and the problem is large enough to pay its latency, else numpy on the CPU)."""
+    if device not in DEVICES:
+        raise EngineError(f"device must be one of {DEVICES}, got {device!r}")
+    dtype = "float32" if n_cells >= F32_MIN_CELLS else "float64"
+    if device == "cuda":
+        if not cuda_available():
+            raise EngineError("--device cuda: no CUDA device is visible to torch; use --device cpu or auto")
+        return Backend("torch", "cuda", dtype)
+    if device == "auto" and n_cells >= CUDA_MIN_CELLS and cuda_available():
+        return Backend("torch", "cuda", dtype)
+    return Backend("numpy", "cpu", dtype)
+
+
+def _threads() -> int:
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+@lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="benchloupe-pass")
+
+
+@dataclass
+class PassResult:
+    """The sums of one fused pass (float64 arrays); see the module docstring."""
+
+    g_theta: np.ndarray | None
+    h_theta: np.ndarray | None
+    loss: np.ndarray | None  # per item
+    s0R: np.ndarray | None
+    s1R: np.ndarray | None
+    s0V: np.ndarray | None
+    s1V: np.ndarray | None
+    s2V: np.ndarray | None
+
+    def item_blocks(self, a: np.ndarray, b: np.ndarray):
+        """Per-item gradient (b, k) and 2x2 Hessian (bb, bk, kk) of the data term from the moments."""
+        gb = -a * self.s0R
+        gk = a * (self.s1R - b * self.s0R)
+        c11 = a * a * self.s0V
+        sum_u = a * (self.s1V - b * self.s0V) + self.s0R  # sum of V X + R
+        c12 = -a * sum_u
+        c22 = a * a * (self.s2V - 2.0 * b * self.s1V + b * b * self.s0V) + gk
+        return gb, gk, c11, c12, c22
+
+
+def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.ndarray, a: np.ndarray, *,
+               rows: bool = True, cols: bool = True, loss_only: bool = False, backend: Backend | None = None,
+               columns: np.ndarray | None = None) -> PassResult:
+    """One pass over the cells; ``rows``/``cols`` select the per-model / per-item sums, ``loss_only`` only the
+    per-item losses.  ``columns`` restricts the pass to those items (a correction pass over a few columns)."""
+    backend = backend or Backend("numpy", "cpu", "float64")
+    if columns is not None:
+        Y = Y[:, columns]
+        N = None if N is None else N[:, columns]
+        b, a = b[columns], a[columns]
+    if backend.kind == "torch":
+        from benchloupe.engine import backend_torch
+
+        return backend_torch.fused_pass(Y, N, theta, b, a, rows=rows, cols=cols, loss_only=loss_only,
+                                        device=backend.device, dtype=backend.dtype)
+    return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype))
+
+
+def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt) -> PassResult:
+    M, n = Y.shape
+    step = max(8, _BLOCK_CELLS // max(1, n))
+    blocks = [slice(r, min(M, r + step)) for r in range(0, M, step)]
+    th = theta.astype(dt)
+    bb, aa = b.astype(dt), a.astype(dt)
+    a2 = aa * aa
+    rows = rows and not loss_only
+    cols = cols and not loss_only
+
+    def work(chunk: list[slice]):
+        acc = {"loss": np.zeros(n), "mom": np.zeros((5, n))}
+        out_rows = []
+        for sl in chunk:
+            t = th[sl]
+            X = np.subtract.outer(t, bb)
+            X *= aa
+            E = np.abs(X)
+            np.negative(E, out=E)
+            np.exp(E, out=E)  # E = exp(-|X|)
+            Q = E + 1.0
+            np.reciprocal(Q, out=Q)  # Q = sigmoid(|X|)
+            Yb = Y[sl].astype(dt)
+            Nb = None if N is None else N[sl].astype(dt)
+            # loss = N softplus(X) - Y X = N (log(1 + E) + max(X, 0)) - Y X, with log(1 + E) = -log(Q)
+            L = np.log(Q)
+            np.negative(L, out=L)
+            L += np.maximum(X, 0.0)
+            if Nb is not None:
+                L *= Nb
+            L -= Yb * X
+            acc["loss"] += L.sum(axis=0, dtype=np.float64)
+            if not (rows or cols):
+                continue
+            # P = sigmoid(X) = Q (X >= 0) or 1 - Q; V = P (1 - P) = E Q^2
+            V = E * Q
+            V *= Q
+            P = Q - 0.5
+            np.copysign(P, X, out=P)
+            P += 0.5
+            if Nb is not None:
+                P *= Nb
+                V *= Nb
+            R = P
+            R -= Yb  # R = N P - Y
+            if rows:
+                out_rows.append((sl, (R @ aa).astype(np.float64), (V @ a2).astype(np.float64)))
+            if cols:
+                W = np.empty((3, len(t)), dt)
+                W[0], W[1] = 1.0, t
+                W[2] = t * t
+                mR = W[:2] @ R
+                mV = W @ V
+                acc["mom"][0] += mR[0]
+                acc["mom"][1] += mR[1]
+                acc["mom"][2:] += mV
+        return acc, out_rows
+
+    k = min(_threads(), len(blocks))
+    if k > 1 and M * n >= 1 << 20:
+        chunks = [blocks[i::k] for i in range(k)]
+        parts = list(_pool().map(work, chunks))
+    else:
+        parts = [work(blocks)]
+    loss = sum(p[0]["loss"] for p in parts)
+    g_th = h_th = None
+    if rows:
+        g_th, h_th = np.empty(M), np.empty(M)
+        for _, out_rows in parts:
+            for sl, g, h in out_rows:
+                g_th[sl], h_th[sl] = g, h
+    mom = sum(p[0]["mom"] for p in parts) if cols else [None] * 5
+    return PassResult(g_th, h_th, loss, *mom)
+
+
+def describe(backend: Backend) -> dict:
+    """Provenance of a backend: kind, device, dtype and (for CUDA) the device name."""
+    out = backend.as_dict()
+    if backend.device == "cuda":
+        import torch
+
+        out["device_name"] = torch.cuda.get_device_name(0)
+    out["threads"] = _threads() if backend.kind == "numpy" else None
+    return out
+
+
+def passes_equivalent(seconds: float, seconds_per_pass: float) -> float:
+    """A fit's time as a multiple of one fused pass over its data (issue 16, item 3)."""
+    if not (seconds_per_pass > 0 and math.isfinite(seconds_per_pass)):
+        return float("nan")
+    return seconds / seconds_per_pass
