@@ -137,79 +137,85 @@ def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.nda
     return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype))
 
 
+def _relu_sums(theta: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum_i max(theta_i - b_q, 0) per item from the sorted abilities (prefix sums; no pass over the cells)."""
+    ts = np.sort(theta)
+    tail = np.r_[np.cumsum(ts[::-1])[::-1], 0.0]  # tail[j] = sum of ts[j:]
+    j = np.searchsorted(ts, b, side="right")
+    return tail[j] - b * (len(ts) - j)
+
+
 def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt) -> PassResult:
     M, n = Y.shape
     step = max(8, _BLOCK_CELLS // max(1, n))
     blocks = [slice(r, min(M, r + step)) for r in range(0, M, step)]
     th = theta.astype(dt)
-    bb, aa = b.astype(dt), a.astype(dt)
+    bb, neg_a = b.astype(dt), (-a).astype(dt)
+    aa = a.astype(dt)
     a2 = aa * aa
     rows = rows and not loss_only
     cols = cols and not loss_only
 
     def work(chunk: list[slice]):
-        acc = {"loss": np.zeros(n), "mom": np.zeros((5, n))}
+        # per item: [sum -log Q (N-weighted), sum Y, sum theta Y, sum P, sum theta P, sum V, sum theta V,
+        # sum theta^2 V] (+ sum N max(X, 0) with trials)
+        acc = np.zeros((9, n))
         out_rows = []
-        for sl in chunk:
-            t = th[sl]
-            X = np.subtract.outer(t, bb)
-            X *= aa
-            E = np.abs(X)
-            np.negative(E, out=E)
-            np.exp(E, out=E)  # E = exp(-|X|)
-            Q = E + 1.0
-            np.reciprocal(Q, out=Q)  # Q = sigmoid(|X|)
-            Yb = Y[sl].astype(dt)
-            Nb = None if N is None else N[sl].astype(dt)
-            # loss = N softplus(X) - Y X = N (log(1 + E) + max(X, 0)) - Y X, with log(1 + E) = -log(Q)
-            L = np.log(Q)
-            np.negative(L, out=L)
-            L += np.maximum(X, 0.0)
-            if Nb is not None:
-                L *= Nb
-            L -= Yb * X
-            acc["loss"] += L.sum(axis=0, dtype=np.float64)
-            if not (rows or cols):
-                continue
-            # P = sigmoid(X) = Q (X >= 0) or 1 - Q; V = P (1 - P) = E Q^2
-            V = E * Q
-            V *= Q
-            P = Q - 0.5
-            np.copysign(P, X, out=P)
-            P += 0.5
-            if Nb is not None:
-                P *= Nb
-                V *= Nb
-            R = P
-            R -= Yb  # R = N P - Y
-            if rows:
-                out_rows.append((sl, (R @ aa).astype(np.float64), (V @ a2).astype(np.float64)))
-            if cols:
+        with np.errstate(over="ignore"):
+            for sl in chunk:
+                t = th[sl]
+                Z = np.subtract.outer(t, bb)
+                Z *= neg_a  # Z = -X
+                if N is not None:
+                    Nb = N[sl].astype(dt)
+                    relu = np.minimum(Z, 0.0)  # max(X, 0) = -min(Z, 0)
+                    relu *= Nb
+                    acc[8] -= relu.sum(axis=0)
+                P = np.exp(Z)
+                P += 1.0
+                np.reciprocal(P, out=P)  # P = sigmoid(X); exp overflow (X < -88 in float32) gives P = 0 exactly
+                C = 1.0 - P
+                V = P * C
+                np.maximum(P, C, out=C)  # Q = sigmoid(|X|)
+                np.log(C, out=C)  # log(1 + exp(-|X|)) = -log Q
+                Yb = Y[sl].astype(dt)
                 W = np.empty((3, len(t)), dt)
                 W[0], W[1] = 1.0, t
                 W[2] = t * t
-                mR = W[:2] @ R
-                mV = W @ V
-                acc["mom"][0] += mR[0]
-                acc["mom"][1] += mR[1]
-                acc["mom"][2:] += mV
+                if N is not None:
+                    C *= Nb
+                    P *= Nb
+                    V *= Nb
+                acc[0] -= C.sum(axis=0)
+                acc[1:3] += W[:2] @ Yb
+                if not (rows or cols):
+                    continue
+                if rows:
+                    out_rows.append((sl, (P @ aa).astype(np.float64) - (Yb @ aa), (V @ a2).astype(np.float64)))
+                if cols:
+                    acc[3:5] += W[:2] @ P
+                    acc[5:8] += W @ V
         return acc, out_rows
 
     k = min(_threads(), len(blocks))
     if k > 1 and M * n >= 1 << 20:
-        chunks = [blocks[i::k] for i in range(k)]
-        parts = list(_pool().map(work, chunks))
+        parts = list(_pool().map(work, [blocks[i::k] for i in range(k)]))
     else:
         parts = [work(blocks)]
-    loss = sum(p[0]["loss"] for p in parts)
+    acc = sum(p[0] for p in parts)
+    # loss = N softplus(X) - Y X, softplus(X) = -log Q + max(X, 0); sum_i Y X = a (sum theta Y - b sum Y)
+    relu = a * _relu_sums(theta, b) if N is None else acc[8]  # sum_i N max(X, 0)
+    loss = acc[0] + relu - a * (acc[2] - b * acc[1])
     g_th = h_th = None
     if rows:
         g_th, h_th = np.empty(M), np.empty(M)
         for _, out_rows in parts:
             for sl, g, h in out_rows:
                 g_th[sl], h_th[sl] = g, h
-    mom = sum(p[0]["mom"] for p in parts) if cols else [None] * 5
-    return PassResult(g_th, h_th, loss, *mom)
+    if not cols:
+        return PassResult(g_th, h_th, loss, *([None] * 5))
+    s0R, s1R = acc[3] - acc[1], acc[4] - acc[2]  # R = N P - Y
+    return PassResult(g_th, h_th, loss, s0R, s1R, acc[5], acc[6], acc[7])
 
 
 def describe(backend: Backend) -> dict:
