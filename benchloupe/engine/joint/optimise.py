@@ -378,11 +378,11 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
               progress: Progress = no_progress, cancel: threading.Event | None = None,
               init: JointResult | dict | None = None, pairs: PairSet | None = None,
               pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None,
-              device: str = "auto") -> JointResult:
+              device: str | Backend = "auto") -> JointResult:
     """Fit DualEval (section 3) in ``config.mode``.  ``pairs`` reuses a prebuilt :class:`PairSet`; ``pair_keep`` and
     ``static_mask`` restrict the training data (held-out calibration, Appendix E).  ``device`` ("auto", "cpu",
-    "cuda") picks the compute backend of the dense static passes (``engine.backend.resolve``); the result's
-    ``provenance`` records the backend, device, pass dtype, wall time and the time as passes-equivalent (the wall
+    "cuda", or a ``backend.Backend``) picks the compute backend of the dense static passes (``backend.resolve``);
+    the result's ``provenance`` records the backend, device, pass dtype, wall time and the time as passes-equivalent (the wall
     time over one fused float64 pass over the same data, measured in the same run)."""
     started = time.perf_counter()
     n_models = _n_models(static, arena)
@@ -394,7 +394,7 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
         pairs_used = pairs
     problem = _Problem(static, pairs_used, n_models, config, pair_keep=pair_keep, static_mask=static_mask)
     x0 = _initial_vector(problem, init)
-    backend = resolve(device, problem.M * problem.Ns if problem.has_static else 0)
+    backend = device if isinstance(device, Backend) else resolve(device, problem.M * problem.Ns if problem.has_static else 0)
     problem.passes, problem.pass_s = None, None
     progress(0, 1, f"DualEval {config.mode} fit: {problem.M} models, {problem.n_items} items")
     if config.optimizer == "adam":
