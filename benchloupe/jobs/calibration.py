@@ -85,8 +85,10 @@ def _truth_metrics(conn, inputs: JointInputs, theta: np.ndarray, b_static: np.nd
 
 def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConfig(), *, arena: str | None = None,
             reward_model: str | None = None, external: str | None = None, heldout: bool = True, seed: int = 0,
-            progress: Progress = no_progress, cancel: threading.Event | None = None) -> int:
-    """Fit DualEval in ``config.mode`` and save the run; returns its id."""
+            progress: Progress = no_progress, cancel: threading.Event | None = None, device: str = "auto") -> int:
+    """Fit DualEval in ``config.mode`` and save the run; returns its id.  ``device`` (auto | cpu | cuda) picks the
+    compute backend of the dense passes; the run's metrics record it under ``compute`` (backend, device, dtype,
+    passes-equivalent)."""
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -102,14 +104,15 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
                        if n]
         ctx = RunContext(db_path, config.mode, benchmark,
                          {**config.__dict__, "arena": inputs.arena_benchmark, "reward_model": inputs.reward_model,
-                          "external": str(external) if external else None, "heldout": heldout}, seed, inputs_list)
+                          "external": str(external) if external else None, "heldout": heldout, "device": device},
+                         seed, inputs_list)
         ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
         with ctx.guard(conn):
             t = time.perf_counter()
             static = inputs.static if config.uses_static else None
             arena_d = inputs.arena if config.uses_arena else None
-            res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel)
+            res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel, device=device)
             t = ctx.lap("fit_s", t)
             check_cancel(cancel)
             progress(0, 1, "metrics: held-out calibration and ranking agreement")
@@ -119,6 +122,7 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
             metrics.update(_truth_metrics(conn, inputs, res.theta, res.b_static if static is not None else None))
             metrics["gamma"] = res.gamma
             metrics["warnings"] = res.warnings
+            metrics["compute"] = res.provenance
             fisher = informativeness.fisher_scores(res, static, arena_d, config)  # §4.2, static items first
             n_static = 0 if static is None else static.shape[1]
             items = []
