@@ -228,7 +228,8 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
     (``_Problem.static_pass``): one at the current point gives the objective and the item blocks, one at the
     candidate items gives their losses (the acceptance test) and the theta gradient and curvature (corrected over
     the few rejected items by a pass over those columns only).  The objective never increases under the item steps;
-    the sweeps stop when one lowers it by less than ``_BLOCK_FTOL * max(1, |f|)`` or after ``max_iter`` sweeps.
+    the sweeps stop when one lowers it by less than ``max(_BLOCK_FTOL, ftol) * max(1, |f|)`` or after ``max_iter``
+    sweeps (the bootstrap replicates' looser ftol applies).
     With a float32 backend the sweeps run in float32 until the decrease is below float32's resolution
     (``_F32_FTOL``), then continue in float64 to ``_BLOCK_FTOL`` (the float64 polish), so the result is a float64
     optimum.  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
@@ -301,7 +302,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         progress(it, config.max_iter, f"block Newton sweep {it} ({bk.dtype}): objective {f_new:.10f}, "
                  f"{len(bad)} item steps rejected")
         decrease, f = f - f_new, f_new
-        if decrease <= (_BLOCK_FTOL if bk.dtype == "float64" else _F32_FTOL) * max(1.0, abs(f)):
+        if decrease <= (max(_BLOCK_FTOL, config.ftol) if bk.dtype == "float64" else _F32_FTOL) * max(1.0, abs(f)):
             if stage == len(stages) - 1:
                 converged = True
                 break
