@@ -9,27 +9,33 @@ if TYPE_CHECKING:
 
 import json
 import math
+import numbers
 import sys
+
+from benchloupe.textsafe import visible
 
 
 def to_jsonable(obj):
-    import numpy as np
-    import pandas as pd
-
-    if isinstance(obj, pd.DataFrame):
+    # an object can only be a numpy or pandas value when that library is already loaded: import neither otherwise
+    # (``list --json`` stays free of both)
+    pd = sys.modules.get("pandas")
+    np = sys.modules.get("numpy")
+    if pd is not None and isinstance(obj, pd.DataFrame):
         return [to_jsonable(r) for r in obj.to_dict("records")]
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    if np is not None and isinstance(obj, np.ndarray):
         return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.integer,)):
+    if isinstance(obj, bool):
+        return obj
+    if isinstance(obj, numbers.Integral):
         return int(obj)
-    if isinstance(obj, (np.floating, float)):
+    if isinstance(obj, numbers.Real):
         f = float(obj)
         return f if math.isfinite(f) else None
-    if isinstance(obj, np.bool_):
+    if np is not None and isinstance(obj, np.bool_):
         return bool(obj)
     return obj
 
@@ -40,23 +46,25 @@ def print_json(obj) -> None:
 
 
 def fmt_cell(v) -> str:
-    import numpy as np
-
     if v is None:
         return ""
-    if isinstance(v, (float, np.floating)):
+    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):  # float and numpy floats, no numpy import
         if not math.isfinite(v):
             return ""
         return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
-    return str(v).replace("\n", " ")
+    return visible(str(v).replace("\n", " "))
 
 
 def table(df: pd.DataFrame, *, max_width: int = 40, limit: int | None = None) -> str:
     """A fixed-width text table."""
     if limit is not None:
         df = df.head(limit)
-    cols = list(df.columns)
-    cells = [[fmt_cell(v)[:max_width] for v in row] for row in df.itertuples(index=False)]
+    return table_rows(list(df.columns), df.itertuples(index=False), max_width=max_width)
+
+
+def table_rows(cols: list, rows, *, max_width: int = 40) -> str:
+    """A fixed-width text table from column names and row tuples (no pandas)."""
+    cells = [[fmt_cell(v)[:max_width] for v in row] for row in rows]
     widths = [max([len(str(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(cols, widths)),
              "  ".join("-" * w for w in widths)]

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
-from benchloupe.cli.output import kv, print_json, table
+from benchloupe.cli.output import kv, print_json, table, table_rows
 
 # ------------------------------------------------------------------------------------------------ open / demo
 
@@ -103,19 +103,19 @@ def register_demo(sub, common) -> None:
 # ------------------------------------------------------------------------------------------------ list / show
 
 def cmd_list(args) -> int:
-    from benchloupe.store import read
+    from benchloupe.store.summary import benchmark_summary_rows
 
     conn = connect_db(args)
     try:
-        df = read.benchmark_summaries(conn)
+        cols, rows = benchmark_summary_rows(conn)
     finally:
         conn.close()
     if args.json:
-        print_json(df)
-    elif df.empty:
+        print_json([dict(zip(cols, r)) for r in rows])
+    elif not rows:
         print("no benchmarks; `benchloupe demo` or `benchloupe import ...` adds some")
     else:
-        print(table(df.drop(columns=["id"])))
+        print(table_rows(cols[1:], [r[1:] for r in rows]))
     return 0
 
 

@@ -1,0 +1,27 @@
+"""Benchmark summaries as plain rows (no pandas): ``benchloupe list`` starts in a fraction of a second because it
+imports neither pandas nor numpy (issue 16, start-up)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SUMMARY_SQL = """
+SELECT b.id, b.name, b.kind,
+  (SELECT count(*) FROM items i WHERE i.benchmark_id = b.id) AS items,
+  (SELECT count(*) FROM items i WHERE i.benchmark_id = b.id AND i.status = 'active') AS active_items,
+  (SELECT count(*) FROM benchmark_models bm WHERE bm.benchmark_id = b.id) AS models,
+  (SELECT count(*) FROM static_results s WHERE s.benchmark_id = b.id) AS static_rows,
+  (SELECT count(*) FROM arena_rewards r JOIN items i ON i.id = r.item_id WHERE i.benchmark_id = b.id)
+    AS rewards,
+  (SELECT count(*) FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = b.id)
+    AS preferences,
+  (SELECT kind || ' #' || id || ' ' || status FROM runs r WHERE r.benchmark_id = b.id
+     OR r.id IN (SELECT run_id FROM run_inputs WHERE benchmark_id = b.id) ORDER BY id DESC LIMIT 1) AS last_run
+FROM benchmarks b ORDER BY b.name
+"""
+
+
+def benchmark_summary_rows(conn: sqlite3.Connection) -> tuple[list[str], list[tuple]]:
+    """Column names and one row per benchmark: counts and the last run."""
+    cur = conn.execute(SUMMARY_SQL)
+    return [d[0] for d in cur.description], cur.fetchall()
