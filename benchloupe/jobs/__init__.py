@@ -262,17 +262,61 @@ class Analysis:
     run: Callable[..., int]
 
 
-ANALYSES: dict[str, Analysis] = {}
+class _Registry(dict):
+    """The analyses by name, loaded on first read: importing the area modules pulls in the engine, scipy and
+    openai (seconds), which ``import`` and ``list`` never need."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if not self._loaded:
+            type(self)._loaded = True
+            _load_analyses()
+
+    def __getitem__(self, key):
+        self._load()
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        self._load()
+        return super().__contains__(key)
+
+    def __iter__(self):
+        self._load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._load()
+        return super().__len__()
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def get(self, key, default=None):
+        self._load()
+        return super().get(key, default)
+
+    def keys(self):
+        self._load()
+        return super().keys()
+
+    def values(self):
+        self._load()
+        return super().values()
+
+    def items(self):
+        self._load()
+        return super().items()
+
+
+ANALYSES: dict[str, Analysis] = _Registry()
 
 
 def register(analysis: Analysis) -> Analysis:
-    ANALYSES[analysis.name] = analysis
+    dict.__setitem__(ANALYSES, analysis.name, analysis)
     return analysis
 
 
 def _load_analyses() -> None:
     """Import the area modules so they register their analyses (they import this package, hence the delay)."""
     from . import audit, calibration, coverage, diagnostics, fill  # noqa: F401
-
-
-_load_analyses()
