@@ -138,9 +138,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="small static sizes and start-up only")
-    ap.add_argument("--baseline-src", type=Path, default=Path("/work/main") if Path("/work/main").exists() else None)
+    ap.add_argument("--baseline-src", type=Path, default=Path("/work/main") if Path("/work/main").exists() else None,
+                    help="a checkout of the code to compare with (e.g. `git archive <commit> | tar -x -C DIR`)")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--skip", default="", help="comma-separated: joint,bootstrap,startup")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     bench = str(ROOT / "bench")
@@ -157,17 +159,19 @@ def main() -> None:
             row = best(src, STATIC_CASE.format(bench=bench, m=m, n=n), reps, args.timeout)
             report["cases"].append({"case": f"static 2PL {m}x{n}", "who": who, **row})
             print(json.dumps(report["cases"][-1]), file=sys.stderr)
-    if not args.quick and (DATA / "alpacaeval").exists():
+    skip = set(filter(None, args.skip.split(",")))
+    if not args.quick and "joint" not in skip and (DATA / "alpacaeval").exists():
         row = best(ROOT, JOINT_CASE.format(bench=bench), 1, args.timeout)
         report["cases"].append({"case": "joint AlpacaEval 2 (805 prompts) + its static stand-in", "who": "ours", **row})
-    if not args.quick and (DATA / "metabench").exists():
+    if not args.quick and "bootstrap" not in skip and (DATA / "metabench").exists():
         row = best(ROOT, BOOT_CASE.format(bench=bench, B=100), 1, args.timeout)
         report["cases"].append({"case": "cluster bootstrap B=100 metabench GSM8K", "who": "ours", **row})
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         for who, src in srcs.items():
-            report["cases"].append({"case": "start-up", "who": who, **startup(src, args.repeats, Path(tmp))})
+            if "startup" not in skip:
+                report["cases"].append({"case": "start-up", "who": who, **startup(src, args.repeats, Path(tmp))})
     print(json.dumps(report, indent=1, default=str))
 
 

@@ -35,10 +35,15 @@ from benchloupe.engine.common import EngineError
 
 DEVICES = ("auto", "cpu", "cuda")
 _BLOCK_CELLS = 1 << 17  # ~128 k cells per row block: the block's float32 temporaries stay in L2 cache
-# Measured on the 2-core development machine (docs/BENCHMARKS.md, "Speed"): below this many cells a float32 pass
-# saves less than its float64 polish costs, so small fits run in float64 throughout.
-F32_MIN_CELLS = 2_000_000
-# torch on CUDA pays a transfer and launch latency; below this many cells numpy on the CPU is faster.
+# Measured on the 2-core development machine (docs/BENCHMARKS.md, "Speed"; whole static fits, best of 3, load ~6):
+# float32 sweeps + float64 polish vs float64 throughout: 300 x 300 0.045 / 0.057 s, 500 x 500 0.038 / 0.116 s,
+# 1,000 x 1,000 0.13 / 0.20 s, objectives equal to 3e-13 relative.  Below ~250 k cells the two are within noise,
+# and float64 throughout is the simpler result.
+F32_MIN_CELLS = 250_000
+# torch on CUDA pays a transfer and launch latency per pass; below this many cells numpy on the CPU is assumed
+# faster.  Not measured here (no GPU): bench/gpu_check.sh prints the per-size pass times that set it.
+# torch on the CPU is never chosen: eager torch measured 5x slower than the numpy pass (2,000 x 2,000: 0.16 s vs
+# 0.03 s in float32), as the issue found.
 CUDA_MIN_CELLS = 4_000_000
 
 
