@@ -302,7 +302,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         progress(it, config.max_iter, f"block Newton sweep {it} ({bk.dtype}): objective {f_new:.10f}, "
                  f"{len(bad)} item steps rejected")
         decrease, f = f - f_new, f_new
-        if decrease <= (max(_BLOCK_FTOL, config.ftol) if bk.dtype == "float64" else _F32_FTOL) * max(1.0, abs(f)):
+        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_FTOL, config.ftol) * max(1.0, abs(f)):
             if stage == len(stages) - 1:
                 converged = True
                 break
