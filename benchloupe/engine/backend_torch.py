@@ -27,7 +27,7 @@ def _on_device(arr: np.ndarray, device: str) -> torch.Tensor:
         return hit[1]
     t = torch.from_numpy(np.ascontiguousarray(arr)).to(device)
     try:
-        ref = weakref.ref(arr, lambda _r, k=key: _resident.pop(k, None))
+        ref = weakref.ref(arr, lambda _r, k=key, cache=_resident: cache.pop(k, None))
     except TypeError:  # a view without weakref support: no caching
         return t
     _resident[key] = (ref, t)
