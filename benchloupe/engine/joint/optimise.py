@@ -231,8 +231,9 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
     the sweeps stop when one lowers it by less than ``max(_BLOCK_FTOL, ftol) * max(1, |f|)`` or after ``max_iter``
     sweeps (the bootstrap replicates' looser ftol applies).
     With a float32 backend the sweeps run in float32 until the decrease is below float32's resolution
-    (``_F32_FTOL``), then continue in float64 to ``_BLOCK_FTOL`` (the float64 polish), so the result is a float64
-    optimum.  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
+    (``_F32_FTOL``), then one float64 sweep (the polish) whose steps start from the last float32 sums; when that
+    sweep still lowers the objective by more than float32's resolution, float64 sweeps continue to
+    ``_BLOCK_FTOL``, so the result is a float64 optimum.  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
     c, a by 1/c: every logit unchanged) is nearly flat and crawls under coordinate steps, so every sweep ends with
     its exact 1-D minimum (``_rescale``).  Returns the point, its objective, the sweeps, convergence and the number
     of full passes made."""
@@ -259,7 +260,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         return r, w * float(r.loss.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
 
     r, f = at_point()
-    converged, it = False, 0
+    converged, it, polish = False, 0, False
     while it < config.max_iter:
         check_cancel(cancel)
         it += 1
@@ -278,7 +279,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         old_q = Lq + li * (bs * bs + ks * ks)
         # float32 sums carry ~1e-7 relative noise: a real decrease smaller than that is unreadable, and a strict test
         # then rejects half the (good, small) late steps; float64 decides strictly (the polish)
-        slack = 0.0 if bk.dtype == "float64" else _F32_SLACK * np.abs(old_q)
+        slack = 0.0 if (bk.dtype == "float64" and not polish) else _F32_SLACK * np.abs(old_q)
         ok = w * cand.loss + li * (nb * nb + nk * nk) <= old_q + slack
         g_th, h_th = cand.g_theta, cand.h_theta
         bad = np.flatnonzero(~ok)
@@ -302,13 +303,20 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         progress(it, config.max_iter, f"block Newton sweep {it} ({bk.dtype}): objective {f_new:.10f}, "
                  f"{len(bad)} item steps rejected")
         decrease, f = f - f_new, f_new
-        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_FTOL, config.ftol) * max(1.0, abs(f)):
+        scale = max(1.0, abs(f))
+        if polish:  # the first float64 sweep started from float32 sums: its decrease is known to float32's resolution
+            polish = False
+            if decrease <= max(_F32_FTOL, config.ftol) * scale:
+                converged = True
+                break
+            continue
+        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_FTOL, config.ftol) * scale:
             if stage == len(stages) - 1:
                 converged = True
                 break
             stage += 1
             bk = stages[stage]
-            r, f = at_point()
+            polish = True  # no extra pass: the next sweep's item step starts from the float32 sums
     problem.passes = passes
     return x, f, it, converged
 
