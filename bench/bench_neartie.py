@@ -7,8 +7,14 @@ Cases:
   one run, peak RSS from ``resource.getrusage`` (run in its own process so the figure is its own).
 - ``real``: metabench ARC, GSM8K, TruthfulQA with families from ids and from the leaderboard ``arch`` column
   (the Table 1 row of each), for docs/NEARTIE.md.
+- ``cli``: each metabench set imported into a fresh database (not timed), then the primary audit as a whole
+  ``python -m benchloupe audit neartie`` process (start-up, load, audit, every pair, flag and contribution
+  stored) and, in process, ``jobs.run_neartie``; best of 3 each; beside the public reference's wall time on
+  the same input (reference outputs README: ARC 8.3 s, GSM8K 14.3 s).
+- ``full``: ``--protocol full`` on metabench GSM8K as a whole CLI process, one run.
+- ``protocol``: ``--protocol full`` Markdown reports of ARC, GSM8K, TruthfulQA into bench/out/ (docs/NEARTIE.md).
 
-Usage: ``python bench/bench_neartie.py [gsm8k|sim|real ...]`` (default: gsm8k sim).  BLAS threads follow
+Usage: ``python bench/bench_neartie.py [gsm8k|sim|real|cli|full|protocol ...]`` (default: gsm8k sim).  BLAS threads follow
 the environment (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``), recorded in the output.
 """
 
@@ -26,8 +32,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
-from benchloupe.engine.neartie import AuditConfig, run_audit
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's benchloupe, not whichever one the interpreter finds first
+
+from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner  # noqa: E402
+from benchloupe.engine.neartie import AuditConfig, run_audit  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metabench"
 FILES = {"arc": "arc-2PL-MAP-0.005-seed=1", "gsm8k": "gsm8k-2PL-EAPsum-0.001-seed=1",
@@ -117,16 +126,98 @@ def case_real() -> list[dict]:
     return rows
 
 
+REFERENCE_S = {"arc": 8.3, "gsm8k": 14.3}  # reference outputs README, same .npz input, this machine type
+
+
+def _imported(tmp: Path, name: str) -> Path:
+    db = tmp / f"{name}.db"
+    if not db.exists():
+        subprocess.run([sys.executable, "-m", "benchloupe", "import", "metabench",
+                        str(DATA / f"{FILES[name]}.responses.csv.gz"), "--db", str(db), "--benchmark", name],
+                       check=True, capture_output=True, cwd=ROOT)
+    return db
+
+
+def _cli(db: Path, name: str, *extra: str) -> tuple[float, dict]:
+    """Wall seconds of one CLI process and its JSON; ``cpu_s`` (user + system of the child) rides in the JSON,
+    the figure that does not inflate when other jobs share the cores."""
+    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-m", "benchloupe", "audit", "neartie", name, "--db", str(db), "--json",
+                           *extra], capture_output=True, text=True, check=True, cwd=ROOT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = json.loads(proc.stdout)
+    out["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.perf_counter() - start, out
+
+
+def case_cli() -> list[dict]:
+    import tempfile
+
+    from benchloupe.jobs.audit import run_neartie
+
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for name in FILES:
+            db = _imported(Path(d), name)
+            walls, cpus, last = [], [], None
+            for _ in range(3):
+                wall, last = _cli(db, name)
+                walls.append(wall)
+                cpus.append(last["cpu_s"])
+            inproc = []
+            for _ in range(3):
+                start = time.perf_counter()
+                run_neartie(db, name)
+                inproc.append(time.perf_counter() - start)
+            ref = REFERENCE_S.get(name)
+            rows.append({"benchmark": name, "cli_best_s": min(walls), "cli_times_s": walls, "cli_cpu_best_s": min(cpus),
+                         "speedup_cli_cpu": ref / min(cpus) if ref else None,
+                         "in_process_best_s": min(inproc), "job_timings": last["timings"],
+                         "pairs_stored": last["summary"]["eligible_pairs"], "reference_s": ref,
+                         "speedup_cli": ref / min(walls) if ref else None,
+                         "speedup_in_process": ref / min(inproc) if ref else None,
+                         "table1": last["table1"], "target_s": 3.0})
+    return rows
+
+
+def case_full() -> dict:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        db = _imported(Path(d), "gsm8k")
+        wall, out = _cli(db, "gsm8k", "--protocol", "full")
+    return {"case": "--protocol full, metabench gsm8k 5041x249, whole CLI process", "seconds": wall,
+            "cpu_s": out["cpu_s"],
+            "timings": out["timings"], "target_s": 180}
+
+
+def case_protocol() -> list[dict]:
+    import tempfile
+
+    rows = []
+    target = Path(__file__).resolve().parent / "out"
+    target.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as d:
+        for name in FILES:
+            db = _imported(Path(d), name)
+            wall, out = _cli(db, name, "--protocol", "full", "--report", str(target / f"neartie-full-{name}.md"))
+            rows.append({"benchmark": name, "seconds": wall, "table1": out["table1"], "report": out["report"]})
+    return rows
+
+
 def main(argv: list[str]) -> None:
     cases = argv or ["gsm8k", "sim"]
     out = {"threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
-           "cpus": os.cpu_count()}
+           "cpus": os.cpu_count(), "load_average_before": os.getloadavg()}
     for case in cases:
         if case == "sim" and len(cases) > 1:  # own process: its own peak RSS
             proc = subprocess.run([sys.executable, __file__, "sim"], capture_output=True, text=True, check=True)
             out["sim"] = json.loads(proc.stdout)["sim"]
         else:
-            out[case] = {"gsm8k": case_gsm8k, "sim": case_sim, "real": case_real}[case]()
+            out[case] = {"gsm8k": case_gsm8k, "sim": case_sim, "real": case_real, "cli": case_cli,
+                         "full": case_full, "protocol": case_protocol}[case]()
+    out["load_average_after"] = os.getloadavg()
     print(json.dumps(out, indent=1, default=float))
 
 

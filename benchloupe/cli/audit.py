@@ -7,6 +7,7 @@ from benchloupe.cli.options import StderrProgress, add_config_args, config_from_
 from benchloupe.cli.output import kv, print_json, table
 
 TUPLE_FIELDS = ("dimensions", "gap_curve", "fraction_sensitivity")
+OWN_FLAGS = ("drop_small_families", "family_from", "protocol")
 
 
 def _floats(text: str | None, what: str) -> tuple:
@@ -20,30 +21,27 @@ def _floats(text: str | None, what: str) -> tuple:
 
 def cmd_audit(args) -> int:
     from benchloupe import jobs
+    from benchloupe.engine.common import EngineError
     from benchloupe.engine.neartie import AuditConfig
+    from benchloupe.jobs.audit import check_report_path
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 
-    fixed = {}
+    fixed = {"family_from": args.family_from, "protocol": args.protocol,
+             "drop_small_families": bool(args.drop_small_families)}
     if args.gap_curve:
-        fixed["gap_curve"] = tuple(x / 100 for x in _floats(args.gap_curve, "--gap-curve"))
+        fixed["gap_curve"] = _floats(args.gap_curve, "--gap-curve")  # percentage points, as the engine takes
     if args.fractions:
         fixed["fraction_sensitivity"] = _floats(args.fractions, "--fractions")
     if args.k_grid:
         fixed["dimensions"] = tuple(int(x) for x in _floats(args.k_grid, "--k-grid"))
     cfg = config_from_args(args, AuditConfig, **fixed)
-    report = None if args.report == "-" else args.report
-    rid = jobs.ANALYSES["neartie"].run(db_path(args), args.benchmark, cfg, report=report or None,
+    try:
+        report = check_report_path(args.report)  # before anything runs or is stored
+    except EngineError as exc:
+        raise CliError(str(exc)) from None
+    rid = jobs.ANALYSES["neartie"].run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
                                        progress=StderrProgress("audit"))
-    if args.report is None:
-        report = f"neartie-{args.benchmark.replace('/', '_')}-run{rid}.md"
-        conn = connect(db_path(args))
-        try:
-            text = runs.load_artifact(conn, rid, "report")
-        finally:
-            conn.close()
-        with open(report, "w", encoding="utf-8") as fh:
-            fh.write(text)
     conn = connect(db_path(args))
     try:
         run = runs.get_run(conn, rid)
@@ -51,17 +49,23 @@ def cmd_audit(args) -> int:
     finally:
         conn.close()
     t1 = run["metrics"]["table1"]
+    where = str(report) if report else None
     if args.json:
-        print_json({"run_id": rid, "table1": t1, "summary": run["metrics"], "report": report, "timings": run["timings"]})
+        print_json({"run_id": rid, "table1": t1, "summary": run["metrics"], "report": where,
+                    "timings": run["timings"]})
         return 0
     print(f"near-tie audit run #{rid} on {args.benchmark}  (Table 1 row)")
     print(kv(t1))
+    print(f"families: {run['metrics']['sources']['families']}; item groups: {run['metrics']['sources']['groups']}")
     print("\nFolds:")
     cols = [c for c in ("audit_half", "k", "tau_b", "anchors", "close_cross_pairs", "close_cross_reversals",
                         "close_cross_rate", "random_median") if c in folds.columns]
     print(table(folds[cols]))
-    if report:
-        print(f"\nreport written to {report}")
+    if where:
+        print(f"\nreport written to {where} (also stored with run #{rid})")
+    else:
+        print(f"\nreport stored with run #{rid}: `benchloupe export run-artifact --run {rid} --name report`, "
+              "or --report FILE to write it")
     return 0
 
 
@@ -70,14 +74,23 @@ def register_audit(sub, common) -> None:
                        description="Paper 002: owner-disjoint folds, spectral MIRT with one-SE dimension selection, "
                                    "residual family DIF, three purification rounds, low-DIF anchors, near-tie "
                                    "reversals against 1,000 matched-random controls. Prints the Table 1 row, "
-                                   "writes a Markdown report and stores every near-tie pair for triage.")
+                                   "stores every near-tie pair for triage and the Markdown report with the run.")
     common(p)
     from benchloupe.engine.neartie import AuditConfig
     p.add_argument("kind", choices=["neartie"])
     p.add_argument("benchmark")
-    p.add_argument("--report", help="Markdown report path (default: neartie-BENCHMARK-runN.md; '-' for none)")
+    p.add_argument("--report", help="also write the Markdown report to this file (it is always stored with the run)")
+    p.add_argument("--family-from", choices=["name", "column", "arch"], default="name",
+                   help="model families from the paper's name rules (default), the stored family column, or the "
+                        "leaderboard architecture")
+    p.add_argument("--drop-small-families", action="store_true",
+                   help="leave out families below --min-family-models (as the paper does) instead of refusing")
+    p.add_argument("--protocol", choices=["primary", "full"], default="primary",
+                   help="full: also the paper's robustness protocol (D.1-D.3, B.1, B.2) and secondary analyses")
+    p.add_argument("--compare", metavar="BENCHMARK",
+                   help="exact-common-model check (B.7, Table 10) against BENCHMARK's latest near-tie run")
     p.add_argument("--gap-curve", help="secondary: gap thresholds in points, e.g. 0.25,0.5,1,2,5 (Table 7)")
     p.add_argument("--fractions", help="secondary: anchor fractions, e.g. 0.3,0.7 (Table 8)")
     p.add_argument("--k-grid", help="dimension grid (default: 1,2,4,...,256)")
-    add_config_args(p, AuditConfig, skip=TUPLE_FIELDS)
+    add_config_args(p, AuditConfig, skip=TUPLE_FIELDS + OWN_FLAGS)
     p.set_defaults(func=cmd_audit)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from benchloupe.cli.errors import db_path
+from benchloupe.cli.errors import CliError, connect_db, db_path
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
+from benchloupe.textsafe import visible
 
 
 def _ranking(conn, run_id: int, limit: int | None = None):
@@ -33,11 +34,11 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
     if args.json:
         print_json(payload)
         return 0
-    print(f"run #{run_id} {run['kind']} on {run['benchmark']}: {run['status']}")
-    flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict))}
+    print(f"run #{run_id} {run['kind']} on {visible(run['benchmark'])}: {run['status']}")
+    flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict)) and not _missing(v)}
     print(kv(flat))
     for w in run["metrics"].get("warnings", []) or []:
-        print(f"warning: {w}")
+        print(f"warning: {visible(w)}")
     print(kv({"timings": run["timings"]}))
     comp = run["metrics"].get("compute")
     if isinstance(comp, dict):
@@ -45,8 +46,26 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
               f"{comp.get('optimizer')}: {comp.get('passes_equivalent')} passes-equivalent")
     if ranking and rk is not None and len(rk):
         print("\nTop models:")
-        print(table(rk, limit=15))
+        print(table(rk.dropna(axis=1, how="all"), limit=15))
     return 0
+
+
+def add_external_args(p) -> None:
+    p.add_argument("--external", help="external ranking to correlate with: CSV with model (or name) and score "
+                                      "columns, or FILE:COLUMN to name the score column")
+    p.add_argument("--external-model", metavar="COLUMN", help="the --external file's model-name column")
+    p.add_argument("--external-map", metavar="COLUMN|FILE",
+                   help="names of --external rows in the workspace: a column of that file, or a CSV whose first two "
+                        "columns are (external name, workspace model name)")
+
+
+def _external(args) -> dict:
+    return {"external": args.external, "external_model": args.external_model, "external_map": args.external_map}
+
+
+def _missing(v) -> bool:
+    """A metric that does not apply to this run (None or NaN: e.g. gamma of a static-only fit) is omitted."""
+    return v is None or (isinstance(v, float) and v != v)
 
 
 def cmd_fit(args) -> int:
@@ -59,13 +78,12 @@ def cmd_fit(args) -> int:
 
         cfg = config_from_args(args, BaselineConfig) if args.mode == "bt" else BaselineConfig()
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
-                                           reward_model=args.reward_model, external=args.external, progress=progress)
+                                           reward_model=args.reward_model, progress=progress, **_external(args))
     else:
         cfg = config_from_args(args, JointConfig, mode=args.mode)
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
-                                           reward_model=args.reward_model, external=args.external,
-                                           heldout=not args.no_heldout, seed=args.seed, progress=progress,
-                                           device=args.device)
+                                           reward_model=args.reward_model, heldout=not args.no_heldout,
+                                           seed=args.seed, progress=progress, device=args.device, **_external(args))
     return report_run(args, rid)
 
 
@@ -82,8 +100,7 @@ def register_fit(sub, common) -> None:
     p.add_argument("benchmark")
     p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")
     p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
-    p.add_argument("--external", help="external ranking to correlate with: CSV with model (or name) and score "
-                                      "columns, or FILE:COLUMN to name the score column")
+    add_external_args(p)
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out 20%% ECE (Appendix E)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out splits (default: 0)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
@@ -94,14 +111,16 @@ def register_fit(sub, common) -> None:
 
 
 def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
-                  extra=None):
+                  extra=None, precheck=None):
     def cmd(args) -> int:
         from benchloupe import jobs
         from benchloupe.jobs import diagnostics
 
         cls = getattr(diagnostics, config_attr)
         cfg = config_from_args(args, cls)
-        kw = {"arena": args.arena} if arena_opt else {}
+        if precheck:
+            precheck(args, cfg)
+        kw = {"arena": args.arena, "reward_model": args.reward_model} if arena_opt else {}
         rid = jobs.ANALYSES[name].run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
         more = extra(args, rid) if extra else None
         report_run(args, rid, ranking=name == "bootstrap", extra=more)
@@ -110,6 +129,16 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
 
             print("\nUnexpected cells (largest |residual| first; triage them in the Anomalies screen):")
             print(table(pd.DataFrame(more["unexpected_cells"]), limit=30))
+        if more and more.get("recovery") and not args.json:
+            import pandas as pd
+
+            print("\nSubset recovery (Spearman with the full-data ranking; random: mean and 95% over draws):")
+            print(table(pd.DataFrame(more["recovery"])))
+        if more and more.get("windows") and not args.json:
+            import pandas as pd
+
+            print("\nPer-model window tests (shift = mean residual on items before the cutoff minus after):")
+            print(table(pd.DataFrame(more["windows"]), limit=40))
         return 0
 
     def register(sub, common) -> None:
@@ -119,6 +148,7 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         p.add_argument("benchmark")
         if arena_opt:
             p.add_argument("--arena", help="benchmark holding arena rewards for a joint fit")
+            p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
         add_config_args(p, getattr(diagnostics, config_attr))
         p.set_defaults(func=cmd)
 
@@ -142,11 +172,57 @@ def _flag_rows(args, run_id: int):
     return {"unexpected_cells": rows}
 
 
+def _recovery_rows(args, run_id: int):
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    conn = connect(db_path(args))
+    try:
+        summ = runs.load_artifact(conn, run_id, "recovery_summary")
+    finally:
+        conn.close()
+    if summ is None or not len(summ):
+        return {"unexpected_cells": [], "recovery": []}
+    piv = summ.pivot(index="fraction", columns="strategy", values="spearman_mean")
+    rnd = summ[summ["strategy"] == "random"].set_index("fraction")
+    rows = []
+    for f in piv.index:
+        row = {"fraction": f"{f:.1%}", **{k: round(float(v), 4) for k, v in piv.loc[f].items()}}
+        if f in rnd.index:
+            row["random 95%"] = f"[{rnd.loc[f, 'spearman_lo']:.4f}, {rnd.loc[f, 'spearman_hi']:.4f}]"
+        rows.append(row)
+    return {"unexpected_cells": [], "recovery": rows}
+
+
+MIN_ITEMS_LEFT = 2  # the fewest active items a later fit or coverage run can work with (paper 003 needs two)
+
+
+def _check_retirement(args, cfg) -> None:
+    """Refuse a ``--retire-lowest`` that would leave fewer than MIN_ITEMS_LEFT active items (issue 10)."""
+    if not cfg.retire_lowest:
+        return
+    if cfg.retire_lowest < 0:
+        raise CliError(f"--retire-lowest must be a positive number of items, got {cfg.retire_lowest}")
+    from benchloupe.store import read
+
+    conn = connect_db(args)
+    try:
+        active = sum(len(read.items(conn, b, status="active")) for b in {args.benchmark, args.arena} if b)
+    finally:
+        conn.close()
+    most = max(0, active - MIN_ITEMS_LEFT)
+    if cfg.retire_lowest > most:
+        raise CliError(f"--retire-lowest {cfg.retire_lowest} would leave {max(active - cfg.retire_lowest, 0)} of "
+                       f"{active} active items; at most {most} may go so that {MIN_ITEMS_LEFT} remain to fit")
+
+
 register_compress = _diag_command(
     "compress", "CompressConfig", "Fisher-information scores, subset recovery, top-Fisher export, retirement",
     "Paper 000 §4.2: per-item Fisher information (static a^2 p(1-p) averaged over models; arena trace formula over "
-    "decisive pairs), the subset-recovery experiment (fractions 2.5%%-100%%, five strategies) and, on request, a "
-    "top-Fisher subset exported as a new benchmark and the least informative items retired.")
+    "decisive pairs), the subset-recovery experiment (fractions 2.5%-100%: targeted selection, top Fisher, top "
+    "sharpness, difficulty-matched, random, random 2PL+BT; random with 95% intervals over draws) and, on request, "
+    "the --strategy subset (default: targeted, information spread over the --target models) exported as a new "
+    "benchmark and the least informative items retired.", extra=_recovery_rows, precheck=_check_retirement)
 register_anomalies = _diag_command(
     "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
     "Paper 000 §4.3: standardised static residuals and averaged arena residuals; cells above 3.5 sigma become "
@@ -157,5 +233,88 @@ register_screen = _diag_command(
     "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "
     "parameters and list its unexpected cells.", arena_opt=False, extra=_flag_rows)
 register_bootstrap = _diag_command(
-    "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95% and rank intervals",
+    "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95%% and rank intervals",
     "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised.")
+
+
+def cmd_evaluate(args) -> int:
+    from benchloupe import jobs
+    from benchloupe.jobs.calibration import EvaluateConfig
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    cfg = config_from_args(args, EvaluateConfig)
+    rid = jobs.ANALYSES["evaluate"].run(db_path(args), args.benchmark, cfg, arena=args.arena,
+                                        reward_model=args.reward_model, progress=StderrProgress("evaluate"),
+                                        **_external(args))
+    conn = connect(db_path(args))
+    try:
+        run = runs.get_run(conn, rid)
+        tab = runs.load_artifact(conn, rid, "comparison")
+    finally:
+        conn.close()
+    if args.json:
+        print_json({"run_id": rid, "kind": "evaluate", "benchmark": run["benchmark"], "metrics": run["metrics"],
+                    "timings": run["timings"], "table": tab})
+        return 0
+    print(f"run #{rid} evaluate on {visible(run['benchmark'])}: {run['metrics']['splits']} question splits, "
+          f"{run['metrics']['holdout']:.0%} held out (paper 000 Table 2; mean, sd over splits)")
+    show = tab.rename(columns={"method": "Method", "pair_acc": "Pair Acc.", "static_rho": "Static rho",
+                               "arena_rho": "Arena rho", "external_rho": "Public rho"})
+    print(table(show))
+    if run["metrics"].get("pair_ablation"):
+        import pandas as pd
+
+        print("\nPair-treatment ablation (Appendix I, Table 5; one held-out pair set):")
+        print(table(pd.DataFrame(run["metrics"]["pair_ablation"])))
+    for key, title in (("cross_reward_models", "Cross-reward-model agreement (Appendix F)"),
+                       ("reward_vs_human", "Reward-model agreement with human preferences (Appendix C)")):
+        if run["metrics"].get(key):
+            import pandas as pd
+
+            print(f"\n{title}:")
+            print(table(pd.DataFrame(run["metrics"][key])))
+    for w in run["metrics"].get("warnings", []) or []:
+        print(f"warning: {visible(w)}")
+    print(kv({"timings": run["timings"]}))
+    return 0
+
+
+def register_evaluate(sub, common) -> None:
+    p = sub.add_parser(
+        "evaluate", help="Table 2 held-out comparison: DualEval vs static 2PL vs arena BT vs average reward",
+        description="Paper 000 Table 2: over 3 random question splits with 20% of the questions held out, train "
+                    "DualEval (joint), the static-only 2PL, arena Bradley-Terry and average reward on the rest and "
+                    "report held-out decisive-pair accuracy, Static rho (vs the full-data static 2PL), Arena rho "
+                    "(vs the full-data arena BT) and, with --external, Public rho.")
+    common(p)
+    from benchloupe.jobs.calibration import EvaluateConfig
+    p.add_argument("benchmark")
+    p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")
+    p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
+    add_external_args(p)
+    add_config_args(p, EvaluateConfig)
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _window_rows(args, run_id: int):
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    conn = connect(db_path(args))
+    try:
+        tab = runs.load_artifact(conn, run_id, "windows")
+    finally:
+        conn.close()
+    cols = [c for c in ("model", "shift", "ci_low", "ci_high", "p_perm", "p_holm", "shift_loo", "p_perm_loo",
+                        "n_pre", "n_post", "flagged") if tab is not None and c in tab.columns]
+    return {"unexpected_cells": [], "windows": [] if tab is None else tab[cols].to_dict("records")}
+
+
+register_contamination = _diag_command(
+    "contamination", "ContaminationConfig", "contamination windows: residual shift before vs after each cutoff",
+    "Items carry a date (item metadata 'date'), models a cutoff (models file column 'cutoff'). Per model: the "
+    "mean residual (observed rate - predicted p) on items dated on or before its cutoff minus after it, with a "
+    "bootstrap 95% interval, a permutation p (Holm over models) and the same with item parameters fitted without "
+    "that model. Significant shifts become anomaly flags (payload source 'contamination_window').",
+    extra=_window_rows)

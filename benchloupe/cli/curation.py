@@ -7,11 +7,11 @@ from benchloupe.cli.output import print_json, table
 
 
 def cmd_alias(args) -> int:
-    from benchloupe.store.curation import alias_model
+    from benchloupe.store.curation import alias_models
 
     conn = connect_db(args)
     try:
-        out = [alias_model(conn, args.model, a) for a in args.aliases]
+        out = alias_models(conn, args.model, args.aliases)  # all or nothing
     finally:
         conn.close()
     if args.json:
@@ -30,6 +30,9 @@ def register_alias(sub, common) -> None:
     p.set_defaults(func=cmd_alias)
 
 
+FLAG_COLS = ["id", "run_id", "kind", "state", "score", "model", "model_b", "item_key", "note"]
+
+
 def cmd_flags(args) -> int:
     from benchloupe.store import curation, read
 
@@ -39,11 +42,21 @@ def cmd_flags(args) -> int:
             if not args.set[0].isdigit():
                 raise CliError(f"--set needs a flag id (a number) then a state; got {args.set[0]!r}")
             curation.set_flag_state(conn, int(args.set[0]), args.set[1], args.note)
+            changed = curation.flags(conn)
+            changed = changed[changed["id"] == int(args.set[0])]
+            if args.json:
+                print_json(changed[FLAG_COLS + ["payload"]])
+            else:
+                f = changed.iloc[0]
+                what = " ".join(x for x in (f["model"], f["item_key"]) if isinstance(x, str) and x)
+                print(f"flag {f['id']} ({f['kind']}, run #{f['run_id']}{', ' + what if what else ''}) is now "
+                      f"{f['state']}")
+            return 0
         bid = read.benchmark_id(conn, args.benchmark) if args.benchmark else None
         df = curation.flags(conn, run_id=args.run, kind=args.kind, state=args.state, benchmark_id=bid)
     finally:
         conn.close()
-    cols = ["id", "run_id", "kind", "state", "score", "model", "model_b", "item_key", "note"]
+    cols = FLAG_COLS
     if args.json:
         print_json(df[cols + ["payload"]])
     elif df.empty:

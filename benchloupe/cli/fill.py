@@ -24,6 +24,15 @@ def cmd_endpoints(args) -> int:
         fields = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
                   "timeout": args.timeout, "max_retries": args.max_retries, "concurrency": args.concurrency,
                   "name": args.name, "trials": args.trials}
+        for flag, value, least in (("--timeout", args.timeout, None), ("--max-retries", args.max_retries, 0),
+                                   ("--concurrency", args.concurrency, 1), ("--trials", args.trials, 1)):
+            if value is None:
+                continue
+            if least is None and not value > 0:
+                raise CliError(f"{flag} {value:g}: give the seconds to wait per request, a number above 0 "
+                               "(default: 60)")
+            if least is not None and value < least:
+                raise CliError(f"{flag} {value}: give a whole number of at least {least}")
         role = args.role if args.action == "set" else "remove-annotator"
         if args.action == "set" and not args.role:
             raise CliError("endpoints set needs a role: rewriter, judge or annotator")

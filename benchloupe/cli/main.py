@@ -7,6 +7,7 @@ where and how to fix it); 2 wrong usage (argparse); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -19,10 +20,23 @@ from benchloupe import __version__  # noqa: E402
 from benchloupe.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CliError  # noqa: E402
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", metavar="PATH", default=None,
+def _global_options(p: argparse.ArgumentParser, default) -> None:
+    p.add_argument("--db", metavar="PATH", default=default(None),
                    help="database file (default: $BENCHLOUPE_DB or ~/.local/share/benchloupe/benchloupe.db)")
-    p.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+    p.add_argument("--json", action="store_true", default=default(False), help="machine-readable JSON on stdout")
+    p.add_argument("--debug", action="store_true", default=default(False),
+                   help="print the full traceback of an unexpected error on stderr")
+
+
+def _top_options(p: argparse.ArgumentParser) -> None:
+    _global_options(p, lambda value: value)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    """The global options again on every command, so ``benchloupe --db X list`` and ``benchloupe list --db X``
+    mean the same. The command's copy has no default (SUPPRESS): argparse would otherwise overwrite the value
+    given before the command with the subparser's default."""
+    _global_options(p, lambda value: argparse.SUPPRESS)
 
 
 class _Listed(Exception):
@@ -56,7 +70,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "Without a command, opens the workbench on the default database.",
     )
     parser.add_argument("--version", action="version", version=f"benchloupe {__version__}")
-    _common(parser)
+    _top_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for register in workspace.REGISTRY + transfer.REGISTRY + curation.REGISTRY:
         register(sub, _common)
@@ -74,13 +88,51 @@ def analysis_commands() -> list:
     from benchloupe.cli import audit, calibration, coverage, fill
 
     return [calibration.register_fit, calibration.register_compress, calibration.register_anomalies,
-            calibration.register_screen, calibration.register_bootstrap, audit.register_audit,
+            calibration.register_screen, calibration.register_bootstrap, calibration.register_evaluate,
+            calibration.register_contamination, audit.register_audit,
             coverage.register_coverage, coverage.register_calibrate, fill.register_endpoints, fill.register_fill,
             fill.register_review]
 
 
+def write_trace(exc: BaseException, argv: list[str]) -> str:
+    """The full traceback of an unexpected error in a file under the temporary folder; returns its path."""
+    import tempfile
+    import time
+    import traceback
+
+    text = f"benchloupe {__version__}\nargv: {argv!r}\n\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__))
+    folder = os.path.join(tempfile.gettempdir(), "benchloupe-traces")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"trace-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return path
+    except OSError:
+        return "(nowhere: the temporary folder is not writable; rerun with --debug)"
+
+
+def _error(msg: str) -> int:
+    from benchloupe.textsafe import visible
+
+    print(f"benchloupe: error: {visible(msg)}", file=sys.stderr, flush=True)
+    return EXIT_ERROR
+
+
+def _os_error_line(exc: OSError) -> str:
+    where = exc.filename if exc.filename is not None else "a file"
+    return f"{where}: {exc.strerror or exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    from benchloupe.store.db import StoreError
+    """Run one command. Every failure ends as one line on stderr and exit 1: errors phrased for the user as they
+    are, SQLite and file-system failures explained, and anything unexpected as what failed plus where its full
+    traceback was written (``--debug`` prints it instead)."""
+    import sqlite3
+
+    from benchloupe.cli import output
+    from benchloupe.store.db import StoreError, describe_sqlite_error
 
     # Engine, store and import errors are ValueErrors or StoreErrors phrased for the user (one line).
     job_errors = (ValueError, StoreError)
@@ -93,20 +145,55 @@ def main(argv: list[str] | None = None) -> int:
         args.file = None
         args.func = cmd_open
     try:
-        return int(args.func(args) or 0)
+        with output.terminal_safe(), _quiet_numeric_warnings():
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()
+        return code
     except CliError as exc:
-        print(f"benchloupe: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(str(exc))
     except job_errors as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"benchloupe: error: {msg}", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(str(exc) if str(exc) else type(exc).__name__)
+    except sqlite3.Error as exc:
+        from benchloupe.cli.errors import db_path
+
+        return _error(describe_sqlite_error(exc, db_path(args)))
     except KeyboardInterrupt:
         print("benchloupe: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except output.OutputError as exc:
+        return _error(f"writing the output failed ({exc.strerror or exc}); what `{args.command or 'open'}` "
+                      "did to the database is saved; check the disk or where the output goes")
+    except OSError as exc:
+        if exc.filename is None:
+            return _error(f"`{args.command or 'open'}` failed: {exc.strerror or exc}")
+        return _error(_os_error_line(exc))
+    except MemoryError:
+        return _error(f"`{args.command or 'open'}` ran out of memory; the input is too large for this machine")
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, the trace in a file
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exc()
+            return EXIT_ERROR
+        where = write_trace(exc, argv)
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return _error(f"unexpected {type(exc).__name__} in `{args.command or 'open'}`"
+                      + (f": {first}" if first else "") + f"; full traceback in {where} (--debug prints it); "
+                      "please report it")
+
+
+@contextlib.contextmanager
+def _quiet_numeric_warnings():
+    """numpy's RuntimeWarnings (overflow in exp, mean of an empty slice) are not messages for the user: the
+    engine reports what matters in the run's warnings; without this they print as extra stderr lines."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 if __name__ == "__main__":

@@ -1,7 +1,19 @@
-"""Plain-text and JSON output for the headless CLI (no Rich markup: data is printed literally)."""
+"""Plain-text and JSON output for the headless CLI (no Rich markup: data is printed literally).
+
+The CLI's one place where text from data meets the terminal (issue 10): :func:`terminal_safe` wraps stdout and
+stderr for the whole command, so every line printed (tables, key/value lists, messages quoting a model name, error
+lines, progress) shows control characters visibly escaped by :func:`benchloupe.textsafe.visible`; newline and tab
+keep their layout. Tables escape their cells before measuring them, so columns stay aligned. JSON output stays
+exact JSON: the characters ``json.dumps`` leaves raw with ``ensure_ascii=False`` (DEL, C1, bidi overrides, the
+line separators) are written as ``\\uXXXX`` escapes, which decode to the same string. Data exports written to a file
+or a pipe bypass the wrapper (:func:`data_stream`) and stay byte-exact.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,10 +26,104 @@ import sys
 
 from benchloupe.textsafe import visible
 
+# What json.dumps(ensure_ascii=False) does not escape but a terminal may act on.
+_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class OutputError(OSError):
+    """Writing the command's own output failed (a full disk behind ``> file``, a closed terminal)."""
+
+
+class TerminalSafe(io.TextIOBase):
+    """A text stream that writes through :func:`visible` (newline and tab kept) to the stream it wraps."""
+
+    def __init__(self, stream):
+        self.raw_stream = stream
+
+    def write(self, s: str) -> int:
+        try:
+            self.raw_stream.write(visible(s, keep_layout=True))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
+        return len(s)
+
+    def flush(self) -> None:
+        try:
+            self.raw_stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
+
+    def isatty(self) -> bool:
+        return self.raw_stream.isatty()
+
+    def fileno(self) -> int:
+        return self.raw_stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self):
+        return getattr(self.raw_stream, "encoding", "utf-8")
+
+
+def unwrapped(stream):
+    """The stream under any :class:`TerminalSafe` wrapper."""
+    while isinstance(stream, TerminalSafe):
+        stream = stream.raw_stream
+    return stream
+
+
+@contextlib.contextmanager
+def terminal_safe():
+    """For the duration of a command, stdout and stderr show data's control characters escaped."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalSafe(unwrapped(sys.stdout)), TerminalSafe(unwrapped(sys.stderr))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+@contextlib.contextmanager
+def raw_terminal():
+    """The real streams back (the TUI draws its own screen and escapes in its own layer)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = unwrapped(sys.stdout), unwrapped(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def data_stream():
+    """Where a data export to stdout goes: exact bytes into a file or pipe, escaped text on a terminal."""
+    raw = unwrapped(sys.stdout)
+    try:
+        tty = raw.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return sys.stdout if tty else raw
+
+
+def json_text(obj, *, indent: int | None = 2) -> str:
+    """Exact JSON that is also safe on a terminal (see the module docstring)."""
+    text = json.dumps(to_jsonable(obj), indent=indent, ensure_ascii=False)
+    return safe_json(text)
+
+
+def safe_json(text: str) -> str:
+    """JSON text with the characters a terminal acts on written as ``\\uXXXX`` escapes (same JSON value)."""
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
 
 def to_jsonable(obj):
     # an object can only be a numpy or pandas value when that library is already loaded: import neither otherwise
-    # (``list --json`` stays free of both)
+    # (``list --json`` stays free of both, issue 16)
     pd = sys.modules.get("pandas")
     np = sys.modules.get("numpy")
     if pd is not None and isinstance(obj, pd.DataFrame):
@@ -28,6 +134,8 @@ def to_jsonable(obj):
         return [to_jsonable(v) for v in obj]
     if np is not None and isinstance(obj, np.ndarray):
         return to_jsonable(obj.tolist())
+    if np is not None and isinstance(obj, np.bool_):
+        return bool(obj)
     if isinstance(obj, bool):
         return obj
     if isinstance(obj, numbers.Integral):
@@ -35,22 +143,26 @@ def to_jsonable(obj):
     if isinstance(obj, numbers.Real):
         f = float(obj)
         return f if math.isfinite(f) else None
-    if np is not None and isinstance(obj, np.bool_):
-        return bool(obj)
     return obj
 
 
 def print_json(obj) -> None:
-    json.dump(to_jsonable(obj), sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    sys.stdout.write(json_text(obj) + "\n")
 
 
 def fmt_cell(v) -> str:
     if v is None:
         return ""
-    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):  # float and numpy floats, no numpy import
+    np = sys.modules.get("numpy")  # a numpy value only exists once numpy is loaded: no import here (issue 16)
+    if isinstance(v, bool) or (np is not None and isinstance(v, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
         if not math.isfinite(v):
             return ""
+        if float(v).is_integer() and abs(v) < 1e15:
+            return str(int(v))
         return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
     return visible(str(v).replace("\n", " "))
 
@@ -65,15 +177,24 @@ def table(df: pd.DataFrame, *, max_width: int = 40, limit: int | None = None) ->
 def table_rows(cols: list, rows, *, max_width: int = 40) -> str:
     """A fixed-width text table from column names and row tuples (no pandas)."""
     cells = [[fmt_cell(v)[:max_width] for v in row] for row in rows]
-    widths = [max([len(str(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(cols, widths)),
+    cols = [visible(c) for c in cols]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),
              "  ".join("-" * w for w in widths)]
     for r in cells:
         lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
     return "\n".join(lines)
 
 
+def kv_value(v) -> str:
+    """A value in a key/value list: a missing or non-finite number is "none" (never "nan")."""
+    if isinstance(v, (dict, list)):
+        return visible(json_text(v, indent=None))
+    if v is None or (isinstance(v, float) and not math.isfinite(v)) or (isinstance(v, str) and v.lower() == "nan"):
+        return "none"
+    return fmt_cell(v) or "none"
+
+
 def kv(d: dict) -> str:
-    width = max((len(str(k)) for k in d), default=0)
-    return "\n".join(f"{str(k).ljust(width)}  {fmt_cell(v) if not isinstance(v, (dict, list)) else json.dumps(to_jsonable(v))}"
-                     for k, v in d.items())
+    width = max((len(visible(k)) for k in d), default=0)
+    return "\n".join(f"{visible(k).ljust(width)}  {kv_value(v)}" for k, v in d.items())

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
-from benchloupe.cli.output import print_json
+from benchloupe.cli.output import data_stream, print_json, safe_json
+from benchloupe.textsafe import visible
 
 # ------------------------------------------------------------------------------------------------ import
 
@@ -31,13 +33,21 @@ IMPORT_OPTIONS = [
     ("--filter-name", "lm-eval filter (e.g. strict-match)"), ("--threshold", "score at or above which a cell is correct"),
     ("--partial", "Inspect 'P' scores: incorrect | correct | error"), ("--scorer", "Inspect scorer name"),
     ("--score-key", "Inspect score key inside a dict value"),
+    ("--item-key", "item key field (Inspect: sample field, default id; lm-eval: row field such as doc.id, "
+                   "default the document's own id, else doc_id)"),
+    ("--judge-col", "judge column (Chatbot Arena battles; default judge)"),
 ]
+NUMERIC_OPTIONS = {"--threshold"}  # checked by argparse: `--threshold abc` is a usage error naming the option
 IMPORT_FLAGS = [("--require-status-ok", "DualEval: keep only rows whose status is ok (item_informativeness.py)"),
                 ("--no-model-col", "wide: every column is an item; rows are respondents person_0001 ...")]
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def cmd_import(args) -> int:
-    from benchloupe.jobs import import_file
+    from benchloupe.jobs.imports import import_paths
 
     if args.format == "formats":
         from benchloupe.store.importers.detect import ALIASES, FORMATS
@@ -47,36 +57,71 @@ def cmd_import(args) -> int:
             print(f"{name:14s} {doc[0] if doc else ''}")
         print("aliases: " + ", ".join(f"{a} -> {f}" for a, f in sorted(ALIASES.items())))
         return 0
-    if not args.file:
-        raise CliError("import needs a FILE; e.g. `benchloupe import wide results.csv --benchmark mybench`")
+    if not args.paths:
+        raise CliError("import needs a FILE, folder, glob or - (stdin); e.g. "
+                       "`benchloupe import wide results.csv --benchmark mybench`")
     opts = {name.lstrip("-").replace("-", "_"): getattr(args, name.lstrip("-").replace("-", "_"))
             for name, _ in IMPORT_OPTIONS + IMPORT_FLAGS}
     fmt = None if args.format == "auto" else args.format
-    summary = import_file(db_path(args), args.file, fmt, replace=args.replace, benchmark=args.benchmark, **opts)
+    tty = sys.stderr.isatty() and not args.json
+
+    def progress(n: int, total: int, path: str) -> None:
+        if tty and total > 1:
+            sys.stderr.write(f"\r\x1b[Kparsing {n}/{total} {visible(path)[-60:]}")
+            sys.stderr.flush()
+
+    try:
+        summary = import_paths(db_path(args), args.paths, fmt, replace=args.replace, progress=progress,
+                               benchmark=args.benchmark, **opts)
+    finally:
+        if tty:
+            sys.stderr.write("\r\x1b[K")
     if args.json:
         print_json(summary.as_dict())
-    else:
-        s = summary
-        print(f"imported {args.file} into {s.benchmark!r} ({s.format}): {s.items_new} new items, {s.models_new} new "
-              f"models, {s.static_cells} static cells ({s.cells_changed} changed), {s.rewards} rewards, "
-              f"{s.preferences} preferences" + (" [replaced]" if s.replaced else ""))
+        return 0
+    if len(summary.files) == 1 and not summary.skipped:
+        s = summary.files[0]
+        updated = f", {s['items_updated']} updated" if s["items_updated"] else ""
+        print(f"imported {visible(s['path'])} into {visible(s['benchmark'])!r} ({s['format']}): {s['items_new']} new "
+              f"items{updated}, {s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
+              f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else ""))
+        for note in s["notes"]:
+            print(f"  note: {visible(note)}")
+        return 0
+    print(f"imported {len(summary.files)} files in one transaction"
+          + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else ""))
+    for name, b in summary.benchmarks.items():
+        print(f"{visible(name)} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {b['items']} items "
+              f"({b['items_new']} new), {_n(len(b['models']), 'model')} ({b['models_new']} new), {b['static_cells']} "
+              f"static cells ({b['cells_changed']} changed), {b['rewards']} rewards, {b['preferences']} preferences"
+              + (" [replaced]" if b["replaced"] else ""))
+        for model, cells in b["models"].items():
+            print(f"  {visible(model)}: {cells}")
+    for f in summary.files:
+        for note in f["notes"]:
+            print(f"note: {visible(f['path'])}: {visible(note)}")
+    for line in summary.skipped[:5]:
+        print(f"skipped {visible(line)}")
+    if len(summary.skipped) > 5:
+        print(f"skipped {len(summary.skipped) - 5} more")
     return 0
 
 
 def register_import(sub, common) -> None:
     p = sub.add_parser(
         "import", help="import results or item metadata (validated, one transaction; `import formats` lists formats)",
-        description="Import one file. Formats: long, wide, items, arena, preferences, dualeval-static, "
-                    "dualeval-arena, neartie-npz, lmeval, inspect, and helpers for the classic/metabench sets "
+        description="Import files, folders, globs or stdin (-), all in one transaction. Formats: long, wide, items, arena, preferences, dualeval-static, "
+                    "dualeval-arena, neartie-npz, lm-eval (JSONL or Open LLM Leaderboard parquet), inspect, alpacaeval, battles, helm, opencompass, and helpers for the classic/metabench sets "
                     "(`benchloupe import formats`). 'auto' guesses from the name and header. Re-importing the "
                     "same file changes nothing; --replace replaces the benchmark's results.")
     common(p)
     p.add_argument("format", help="format name, 'auto', or 'formats' to list them")
-    p.add_argument("file", nargs="?")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="files, folders (walked recursively), globs, or - for standard input")
     p.add_argument("--benchmark", "-b", help="benchmark name (default: from the file name)")
     p.add_argument("--replace", action="store_true", help="replace the benchmark's results instead of merging")
     for flag, helptext in IMPORT_OPTIONS:
-        p.add_argument(flag, default=None, help=helptext)
+        p.add_argument(flag, default=None, help=helptext, **({"type": float} if flag in NUMERIC_OPTIONS else {}))
     for flag, helptext in IMPORT_FLAGS:
         p.add_argument(flag, action="store_true", default=None, help=helptext)
     p.set_defaults(func=cmd_import)
@@ -84,23 +129,70 @@ def register_import(sub, common) -> None:
 
 # ------------------------------------------------------------------------------------------------ export
 
+def _export_harness(args) -> int:
+    """Accepted BenchFill items in the formats of the harnesses the benchmark came from (issue 12)."""
+    import json
+    import re
+    from pathlib import Path
+
+    from benchloupe.store import export
+
+    if not args.benchmark:
+        raise CliError(f"export {args.what} needs a BENCHMARK")
+    conn = connect_db(args)
+    try:
+        rows = export.harness_items(conn, args.benchmark, origin=None if args.all_items else "benchfill")
+    finally:
+        conn.close()
+    if not rows:
+        raise CliError(f"benchmark {args.benchmark!r} has no accepted BenchFill items (review proposals first, or "
+                       "pass --all-items)")
+    if args.what == "inspect-samples":
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in export.inspect_samples(rows))
+        if args.out in (None, "-"):
+            data_stream().write(safe_json(text))
+            return 0
+        Path(args.out).write_text(text, encoding="utf-8")
+        stderr(f"wrote {len(rows)} Inspect samples to {args.out} (inspect_ai.dataset.json_dataset reads it)")
+        return 0
+    if not args.out:
+        raise CliError("export lm-eval-task needs --out FOLDER (it writes the dataset JSONL and the task YAML)")
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    task = re.sub(r"[^A-Za-z0-9_]+", "_", args.benchmark).strip("_").lower() + ("" if args.all_items else "_benchfill")
+    records, mc = export.lmeval_dataset(rows)
+    data = folder / f"{task}.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    (folder / f"{task}.yaml").write_text(export.lmeval_task_yaml(task, str(data.resolve()), mc), encoding="utf-8")
+    stderr(f"wrote {len(records)} items to {data} and task {task!r} to {folder / (task + '.yaml')}; run: "
+           f"lm_eval --include_path {folder} --tasks {task} --model ...")
+    return 0
+
+
 def cmd_export(args) -> int:
     import pandas as pd
 
-    from benchloupe.store import read, runs
+    if args.what in ("inspect-samples", "lm-eval-task"):
+        return _export_harness(args)
 
+    from benchloupe.store import export, read, runs
+
+    run_export = args.what.startswith("run-")
+    if not run_export and not args.benchmark:
+        raise CliError(f"export {args.what} needs a BENCHMARK; `benchloupe list` shows them")
+    if run_export and args.run is None:
+        raise CliError(f"export {args.what} needs --run ID; `benchloupe show {args.benchmark or 'BENCHMARK'}` "
+                       "lists a benchmark's runs")
     conn = connect_db(args)
     try:
+        if run_export:
+            _check_run(conn, args.run, args.benchmark)
         if args.what == "items":
             df = read.items(conn, args.benchmark)
         elif args.what == "models":
-            df = read.models(conn, args.benchmark)
+            df = export.models_frame(conn, args.benchmark)
         elif args.what == "results":
-            sm = read.load_static(conn, args.benchmark, include_retired=True)
-            df = pd.DataFrame(sm.correct.astype("float64"), columns=sm.items["key"], index=sm.models["name"])
-            df = df.where(sm.mask)
-            df.index.name = "model"
-            df = df.reset_index()
+            df = export.results_frame(conn, args.benchmark)
         elif args.what == "preferences":
             df = read.load_preferences(conn, args.benchmark)
         elif args.what == "rewards":
@@ -109,8 +201,6 @@ def cmd_export(args) -> int:
             df.index.name = "model"
             df = df.reset_index()
         else:
-            if args.run is None:
-                raise CliError("export run-models/run-items/run-artifact needs --run ID (see `benchloupe runs`)")
             if args.what == "run-models":
                 df = runs.run_models(conn, args.run)
             elif args.what == "run-items":
@@ -124,36 +214,67 @@ def cmd_export(args) -> int:
                     raise CliError(f"run {args.run} has no artifact {args.name!r}")
                 df = obj if isinstance(obj, pd.DataFrame) else pd.DataFrame([obj]) if isinstance(obj, dict) else None
                 if df is None:
-                    sys.stdout.write(str(obj))
+                    data_stream().write(str(obj))
                     return 0
     finally:
         conn.close()
-    out = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8", newline="")
+    to_file = args.out not in (None, "-")
+    try:
+        out = open(args.out, "w", encoding="utf-8", newline="") if to_file else data_stream()
+    except OSError as exc:
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}; check the folder exists and is "
+                       "writable") from None
     try:
         if args.format == "json" or args.json:
-            out.write(df.to_json(orient="records", force_ascii=False, indent=1))
+            out.write(safe_json(df.to_json(orient="records", force_ascii=False, indent=1)))
             out.write("\n")
         else:
             df.to_csv(out, index=False)
+        out.flush()
+    except OSError as exc:
+        if not to_file:
+            raise
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}; the file is incomplete") from None
     finally:
-        if out is not sys.stdout:
-            out.close()
-    if out is not sys.stdout:
+        if to_file:
+            with contextlib.suppress(OSError):
+                out.close()
+    if to_file:
         stderr(f"wrote {len(df)} rows to {args.out}")
     return 0
+
+
+def _check_run(conn, run_id: int, benchmark: str | None) -> None:
+    """The run exists and, when a benchmark is named, belongs to it (as its benchmark or one of its inputs)."""
+    from benchloupe.store import read, runs
+
+    run = runs.get_run(conn, run_id)
+    if run is None:
+        raise CliError(f"no run #{run_id}; `benchloupe show BENCHMARK` lists a benchmark's runs")
+    if benchmark:
+        bid = read.benchmark_id(conn, benchmark)
+        inputs = {r[0] for r in conn.execute("SELECT benchmark_id FROM run_inputs WHERE run_id = ?", (run_id,))}
+        own = conn.execute("SELECT benchmark_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        if bid != own and bid not in inputs:
+            raise CliError(f"run #{run_id} is a run of {run['benchmark']!r}, not of {benchmark!r}; "
+                           f"`benchloupe show {benchmark}` lists its runs")
 
 
 def register_export(sub, common) -> None:
     p = sub.add_parser("export", help="export items, models, results, rewards, preferences or run outputs as CSV or JSON")
     common(p)
     p.add_argument("what", choices=["items", "models", "results", "rewards", "preferences", "run-models", "run-items",
-                                    "run-artifact"])
+                                    "run-artifact", "inspect-samples", "lm-eval-task"],
+                   help="inspect-samples: accepted BenchFill items as Inspect Sample JSONL; lm-eval-task: the same as "
+                        "an lm-eval JSONL dataset plus task YAML, written into the --out folder")
     p.add_argument("benchmark", nargs="?", default=None)
     p.add_argument("--run", type=int, help="run id (run-* exports)")
     p.add_argument("--name", help="artifact name (run-artifact)")
     p.add_argument("--reward-model", default=None)
     p.add_argument("--format", choices=["csv", "json"], default="csv")
-    p.add_argument("--out", "-o", help="output file (default: stdout)")
+    p.add_argument("--out", "-o", help="output file (default: stdout); a folder for lm-eval-task")
+    p.add_argument("--all-items", action="store_true",
+                   help="inspect-samples / lm-eval-task: every active item, not only the accepted BenchFill items")
     p.set_defaults(func=cmd_export)
 
 

@@ -1,6 +1,10 @@
 """Residual anomaly detection (paper 000, section 4.3; metrics of Appendix K).
 
-* Static residual ``r = (y - p) / sqrt(p (1 - p) + 1e-6)`` with p clipped to [1e-6, 1 - 1e-6] (A.5).
+* Static residual ``r = (y - p) / sqrt(p (1 - p) + 1e-6)`` with p clipped to [1e-6, 1 - 1e-6] (A.5); for a binomial
+  cell (y successes of n trials) ``r = (y - n p) / sqrt(n p (1 - p) + 1e-6)`` (issue 14, fix 1).  p is the fit's
+  prediction, which includes the items' known chance level c (``p = c + (1 - c) sigmoid(.)``) when the data carry
+  one: a lucky guess on a four-way item then has p >= .25 and a residual of at most sqrt(3), not the dozens a 2PL
+  gives a weak model's success on a hard item (guessing-aware detection).
 * Arena residual of (model i, prompt q): the mean over i's decisive opponents j of ``sigmoid(z_i - z_j) - mu_ijq``.
 * Synthetic contamination (A.5): static candidates are failed cells with the lowest model-accuracy x item-accuracy
   (pool = 30 % of all observed cells), flipped 0 -> 1; arena candidates are the cells in the bottom 30 % of z,
@@ -9,6 +13,9 @@
 * Detectors: "clean_reference" scores the contaminated data against a fit on the clean data (the paper's
   operational setting); "contaminated_fit" refits on the contaminated data.  The score is the signed residual
   (positive = unexpected success); AUROC (ties halved) and AUPRC (average precision) over all observed cells.
+* Item level (A.5, Fig. 3 / App. K): an item (arena: prompt) is positive when any of its cells is injected, its score
+  is the maximum of its cells' scores; AUROC/AUPRC over items, and precision@k / recall@k with k = the number of
+  injected cells (cell level) or of contaminated items (item level).
 * Candidates for triage: static cells with |r| above the threshold (3.5, Table 8).  Arena residuals are bounded
   probabilities, so arena cells are flagged when their residual, divided by the standard deviation of all arena
   residuals, exceeds the threshold (our choice; the paper gives no arena threshold).
@@ -36,6 +43,7 @@ from benchloupe.engine.joint import (
     fit_joint,
     standardise_rewards,
 )
+from benchloupe.engine.joint.subsets import observed_rate, trials
 from benchloupe.engine.stats import auprc, auroc
 
 RATES = (0.005, 0.01, 0.02, 0.05)
@@ -43,11 +51,16 @@ SEEDS = (0, 1, 2, 3, 4)
 ARENA_SEED_OFFSET = 104729
 
 
-def static_residuals(p: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Standardised static residuals (NaN where unobserved)."""
+def static_residuals(p: np.ndarray, y: np.ndarray, mask: np.ndarray, trials: np.ndarray | None = None) -> np.ndarray:
+    """Standardised static residuals (NaN where unobserved); ``trials`` makes ``y`` binomial successes."""
     p = np.clip(p, 1e-6, 1 - 1e-6)
-    r = (y - p) / np.sqrt(p * (1 - p) + 1e-6)
+    n = 1.0 if trials is None else np.asarray(trials, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (y - n * p) / np.sqrt(n * p * (1 - p) + 1e-6)
     return np.where(mask, r, np.nan)
+
+
+
 
 
 def arena_residuals(result: JointResult, pairs: PairSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -87,7 +100,7 @@ def residuals(result: JointResult, static: StaticData | None, arena: ArenaData |
     if static is not None and np.isfinite(result.b_static).any():
         p = result.p_static()
         ok = static.mask & np.isfinite(p)
-        out.static = static_residuals(np.nan_to_num(p), static.correct, ok)
+        out.static = static_residuals(np.nan_to_num(p), static.correct, ok, trials(static))
         out.static_expected = p
     if arena is not None and result.pairs is not None:
         out.arena, out.arena_expected, out.arena_observed = arena_residuals(result, result.pairs)
@@ -103,7 +116,7 @@ def anomaly_candidates(result: JointResult, static: StaticData | None, arena: Ar
         m, q = np.nonzero(np.abs(np.nan_to_num(res.static)) > threshold)
         frames.append(pd.DataFrame({"model_idx": m, "item_idx": q, "source": "static",
                                     "residual": res.static[m, q], "expected_p": res.static_expected[m, q],
-                                    "observed": static.correct[m, q]}))
+                                    "observed": observed_rate(static)[m, q]}))
     if res.arena is not None:
         sd = float(np.nanstd(res.arena)) or 1.0
         std = res.arena / sd
@@ -119,16 +132,45 @@ def anomaly_candidates(result: JointResult, static: StaticData | None, arena: Ar
 
 # --------------------------------------------------------------------------------------- contamination protocol
 def static_candidates(static: StaticData, pool_fraction: float = 0.30) -> np.ndarray:
-    """Flat indices of failed cells sorted by model accuracy x item accuracy, first round(pool * N_all)."""
+    """Flat indices of failed cells (rate below 1/2: the 0 cells of 0/1 data) sorted by model accuracy x item
+    accuracy, first round(pool * N_all)."""
     m = static.mask
-    y = static.correct
+    y = observed_rate(static)
     with np.errstate(invalid="ignore", divide="ignore"):
         acc_m = np.nan_to_num((y * m).sum(1) / m.sum(1))
         acc_q = np.nan_to_num((y * m).sum(0) / m.sum(0))
-    fail = np.flatnonzero((m & (y == 0)).ravel())
+    fail = np.flatnonzero((m & (y < 0.5)).ravel())
     key = (acc_m[:, None] * acc_q[None, :]).ravel()[fail]
     n_pool = min(len(fail), int(round(pool_fraction * m.sum())))
     return fail[np.argsort(key, kind="stable")[:n_pool]]
+
+
+def precision_at_k(scores: np.ndarray, labels: np.ndarray, k: int) -> tuple[float, float]:
+    """Precision and recall among the ``k`` highest scores (stable order; NaN scores last)."""
+    if k <= 0 or labels.sum() == 0:
+        return float("nan"), float("nan")
+    top = np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")[:k]
+    hits = int(labels[top].sum())
+    return hits / k, hits / int(labels.sum())
+
+
+def detection_metrics(score: np.ndarray, labels: np.ndarray, cells: np.ndarray, n_cols: int) -> dict:
+    """Cell-level precision/recall@k and item-level AUROC, AUPRC, precision/recall@k (module docstring).
+    ``score`` and ``labels`` are flat over the models x items grid, ``cells`` the observed flat indices."""
+    s, y = score[cells], labels[cells]
+    p_cell, r_cell = precision_at_k(s, y, int(y.sum()))
+    item = cells % n_cols
+    item_score = np.full(n_cols, -np.inf)
+    np.maximum.at(item_score, item, np.nan_to_num(s, nan=-np.inf))
+    item_pos = np.zeros(n_cols, bool)
+    item_pos[item[y]] = True
+    seen = np.zeros(n_cols, bool)
+    seen[item] = True
+    isc, ipos = item_score[seen], item_pos[seen]
+    p_item, r_item = precision_at_k(isc, ipos, int(ipos.sum()))
+    return {"precision_at_k": p_cell, "recall_at_k": r_cell, "item_auroc": auroc(isc, ipos),
+            "item_auprc": auprc(isc, ipos), "item_precision_at_k": p_item, "item_recall_at_k": r_item,
+            "n_items_contaminated": int(ipos.sum())}
 
 
 def _n_inject(rate: float, n_all: int, n_cand: int) -> int:
@@ -171,11 +213,12 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
         inj = rng.choice(cand, n_inj, replace=False)
         for det in detectors:
             if target == "static":
-                y = static.correct.copy().ravel()
-                y[inj] = 1.0
-                data = StaticData(y.reshape(static.shape), static.mask, static.item_source)
+                y = static.correct.astype(np.int32).ravel()
+                t = trials(static)
+                y[inj] = 1 if t is None else np.asarray(t).ravel()[inj]  # a contaminated cell is always solved
+                data = replace(static, correct=y.reshape(static.shape))
                 fit = clean if det == "clean_reference" else fit_joint(data, arena, config, cancel=cancel)
-                score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask).ravel()
+                score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask, t).ravel()
                 cells = np.flatnonzero(static.mask.ravel())
             else:
                 zc = z.copy().ravel()
@@ -191,7 +234,9 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
             labels = np.zeros(score.size, bool)
             labels[inj] = True
             rows.append({"target": target, "rate": rate, "seed": seed, "detector": det, "n_injected": n_inj,
-                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells])})
+                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
+                         **detection_metrics(score, labels, cells, n_cols=static.shape[1] if target == "static"
+                                             else z.shape[1])})
     progress(len(jobs), len(jobs), "contamination experiment done")
     return pd.DataFrame(rows)
 
@@ -208,23 +253,29 @@ class ScreenResult:
 
 
 def screen_model(frozen: JointResult, new_correct: np.ndarray, new_mask: np.ndarray, *,
-                 threshold: float = 3.5) -> ScreenResult:
+                 threshold: float = 3.5, new_trials: np.ndarray | None = None) -> ScreenResult:
     """Screen newly imported static results of one model against a frozen clean fit (section 4.3, operational
-    setting): fit its ability with every item frozen, then flag cells with |standardised residual| > threshold."""
+    setting): fit its ability with every item frozen, then flag cells with |standardised residual| > threshold.
+    ``new_trials`` makes ``new_correct`` binomial successes; the frozen fit's ``chance_static`` (if any) is the
+    items' guessing floor."""
     y = np.asarray(new_correct, float).reshape(1, -1)
     m = np.asarray(new_mask, bool).reshape(1, -1)
     if y.shape[1] != len(frozen.b_static):
         raise EngineError(f"the new row has {y.shape[1]} items but the frozen fit has {len(frozen.b_static)}")
     m = m & np.isfinite(frozen.b_static)[None, :]
+    if new_trials is not None:
+        t = np.asarray(new_trials).reshape(1, -1)
+        m = m & (t > 0)
     if not m.any():
         raise EngineError("the new model has no observed cells on items of the frozen fit")
-    data = StaticData(np.where(m, y, 0.0), m)
+    data = StaticData(np.where(m, y, 0).astype(np.int32), m,
+                      trials=None if new_trials is None else np.where(m, t, 0), chance=frozen.chance_static)
     cfg = replace(frozen.config, mode="static")
     theta = float(fit_abilities(data, None, frozen, cfg)[0])
-    p = expit(frozen.a_static * (theta - frozen.b_static))
-    r = static_residuals(np.nan_to_num(p), data.correct[0], m[0])
+    p = replace(frozen, theta=np.array([theta])).p_static()[0]
+    r = static_residuals(np.nan_to_num(p), data.correct[0], m[0], None if new_trials is None else data.trials[0])
     flag = np.flatnonzero(np.abs(np.nan_to_num(r)) > threshold)
     flag = flag[np.argsort(-np.abs(r[flag]), kind="stable")]
     cand = pd.DataFrame({"item_idx": flag, "residual": r[flag], "expected_p": p[flag],
-                         "observed": data.correct[0, flag]})
+                         "observed": observed_rate(data)[0, flag]})
     return ScreenResult(theta, r, cand)

@@ -12,6 +12,11 @@ Replicate seeds come from one ``numpy.random.Generator(seed)``; the reference de
 stop at a relative objective tolerance of ``REPLICATE_FTOL`` (the Newton decrement test of ``fit_joint``) instead of
 the full fit's 1e-12: the objective is the same, only the start and the last digits differ, and those digits are
 orders of magnitude below the bootstrap spread being estimated (theta moves by ~1e-5 at most, the SEs are ~1e-1).
+
+Table 4 (Appendix D) compares methods under the same resampling: :func:`method_bootstrap` draws the same replicate
+columns for the arena Bradley-Terry baseline (``"arena_bt"``: arena prompts only) and the static-only 2PL
+(``"static_2pl"``: static items only) as for DualEval, and :func:`table4` reports per method the median bootstrap
+SE and the median width of the 95 % rank interval.
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
-from benchloupe.engine.joint import ArenaData, JointConfig, JointResult, StaticData, fit_joint
+from benchloupe.engine.joint import (
+    ArenaData,
+    JointConfig,
+    JointResult,
+    StaticData,
+    fit_bradley_terry,
+    fit_joint,
+)
+from benchloupe.engine.joint.subsets import static_columns
 
 REPLICATE_FTOL = 1e-9
 
@@ -99,7 +112,7 @@ def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config
         progress(b, B, f"bootstrap replicate {b + 1}/{B}")
         s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
         a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
-        st = None if s_idx is None else StaticData(static.correct[:, s_idx], static.mask[:, s_idx])
+        st = None if s_idx is None else static_columns(static, s_idx)
         ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
         init = {"theta": full.theta, "gamma": full.gamma,
                 "b_static": None if s_idx is None else full.b_static[s_idx],
@@ -116,3 +129,65 @@ def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config
     rank_low, rank_high = _nan_percentiles(ranks, (2.5, 97.5))
     return BootstrapResult(theta=full.theta, se=se, ci_low=full.theta - 1.96 * se, ci_high=full.theta + 1.96 * se,
                            rank_low=rank_low, rank_high=rank_high, thetas=thetas, B=B, seed=seed, failed=failed)
+
+
+METHODS = ("dualeval", "arena_bt", "static_2pl")
+
+
+def method_bootstrap(static: StaticData | None, arena: ArenaData | None, config: JointConfig = JointConfig(), *,
+                     method: str = "dualeval", B: int = 100, seed: int = 0, progress: Progress = no_progress,
+                     cancel: threading.Event | None = None) -> BootstrapResult:
+    """The Appendix D bootstrap of one method's scores with the replicate draws of :func:`cluster_bootstrap`
+    (same seed: same resampled columns per source).  ``"dualeval"`` is :func:`cluster_bootstrap` itself."""
+    if method not in METHODS:
+        raise EngineError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "dualeval":
+        return cluster_bootstrap(static, arena, config, B=B, seed=seed, progress=progress, cancel=cancel)
+    if B < 2:
+        raise EngineError("the bootstrap needs B >= 2 replicates")
+    if method == "arena_bt" and arena is None:
+        raise EngineError("the arena BT bootstrap needs arena rewards")
+    if method == "static_2pl" and static is None:
+        raise EngineError("the static 2PL bootstrap needs static results")
+    arena_cfg = replace(config, mode="arena")
+    static_cfg = replace(config, mode="static", ftol=max(config.ftol, REPLICATE_FTOL))
+
+    def score(st, ar):
+        return fit_bradley_terry(ar, arena_cfg).scores if method == "arena_bt" else fit_joint(st, None,
+                                                                                              static_cfg).theta
+
+    full = score(static, arena)
+    rng = np.random.default_rng(seed)
+    strata = _strata(static if config.uses_static else None)
+    n_arena = arena.shape[1] if (arena is not None and config.uses_arena) else 0
+    thetas = np.full((B, len(full)), np.nan)
+    failed = 0
+    for b in range(B):
+        check_cancel(cancel)
+        progress(b, B, f"{method} bootstrap replicate {b + 1}/{B}")
+        s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
+        a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
+        st = None if s_idx is None else static_columns(static, s_idx)
+        ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
+        try:
+            thetas[b] = score(st, ar)
+        except EngineError:
+            failed += 1
+    progress(B, B, f"{method} bootstrap done")
+    return _summarise(full, thetas, B, seed, failed)
+
+
+def _summarise(full: np.ndarray, thetas: np.ndarray, B: int, seed: int, failed: int) -> BootstrapResult:
+    se = np.nanstd(thetas, axis=0, ddof=1)
+    ranks = np.vstack([_ranks(t) for t in thetas])
+    rank_low, rank_high = _nan_percentiles(ranks, (2.5, 97.5))
+    return BootstrapResult(theta=full, se=se, ci_low=full - 1.96 * se, ci_high=full + 1.96 * se,
+                           rank_low=rank_low, rank_high=rank_high, thetas=thetas, B=B, seed=seed, failed=failed)
+
+
+def table4(results: dict[str, BootstrapResult]) -> list[dict]:
+    """Per method: median bootstrap SE of the score and median width of the 95 % rank interval (Table 4).  Scores
+    of different methods are on different scales, so the rank-interval width is the comparable column."""
+    return [{"method": name, "median_se": float(np.nanmedian(r.se)),
+             "median_rank_ci_width": float(np.nanmedian(r.rank_high - r.rank_low)), "B": r.B, "failed": r.failed}
+            for name, r in results.items()]

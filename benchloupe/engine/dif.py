@@ -217,7 +217,6 @@ class DifFit:
     dif_range: np.ndarray
     cycles: int
     converged: bool
-    objective: float  # penalised negative log-likelihood at the solution
 
 
 def _sigmoid_inplace(z: np.ndarray) -> np.ndarray:
@@ -304,12 +303,7 @@ def fit_family_dif(
         if loops_converged:
             converged = True
             break
-    prob = probs(np.arange(n_items))
-    loglik = yo * np.log(np.maximum(prob, 1e-300)) + (1 - y_s) * np.log(np.maximum(1 - prob, 1e-300))
-    if obs_s is not None:
-        loglik = loglik * obs_s
-    objective = float(-loglik.sum() + 0.5 * penalty * (effects**2).sum())
-    return DifFit(intercept, effects, np.ptp(effects, axis=1), done, converged, objective)
+    return DifFit(intercept, effects, np.ptp(effects, axis=1), done, converged)
 
 
 # ----------------------------------------------------------------------------- cells, weights, purification (C.5)

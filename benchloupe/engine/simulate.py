@@ -50,6 +50,8 @@ class SimBenchmark:
     rewards: np.ndarray | None = None  # models x prompts float
     contaminated: list[tuple[int, int]] = field(default_factory=list)
     gap: tuple[float, float] | None = None
+    dif: np.ndarray | None = None  # families (sorted) x items residual family effects
+    model_rows: list[int] | None = None  # rows of Workspace.model_names in this benchmark (None = all)
 
 
 @dataclass
@@ -62,10 +64,11 @@ class Workspace:
     benchmarks: list[SimBenchmark]
 
 
-def _models(rng: np.random.Generator, n_models: int) -> tuple[list[str], list[str], list[str]]:
+def _models(rng: np.random.Generator, n_models: int, used: set[str] | None = None
+            ) -> tuple[list[str], list[str], list[str]]:
     names, fams, owners = [], [], []
     fam_names = list(FAMILIES)
-    used: set[str] = set()
+    used = set() if used is None else used
     i = 0
     while len(names) < n_models:
         fam = fam_names[i % len(fam_names)]
@@ -154,11 +157,18 @@ def _static(rng, name: str, theta: np.ndarray, fams: list[str], n_items: int, gr
         texts.append(t)
         answers.append(ans)
     keys = [f"{name.split('-')[-1]}-{j + 1:04d}" for j in range(n_items)]
-    return SimBenchmark(name, "static", keys, texts, answers, grp, [chance] * n_items, a, b, correct=y, gap=gap)
+    return SimBenchmark(name, "static", keys, texts, answers, grp, [chance] * n_items, a, b, correct=y, gap=gap,
+                        dif=dif)
 
 
-def demo_workspace(seed: int = 20261129, n_models: int = 40) -> Workspace:
-    """The demo workspace: ~40 models in 5 families, two static benchmarks, one arena set."""
+def demo_workspace(seed: int = 20261129, n_models: int = 40, audit_models: int = 90) -> Workspace:
+    """The demo workspace: 40 models in 5 families in every benchmark, two static benchmarks, one arena set.
+
+    demo-chem also holds ``audit_models`` more models (drawn from their own stream ``seed + 1``, so the rest
+    of the demo is the same with or without them): with 26 models per family, every family keeps the near-tie
+    audit's minimum of 20 after the owner cap, so ``benchloupe audit neartie demo-chem`` runs with the
+    paper's settings (paper 002 C.1).
+    """
     rng = np.random.default_rng(seed)
     names, fams, owners = _models(rng, n_models - 1)
     names.append("gaming-lab/NullModel-constant")
@@ -191,7 +201,36 @@ def demo_workspace(seed: int = 20261129, n_models: int = 40) -> Workspace:
     arena = SimBenchmark("demo-arena", "arena", [f"arena-{j + 1:04d}" for j in range(n_prompts)], arena_text,
                          [""] * n_prompts, [["advice", "coding", "writing", "explain"][j % 4] for j in range(n_prompts)],
                          [None] * n_prompts, pa, pb, rewards=rewards)
+    base = list(range(len(names)))
+    math.model_rows, arena.model_rows = base, base
+    if audit_models:
+        theta = np.concatenate([theta, _add_audit_models(np.random.default_rng(seed + 1), chem, names, fams, owners,
+                                                         audit_models)])
     return Workspace(names, fams, owners, theta, adversarial, [chem, math, arena])
+
+
+def _add_audit_models(rng, chem: SimBenchmark, names, fams, owners, n_extra: int) -> np.ndarray:
+    """Extra demo-chem models (appended in place to the lists); returns their abilities.
+
+    Same item parameters and family DIF as the first 40, abilities from the same law.
+    """
+    more, more_fams, more_owners = _models(rng, n_extra, used=set(names))
+    fam_shift = {"qwen": 0.3, "llama": 0.1, "gemma": -0.1, "mistral": 0.0, "phi": -0.3}
+    more_theta = rng.normal(0, 0.9, n_extra) + np.array([fam_shift[f] for f in more_fams])
+    fam_idx = {f: k for k, f in enumerate(sorted(set(fams)))}
+    logit = chem.a[None, :] * (more_theta[:, None] - chem.b[None, :]) + chem.dif[[fam_idx[f] for f in more_fams]]
+    p = 1.0 / (1.0 + np.exp(-logit))
+    chance = chem.item_chance[0]
+    if chance:
+        p = chance + (1 - chance) * p
+    y = (rng.random(p.shape) < p).astype(np.int8)
+    y[rng.random(y.shape) < 0.02] = -1
+    names += more
+    fams += more_fams
+    owners += more_owners
+    chem.correct = np.vstack([chem.correct, y])
+    chem.model_rows = list(range(len(names)))
+    return more_theta
 
 
 def _arena_prompts(rng: np.random.Generator, n: int) -> list[str]:

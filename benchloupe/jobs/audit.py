@@ -1,33 +1,73 @@
 """Near-tie family-DIF audit runs (paper 002): the benchmark's static results, families and owners from the
 store, the engine's audit, and a stored run with every table the curator needs; each near-tie pair becomes
-a ``reversal`` flag (reversed pairs first) carrying the items that drove it.
+a ``reversal`` flag (reversed pairs first) carrying the items that drove it and its per-pair robustness.
 
-Families come from the stored model labels (inferred from names at import with the paper's rules, or given by
-the file / ``--models-file``); the owner is the stored owner, else the part of the id before "/" or "__".
-Missing cells are passed to the engine as a mask (see docs/NEARTIE.md for how each step treats them).
+Families (``AuditConfig.family_from``): ``name`` (default) applies the paper's name rules (C.1) to the model
+id, whatever the importer stored; ``column`` uses the stored family labels (from the file or a models file);
+``arch`` maps the stored leaderboard architecture (model metadata ``arch``).  Item groups are the stored
+groups; when no item has one and the ids look like ``<subject>.<index>`` (metabench MMLU), the subject is the
+group.  The report says which sources were used.  The owner is the stored owner, else the part of the id
+before "/" or "__".  Missing cells are passed to the engine as a mask (docs/NEARTIE.md).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from benchloupe.engine.common import EngineError, Progress, no_progress
-from benchloupe.engine.families import infer_owner
+from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
 from benchloupe.engine.neartie import AuditConfig, AuditResult, run_audit
+from benchloupe.engine.neartie.protocol import protocol_summary
+from benchloupe.engine.neartie.shifts import exact_common_shifts
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
 from . import Analysis, RunContext, fingerprint, register
 
+FAMILY_SOURCES = {"name": "the paper's model-name rules (C.1)", "column": "the stored family labels",
+                  "arch": "the leaderboard architecture (model metadata 'arch')"}
+_SUBJECT_ID = re.compile(r"^(?P<subject>.+)\.(?P<index>\d+)$")
 
-def _labels(series: pd.Series) -> list[str | None]:
+
+def _labels(series) -> list[str | None]:
     return [v if isinstance(v, str) and v.strip() else None for v in series]
+
+
+def resolve_families(conn, models: pd.DataFrame, source: str) -> list[str | None]:
+    """One family (or None) per model from the chosen source (see the module docstring)."""
+    if source == "name":
+        return [infer_family(str(n)) for n in models["name"]]
+    if source == "column":
+        return _labels(models["family"])
+    if source == "arch":
+        meta = dict(conn.execute(
+            f"SELECT id, metadata FROM models WHERE id IN ({','.join('?' * len(models))})",
+            [int(i) for i in models["id"]]).fetchall())
+        arch = [json.loads(meta.get(int(i)) or "{}").get("arch") for i in models["id"]]
+        if not any(arch):
+            raise EngineError("--family-from arch: no model of this benchmark has a stored architecture "
+                              "(import it with --models-file LEADERBOARD.csv holding an 'arch' column)")
+        return [family_from_architecture(a) for a in arch]
+    raise EngineError(f"family source must be one of {', '.join(FAMILY_SOURCES)}, not {source!r}")
+
+
+def resolve_groups(items: pd.DataFrame) -> tuple[list[str], str]:
+    """Item groups and where they came from: stored, from ``<subject>.<index>`` ids, or one group."""
+    stored = _labels(items["group"])
+    if any(stored):
+        return [g or "(none)" for g in stored], "stored item groups"
+    found = [_SUBJECT_ID.match(str(k)) for k in items["key"]]
+    if found and all(found) and len({m["subject"] for m in found}) > 1:
+        return [m["subject"] for m in found], "subjects from '<subject>.<index>' item ids"
+    return ["all"] * len(items), "one group (no stored groups)"
 
 
 def _item_frame(result: AuditResult, item_ids: np.ndarray) -> pd.DataFrame:
@@ -44,63 +84,129 @@ def _item_frame(result: AuditResult, item_ids: np.ndarray) -> pd.DataFrame:
     return agg.reset_index()
 
 
-def _flags(result: AuditResult, models: pd.DataFrame, item_keys: np.ndarray) -> pd.DataFrame:
-    ids = dict(zip(models["name"], models["id"]))
-    contrib = result.contributions
-    rows = []
-    for p in result.pairs.itertuples(index=False):
-        if p.tied:
-            continue
-        top = contrib[(contrib["fold"] == p.fold) & (contrib["model_a"] == p.model_a) & (contrib["model_b"] == p.model_b)]
-        payload = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in p._asdict().items()}
-        payload["top_items"] = [
-            {"item": str(item_keys[int(r.item)]), "weight": float(r.weight), "y_a": int(r.y_a), "y_b": int(r.y_b),
-             "contribution": float(r.contribution)} for r in top.itertuples(index=False)]
-        rows.append({"kind": "reversal", "model_id": ids[p.model_a], "model_b_id": ids[p.model_b],
-                     "score": 1.0 if p.reversed else 0.0, "payload": payload})
-    return pd.DataFrame(rows, columns=["kind", "model_id", "model_b_id", "score", "payload"])
+def _top_items(result: AuditResult, item_keys: np.ndarray) -> dict[tuple, list[dict]]:
+    """(fold, model_a, model_b) -> the stored top items, built in one pass over the contributions table."""
+    c = result.contributions
+    if not len(c):
+        return {}
+    keys = list(zip(c["fold"].to_numpy().tolist(), c["model_a"].tolist(), c["model_b"].tolist(), strict=True))
+    recs = [{"item": str(item_keys[i]), "weight": w, "y_a": a, "y_b": b, "contribution": v}
+            for i, w, a, b, v in zip(c["item"].to_numpy(int).tolist(), c["weight"].to_numpy(float).tolist(),
+                                     c["y_a"].to_numpy(int).tolist(), c["y_b"].to_numpy(int).tolist(),
+                                     c["contribution"].to_numpy(float).tolist(), strict=True)]
+    out: dict[tuple, list[dict]] = {}
+    for key, rec in zip(keys, recs, strict=True):
+        out.setdefault(key, []).append(rec)
+    return out
 
 
-def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray, missing: int) -> str:
-    lines = [result.to_markdown().replace("# Family-DIF near-tie audit",
-                                          f"# Family-DIF near-tie audit: {benchmark} (run #{run_id})", 1), ""]
-    lines += ["## Missing cells", "",
-              f"{missing} missing cells were passed to the audit as a mask: item rates, Newton sums and held-out "
-              "losses use observed cells only; the spectral working matrix holds 0 (the item mean) where a cell is "
-              "missing; full and anchor scores are weighted means over each model's observed items, and the item "
-              "contributions use the same per-model denominators (docs/NEARTIE.md).", ""]
-    rev = result.pairs[result.pairs["reversed"] & ~result.pairs["tied"]]
-    lines += [f"## Reversed near-tie pairs ({len(rev)})", ""]
+def _flags(result: AuditResult, models: pd.DataFrame, item_keys: np.ndarray, top: dict | None = None) -> pd.DataFrame:
+    """One ``reversal`` flag per non-tied near-tie pair; the payload holds the pair row (with
+    ``random_reversal_fraction`` / ``random_tie_fraction``, the per-pair robustness) and its top items."""
+    ids = dict(zip(models["name"], models["id"], strict=True))
+    p = result.pairs[~result.pairs["tied"].to_numpy(bool)]
+    p = p.iloc[np.argsort(~p["reversed"].to_numpy(bool), kind="stable")]
+    top = _top_items(result, item_keys) if top is None else top
+    cols = list(p.columns)
+    values = [p[c].to_numpy().tolist() for c in cols]
+    payloads = [dict(zip(cols, row, strict=True)) for row in zip(*values, strict=True)]
+    for pl in payloads:
+        pl["top_items"] = top.get((pl["fold"], pl["model_a"], pl["model_b"]), [])
+    return pd.DataFrame({"kind": "reversal", "model_id": [ids[a] for a in p["model_a"]],
+                         "model_b_id": [ids[b] for b in p["model_b"]],
+                         "score": p["reversed"].to_numpy(float), "payload": payloads},
+                        columns=["kind", "model_id", "model_b_id", "score", "payload"])
+
+
+def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray, missing: int,
+                    sources: dict[str, str], top: dict | None = None) -> str:
+    lines = [result.to_markdown(benchmark).replace("# Family-DIF near-tie audit",
+                                                   f"# Family-DIF near-tie audit: {benchmark} (run #{run_id})", 1), ""]
+    lines += ["## Inputs", "", f"- Families from {sources['families']}.", f"- Item groups: {sources['groups']}.",
+              f"- Missing cells: {missing}" + (
+                  " (passed to the audit as a mask: item rates, Newton sums and held-out losses use observed cells "
+                  "only; scores are weighted means over each model's observed items; docs/NEARTIE.md)." if missing
+                  else "."), ""]
+    pairs = result.pairs
+    rev = pairs[pairs["reversed"] & ~pairs["tied"]]
+    top = _top_items(result, item_keys) if top is None else top
+    lines += [f"## Reversed near-tie pairs ({len(rev)})", "",
+              "Robustness: the share of the matched-random recompositions in which the pair also reverses.", ""]
     for p in rev.head(50).itertuples(index=False):
         lines.append(f"- fold {p.fold}: **{p.model_a}** ({p.family_a}, {p.owner_a}) full {p.full_a:.4f} / anchor "
                      f"{p.anchor_a:.4f} vs **{p.model_b}** ({p.family_b}, {p.owner_b}) full {p.full_b:.4f} / anchor "
-                     f"{p.anchor_b:.4f}")
-        c = result.contributions
-        top = c[(c["fold"] == p.fold) & (c["model_a"] == p.model_a) & (c["model_b"] == p.model_b)].head(5)
-        if len(top):
-            lines.append("  - items driving it: " + ", ".join(
-                f"{item_keys[int(r.item)]} ({r.contribution:+.4f})" for r in top.itertuples(index=False)))
+                     f"{p.anchor_b:.4f}; reverses in {100 * p.random_reversal_fraction:.0f}% of random recompositions")
+        items = top.get((p.fold, p.model_a, p.model_b), [])[:5]
+        if items:
+            lines.append("  - items driving it: " + ", ".join(f"{r['item']} ({r['contribution']:+.4f})" for r in items))
     return "\n".join(lines) + "\n"
 
 
+def check_report_path(report: str | Path | None) -> Path | None:
+    """The report destination, checked before any work: its folder must exist and it must not be a folder."""
+    if report is None:
+        return None
+    path = Path(report)
+    if path.is_dir():
+        raise EngineError(f"--report {path}: is a folder; give a file name, e.g. {path / 'neartie.md'}")
+    if not path.parent.is_dir():
+        raise EngineError(f"--report {path}: folder {path.parent} does not exist; create it or choose another path")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise EngineError(f"--report {path}: not writable; choose a file in a folder you can write to")
+    return path
+
+
+def _compare_population(conn, other: str | None) -> pd.DataFrame | None:
+    """The stored population of ``other``'s latest finished near-tie run (for the exact-common check)."""
+    if other is None:
+        return None
+    rid = runs.latest_run(conn, read.benchmark_id(conn, other), ("neartie",))
+    if rid is None:
+        raise EngineError(f"--compare {other}: that benchmark has no finished near-tie run; run "
+                          f"`benchloupe audit neartie {other}` first")
+    return runs.load_artifact(conn, rid, "population")
+
+
+def exact_common_section(table: pd.DataFrame, left: str, right: str) -> list[str]:
+    lines = [f"## Table 10 (exact-common models): {left} / {right}", "",
+             "| Exact-common pair | Family | n | Left shift | Right shift | Right-left | [95% CI] |",
+             "|---|---|---|---|---|---|---|"]
+    for r in table.itertuples(index=False):
+        lines.append(f"| {left} / {right} | {r.family} | {r.n} | {r.left_pp:+.2f} | {r.right_pp:+.2f} | "
+                     f"{r.diff_pp:+.2f} | [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}] |")
+    return lines + ["", "Shifts in percentage points on exactly the models scored in both benchmarks; 2,000 "
+                    "owner-bootstrap replicates (paper 002 B.7).", ""]
+
+
 def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *, report: str | Path | None = None,
-                progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
-    """The primary audit (plus any secondary analyses the config asks for); returns the run id."""
+                compare: str | None = None, progress: Progress = no_progress,
+                cancel: threading.Event | None = None, **_) -> int:
+    """The audit (plus the protocol parts the config asks for); returns the run id.
+
+    The report is always stored with the run (artifact ``report``); a file is written only when ``report``
+    names one, and that path is checked before the run is created.  ``compare`` names a benchmark whose
+    latest near-tie run supplies the left side of the exact-common-model check (B.7, Table 10).
+    """
+    t0 = time.perf_counter()
+    report_path = check_report_path(report)
     conn = connect(db_path)
     try:
-        t0 = time.perf_counter()
+        other = _compare_population(conn, compare)
         sm = read.load_static(conn, benchmark)
         if not sm.correct.size:
             raise EngineError(f"benchmark {benchmark!r} has no static results to audit")
-        families = _labels(sm.models["family"])
+        families = resolve_families(conn, sm.models, config.family_from)
         owners = [o if isinstance(o, str) and o else infer_owner(n) for o, n in zip(sm.models["owner"], sm.models["name"])]
-        groups = [g if g else "all" for g in sm.items["group"]]
+        groups, group_source = resolve_groups(sm.items)
+        sources = {"families": f"{FAMILY_SOURCES[config.family_from]} (--family-from {config.family_from})",
+                   "groups": f"{group_source}, {len(set(groups))} groups"}
         ctx = RunContext(db_path, "neartie", benchmark, config, config.family_seed)
         ctx.start(conn, fingerprint(sm.correct, np.array(families, dtype=object).astype(str)))
         with ctx.guard(conn):
+            t_audit = time.perf_counter()
             res = run_audit(sm.correct.astype(float), sm.models["name"].tolist(), families, owners, groups, config,
                             mask=sm.mask, progress=progress, cancel=cancel)
-            ctx.lap("audit_s", t0)
+            t_tables = ctx.lap("audit_s", t_audit)
             keys = sm.items["key"].to_numpy()
             items = _item_frame(res, sm.items["id"].to_numpy())
             pop = res.population.merge(sm.models[["name", "id"]], left_on="model_id", right_on="name")
@@ -108,28 +214,39 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
                                    "half": pop["half"], "kept": pop["kept"], "why": pop["why"],
                                    "representative": pop["representative"], "family": pop["family"]})
             missing = int((~sm.mask).sum())
-            text = report_markdown(res, benchmark, ctx.run_id, keys, missing)
+            top = _top_items(res, keys)
+            text = report_markdown(res, benchmark, ctx.run_id, keys, missing, sources, top)
+            common = None
+            if other is not None:
+                common = exact_common_shifts(other, res.population)
+                text += "\n" + "\n".join(exact_common_section(common, compare, benchmark))
+            contributions = res.contributions
+            if len(contributions):
+                contributions = contributions.assign(item_key=keys[contributions["item"].to_numpy(int)])
             artifacts = {"population": res.population, "dimension_curves": res.dimension_curves,
                          "purification": res.purification, "folds": res.folds, "pairs": res.pairs,
-                         "contributions": res.contributions.assign(item_key=keys[res.contributions["item"].astype(int)])
-                         if len(res.contributions) else res.contributions,
-                         "controls": res.controls, "report": text}
-            for name, table in res.secondary.items():
-                artifacts[f"secondary_{name}"] = table
-            metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing}
+                         "contributions": contributions, "controls": res.controls, "report": text}
+            if common is not None:
+                artifacts["protocol_table10_exact_common"] = common.assign(left=compare, right=benchmark)
+            for name, table in {**res.secondary, **res.protocol}.items():
+                artifacts[f"secondary_{name}" if name in res.secondary else f"protocol_{name}"] = table
+            flags = _flags(res, sm.models, keys, top)
+            ctx.lap("tables_s", t_tables)
+            metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources}
+            if res.protocol:
+                metrics["protocol"] = protocol_summary(res.protocol)
+            t_store = time.perf_counter()
+            timings = {**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
-                models=models, items=items, artifacts=artifacts, flags=_flags(res, sm.models, keys)))
-            if report:
-                Path(report).write_text(text, encoding="utf-8")
+                metrics=metrics, timings=timings, models=models, items=items, artifacts=artifacts, flags=flags))
+            # the whole job, store write included, as the last word on the run's timings
+            timings.update(store_s=round(time.perf_counter() - t_store, 4), total_s=round(time.perf_counter() - t0, 4))
+            runs.set_timings(conn, ctx.run_id, timings)
+            if report_path is not None:
+                report_path.write_text(text, encoding="utf-8")
             return ctx.run_id
     finally:
         conn.close()
-
-
-def demo_config(config: AuditConfig = AuditConfig()) -> AuditConfig:
-    """The demo workspace has ~8 models per family: the paper's minimum family size (20) is lowered to 6."""
-    return replace(config, min_family_models=6)
 
 
 register(Analysis("neartie", "Family-DIF near-tie audit (paper 002)", "audit", AuditConfig, "static",

@@ -29,7 +29,8 @@ class JointInputs:
         """The arrays a run's input fingerprint is computed from."""
         return (None if self.static is None else self.static.correct,
                 None if self.static is None else self.static.mask,
-                None if self.arena is None else self.arena.rewards)
+                None if self.arena is None else self.arena.rewards,
+                None if self.arena is None or self.arena.preference_pairs is None else self.arena.preference_pairs.target)
 
 
 def rank_desc(scores: np.ndarray) -> np.ndarray:
@@ -57,33 +58,75 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
     A model present in only one source is normal input: its cells in the other are simply missing.
     """
     sm = read.load_static(conn, benchmark) if has_static(conn, benchmark) else None
-    arena_name = arena or (benchmark if has_arena(conn, benchmark) else None)
+    arena_name = arena or benchmark
+    if not has_arena(conn, arena_name):
+        from .pairwise import has_preferences
+
+        if has_preferences(conn, arena_name):
+            arena_name = None  # preferences only: used as the arena pairs below
+        elif not arena:
+            arena_name = None
     am = read.load_arena(conn, arena_name, reward_model=reward_model) if arena_name else None
     if need_static and (sm is None or not sm.correct.size):
         raise EngineError(f"benchmark {benchmark!r} has no static (0/1) results; import some or fit in arena mode")
-    if need_arena and am is None:
+    pref_name = None
+    if am is None:
+        from .pairwise import has_preferences
+
+        candidate = arena or benchmark
+        pref_name = candidate if has_preferences(conn, candidate) else None
+    if need_arena and am is None and pref_name is None:
         raise EngineError(f"benchmark {benchmark!r} has no arena rewards; pass --arena BENCHMARK or fit in static mode")
-    frames = [f for f in (sm.models if sm is not None else None, am.models if am is not None else None) if f is not None]
+    pm = read.models(conn, pref_name) if pref_name else None
+    frames = [f for f in (sm.models if sm is not None else None, am.models if am is not None else None, pm)
+              if f is not None]
     if not frames:
         raise EngineError(f"benchmark {benchmark!r} holds no results to fit; import results first")
     models = pd.concat(frames).drop_duplicates("id").reset_index(drop=True)
     index = pd.Index(models["id"])
     static = arena_data = None
     if sm is not None and sm.correct.size:
-        rows = index.get_indexer(sm.models["id"])
-        correct = np.zeros((len(models), sm.correct.shape[1]), np.int8)
-        mask = np.zeros_like(correct, dtype=bool)
-        correct[rows] = np.where(sm.mask, sm.correct, 0)
-        mask[rows] = sm.mask
-        static = StaticData(correct, mask, item_source=np.array(["static"] * correct.shape[1]))
+        static = _static_data(sm, index)
     if am is not None:
         rows = index.get_indexer(am.models["id"])
         rewards = np.full((len(models), am.rewards.shape[1]), np.nan)
         rewards[rows] = am.rewards
         arena_data = ArenaData(rewards)
+    arena_items = am.items if am is not None else None
+    if pref_name is not None:  # preferences as the arena pairs (our extension, docs/DUALEVAL.md)
+        from .pairwise import preference_arena
+
+        arena_data, arena_items = preference_arena(conn, pref_name, models)
+        arena_name = pref_name
     return JointInputs(models, static, sm.items if sm is not None else None, arena_data,
-                       am.items if am is not None else None, am.reward_model if am is not None else None,
+                       arena_items, am.reward_model if am is not None else None,
                        benchmark if sm is not None else None, arena_name)
+
+
+def _static_data(sm: read.StaticMatrix, index: pd.Index) -> StaticData:
+    """The engine's static input on the joint model axis: binomial cells (successes of trials) where the store holds
+    counts, 0/1 otherwise, and the items' known chance level (guessing) where one was imported (issue 14)."""
+    rows = index.get_indexer(sm.models["id"])
+    n_items = sm.correct.shape[1]
+    mask = np.zeros((len(index), n_items), bool)
+    mask[rows] = sm.mask
+    kw: dict = {"item_source": np.array(["static"] * n_items)}
+    if sm.trials is not None:
+        successes = np.zeros(mask.shape, np.int32)
+        trials = np.zeros(mask.shape, np.int32)
+        ok = sm.trials > 0
+        successes[rows] = np.where(ok, sm.successes, 0)
+        trials[rows] = np.where(ok, sm.trials, 0)
+        mask[rows] = ok
+        correct, kw["trials"] = successes, trials
+    else:
+        correct = np.zeros(mask.shape, np.int8)
+        correct[rows] = np.where(sm.mask, sm.correct, 0)
+    if "chance" in sm.items.columns:
+        chance = pd.to_numeric(sm.items["chance"], errors="coerce").fillna(0.0).to_numpy(float)
+        if chance.any():
+            kw["chance"] = chance
+    return StaticData(correct, mask, **kw)
 
 
 def truth_vector(conn, benchmark: str, entity: str, name: str, keys) -> np.ndarray | None:

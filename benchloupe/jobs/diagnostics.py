@@ -8,14 +8,15 @@ the one source there is), with the paper's Appendix B settings.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine import anomaly, bootstrap, informativeness, joint
+from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.stats import auprc, auroc
 from benchloupe.store import curation, read, runs
@@ -52,12 +53,15 @@ def _all_items(inputs: JointInputs, cfg: joint.JointConfig) -> np.ndarray:
     return np.concatenate(ids) if ids else np.zeros(0, int)
 
 
-def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: str | None):
-    """Load the joint inputs, resolve the "auto" mode and start the run; returns (inputs, mode, ctx)."""
-    inputs = load_joint(conn, benchmark, arena=arena)
+def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: str | None,
+           reward_model: str | None = None):
+    """Load the joint inputs (arena rewards of ``reward_model`` when the arena set has several), resolve the
+    "auto" mode and start the run; returns (inputs, mode, ctx)."""
+    inputs = load_joint(conn, benchmark, arena=arena, reward_model=reward_model)
     mode = _mode(inputs, config.mode)
     roles = [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
-    ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode}, seed, roles)
+    ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode, "reward_model": inputs.reward_model},
+                     seed, roles)
     ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
     return inputs, mode, ctx
 
@@ -66,27 +70,41 @@ def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: s
 
 @dataclass(frozen=True)
 class CompressConfig:
-    """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies top Fisher, top
-    sharpness, difficulty-matched, random and random with 2PL+BT refit, 3 seeds for the random ones; abilities
-    refit with item parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the top-Fisher subset
-    as a new benchmark; ``retire_lowest`` > 0 retires that many least informative items."""
+    """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies targeted (the default
+    selection; information spread over the ``target`` models: all, top:N or theta:LO,HI), top Fisher, top sharpness,
+    difficulty-matched, random and random with 2PL+BT refit (scored against full-data DualEval, or its own
+    full-data baseline with ``baseline_reference`` own), ``seeds`` random draws; abilities refit with item
+    parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
+    benchmark; ``retire_lowest`` > 0 retires that many least informative items."""
 
     mode: str = "auto"
     seeds: int = 3
     recovery: bool = True
+    strategy: str = informativeness.DEFAULT_STRATEGY
+    target: str = "all"
+    baseline_reference: str = "dualeval"
     export_fraction: float = 0.0
     export_name: str = ""
     retire_lowest: int = 0
 
+    def __post_init__(self) -> None:
+        if self.strategy not in informativeness.SELECTIONS:
+            raise EngineError(f"strategy must be one of {', '.join(informativeness.SELECTIONS)}, got "
+                              f"{self.strategy!r}")
+        if self.baseline_reference not in ("dualeval", "own"):
+            raise EngineError("baseline_reference must be 'dualeval' (the paper's Fig. 2) or 'own'")
+        if self.seeds < 1:
+            raise EngineError("seeds must be at least 1")
+
 
 def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfig(), *, arena: str | None = None,
-                 progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                 reward_model: str | None = None, progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
         if config.export_fraction and not config.export_name:
             raise EngineError("export_fraction needs export_name, the new benchmark's name")
-        inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena)
+        inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
@@ -98,17 +116,22 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             if config.recovery:
                 check_cancel(cancel)
                 table = informativeness.subset_recovery(res, static, arena_d, cfg, seeds=tuple(range(config.seeds)),
+                                                        target=config.target,
+                                                        baseline_reference=config.baseline_reference,
                                                         progress=progress, cancel=cancel)
                 summary = informativeness.summarise_recovery(table)
                 artifacts.update({"recovery": table, "recovery_summary": summary})
-                top10 = summary[(summary["strategy"] == "top_fisher") & np.isclose(summary["fraction"], 0.10)]
-                if len(top10):
-                    metrics["top_fisher_10pct_spearman"] = float(top10["spearman_mean"].iloc[0])
+                for strat in ("top_fisher", config.strategy, "random"):
+                    at10 = summary[(summary["strategy"] == strat) & np.isclose(summary["fraction"], 0.10)]
+                    if len(at10):
+                        metrics[f"{strat}_10pct_spearman"] = float(at10["spearman_mean"].iloc[0])
             if config.export_fraction:
-                keep = informativeness.top_fisher_subset(scores, config.export_fraction)
+                keep = informativeness.select_subset(res, static, arena_d, cfg, config.strategy,
+                                                     config.export_fraction, target=config.target)
                 new_id = derive_benchmark(conn, benchmark, config.export_name, [int(i) for i in item_ids[keep]],
-                                          reason="top-Fisher compression",
-                                          detail={"fraction": config.export_fraction, "run": ctx.run_id})
+                                          reason=f"{config.strategy} compression",
+                                          detail={"fraction": config.export_fraction, "run": ctx.run_id,
+                                                  "strategy": config.strategy, "target": config.target})
                 metrics.update({"exported_benchmark": config.export_name, "exported_benchmark_id": new_id,
                                 "exported_items": int(len(keep))})
             if config.retire_lowest:
@@ -162,11 +185,11 @@ def _truth_detection(conn, benchmark: str, inputs: JointInputs, res_static: np.n
 
 
 def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig(), *, arena: str | None = None,
-                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                 reward_model: str | None = None,                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena)
+        inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
@@ -181,17 +204,30 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
             if config.protocol:
                 progress(0, 1, "synthetic contamination protocol")
                 tables = []
+                guessing = static is not None and getattr(static, "chance", None) is not None
                 for target, data_ok in (("static", static is not None), ("arena", arena_d is not None)):
                     if data_ok:
-                        tables.append(anomaly.contamination_experiment(static, arena_d, cfg, target=target,
-                                                                       clean=res, progress=progress, cancel=cancel))
+                        t = anomaly.contamination_experiment(static, arena_d, cfg, target=target, clean=res,
+                                                             progress=progress, cancel=cancel)
+                        t["p_model"] = "guessing" if guessing else "2pl"
+                        tables.append(t)
+                if guessing:  # the same protocol with the chance level ignored, to show its effect
+                    plain = replace(static, chance=None)
+                    t = anomaly.contamination_experiment(plain, arena_d, cfg, target="static", progress=progress,
+                                                         cancel=cancel)
+                    t["p_model"] = "2pl"
+                    tables.append(t)
                 proto = pd.concat(tables, ignore_index=True)
                 artifacts["contamination_protocol"] = proto
-                summ = proto.groupby(["target", "detector", "rate"])[["auroc", "auprc"]].mean().reset_index()
+                cols = ["auroc", "auprc", "precision_at_k", "item_auroc", "item_auprc", "item_precision_at_k"]
+                summ = proto.groupby(["target", "p_model", "detector", "rate"])[cols].mean().reset_index()
                 artifacts["contamination_summary"] = summ
-                metrics["protocol_min_auroc_clean_reference_static"] = float(
-                    summ[(summ["target"] == "static") & (summ["detector"] == "clean_reference")]["auroc"].min()) \
-                    if (summ["target"] == "static").any() else None
+                first = summ[(summ["target"] == "static") & (summ["detector"] == "clean_reference")
+                             & (summ["p_model"] == ("guessing" if guessing else "2pl"))]
+                metrics["protocol_min_auroc_clean_reference_static"] = float(first["auroc"].min()) \
+                    if len(first) else None
+                metrics["protocol_min_item_auroc_clean_reference_static"] = float(first["item_auroc"].min()) \
+                    if len(first) else None
             theta = res.theta
             flags = []
             for c in cands.itertuples(index=False):
@@ -257,16 +293,21 @@ def run_screen(db_path, benchmark: str, config: ScreenConfig = ScreenConfig(), *
             raise EngineError(f"clean run {clean} has no item parameters for {benchmark!r}")
         b = params.reindex(sm.items["id"])["difficulty"].to_numpy(float)
         a = params.reindex(sm.items["id"])["sharpness"].to_numpy(float)
+        chance = pd.to_numeric(sm.items.get("chance"), errors="coerce") if "chance" in sm.items else None
+        chance = None if chance is None or not chance.fillna(0).any() else chance.fillna(0).to_numpy(float)
         frozen = joint.JointResult(config=joint.JointConfig(mode="static"), theta=np.zeros(1), b_static=b,
                                    k_static=np.log(a), b_arena=np.zeros(0), k_arena=np.zeros(0), gamma=float("nan"),
-                                   objective=float("nan"), iterations=0, converged=True, pairs=None)
-        y, m = sm.correct[rows[0]].astype(float), sm.mask[rows[0]] & known
+                                   objective=float("nan"), iterations=0, converged=True, pairs=None,
+                                   chance_static=chance)
+        tr = None if sm.trials is None else sm.trials[rows[0]]
+        y = sm.correct[rows[0]].astype(float) if tr is None else sm.successes[rows[0]].astype(float)
+        m = (sm.mask[rows[0]] if tr is None else tr > 0) & known
         ctx = RunContext(db_path, "screen", benchmark, {**config.__dict__, "run": clean}, None,
                          [(benchmark, "static")])
         ctx.start(conn, fingerprint(y, m, b))
         with ctx.guard(conn):
             progress(0, 1, f"screening {config.model} against run {clean}")
-            out = anomaly.screen_model(frozen, y, m, threshold=config.threshold)
+            out = anomaly.screen_model(frozen, y, m, threshold=config.threshold, new_trials=tr)
             model_id = int(sm.models["id"].iat[rows[0]])
             flags = [{"kind": "anomaly", "item_id": int(sm.items["id"].iat[int(c.item_idx)]), "model_id": model_id,
                       "score": float(c.residual),
@@ -291,19 +332,22 @@ def run_screen(db_path, benchmark: str, config: ScreenConfig = ScreenConfig(), *
 @dataclass(frozen=True)
 class BootstrapConfig:
     """Question-level cluster bootstrap (paper 000 Appendix D): B = 100 replicates resampling items within each
-    source, rewards re-standardised per replicate; per-model SE, 95 % interval and rank interval."""
+    source, rewards re-standardised per replicate; per-model SE, 95 % interval and rank interval. ``compare``
+    also bootstraps the arena BT baseline and the static-only 2PL on the same replicate draws and reports Table 4
+    (median SE and median 95 % rank-interval width per method)."""
 
     mode: str = "auto"
     B: int = 100
     seed: int = 0
+    compare: bool = False
 
 
 def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapConfig(), *, arena: str | None = None,
-                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                 reward_model: str | None = None,                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena)
+        inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
             cfg = joint.JointConfig(mode=mode)
             res = bootstrap.cluster_bootstrap(inputs.static if cfg.uses_static else None,
@@ -313,11 +357,24 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
                                    "lo": res.ci_low, "hi": res.ci_high, "rank_lo": res.rank_low,
                                    "rank_hi": res.rank_high})
             models["rank"] = rank_desc(res.theta)
+            metrics = {"mode": mode, "B": res.B, "failed_replicates": res.failed,
+                       "median_se": float(np.nanmedian(res.se)),
+                       "median_rank_ci_width": float(np.nanmedian(res.rank_high - res.rank_low))}
+            artifacts = {"replicates": {"thetas": res.thetas}}
+            if config.compare:
+                results = {"dualeval": res}
+                for method, ok in (("arena_bt", cfg.uses_arena and inputs.arena is not None),
+                                   ("static_2pl", cfg.uses_static and inputs.static is not None)):
+                    if ok and not (method == "static_2pl" and mode == "static"):
+                        results[method] = bootstrap.method_bootstrap(
+                            inputs.static if cfg.uses_static else None, inputs.arena if cfg.uses_arena else None,
+                            cfg, method=method, B=config.B, seed=config.seed, progress=progress, cancel=cancel)
+                t4 = bootstrap.table4(results)
+                artifacts["table4"] = pd.DataFrame(t4)
+                metrics["table4"] = t4
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics={"mode": mode, "B": res.B, "failed_replicates": res.failed,
-                         "median_se": float(np.nanmedian(res.se))},
-                timings={"total_s": round(time.perf_counter() - t0, 4)}, models=models,
-                artifacts={"replicates": {"thetas": res.thetas}}))
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, models=models,
+                artifacts=artifacts))
             return ctx.run_id
     finally:
         conn.close()
@@ -335,3 +392,135 @@ register(Analysis("screen", "Screen a new model against a frozen clean fit (§4.
                   "static", _runner(run_screen, ScreenConfig)))
 register(Analysis("bootstrap", "Question-level cluster bootstrap (Appendix D)", "calibration", BootstrapConfig, "any",
                   _runner(run_bootstrap, BootstrapConfig)))
+
+
+# ------------------------------------------------------------------------------------------ contamination windows
+
+@dataclass(frozen=True)
+class ContaminationConfig:
+    """Contamination windows (issue 14): per model, the residual shift on items dated on or before its cutoff vs
+    after, with a bootstrap interval and a permutation p (Holm over models), also with item parameters fitted
+    without that model. Item dates come from item metadata ``date_key``, model cutoffs from model metadata
+    ``cutoff_key`` (import them with an item-metadata file and a models file)."""
+
+    mode: str = "auto"
+    date_key: str = "date"
+    cutoff_key: str = "cutoff"
+    alpha: float = 0.05
+    n_boot: int = 1000
+    n_perm: int = 2000
+    seed: int = 0
+    refit_without: bool = True
+    min_cells: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise EngineError(f"alpha must lie in (0, 1), got {self.alpha}")
+        if self.n_boot < 100 or self.n_perm < 100:
+            raise EngineError("n_boot and n_perm need at least 100 resamples each")
+        if self.min_cells < 2:
+            raise EngineError("min_cells must be at least 2 dated cells on each side of a cutoff")
+
+
+def _metadata_values(frame: pd.DataFrame, key: str) -> list:
+    out = []
+    for raw in frame.get("metadata", pd.Series([None] * len(frame))):
+        try:
+            meta = json.loads(raw) if isinstance(raw, str) else (raw or {})
+        except json.JSONDecodeError:
+            meta = {}
+        out.append(meta.get(key) if isinstance(meta, dict) else None)
+    return out
+
+
+def _model_metadata(conn, model_ids) -> pd.DataFrame:
+    ids = [int(i) for i in model_ids]
+    rows = conn.execute(f"SELECT id, metadata FROM models WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
+    meta = dict(rows)
+    return pd.DataFrame({"id": ids, "metadata": [meta.get(i, "{}") for i in ids]})
+
+
+def run_contamination(db_path, benchmark: str, config: ContaminationConfig = ContaminationConfig(), *,
+                      arena: str | None = None, reward_model: str | None = None, progress: Progress = no_progress,
+                      cancel: threading.Event | None = None, **_) -> int:
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        inputs, mode, ctx = _start(conn, db_path, "contamination", benchmark, config, config.seed, arena, reward_model)
+        with ctx.guard(conn):
+            if inputs.static is None or mode == "arena":
+                raise EngineError(f"contamination windows compare static residuals; {benchmark!r} has no static "
+                                  "results in this mode")
+            days = contamination.to_days(_metadata_values(inputs.static_items, config.date_key))
+            cut = contamination.to_days(_metadata_values(_model_metadata(conn, inputs.models["id"]),
+                                                         config.cutoff_key))
+            if not np.isfinite(days).any():
+                raise EngineError(f"no item of {benchmark!r} has a {config.date_key!r} date in its metadata; import "
+                                  "an item-metadata file with a date column (or pass --date-key)")
+            if not np.isfinite(cut).any():
+                raise EngineError(f"no model of {benchmark!r} has a {config.cutoff_key!r} cutoff in its metadata; "
+                                  "import a models file with a cutoff column (or pass --cutoff-key)")
+            cfg, res = _fit(inputs, mode, progress, cancel)
+            static = inputs.static
+            arena_d = inputs.arena if cfg.uses_arena else None
+            rate = anomaly.observed_rate(static)
+            weight = np.asarray(getattr(static, "trials", None) if getattr(static, "trials", None) is not None
+                                else static.mask, float)
+            resid = contamination.residual_matrix(res.p_static(), rate, static.mask)
+            tested = [m for m in np.flatnonzero(np.isfinite(cut))
+                      if min((days[static.mask[m] & np.isfinite(days)] <= cut[m]).sum(),
+                             (days[static.mask[m] & np.isfinite(days)] > cut[m]).sum()) >= config.min_cells]
+            resid_loo = None
+            if config.refit_without and tested:
+                p_loo = contamination.leave_one_out_p(static, arena_d, cfg, tested, progress=progress, cancel=cancel)
+                resid_loo = contamination.residual_matrix(p_loo, rate, static.mask)
+            n_perm = max(config.n_perm, int(np.ceil(20 * max(len(tested), 1) / config.alpha)))
+            table = contamination.contamination_windows(
+                resid, weight, days, cut, resid_loo=resid_loo, alpha=config.alpha, n_boot=config.n_boot,
+                n_perm=n_perm, seed=config.seed, min_cells=config.min_cells, progress=progress, cancel=cancel)
+            ids = inputs.models["id"].to_numpy()
+            item_ids = inputs.static_items["id"].to_numpy()
+            table.insert(0, "model_id", ids[table["model_idx"].to_numpy(int)] if len(table) else [])
+            table["model"] = inputs.models["name"].to_numpy()[table["model_idx"].to_numpy(int)] if len(table) else []
+            table["cutoff_day"] = cut[table["model_idx"].to_numpy(int)] if len(table) else []
+            cells = []
+            flags = []
+            for row in table.itertuples(index=False):
+                m = int(row.model_idx)
+                ok = static.mask[m] & np.isfinite(days) & np.isfinite(resid[m])
+                cells.append(pd.DataFrame({"model_id": int(ids[m]), "item_id": item_ids[ok], "item_day": days[ok],
+                                           "residual": resid[m, ok],
+                                           "residual_loo": resid_loo[m, ok] if resid_loo is not None else np.nan,
+                                           "pre_cutoff": days[ok] <= cut[m]}))
+                if not row.flagged:
+                    continue
+                payload = {"source": "contamination_window", "residual": float(row.shift),
+                           "expected_p": float(np.nanmean(res.p_static()[m, ok & (days <= cut[m])])),
+                           "observed": float(np.mean(rate[m, ok & (days <= cut[m])])),
+                           "shift": float(row.shift), "ci": [float(row.ci_low), float(row.ci_high)],
+                           "p_perm": float(row.p_perm), "p_holm": float(row.p_holm), "n_pre": int(row.n_pre),
+                           "n_post": int(row.n_post), "cutoff_day": float(cut[m]), "mode": mode,
+                           "plot_artifact": "window_residuals",
+                           "series": contamination.binned_series(days[ok], resid[m, ok])}
+                if "shift_loo" in table.columns and np.isfinite(getattr(row, "shift_loo", np.nan)):
+                    payload.update({"shift_loo": float(row.shift_loo), "p_perm_loo": float(row.p_perm_loo),
+                                    "ci_loo": [float(row.ci_low_loo), float(row.ci_high_loo)]})
+                flags.append({"kind": "anomaly", "model_id": int(ids[m]), "score": float(row.shift),
+                              "payload": payload})
+            metrics = {"mode": mode, "dated_items": int(np.isfinite(days).sum()),
+                       "models_with_cutoff": int(np.isfinite(cut).sum()), "models_tested": int(len(table)),
+                       "models_flagged": int(table["flagged"].sum()) if len(table) else 0, "n_perm": n_perm,
+                       "alpha": config.alpha}
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                models=pd.DataFrame({"model_id": ids, "theta": res.theta}),
+                artifacts={"windows": table.drop(columns=["model_idx"]),
+                           "window_residuals": pd.concat(cells, ignore_index=True) if cells else pd.DataFrame()},
+                flags=pd.DataFrame(flags) if flags else None))
+            return ctx.run_id
+    finally:
+        conn.close()
+
+
+register(Analysis("contamination", "Contamination windows: residual shift before vs after each model's cutoff",
+                  "calibration", ContaminationConfig, "static", _runner(run_contamination, ContaminationConfig)))

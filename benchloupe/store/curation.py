@@ -73,31 +73,63 @@ def alias_model(conn: sqlite3.Connection, model: str, alias: str, note: str = ""
     """Record that *alias* names *model* (the same system under another name in another source).
 
     When *alias* is already a separate model (imported from another file), its results are merged into *model*
-    and the alias row is removed; refused when both hold results in the same benchmark. Audited.
+    and the alias row is removed; refused when both hold results in the same benchmark. A run that fitted both
+    as two models (a joint fit before the alias) keeps its row of *alias* in the run's ``merged_models``
+    artifact, so the run's results stay complete. Audited.
     """
+    return alias_models(conn, model, [alias], note)[0]
+
+
+def _keep_run_rows(conn: sqlite3.Connection, model: str, mid: int, alias: str, oid: int) -> None:
+    """Runs that fitted *model* and *alias* as two models keep the alias's row as a ``merged_models`` artifact
+    (``run_models`` has one row per model and run, and the two become one model)."""
+    cols = ("theta", "se", "lo", "hi", "rank", "rank_lo", "rank_hi", "extra")
+    runs = [r[0] for r in conn.execute(
+        "SELECT x.run_id FROM run_models x JOIN run_models y ON x.run_id = y.run_id"
+        " WHERE x.model_id = ? AND y.model_id = ?", (mid, oid))]
+    for run_id in runs:
+        row = conn.execute(f"SELECT {', '.join(cols)} FROM run_models WHERE run_id = ? AND model_id = ?",
+                           (run_id, oid)).fetchone()
+        old = conn.execute("SELECT data FROM run_artifacts WHERE run_id = ? AND name = 'merged_models'",
+                           (run_id,)).fetchone()
+        kept = json.loads(old[0]) if old else []
+        kept.append({"name": alias, "merged_into": model, **{c: row[c] for c in cols[:-1]},
+                     "extra": json.loads(row["extra"] or "{}")})
+        conn.execute("INSERT OR REPLACE INTO run_artifacts (run_id, name, format, data) VALUES (?, 'merged_models',"
+                     " 'json', ?)", (run_id, json.dumps(kept)))
+        conn.execute("DELETE FROM run_models WHERE run_id = ? AND model_id = ?", (run_id, oid))
+
+
+def alias_models(conn: sqlite3.Connection, model: str, aliases: list[str], note: str = "") -> list[dict]:
+    """:func:`alias_model` for several aliases in one transaction: all are recorded, or none."""
     with transaction(conn):
-        row = conn.execute("SELECT id FROM models WHERE name = ?", (model,)).fetchone()
-        if row is None:
-            raise StoreError(f"no model named {model!r}; `benchloupe show BENCHMARK` lists a benchmark's models")
-        mid = int(row[0])
-        other = conn.execute("SELECT id FROM models WHERE name = ?", (alias,)).fetchone()
-        merged = False
-        if other is not None and int(other[0]) != mid:
-            oid = int(other[0])
-            shared = conn.execute(
-                "SELECT b.name FROM benchmark_models x JOIN benchmark_models y ON x.benchmark_id = y.benchmark_id"
-                " JOIN benchmarks b ON b.id = x.benchmark_id WHERE x.model_id = ? AND y.model_id = ?",
-                (mid, oid)).fetchone()
-            if shared is not None:
-                raise StoreError(f"{model!r} and {alias!r} both have results in benchmark {shared[0]!r}; they are "
-                                 "different systems there, so they cannot be merged")
-            for table, col in MODEL_REFS:
-                conn.execute(f"UPDATE {table} SET {col} = ? WHERE {col} = ?", (mid, oid))
-            conn.execute("DELETE FROM models WHERE id = ?", (oid,))
-            merged = True
-        owner = conn.execute("SELECT model_id FROM model_aliases WHERE alias = ?", (alias,)).fetchone()
-        if owner is not None and int(owner[0]) != mid:
-            raise StoreError(f"alias {alias!r} already names another model; remove it first")
-        conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)", (alias, mid))
-        audit(conn, "model:alias", "model", mid, json.dumps({"alias": alias, "merged": merged}), note)
+        return [_alias_one(conn, model, a, note) for a in aliases]
+
+
+def _alias_one(conn: sqlite3.Connection, model: str, alias: str, note: str) -> dict:
+    row = conn.execute("SELECT id FROM models WHERE name = ?", (model,)).fetchone()
+    if row is None:
+        raise StoreError(f"no model named {model!r}; `benchloupe show BENCHMARK` lists a benchmark's models")
+    mid = int(row[0])
+    other = conn.execute("SELECT id FROM models WHERE name = ?", (alias,)).fetchone()
+    merged = False
+    if other is not None and int(other[0]) != mid:
+        oid = int(other[0])
+        shared = conn.execute(
+            "SELECT b.name FROM benchmark_models x JOIN benchmark_models y ON x.benchmark_id = y.benchmark_id"
+            " JOIN benchmarks b ON b.id = x.benchmark_id WHERE x.model_id = ? AND y.model_id = ?",
+            (mid, oid)).fetchone()
+        if shared is not None:
+            raise StoreError(f"{model!r} and {alias!r} both have results in benchmark {shared[0]!r}; they are "
+                             "different systems there, so they cannot be merged")
+        _keep_run_rows(conn, model, mid, alias, oid)
+        for table, col in MODEL_REFS:
+            conn.execute(f"UPDATE {table} SET {col} = ? WHERE {col} = ?", (mid, oid))
+        conn.execute("DELETE FROM models WHERE id = ?", (oid,))
+        merged = True
+    owner = conn.execute("SELECT model_id FROM model_aliases WHERE alias = ?", (alias,)).fetchone()
+    if owner is not None and int(owner[0]) != mid:
+        raise StoreError(f"alias {alias!r} already names another model; remove it first")
+    conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)", (alias, mid))
+    audit(conn, "model:alias", "model", mid, json.dumps({"alias": alias, "merged": merged}), note)
     return {"model": model, "alias": alias, "merged": merged}

@@ -29,44 +29,85 @@ def default_db_path() -> Path:
     return Path(base) / "benchloupe" / "benchloupe.db"
 
 
+BUSY_TIMEOUT_S = 30.0  # how long a connection waits for another writer's lock before "database is locked"
+MARKER_TABLES = ("benchmarks", "items", "models", "static_results", "runs")  # what makes a file benchloupe's
+
+
+def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
+    """One line for a SQLite failure a user can act on (locked, full, read-only, damaged, unopenable)."""
+    msg = str(exc).strip() or type(exc).__name__
+    low = msg.lower()
+    if "locked" in low or "busy" in low:
+        return (f"{path}: the database is locked by another process (a running import, fit or the workbench) "
+                f"and stayed locked for {BUSY_TIMEOUT_S:g} s; retry when it has finished")
+    if "disk is full" in low or "disk full" in low:
+        return f"{path}: the disk is full; nothing was written; free some space and retry"
+    if "readonly" in low or "read-only" in low:
+        return (f"{path}: the database is read-only (the file or its folder is not writable); fix the "
+                "permissions or pass another --db")
+    if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
+        return (f"{path}: the database file is damaged ({msg}); restore it from a backup or pass another --db "
+                "(`benchloupe db check` shows the details)")
+    if "unable to open" in low:
+        return f"{path}: cannot open the database ({msg}); check that its folder exists and is writable"
+    return f"{path}: database error ({msg})"
+
+
 def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = True) -> sqlite3.Connection:
     """Open (and by default create and migrate) the database at *path*.
 
-    Raises :class:`StoreError` when the file is not a benchloupe database, is newer than this code, or
-    cannot be opened.
+    Nothing is written before the file is known to be benchloupe's: a new or empty file gets the schema; a
+    SQLite file with other tables (another application's) is refused untouched (not even switched to WAL).
+    Raises :class:`StoreError` when the file is not a benchloupe database, is newer than this code, is damaged,
+    or cannot be opened.
     """
     p = Path(path)
+    if p.is_dir():
+        raise StoreError(f"{p}: is a directory; pass a database file with --db")
     if not create and not p.exists():
         raise StoreError(f"{p}: no such database; create it with `benchloupe demo --db {p}` or an import")
     if create:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{p}: cannot create its folder ({exc.strerror or exc}); pass another --db") from None
+    conn = None
     try:
-        conn = sqlite3.connect(p, timeout=30.0, isolation_level=None)
+        conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        foreign = bool(tables) and not set(MARKER_TABLES) <= tables
+        if foreign or (version == 0 and tables) or (0 < version <= SCHEMA_VERSION and not tables):
+            raise StoreError(f"{p}: not a benchloupe database (another application's SQLite file, tables: "
+                             f"{', '.join(sorted(tables)[:6]) or 'none'}); it was left untouched; "
+                             "pass another --db")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{p}: schema version {version} is newer than this benchloupe ({SCHEMA_VERSION}); upgrade benchloupe"
+            )
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if mode != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{p}: not a usable SQLite database ({exc}); pass another --db path") from exc
-    if version > SCHEMA_VERSION:
-        conn.close()
-        raise StoreError(
-            f"{p}: schema version {version} is newer than this benchloupe ({SCHEMA_VERSION}); upgrade benchloupe"
-        )
-    if migrate and version < SCHEMA_VERSION:
-        _migrate(conn, version)
+        if migrate and version < SCHEMA_VERSION:
+            _migrate(conn, version)
+    except StoreError:
+        if conn is not None:
+            conn.close()
+        raise
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        if "not a database" in str(exc) or "file is encrypted" in str(exc):
+            raise StoreError(f"{p}: not a usable SQLite database ({exc}); pass another --db path") from None
+        raise StoreError(describe_sqlite_error(exc, p)) from exc
     return conn
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
-    if version == 0:
-        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
-        if tables:
-            raise StoreError("database has tables but no benchloupe schema version; it is not a benchloupe database")
     for target in range(version, SCHEMA_VERSION):
         with transaction(conn):
             for statement in _split(MIGRATIONS[target]):
@@ -95,7 +136,13 @@ def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may already have rolled back (a full disk, an I/O error); a second ROLLBACK would then raise
+        # "cannot rollback - no transaction is active" and hide the real cause.
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
         raise
     else:
         conn.execute("COMMIT")

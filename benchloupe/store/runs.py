@@ -117,6 +117,12 @@ def save_outputs(conn: sqlite3.Connection, run_id: int, out: RunOutputs) -> None
         )
 
 
+def set_timings(conn: sqlite3.Connection, run_id: int, timings: dict) -> None:
+    """Replace a finished run's timings (a job that times its own store write records it afterwards)."""
+    with transaction(conn):
+        conn.execute("UPDATE runs SET timings = ? WHERE id = ?", (_json(timings), run_id))
+
+
 def _int(v):
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return None

@@ -66,7 +66,9 @@ def get_or_create_benchmark(conn: sqlite3.Connection, name: str, kind: str | Non
 
 
 def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summary: ImportSummary) -> dict[str, int]:
-    existing = {r["key"]: r["id"] for r in conn.execute("SELECT id, key FROM items WHERE benchmark_id = ?", (bid,))}
+    stored = {r["key"]: r for r in conn.execute(
+        "SELECT id, key, text, answer, grp, kind, chance, metadata FROM items WHERE benchmark_id = ?", (bid,))}
+    existing = {k: r["id"] for k, r in stored.items()}
     next_pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
     keys = items["key"].astype(str).tolist()
     new_rows = []
@@ -81,7 +83,8 @@ def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summar
             "metadata": _opt(items, "metadata", i),
         }
         if key in existing:
-            sets = {k: v for k, v in fields.items() if v is not None and v != ""}
+            sets = {k: v for k, v in fields.items() if v is not None and v != ""
+                    and key in stored and not _same(stored[key][k], k, v)}
             if sets:
                 updates.append((existing[key], sets))
             continue
@@ -99,8 +102,11 @@ def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summar
         new_rows,
     )
     for item_id, sets in updates:
-        if "metadata" in sets:
-            sets["metadata"] = json.dumps(sets["metadata"])
+        if "metadata" in sets:  # merged: the same item seen by two harnesses keeps what each said
+            old = conn.execute("SELECT metadata FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+            merged = json.loads(old or "{}") if (old or "").startswith("{") else {}
+            merged.update(sets["metadata"] if isinstance(sets["metadata"], dict) else {})
+            sets["metadata"] = json.dumps(merged)
         if "chance" in sets:
             sets["chance"] = float(sets["chance"])
         cols = ", ".join(f"{k} = ?" for k in sets)
@@ -109,6 +115,18 @@ def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summar
     summary.items_new += len(new_rows)
     summary.items_updated += len(updates)
     return {r["key"]: r["id"] for r in conn.execute("SELECT id, key FROM items WHERE benchmark_id = ?", (bid,))}
+
+
+def _same(stored, column: str, value) -> bool:
+    """Whether an item field already holds *value* (so re-importing the same metadata updates nothing)."""
+    if column == "metadata":
+        try:
+            return json.loads(stored or "{}") == value
+        except ValueError:
+            return False
+    if column == "chance":
+        return stored is not None and float(stored) == float(value)
+    return stored == str(value)
 
 
 def resolve_model(conn: sqlite3.Connection, name: str) -> int | None:
@@ -154,12 +172,16 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
     pos_of = {r["id"]: r["pos"] for r in conn.execute("SELECT id, pos FROM items WHERE benchmark_id = ?", (bid,))}
     n = max(pos_of.values()) + 1 if pos_of else 0
     cols = np.array([pos_of[item_ids[k]] for k in parsed.items["key"].astype(str)], dtype=np.int64)
-    binomial = parsed.trials is not None
     existing = {
         r["model_id"]: r
         for r in conn.execute("SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?",
                               (bid,))
     }
+    if parsed.trials is None and any(r["trials"] is not None for r in existing.values()):
+        # 0/1 results into a successes/trials benchmark: one trial each (lossless), e.g. lm-eval next to epochs.
+        parsed.successes = np.maximum(parsed.correct, 0).astype(np.int32)
+        parsed.trials = (parsed.correct >= 0).astype(np.int32)
+    binomial = parsed.trials is not None
     rows = []
     changed = 0
     for m, mid in enumerate(model_ids):
@@ -220,46 +242,67 @@ def write_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
                  replace: bool = False) -> ImportSummary:
     """Apply *parsed* in one transaction and record it in ``imports`` and the audit log."""
     with transaction(conn):
-        bid = get_or_create_benchmark(conn, parsed.benchmark, None if parsed.item_metadata_only else parsed.kind)
-        summary = ImportSummary(parsed.benchmark, bid, fmt, replaced=replace)
-        if replace:
-            conn.execute("DELETE FROM static_results WHERE benchmark_id = ?", (bid,))
-            conn.execute("DELETE FROM arena_rewards WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
-                         (bid,))
-            conn.execute("DELETE FROM preferences WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
-                         (bid,))
-        default_kind = "arena" if parsed.kind == "arena" else "static"
-        item_ids = _upsert_items(conn, bid, parsed.items, default_kind, summary)
-        model_ids = _upsert_models(conn, bid, parsed.models, summary) if len(parsed.models) else []
-        if parsed.correct is not None or parsed.trials is not None:
-            _write_static(conn, bid, parsed, item_ids, model_ids, summary)
-        if parsed.rewards is not None and len(parsed.rewards):
-            r = parsed.rewards
-            models = _model_lookup(conn, bid, r["model"].astype(str))
-            rm = r["reward_model"].astype(str) if "reward_model" in r.columns else pd.Series([""] * len(r))
-            conn.executemany(
-                "INSERT OR REPLACE INTO arena_rewards (item_id, model_id, reward_model, reward) VALUES (?, ?, ?, ?)",
-                zip((item_ids[str(k)] for k in r["item"]), (models[str(m)] for m in r["model"]), rm,
-                    r["reward"].astype(float)),
-            )
-            summary.rewards = len(r)
-        if parsed.preferences is not None and len(parsed.preferences):
-            p = parsed.preferences
-            models = _model_lookup(conn, bid, list(p["model_a"].astype(str)) + list(p["model_b"].astype(str)))
-            judge = p["judge"].astype(str) if "judge" in p.columns else pd.Series([""] * len(p))
-            conn.executemany(
-                "INSERT OR REPLACE INTO preferences (item_id, model_a, model_b, judge, prob_a) VALUES (?, ?, ?, ?, ?)",
-                zip((item_ids[str(k)] for k in p["item"]), (models[str(m)] for m in p["model_a"]),
-                    (models[str(m)] for m in p["model_b"]), judge, p["prob_a"].astype(float)),
-            )
-            summary.preferences = len(p)
-        counts = parsed.counts()
-        conn.execute(
-            "INSERT INTO imports (benchmark_id, format, source, sha256, counts, replaced) VALUES (?, ?, ?, ?, ?, ?)",
-            (bid, fmt, parsed.source, sha256, json.dumps(counts), int(replace)),
+        return apply_import(conn, parsed, fmt=fmt, sha256=sha256, replace=replace)
+
+
+def write_imports(conn: sqlite3.Connection, batch: list[tuple[ParsedImport, str, str]], *,
+                  replace: bool = False) -> list[ImportSummary]:
+    """Apply several ``(parsed, format, sha256)`` in ONE transaction (a folder of logs: all or nothing).
+
+    ``replace`` clears each benchmark's results once, before the first file of that benchmark.
+    """
+    out, cleared = [], set()
+    with transaction(conn):
+        for parsed, fmt, sha in batch:
+            first = parsed.benchmark not in cleared
+            cleared.add(parsed.benchmark)
+            out.append(apply_import(conn, parsed, fmt=fmt, sha256=sha, replace=replace and first))
+    return out
+
+
+def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sha256: str = "",
+                 replace: bool = False) -> ImportSummary:
+    """Apply *parsed* inside the caller's transaction (see :func:`write_import`)."""
+    bid = get_or_create_benchmark(conn, parsed.benchmark, None if parsed.item_metadata_only else parsed.kind)
+    summary = ImportSummary(parsed.benchmark, bid, fmt, replaced=replace, notes=list(parsed.notes))
+    if replace:
+        conn.execute("DELETE FROM static_results WHERE benchmark_id = ?", (bid,))
+        conn.execute("DELETE FROM arena_rewards WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
+                     (bid,))
+        conn.execute("DELETE FROM preferences WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
+                     (bid,))
+    default_kind = "arena" if parsed.kind == "arena" else "static"
+    item_ids = _upsert_items(conn, bid, parsed.items, default_kind, summary)
+    model_ids = _upsert_models(conn, bid, parsed.models, summary) if len(parsed.models) else []
+    if parsed.correct is not None or parsed.trials is not None:
+        _write_static(conn, bid, parsed, item_ids, model_ids, summary)
+    if parsed.rewards is not None and len(parsed.rewards):
+        r = parsed.rewards
+        models = _model_lookup(conn, bid, r["model"].astype(str))
+        rm = r["reward_model"].astype(str) if "reward_model" in r.columns else pd.Series([""] * len(r))
+        conn.executemany(
+            "INSERT OR REPLACE INTO arena_rewards (item_id, model_id, reward_model, reward) VALUES (?, ?, ?, ?)",
+            zip((item_ids[str(k)] for k in r["item"]), (models[str(m)] for m in r["model"]), rm,
+                r["reward"].astype(float)),
         )
-        audit(conn, "import", "benchmark", bid, json.dumps({"format": fmt, "source": parsed.source, **counts,
-                                                             "replace": replace}))
+        summary.rewards = len(r)
+    if parsed.preferences is not None and len(parsed.preferences):
+        p = parsed.preferences
+        models = _model_lookup(conn, bid, list(p["model_a"].astype(str)) + list(p["model_b"].astype(str)))
+        judge = p["judge"].astype(str) if "judge" in p.columns else pd.Series([""] * len(p))
+        conn.executemany(
+            "INSERT OR REPLACE INTO preferences (item_id, model_a, model_b, judge, prob_a) VALUES (?, ?, ?, ?, ?)",
+            zip((item_ids[str(k)] for k in p["item"]), (models[str(m)] for m in p["model_a"]),
+                (models[str(m)] for m in p["model_b"]), judge, p["prob_a"].astype(float)),
+        )
+        summary.preferences = len(p)
+    counts = parsed.counts()
+    conn.execute(
+        "INSERT INTO imports (benchmark_id, format, source, sha256, counts, replaced) VALUES (?, ?, ?, ?, ?, ?)",
+        (bid, fmt, parsed.source, sha256, json.dumps(counts), int(replace)),
+    )
+    audit(conn, "import", "benchmark", bid, json.dumps({"format": fmt, "source": parsed.source, **counts,
+                                                         "replace": replace}))
     return summary
 
 

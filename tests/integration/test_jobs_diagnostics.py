@@ -38,7 +38,8 @@ def test_contamination_protocol_clean_reference_detector(demo_db):
 
 
 def test_compress_exports_top_fisher_subset_and_retires(demo_db):
-    cfg = CompressConfig(seeds=1, recovery=False, export_fraction=0.25, export_name="math-top25", retire_lowest=5)
+    cfg = CompressConfig(seeds=1, recovery=False, strategy="top_fisher", export_fraction=0.25,
+                         export_name="math-top25", retire_lowest=5)
     rid = jobs.ANALYSES["compress"].run(demo_db, "demo-math", cfg)
     conn = connect(demo_db)
     m = runs.get_run(conn, rid)["metrics"]
@@ -49,6 +50,27 @@ def test_compress_exports_top_fisher_subset_and_retires(demo_db):
     retired = read.items(conn, "demo-math").query("status == 'retired'")
     assert set(retired["key"]) == set(ri["key"].tail(5))
     assert (curation.audit_log(conn)["action"] == "item:retire").sum() == 5
+
+
+def test_compress_exports_the_targeted_subset_by_default(demo_db):
+    from benchloupe.engine import informativeness
+    from benchloupe.jobs.data import load_joint
+
+    cfg = CompressConfig(seeds=2, recovery=True, export_fraction=0.1, export_name="math-t10", target="top:10")
+    assert cfg.strategy == "targeted"
+    rid = jobs.ANALYSES["compress"].run(demo_db, "demo-math", cfg)
+    conn = connect(demo_db)
+    m = runs.get_run(conn, rid)["metrics"]
+    assert m["exported_items"] == 24 and "targeted_10pct_spearman" in m and "random_10pct_spearman" in m
+    summ = runs.load_artifact(conn, rid, "recovery_summary")
+    assert {"spearman_lo", "spearman_hi"} <= set(summ.columns)
+    inputs = load_joint(conn, "demo-math")
+    cfgj = JointConfig(mode="static")
+    res = jobs.diagnostics.joint.fit_joint(inputs.static, None, cfgj)
+    keep = informativeness.select_subset(res, inputs.static, None, cfgj, "targeted", 0.1, target="top:10")
+    assert set(read.items(conn, "math-t10")["key"]) == set(inputs.static_items["key"].iloc[keep])
+    with pytest.raises(EngineError, match="strategy"):
+        CompressConfig(strategy="nope")
 
 
 def test_bootstrap_intervals(demo_db):

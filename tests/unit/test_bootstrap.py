@@ -47,3 +47,26 @@ def test_rank_percentiles_match_numpy_with_missing_replicates():
         warnings.simplefilter("ignore")
         np.testing.assert_allclose(lo, np.nanpercentile(a, 2.5, axis=0), equal_nan=True)
         np.testing.assert_allclose(hi, np.nanpercentile(a, 97.5, axis=0), equal_nan=True)
+
+
+def test_table4_bootstraps_bt_and_2pl_on_the_same_draws():
+    from benchloupe.engine.bootstrap import method_bootstrap, table4
+    from benchloupe.engine.joint import JointConfig, fit_bradley_terry
+    from tests.unit._joint_sim import simulate
+
+    _, S, A = simulate(n_models=12, n_static=60, n_arena=40, seed=9)
+    cfg = JointConfig()
+    res = {m: method_bootstrap(S, A, cfg, method=m, B=6, seed=3) for m in ("dualeval", "arena_bt", "static_2pl")}
+    bt = res["arena_bt"]
+    np.testing.assert_allclose(bt.theta, fit_bradley_terry(A, JointConfig(mode="arena")).scores)
+    # replicate 0 of the BT bootstrap is BT on the arena columns DualEval's replicate 0 drew
+    rng = np.random.default_rng(3)
+    rng.choice(60, 60, replace=True)
+    cols = rng.choice(40, 40, replace=True)
+    from benchloupe.engine.joint import ArenaData
+
+    np.testing.assert_allclose(bt.thetas[0], fit_bradley_terry(ArenaData(A.rewards[:, cols]),
+                                                               JointConfig(mode="arena")).scores)
+    rows = {r["method"]: r for r in table4(res)}
+    assert set(rows) == {"dualeval", "arena_bt", "static_2pl"}
+    assert all(r["median_rank_ci_width"] >= 0 and r["median_se"] > 0 for r in rows.values())

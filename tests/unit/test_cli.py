@@ -28,10 +28,12 @@ def test_demo_workspace_has_the_promised_shape_and_truth(demo_db):
     conn = connect(demo_db)
     summ = read.benchmark_summaries(conn).set_index("name")
     assert set(summ.index) == {"demo-chem", "demo-math", "demo-arena"}
-    ms = read.models(conn, "demo-chem")
+    ms = read.models(conn, "demo-math")
     assert 38 <= len(ms) <= 45
     assert ms["family"].dropna().nunique() >= 5
     assert (ms.groupby("family")["owner"].nunique() >= 3).all()
+    chem_models = read.models(conn, "demo-chem")  # 90 more, so the near-tie audit's families hold >= 20 each
+    assert set(ms["name"]) < set(chem_models["name"]) and (chem_models.groupby("family").size() >= 25).all()
     chem = read.load_static(conn, "demo-chem", with_text=True)
     assert chem.items["group"].nunique() >= 3 and chem.items["text"].str.len().min() > 20
     arena = read.load_arena(conn, "demo-arena")

@@ -92,7 +92,11 @@ def test_coverage_report_from_raw_difficulties():
     )
     assert r.ecdf.ecdf.tolist() == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
     np.testing.assert_allclose(r.ecdf.target_cdf, r.ecdf.z)
-    assert r.uniform_baseline_max_gap == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 1 / 6) / 6)
+    # default baseline "normalised": n - 1 = 4 uniform spacings, E = H_4 / 4 (issue 15); "raw": H_6 / 6
+    assert r.baseline == "normalised"
+    assert r.uniform_baseline_max_gap == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    raw = coverage_report(b, k=2, baseline="raw")
+    assert raw.uniform_baseline_max_gap == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 1 / 6) / 6)
     with pytest.raises(EngineError, match="same difficulty"):
         coverage_report(np.ones(4))
     with pytest.raises(EngineError, match="NaN"):

@@ -315,7 +315,8 @@ def test_inspect_json_log(tmp_path):
     path.write_text(json.dumps(log))
     assert detect_format(path) == "inspect"
     p = parse_file(path)
-    assert p.benchmark == "gpqa" and p.models["name"].tolist() == ["openai/gpt-4o"]
+    assert p.benchmark == "gpqa" and p.models["name"].tolist() == ["gpt-4o"]
+    assert p.models["aliases"].tolist() == [["openai/gpt-4o"]]
     assert p.items["key"].tolist() == ["1", "2", "3", "4"]  # errored sample 5 left missing
     assert p.correct.tolist() == [[1, 0, 0, 1]] and p.items["text"].iloc[0] == "Q1"
     assert parse_file(path, partial="correct").correct.tolist() == [[1, 0, 1, 1]]

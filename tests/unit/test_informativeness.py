@@ -57,7 +57,8 @@ def test_subset_selection_helpers():
 def test_subset_recovery_table_and_full_fraction(fitted):
     S, A, res = fitted
     tab = subset_recovery(res, S, A, fractions=(0.1, 1.0), seeds=(0, 1))
-    assert set(tab.strategy) == {"top_fisher", "top_sharpness", "difficulty_matched", "random", "random_2pl_bt"}
+    assert set(tab.strategy) == {"targeted", "targeted_log", "top_fisher", "top_sharpness", "difficulty_matched", "random",
+                                 "random_2pl_bt"}
     full = tab[(tab.fraction == 1.0) & (tab.strategy != "random_2pl_bt")]
     # all items, frozen items: the refit must reproduce the full-data ranking almost exactly
     assert full.spearman.min() > 0.98
@@ -75,3 +76,75 @@ def test_chembench_top10_fisher_recovers_ranking():
     res = fit_joint(S, None, JointConfig(mode="static"))
     tab = subset_recovery(res, S, None, fractions=(0.10,), strategies=("top_fisher",))
     assert tab.spearman.iloc[0] >= 0.9
+
+
+def test_random_2pl_bt_is_scored_against_full_dualeval_by_default(fitted):
+    from benchloupe.engine.informativeness import _baseline_scores
+    from benchloupe.engine.stats import spearman
+
+    S, A, res = fitted
+    tab = subset_recovery(res, S, A, fractions=(0.2,), strategies=("random_2pl_bt",), seeds=(0,))
+    own = subset_recovery(res, S, A, fractions=(0.2,), strategies=("random_2pl_bt",), seeds=(0,),
+                          baseline_reference="own")
+    n = 200
+    idx = np.random.default_rng(0).choice(n, int(np.ceil(0.2 * n)), replace=False)
+    s_sel, a_sel = np.zeros(120, bool), np.zeros(80, bool)
+    s_sel[idx[idx < 120]] = True
+    a_sel[idx[idx >= 120] - 120] = True
+    est = _baseline_scores(S, A, res.config, s_sel, a_sel)
+    assert tab.spearman.iloc[0] == pytest.approx(spearman(est, res.theta))
+    full = _baseline_scores(S, A, res.config, np.ones(120, bool), np.ones(80, bool))
+    assert own.spearman.iloc[0] == pytest.approx(spearman(est, full))
+    with pytest.raises(EngineError):
+        subset_recovery(res, S, A, fractions=(0.2,), strategies=("random",), baseline_reference="x")
+
+
+def test_information_matrix_means_are_the_fisher_scores(fitted):
+    from benchloupe.engine.informativeness import information_matrix
+
+    S, A, res = fitted
+    info = information_matrix(res, S, A)
+    np.testing.assert_allclose(info.mean(axis=0), fisher_scores(res, S, A), rtol=1e-10, atol=1e-14)
+
+
+def test_target_weights_and_errors():
+    from benchloupe.engine.informativeness import target_weights
+
+    th = np.array([0.0, 2.0, -1.0, np.nan, 1.0])
+    np.testing.assert_array_equal(target_weights(th, "all"), [1, 1, 1, 0, 1])
+    np.testing.assert_array_equal(target_weights(th, "top:2"), [0, 1, 0, 0, 1])
+    np.testing.assert_array_equal(target_weights(th, "theta:-0.5,1.5"), [1, 0, 0, 0, 1])
+    for bad in ("top:x", "top:1", "theta:5,6", "nope"):
+        with pytest.raises(EngineError):
+            target_weights(th, bad)
+
+
+def _crowded(seed=0, n_items=300):
+    """Most models in a narrow ability band, a few spread far; item difficulties wide (real-leaderboard shape)."""
+    from benchloupe.engine.joint import StaticData
+
+    rng = np.random.default_rng(seed)
+    theta = np.concatenate([rng.normal(0, 0.3, 160), rng.normal(0, 2.0, 40)])
+    b, a = rng.normal(0, 1.5, n_items), np.exp(rng.normal(0.3, 0.4, n_items))
+    p = 1 / (1 + np.exp(-a * (theta[:, None] - b)))
+    y = (rng.random(p.shape) < p).astype(float)
+    return theta, StaticData(y, np.ones_like(y, bool))
+
+
+def test_targeted_order_spreads_over_the_target_range_and_beats_random():
+    from benchloupe.engine.informativeness import targeted_order
+
+    theta, S = _crowded()
+    res = fit_joint(S, None, JointConfig(mode="static"))
+    tab = subset_recovery(res, S, None, fractions=(0.05, 0.1, 0.3), strategies=("targeted", "targeted_log", "random"),
+                          seeds=tuple(range(5)))
+    s = summarise_recovery(tab).pivot(index="fraction", columns="strategy", values="spearman_mean")
+    assert (s["targeted"] > s["random"]).all() and (s["targeted_log"] > s["random"]).all()
+    # targeting the top 20 models puts the subset's difficulties among the top models' abilities
+    from benchloupe.engine.informativeness import information_matrix, target_weights
+
+    order = targeted_order(information_matrix(res, S), target_weights(res.theta, "top:20"))
+    top_lo = np.sort(res.theta)[-20]
+    assert np.median(res.b_static[order[:30]]) > np.median(res.b_static)
+    assert np.median(res.b_static[order[:30]]) > top_lo - 1.0
+    assert sorted(order) == list(range(S.shape[1]))  # a full nested order

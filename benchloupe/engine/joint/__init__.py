@@ -3,8 +3,8 @@
 Every model gets an ability ``theta_i``; every static item and every arena prompt gets a difficulty ``b_q`` and a
 log-sharpness ``k_q`` (``a_q = exp(k_q)``).  Static labels follow a 2PL, ``p_iq = sigmoid(a_q (theta_i - b_q))``.
 Arena rewards are standardised globally (ddof 0), turned into soft pairwise targets ``sigmoid(z_i - z_j)`` and
-predicted by ``sigmoid(gamma (p_i - p_j))`` with ``gamma = 4 * gamma~``.  Pairs whose |z gap| lies below the
-configured percentile of all pairwise gaps are ties (dropped); pairs whose max z lies below the configured percentile
+predicted by ``sigmoid(gamma (p_i - p_j))`` with ``gamma = 4 * gamma~``.  Pairs of equal rewards and pairs whose |z gap|
+lies below the configured percentile of all pairwise gaps are ties (dropped); pairs whose max z lies below the configured percentile
 of all pairwise maxima are both-bad (pooled over all prompts, strict ``<``).  Decisive pairs (neither) go to the
 preference BCE, both-bad non-tie pairs to the both-bad loss ``-log(1-p_i) - log(1-p_j)``.
 
@@ -48,7 +48,15 @@ gradient and Hessian blocks), ``optimise`` (Newton, block Newton, L-BFGS, Adam; 
 """
 
 from benchloupe.engine.joint.baselines import average_reward, fit_bradley_terry
-from benchloupe.engine.joint.evaluation import heldout_calibration, metrics, ranking_agreement
+from benchloupe.engine.joint.evaluation import (
+    cross_reward_agreement,
+    heldout_calibration,
+    heldout_comparison,
+    metrics,
+    pair_treatment_ablation,
+    preference_agreement,
+    ranking_agreement,
+)
 from benchloupe.engine.joint.fitmetrics import ece, in_sample_metrics, pair_probabilities
 from benchloupe.engine.joint.inputs import (
     MODES,
@@ -66,6 +74,7 @@ from benchloupe.engine.joint.optimise import fit_abilities, fit_joint, objective
 
 __all__ = [
     "MODES", "VARIANTS", "ArenaData", "BaselineResult", "JointConfig", "JointResult", "PairSet", "StaticData",
-    "average_reward", "build_pairs", "ece", "fit_abilities", "fit_bradley_terry", "fit_joint", "heldout_calibration",
-    "in_sample_metrics", "metrics", "objective", "pair_probabilities", "ranking_agreement", "standardise_rewards",
+    "average_reward", "build_pairs", "cross_reward_agreement", "ece", "fit_abilities", "fit_bradley_terry", "fit_joint", "heldout_calibration",
+    "heldout_comparison", "in_sample_metrics", "metrics", "objective", "pair_probabilities",
+    "pair_treatment_ablation", "preference_agreement", "ranking_agreement", "standardise_rewards",
 ]

@@ -1,5 +1,6 @@
-"""Evaluations that refit (paper 000, section 4 and Table 2): held-out calibration and ranking agreement against
-the static-only and arena-only fits and an external ranking."""
+"""Evaluations that refit (paper 000, section 4 and Table 2): held-out calibration, ranking agreement against the
+static-only 2PL, the arena Bradley-Terry ranking and an external ranking, and the Table 2 held-out method comparison.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +8,21 @@ import threading
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
-from benchloupe.engine.common import Progress, check_cancel, no_progress
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.joint.baselines import average_reward, fit_bradley_terry
 from benchloupe.engine.joint.fitmetrics import ece, pair_probabilities
-from benchloupe.engine.joint.inputs import ArenaData, JointConfig, JointResult, StaticData, build_pairs
+from benchloupe.engine.joint.inputs import (
+    ArenaData,
+    JointConfig,
+    JointResult,
+    PairSet,
+    StaticData,
+    build_pairs,
+)
 from benchloupe.engine.joint.optimise import fit_joint
+from benchloupe.engine.joint.subsets import cell_weight, observed_rate
 from benchloupe.engine.stats import spearman
 
 
@@ -40,7 +51,7 @@ def heldout_calibration(static: StaticData | None, arena: ArenaData | None, conf
         res = fit_joint(static, arena, config, pairs=pairs, pair_keep=keep, static_mask=smask, cancel=cancel)
         if smask is not None:
             ok = held & np.isfinite(res.b_static)[None, :] & np.isfinite(res.theta)[:, None]
-            row["static_ece"] = ece(res.p_static()[ok], static.correct[ok], bins)
+            row["static_ece"] = ece(res.p_static()[ok], observed_rate(static)[ok], bins, cell_weight(static)[ok])
         if pairs is not None:
             mu = pair_probabilities(res)
             test = ~keep & pairs.decisive & np.isfinite(mu)
@@ -53,15 +64,23 @@ def heldout_calibration(static: StaticData | None, arena: ArenaData | None, conf
 
 def ranking_agreement(result: JointResult, static: StaticData | None, arena: ArenaData | None,
                       external: np.ndarray | None = None) -> dict:
-    """Spearman of the joint abilities with the static-only and arena-only fits (same config otherwise) and with a
-    user-supplied external score per model (NaN where unknown), over models present in both (section 4.1)."""
+    """Spearman of the abilities with reference rankings over models present in both (section 4.1, Table 2).
+
+    * ``spearman_vs_static_only``: the full-data static-only 2PL (Table 2's Static rho);
+    * ``spearman_vs_arena_bt``: the full-data arena Bradley-Terry ranking (Table 2's Arena rho);
+    * ``spearman_vs_arena_only_dualeval``: arena-only DualEval (the pairwise IRT without static labels);
+    * ``spearman_vs_external``: a user-supplied score per model (NaN where unknown).
+    """
     out: dict = {}
     if static is not None and result.config.mode != "static":
         st = fit_joint(static, None, replace(result.config, mode="static"))
         out["spearman_vs_static_only"] = spearman(result.theta, st.theta)
-    if arena is not None and result.config.mode != "arena":
-        ar = fit_joint(None, arena, replace(result.config, mode="arena"))
-        out["spearman_vs_arena_only"] = spearman(result.theta, ar.theta)
+    if arena is not None:
+        bt = fit_bradley_terry(arena, replace(result.config, mode="arena"), pairs=result.pairs)
+        out["spearman_vs_arena_bt"] = spearman(result.theta, bt.scores)
+        if result.config.mode != "arena":
+            ar = fit_joint(None, arena, replace(result.config, mode="arena"), pairs=result.pairs)
+            out["spearman_vs_arena_only_dualeval"] = spearman(result.theta, ar.theta)
     if external is not None:
         out["spearman_vs_external"] = spearman(result.theta, np.asarray(external, float))
     return out
@@ -78,3 +97,198 @@ def metrics(result: JointResult, static: StaticData | None, arena: ArenaData | N
                                        arena if result.config.uses_arena else None, result.config,
                                        seeds=seeds, progress=progress, cancel=cancel))
     return out
+
+
+# ------------------------------------------------------------------------------------- Table 2 method comparison
+METHODS = ("dualeval", "static_2pl", "arena_bt", "arena_avg_reward")
+METHOD_LABELS = {"dualeval": "DualEval", "static_2pl": "Static 2PL", "arena_bt": "Arena BT",
+                 "arena_avg_reward": "Arena Avg Reward"}
+
+
+def question_split(n: int, holdout: float, seed: int) -> np.ndarray:
+    """True for the ``round(holdout * n)`` held-out questions of one seeded split (at least one when n > 1)."""
+    k = int(round(holdout * n))
+    k = min(max(k, 1 if n > 1 else 0), max(n - 1, 0))
+    held = np.zeros(n, bool)
+    held[np.random.default_rng(seed).choice(n, k, replace=False)] = True
+    return held
+
+
+def pair_accuracy(scores: np.ndarray, pairs: PairSet, use: np.ndarray) -> float:
+    """Decisive-pair accuracy of a per-model score: i is predicted to win when score_i >= score_j (the reference's
+    baseline_comparison rule for every method), scored against target >= 0.5; pairs with an unscored model skipped."""
+    s = np.asarray(scores, float)
+    ok = use & np.isfinite(s[pairs.i]) & np.isfinite(s[pairs.j])
+    if not ok.any():
+        return float("nan")
+    return float(np.mean((s[pairs.i[ok]] >= s[pairs.j[ok]]) == (pairs.target[ok] >= 0.5)))
+
+
+def subset_pairs(pairs: PairSet, keep: np.ndarray) -> PairSet:
+    """The pairs where ``keep`` is True, flags and thresholds unchanged (thresholds pooled over all data)."""
+    return replace(pairs, i=pairs.i[keep], j=pairs.j[keep], prompt=pairs.prompt[keep], z_gap=pairs.z_gap[keep],
+                   target=pairs.target[keep], tie=pairs.tie[keep], both_bad=pairs.both_bad[keep])
+
+
+def heldout_comparison(static: StaticData | None, arena: ArenaData | None, config: JointConfig = JointConfig(), *,
+                       splits: int = 3, holdout: float = 0.2, seed: int = 0, external: np.ndarray | None = None,
+                       methods=METHODS, progress: Progress = no_progress,
+                       cancel: threading.Event | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 2 of paper 000: every method trained on 80 % of the questions and scored on the rest.
+
+    Per split ``s`` (seed + s) the static items are split with that seed and the arena prompts with seed + s + 1
+    (the reference's baseline_comparison), ``holdout`` of each held out.  Pair flags and thresholds come from all
+    data.  Methods: DualEval joint (the config, mode joint), static-only 2PL, arena Bradley-Terry and average
+    reward, each trained on the training questions only.  Columns: ``pair_acc`` (held-out decisive-pair accuracy,
+    :func:`pair_accuracy`), ``static_rho`` (Spearman with the full-data static-only 2PL), ``arena_rho`` (with the
+    full-data arena BT), ``external_rho`` (with ``external``, Table 2's Public rho).  Returns (per-split rows,
+    the table: mean and sd over splits per method, in the paper's row order)."""
+    if arena is None and static is None:
+        raise EngineError("the method comparison needs static results, arena rewards or both")
+    if not 0 < holdout < 1 or splits < 1:
+        raise EngineError("holdout must be in (0, 1) and splits >= 1")
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise EngineError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+    methods = [m for m in METHODS if m in methods
+               and (static is not None or m not in ("dualeval", "static_2pl"))
+               and (arena is not None or m not in ("arena_bt", "arena_avg_reward"))]
+    if static is None or arena is None:
+        methods = [m for m in methods if m != "dualeval"]
+    arena_cfg = replace(config, mode="arena")
+    pairs = build_pairs(arena, config) if arena is not None else None
+    ref_static = fit_joint(static, None, replace(config, mode="static"), cancel=cancel).theta \
+        if static is not None else None
+    ref_bt = fit_bradley_terry(arena, arena_cfg, pairs=pairs).scores if arena is not None else None
+    rows = []
+    total = splits * len(methods)
+    for s in range(splits):
+        held_s = question_split(static.shape[1], holdout, seed + s) if static is not None else None
+        held_a = question_split(arena.shape[1], holdout, seed + s + 1) if arena is not None else None
+        smask = static.mask & ~held_s[None, :] if static is not None else None
+        keep = ~held_a[pairs.prompt] if pairs is not None else None
+        test = (held_a[pairs.prompt] & pairs.decisive) if pairs is not None else None
+        for k, method in enumerate(methods):
+            check_cancel(cancel)
+            progress(s * len(methods) + k, total, f"split {s + 1}/{splits}: {METHOD_LABELS[method]}")
+            if method == "dualeval":
+                score = fit_joint(static, arena, replace(config, mode="joint"), pairs=pairs, pair_keep=keep,
+                                  static_mask=smask, cancel=cancel).theta
+            elif method == "static_2pl":
+                score = fit_joint(static, None, replace(config, mode="static"), static_mask=smask,
+                                  cancel=cancel).theta
+            elif method == "arena_bt":
+                score = fit_bradley_terry(arena, arena_cfg, pairs=subset_pairs(pairs, keep)).scores
+            else:
+                score = average_reward(ArenaData(np.where(held_a[None, :], np.nan, arena.rewards))).scores
+            rows.append({"split": s, "method": method,
+                         "pair_acc": pair_accuracy(score, pairs, test) if pairs is not None else float("nan"),
+                         "static_rho": spearman(score, ref_static) if ref_static is not None else float("nan"),
+                         "arena_rho": spearman(score, ref_bt) if ref_bt is not None else float("nan"),
+                         "external_rho": spearman(score, external) if external is not None else float("nan"),
+                         "heldout_pairs": int(test.sum()) if test is not None else 0})
+    progress(total, total, "method comparison done")
+    raw = pd.DataFrame(rows)
+    cols = ["pair_acc", "static_rho", "arena_rho", "external_rho"]
+    agg = raw.groupby("method", sort=False)[cols].agg(["mean", "std"])
+    table = pd.DataFrame({"method": [METHOD_LABELS[m] for m in agg.index]})
+    for c in cols:
+        table[c] = agg[(c, "mean")].to_numpy()
+        table[c + "_sd"] = agg[(c, "std")].to_numpy()
+    if external is None:
+        table = table.drop(columns=["external_rho", "external_rho_sd"])
+    return raw, table
+
+
+# ------------------------------------------------------------------------------ Appendix I pair-treatment ablation
+ABLATIONS = (  # (name, both-bad loss, both-bad flags, tie filter)
+    ("Full DualEval", True, True, True),
+    ("No both-bad loss", False, True, True),
+    ("No both-bad filtering", False, False, True),
+    ("No tie filter", True, True, False),
+    ("No both-bad / no tie", False, False, False),
+)
+
+
+def pair_treatment_ablation(static: StaticData | None, arena: ArenaData, config: JointConfig = JointConfig(), *,
+                            holdout: float = 0.2, seed: int = 0, progress: Progress = no_progress,
+                            cancel: threading.Event | None = None) -> pd.DataFrame:
+    """Appendix I / Table 5: refit with each pair treatment and score on one held-out pair set built with the full
+    configuration's thresholds.
+
+    Variants: both-bad pairs in the both-bad loss (full), dropped (``lambda_bb = 0``), or pooled with the decisive
+    pairs in the preference BCE (no both-bad filtering); ties dropped (full) or kept in the BCE with their soft
+    target (no tie filter; equal-reward pairs then enter with target 0.5).  ``pair_acc``: held-out decisive pairs
+    (full flags), predicted by ``mu >= 0.5``; ``bb_auc``: AUROC of ``1 - min(p_i, p_j)`` for held-out both-bad vs
+    other held-out non-tie pairs (does the fit know where both responses are bad)."""
+    from benchloupe.engine.joint.fitmetrics import pair_probabilities as _mu
+    from benchloupe.engine.stats import auroc
+
+    if arena is None:
+        raise EngineError("the pair-treatment ablation needs arena rewards")
+    mode = "joint" if static is not None else "arena"
+    pairs = build_pairs(arena, replace(config, mode=mode))
+    test = np.random.default_rng(seed).random(len(pairs)) < holdout
+    keep = ~test
+    eval_dec = test & pairs.decisive
+    eval_nt = test & ~pairs.tie
+    rows = []
+    for k, (name, bb_loss, bb_flags, tie_filter) in enumerate(ABLATIONS):
+        check_cancel(cancel)
+        progress(k, len(ABLATIONS), f"pair-treatment ablation: {name}")
+        var = replace(pairs, tie=pairs.tie if tie_filter else np.zeros(len(pairs), bool),
+                      both_bad=pairs.both_bad if bb_flags else np.zeros(len(pairs), bool))
+        cfg = replace(config, mode=mode, lambda_bb=config.lambda_bb if bb_loss else 0.0)
+        res = fit_joint(static, arena, cfg, pairs=var, pair_keep=keep, cancel=cancel)
+        mu = _mu(res, pairs)
+        P = res.p_arena()
+        lo = np.minimum(P[pairs.i, pairs.prompt], P[pairs.j, pairs.prompt])
+        ok = eval_dec & np.isfinite(mu)
+        rows.append({"variant": name, "bb_loss": bb_loss, "bb_filter": bb_flags, "tie_filter": tie_filter,
+                     "pair_acc": float(np.mean((mu[ok] >= 0.5) == (pairs.target[ok] >= 0.5))),
+                     "bb_auc": auroc(1 - lo[eval_nt], pairs.both_bad[eval_nt]),
+                     "heldout_pairs": int(ok.sum())})
+    progress(len(ABLATIONS), len(ABLATIONS), "pair-treatment ablation done")
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------- Appendices F and C: reward-model agreement
+def cross_reward_agreement(results: dict[str, JointResult]) -> pd.DataFrame:
+    """Appendix F: for every pair of fits of the same data under different reward models, Spearman of the model
+    abilities and of the item parameters (arena b and log a; static b and log a when the fits are joint)."""
+    names = list(results)
+    rows = []
+    for x in range(len(names)):
+        for y in range(x + 1, len(names)):
+            r1, r2 = results[names[x]], results[names[y]]
+            row = {"reward_model_a": names[x], "reward_model_b": names[y],
+                   "spearman_theta": spearman(r1.theta, r2.theta),
+                   "spearman_b_arena": spearman(r1.b_arena, r2.b_arena),
+                   "spearman_log_a_arena": spearman(r1.k_arena, r2.k_arena)}
+            if len(r1.b_static) and np.isfinite(r1.b_static).any():
+                row["spearman_b_static"] = spearman(r1.b_static, r2.b_static)
+                row["spearman_log_a_static"] = spearman(r1.k_static, r2.k_static)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def preference_agreement(rewards: np.ndarray, model_a: np.ndarray, model_b: np.ndarray, prompt: np.ndarray,
+                         prob_a: np.ndarray) -> dict:
+    """Appendix C: how often a reward model's scores agree with human pairwise preferences on the same prompt.
+
+    Over preference rows with a winner (``prob_a != 0.5``) where both models have a reward on the prompt: the
+    share where the higher reward belongs to the preferred model (equal rewards count one half).  ``n`` rows
+    scored, ``ties_skipped`` human ties, ``missing`` rows without both rewards."""
+    ra = rewards[model_a, prompt]
+    rb = rewards[model_b, prompt]
+    have = np.isfinite(ra) & np.isfinite(rb)
+    decided = prob_a != 0.5
+    use = have & decided
+    if not use.any():
+        return {"agreement": float("nan"), "n": 0, "ties_skipped": int((~decided).sum()),
+                "missing": int((~have).sum())}
+    human_a = prob_a[use] > 0.5
+    diff = ra[use] - rb[use]
+    score = np.where(diff == 0, 0.5, ((diff > 0) == human_a).astype(float))
+    return {"agreement": float(score.mean()), "n": int(use.sum()), "ties_skipped": int((have & ~decided).sum()),
+            "missing": int((~have).sum())}

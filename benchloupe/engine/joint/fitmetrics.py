@@ -6,24 +6,34 @@ import numpy as np
 from scipy.special import expit
 
 from benchloupe.engine.joint.inputs import JointResult, PairSet, StaticData
+from benchloupe.engine.joint.subsets import trials
 
 
 # -------------------------------------------------------------------------------------------------------- metrics
 def in_sample_metrics(result: JointResult, static: StaticData | None, pair_keep: np.ndarray | None = None) -> dict:
     """Section 4.1 fit metrics: static accuracy (logit >= 0), decisive-pair agreement (mu >= .5 vs target >= .5),
-    soft log-loss over all pairs, pair counts (A.3 run_summary)."""
+    soft log-loss over all pairs, pair counts (A.3 run_summary).  On binomial cells static accuracy is the share of
+    trials predicted right (a predicted success is right on the successes, a predicted failure on the failures)."""
     out: dict = {"objective": result.objective, "iterations": result.iterations, "converged": result.converged}
     if static is not None and np.isfinite(result.b_static).any():
-        hits, cells = 0, 0
+        right, total, cells = 0.0, 0.0, 0
         step = max(1, (1 << 20) // max(1, static.shape[1]))  # row blocks: no models x items float temporary
         for r0 in range(0, static.shape[0], step):
             sl = slice(r0, r0 + step)
             ok = static.mask[sl] & np.isfinite(result.b_static)[None, :] & np.isfinite(result.theta[sl])[:, None]
             with np.errstate(invalid="ignore"):
                 ahead = result.theta[sl, None] >= result.b_static[None, :]  # logit a (theta - b) >= 0, a > 0
-            hits += int(np.count_nonzero(ok & (ahead == (static.correct[sl] == 1))))
+            t = trials(static)
+            if t is None:
+                right += np.count_nonzero(ok & (ahead == (static.correct[sl] == 1)))
+                total += np.count_nonzero(ok)
+            else:  # a predicted success is right on the successes, a predicted failure on the failures
+                n = np.where(ok, t[sl], 0).astype(float)
+                s_ = np.where(ok, static.correct[sl], 0).astype(float)
+                right += float(np.sum(np.where(ahead, s_, n - s_)))
+                total += float(n.sum())
             cells += int(np.count_nonzero(ok))
-        out["static_accuracy"] = hits / cells if cells else float("nan")
+        out["static_accuracy"] = float(right / total) if total else float("nan")
         out["n_static_cells"] = cells
     pairs = result.pairs
     if pairs is not None:
@@ -48,15 +58,17 @@ def pair_probabilities(result: JointResult, pairs: PairSet | None = None) -> np.
     return expit(result.gamma * (P[pairs.i, pairs.prompt] - P[pairs.j, pairs.prompt]))
 
 
-def ece(pred: np.ndarray, obs: np.ndarray, bins: int = 10) -> float:
-    """Expected calibration error with equal-width bins: sum_b (n_b/N) |mean pred - mean obs| (A.6)."""
+def ece(pred: np.ndarray, obs: np.ndarray, bins: int = 10, weight: np.ndarray | None = None) -> float:
+    """Expected calibration error with equal-width bins: sum_b (n_b/N) |mean pred - mean obs| (A.6).  ``weight``
+    (trials per binomial cell, ``obs`` then the cell's success rate) counts every trial once."""
     pred = np.asarray(pred, float)
     obs = np.asarray(obs, float)
     if pred.size == 0:
         return float("nan")
+    w = np.ones(pred.size) if weight is None else np.asarray(weight, float)
     idx = np.minimum((pred * bins).astype(int), bins - 1)
-    n = np.bincount(idx, minlength=bins)
-    sp = np.bincount(idx, pred, bins)
-    so = np.bincount(idx, obs, bins)
+    n = np.bincount(idx, w, bins)
+    sp = np.bincount(idx, pred * w, bins)
+    so = np.bincount(idx, obs * w, bins)
     nz = n > 0
-    return float(np.sum(np.abs(sp[nz] - so[nz])) / pred.size)
+    return float(np.sum(np.abs(sp[nz] - so[nz])) / w.sum())

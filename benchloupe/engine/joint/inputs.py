@@ -110,9 +110,14 @@ def _compact_int(values: np.ndarray, what: str) -> np.ndarray:
 
 @dataclass
 class ArenaData:
-    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller."""
+    """Scalar rewards, models x prompts; NaN = missing.  Models are aligned with the static models by the caller.
+
+    ``preference_pairs``: pairwise preferences used directly as the arena pairs where no rewards exist (our
+    extension, docs/DUALEVAL.md; built by ``engine.pairwise.preference_pairs``); ``rewards`` is then all NaN and
+    only gives the shape."""
 
     rewards: np.ndarray
+    preference_pairs: PairSet | None = None
 
     def __post_init__(self) -> None:
         r = np.asarray(self.rewards, dtype=float)
@@ -206,6 +211,7 @@ class PairSet:
     tie_delta: float
     bb_threshold: float
     z: np.ndarray  # standardised rewards (models x prompts, NaN missing)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def decisive(self) -> np.ndarray:
@@ -233,7 +239,16 @@ def standardise_rewards(rewards: np.ndarray) -> np.ndarray:
 def build_pairs(arena: ArenaData, config: JointConfig, *, z: np.ndarray | None = None) -> PairSet:
     """All responder pairs per prompt and their tie / both-bad flags (thresholds pooled over all pairs, A.2).
 
+    A pair is a tie when its |z gap| lies strictly below the ``tie_pct`` percentile of all gaps (section 3), and
+    always when the two rewards are equal: a pair with target exactly 0.5 carries no preference.  On discrete
+    rewards (a judge's 1/2, a 1-10 score) many pairs have gap 0, so the percentile itself is often 0 (more than
+    ``tie_pct`` % of pairs are equal): the strict ``<`` would then mark no pair a tie, and decisive-pair agreement
+    would count pairs whose target is 0.5.  With the equal-reward rule the ties are exactly the equal pairs; a
+    warning in ``PairSet.warnings`` says so, because the percentile no longer controls how many pairs are ties.
+
     ``z`` overrides the standardisation (the arena contamination protocol adds to z without re-standardising)."""
+    if arena.preference_pairs is not None and z is None:
+        return arena.preference_pairs
     if z is None:
         z = standardise_rewards(arena.rewards)
     n_models, n_prompts = z.shape
@@ -257,8 +272,14 @@ def build_pairs(arena: ArenaData, config: JointConfig, *, z: np.ndarray | None =
     mx = np.maximum(zi, zj)
     tie_delta = float(np.percentile(absgap, config.tie_pct)) if config.tie_pct > 0 else 0.0
     bb_thr = float(np.percentile(mx, config.bb_pct))
-    return PairSet(i=i, j=j, prompt=prompt, z_gap=gap, target=expit(gap), tie=absgap < tie_delta,
-                   both_bad=mx < bb_thr, tie_delta=tie_delta, bb_threshold=bb_thr, z=z)
+    equal = gap == 0
+    warnings = []
+    if config.tie_pct > 0 and tie_delta == 0:
+        warnings.append(f"the tie threshold (the {config.tie_pct:g}th percentile of |z gap|) is 0 because "
+                        f"{equal.mean():.0%} of pairs have equal rewards (discrete rewards): only those "
+                        f"{int(equal.sum()):,} equal-reward pairs are ties")
+    return PairSet(i=i, j=j, prompt=prompt, z_gap=gap, target=expit(gap), tie=(absgap < tie_delta) | equal,
+                   both_bad=mx < bb_thr, tie_delta=tie_delta, bb_threshold=bb_thr, z=z, warnings=warnings)
 
 
 # --------------------------------------------------------------------------------------------------------- result

@@ -57,6 +57,18 @@ def parse_arena(
         judges = [""] * len(models)
     rewards = float_column(table, reward_col)
     # (model, prompt) must be unique within each reward model: check on a combined item key.
+    triples = pd.Series(list(zip(models, prompts, judges, strict=True)), dtype=object)
+    dup = np.flatnonzero(triples.duplicated(keep="first").to_numpy())
+    if dup.size:
+        j = int(dup[0])
+        first = triples.tolist().index(triples.iat[j])
+        judge = f" and reward model '{judges[j]}'" if judges[j] else ""
+        raise table.error(
+            j, prompt_col,
+            f"duplicate reward for model '{models[j]}' on prompt '{prompts[j]}'{judge} (first at line "
+            f"{table.line_of(first)})",
+            "keep one reward per (model, prompt, reward model)",
+        )
     m_codes, i_codes, m_names, _ = cell_codes(
         table, models, [f"{p}\x00{j}" for p, j in zip(prompts, judges, strict=True)], model_col, prompt_col
     )

@@ -57,6 +57,7 @@ class ParsedImport:
     preferences: pd.DataFrame | None = None
     source: str = ""
     item_metadata_only: bool = False
+    notes: list[str] = field(default_factory=list)  # what the parser skipped or assumed, shown to the user
 
     def counts(self) -> dict[str, int]:
         """Counts a test or the CLI can report: items, models, observed static cells, rewards, preferences."""

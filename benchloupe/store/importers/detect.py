@@ -15,14 +15,18 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .alpacaeval import parse_alpacaeval
 from .arena import parse_arena
 from .base import ImportFormatError, ParsedImport
+from .battles import parse_battles
 from .dualeval import parse_dualeval
+from .helm import parse_helm
 from .inspect_log import parse_inspect
 from .itemmeta import parse_item_metadata
-from .lmeval import NAME_RE, parse_lmeval
+from .lmeval import NAME_RE, RESULTS_RE, parse_lmeval
 from .long import parse_long
 from .neartie_npz import parse_neartie_npz
+from .opencompass import parse_opencompass
 from .preferences import parse_preferences
 from .readers import GZIP_MAGIC, base_suffix
 from .wide import parse_classic_irt, parse_metabench, parse_wide
@@ -41,6 +45,10 @@ FORMATS: dict[str, Parser] = {
     "inspect": parse_inspect,
     "metabench": parse_metabench,
     "classic-irt": parse_classic_irt,
+    "alpacaeval": parse_alpacaeval,
+    "battles": parse_battles,
+    "helm": parse_helm,
+    "opencompass": parse_opencompass,
 }
 
 # Other spellings of the same formats (the CLI's help text uses some of these).
@@ -52,7 +60,41 @@ ALIASES = {
     "item-metadata": "items",
     "rewards": "arena",
     "classic": "classic-irt",
+    "alpaca-eval": "alpacaeval",
+    "chatbot-arena": "battles",
+    "arena-battles": "battles",
+    "open-llm-leaderboard": "lm-eval",
+    "parquet": "lm-eval",
 }
+HELM_SIDE_FILES = {"run_spec.json", "stats.json", "scenario_state.json", "scenario.json", "instances.json",
+                   "display_predictions.json", "display_requests.json", "per_instance_stats_slim.json"}
+INSPECT_SIDE_FILES = {"logs.json", "eval-set.json", "listing.json"}
+TABLE_SUFFIXES = {".csv", ".tsv", ".jsonl", ".ndjson", ".json"}
+
+
+def wanted(path: Path, fmt: str | None) -> bool:
+    """Whether a file found in a folder (or by a glob) belongs to ``fmt`` (None: any importable file)."""
+    name = path.name
+    low = name.lower()
+    suffix = base_suffix(path)
+    fmt = ALIASES.get(fmt, fmt) if fmt else None
+    if low.startswith(".") or low in INSPECT_SIDE_FILES:
+        return False
+    if fmt == "lm-eval":
+        return bool(NAME_RE.match(name)) or suffix == ".parquet"
+    if fmt == "inspect":
+        return suffix in {".eval", ".json"} and not RESULTS_RE.match(name)
+    if fmt == "alpacaeval":
+        return low == "annotations.json"
+    if fmt == "helm":
+        return low == "per_instance_stats.json"
+    if fmt == "opencompass":
+        return suffix == ".json" and path.parent.parent.name == "results"
+    if fmt == "neartie-npz":
+        return suffix == ".npz"
+    if fmt is not None:
+        return suffix in TABLE_SUFFIXES
+    return suffix in TABLE_SUFFIXES | {".eval", ".npz", ".parquet"} and low not in HELM_SIDE_FILES
 
 
 def parse_file(path: str | Path, fmt: str | None = None, **options) -> ParsedImport:
@@ -82,37 +124,76 @@ def _head(path: Path, size: int = 65536) -> str:
 
 
 def detect_format(path: str | Path) -> str:
-    """The FORMATS name for ``path``; ImportFormatError when nothing fits."""
+    """The FORMATS name for ``path``; ImportFormatError when nothing fits (or the file is a known side file)."""
     p = Path(path)
     if not p.is_file():
-        raise ImportFormatError(p, "", "no such file", "check the path")
+        raise ImportFormatError(p, "", "a folder, not a file" if p.is_dir() else "no such file", "check the path")
     suffix = base_suffix(p)
+    low = p.name.lower()
     if suffix == ".npz":
         return "neartie-npz"
+    if suffix == ".parquet":
+        return "lm-eval"
     if suffix == ".eval" or (suffix == ".json" and zipfile.is_zipfile(p)):
         return "inspect"
+    if low == "per_instance_stats.json":
+        return "helm"
+    if low in HELM_SIDE_FILES:
+        raise ImportFormatError(p, "", "a HELM side file, not per-instance results",
+                                "import per_instance_stats.json from the same run folder (format helm)")
+    if RESULTS_RE.match(p.name):
+        raise ImportFormatError(p, "", "an lm-eval results file (aggregate scores only)",
+                                "import the samples_<task>_*.jsonl files next to it (run lm_eval with --log_samples)")
     head = _head(p)
     if not head.strip():
         raise ImportFormatError(p, "line 1", "the file is empty", "export the data again with a header row")
-    if suffix == ".json":
-        return "inspect"
-    if suffix in {".jsonl", ".ndjson"}:
+    if suffix in {".jsonl", ".ndjson", ".json"}:
         if NAME_RE.match(p.name):
             return "lm-eval"
-        try:
-            first = json.loads(head.splitlines()[0])
-        except (json.JSONDecodeError, IndexError):
-            raise ImportFormatError(
-                p, "line 1", "first line is not JSON", "write one JSON object per line"
-            ) from None
-        fields = set(first) if isinstance(first, dict) else set()
-        if "doc_id" in fields and ("resps" in fields or "metrics" in fields):
-            return "lm-eval"
-        if "model_label" in fields:
-            return "dualeval"
-        return _by_columns(fields, p)
-    header = next(csv.reader(io.StringIO(head)), [])
+        return _by_json(p, head, suffix)
+    header = next(csv.reader(io.StringIO(head.replace("\r\n", "\n").replace("\r", "\n"))), [])
     return _by_columns({h.strip() for h in header}, p, header)
+
+
+def _first_object(p: Path, head: str) -> tuple[str, dict]:
+    """("array" | "object" | "lines", first object) from the head of a JSON or JSONL file."""
+    text = head.lstrip()
+    decoder = json.JSONDecoder()
+    shape = "array" if text[:1] == "[" else "lines"
+    try:
+        if shape == "array":
+            obj, _ = decoder.raw_decode(text, len(text) - len(text[1:].lstrip()))
+        else:
+            obj, end = decoder.raw_decode(text)
+            if not text[end:].strip() or not text[end:].lstrip().startswith("{"):
+                shape = "object"
+    except json.JSONDecodeError:
+        if text[:1] == "{" and len(head) >= 65536:
+            return "object", {}  # one big object: decided by its keys below
+        raise ImportFormatError(p, "line 1", "not JSON", "write a JSON array, one JSON object per line, or a log") \
+            from None
+    return shape, obj if isinstance(obj, dict) else {}
+
+
+def _by_json(p: Path, head: str, suffix: str) -> str:
+    shape, first = _first_object(p, head)
+    fields = set(first)
+    if shape == "object" or (not fields and head.lstrip()[:1] == "{"):
+        if "eval" in fields or '"eval"' in head[:65536] and '"version"' in head[:200]:
+            return "inspect"
+        if "details" in fields:
+            return "opencompass"
+        raise ImportFormatError(p, "", f"a JSON object with keys {sorted(fields)[:8]}, not a known log",
+                                "name the format (benchloupe import formats)")
+    if {"generator_2", "preference"} <= fields:
+        return "alpacaeval"
+    if "doc_id" in fields and ("resps" in fields or "metrics" in fields):
+        return "lm-eval"
+    if "model_label" in fields:
+        return "dualeval"
+    if {"model_a", "model_b", "winner"} <= fields and ("question_id" in fields or "judge" in fields):
+        return "battles"
+    return _by_columns(fields, p)
 
 
 def _by_columns(cols: set[str], p: Path, header: list[str] | None = None) -> str:

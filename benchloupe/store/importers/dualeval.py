@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .base import ImportFormatError, ParsedImport
-from .readers import Table, as_bool, models_frame, read_table
+from .readers import Table, as_bool, models_frame, read_table, short_repr
 
 
 def _tag(path: Path) -> str:
@@ -118,10 +118,12 @@ def _arena(table: Table, prefix: str, require_status_ok: bool) -> ParsedImport:
             value = float(reward)
         except (TypeError, ValueError):
             raise table.error(
-                i, "reward", f"reward {reward!r} is not a number", "give a float reward"
+                i, "reward", f"reward {short_repr(reward)} is not a number", "give a float reward"
             ) from None
+        except OverflowError:  # a JSON integer beyond the float range
+            raise table.error(i, "reward", f"reward {short_repr(reward)} is too large", "give a finite reward") from None
         if not np.isfinite(value):
-            raise table.error(i, "reward", f"reward {reward!r} is not finite", "give a finite reward")
+            raise table.error(i, "reward", f"reward {short_repr(reward)} is not finite", "give a finite reward")
         cells[(str(model), f"{prefix}{row['item_id']}")] = value  # last one wins
     if not cells:
         raise ImportFormatError(

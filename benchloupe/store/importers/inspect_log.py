@@ -1,78 +1,94 @@
-"""Inspect AI evaluation logs (issue 2, importer 9): the JSON log and the ``.eval`` zip archive.
+"""Inspect AI evaluation logs: the ``.eval`` archive (default since Inspect 0.3.46) and the JSON log.
 
-JSON log: one object with ``eval`` (``task``, ``model`` ...) and ``samples`` (each ``id``, ``epoch``,
-``input``, ``target``, ``scores: {scorer: {"value": ..., "answer": ..., "explanation": ...}}``).
-``.eval`` archive: ``header.json`` (or, for an unfinished run, ``_journal/start.json``) carries ``eval``;
-every sample is ``samples/<id>_epoch_<n>.json``. One model per log (``eval.model``).
+``.eval``: a zip (members zstd-compressed by current Inspect, deflate by older ones; see ``archive``) with
+``header.json`` (``_journal/start.json`` for an unfinished run) carrying ``eval``, and one
+``samples/<id>_epoch_<n>.json`` per sample and epoch. JSON log (``inspect log convert --to json``): one
+object with ``eval`` and ``samples``. One model per log (``eval.model``).
 
-Scores are mapped to correct/incorrect: "C" (correct) = 1, "I" (incorrect) and "N" (no answer) = 0,
-"P" (partial) by ``partial=`` ("incorrect", the default, "correct" or "error"), true/false = 1/0, numbers
-``>= threshold`` (default 1.0) = 1. ``scorer=`` picks the scorer (default: the first one in the first
-scored sample); ``score_key=`` picks an entry when a scorer's value is a dict. Samples without scores (an
-errored sample) are left missing. With several epochs the result is successes/trials per item.
+Scores map to correct/incorrect: "C" (correct) = 1, "I" (incorrect) and "N" (no answer) = 0, "P" (partial) by
+``partial=`` ("incorrect", the default, "correct" or "error"), true/false = 1/0, numbers ``>= threshold``
+(default 1.0) = 1. ``scorer=`` picks the scorer (default: the first of the first scored sample);
+``score_key=`` picks an entry of a dict-valued score. Unscored samples (errors) stay missing. With several
+epochs the result is successes/trials per item (2 of 4 epochs right stays 2/4).
+
+Items line up across tools: the key is the sample ``id`` (Inspect takes it from the dataset's ``id`` field),
+or ``item_key=`` a dotted path into the sample (``metadata.doc_id``). Multiple choice (a sample with
+``choices``) keeps the choices in metadata, stores the answer as the choice's text (target "D" -> its text,
+label kept as ``answer_label``) and sets the guessing level ``chance`` = 1 / number of choices. Sample
+metadata becomes item metadata; ``group_col=`` names the metadata field that is the item's group.
+Models: the provider prefix (``mockllm/``, ``vllm/`` ...) is stripped for identity, the full name is an alias.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .archive import ArchiveError, read_member
 from .base import ImportFormatError, ParsedImport
-from .readers import load_text, models_frame
+from .names import dotted, harness_models, key_text
+from .readers import load_text
 
 LETTERS = {"C": 1, "I": 0, "N": 0}
+SAMPLE_RE = re.compile(r"^samples/.+\.json$")
+FIX = "pass a log written by inspect eval (.eval or .json)"
 
 
-def _load(p: Path) -> tuple[dict, list[tuple[str, dict]]]:
-    """(eval header, [(where, sample)]) from a .eval archive or a JSON log."""
+def _json(p: Path, where: str, raw: bytes):
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ImportFormatError(p, where, f"not JSON ({exc})", FIX) from None
+
+
+def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
+    """(eval header, [(where, sample)]) from a .eval archive or a JSON log; shapes are checked by the caller."""
     if not p.is_file():
-        raise ImportFormatError(p, "", "no such file", "check the path")
+        raise ImportFormatError(p, "", "no such file" if not p.is_dir() else "a folder, not a log file", "check the path")
     if zipfile.is_zipfile(p):
         try:
             with zipfile.ZipFile(p) as z:
-                names = z.namelist()
-                head_name = "header.json" if "header.json" in names else "_journal/start.json"
-                if head_name not in names:
-                    raise ImportFormatError(
-                        p, "", "no header.json in the .eval archive", "pass a log written by inspect eval"
-                    )
-                header = json.loads(z.read(head_name).decode("utf-8"))
-                samples = [
-                    (n, json.loads(z.read(n).decode("utf-8")))
-                    for n in sorted(names)
-                    if n.startswith("samples/") and n.endswith(".json")
-                ]
-        except (zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, EOFError) as exc:
+                infos = {i.filename: i for i in z.infolist()}
+                head_name = "header.json" if "header.json" in infos else "_journal/start.json"
+                if head_name not in infos:
+                    raise ImportFormatError(p, "", "no header.json in the .eval archive", FIX)
+                header = _json(p, head_name, read_member(p, z, infos[head_name]))
+                samples = [(n, _json(p, n, read_member(p, z, infos[n]))) for n in sorted(infos) if SAMPLE_RE.match(n)]
+        except ArchiveError as exc:
+            raise ImportFormatError(p, "", f"cannot read the .eval archive ({exc})", "re-export the log") from None
+        except (zipfile.BadZipFile, EOFError, OSError) as exc:
             raise ImportFormatError(p, "", f"corrupt .eval archive ({exc})", "re-export the log") from None
         return header, samples
     try:
         log = json.loads(load_text(p))
     except json.JSONDecodeError as exc:
-        raise ImportFormatError(
-            p,
-            f"line {exc.lineno}, column {exc.colno}",
-            f"not JSON ({exc.msg})",
-            "pass an Inspect .json or .eval log",
-        ) from None
+        raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
     if not isinstance(log, dict) or "eval" not in log:
-        raise ImportFormatError(p, "", "no 'eval' header", "pass an Inspect .json or .eval log")
-    return log, [(f"samples[{i}]", s) for i, s in enumerate(log.get("samples") or [])]
+        raise ImportFormatError(p, "", "no 'eval' header: not an Inspect log", FIX)
+    samples = log.get("samples")
+    if samples is None:
+        samples = []
+    if not isinstance(samples, list):
+        raise ImportFormatError(p, "samples", f"'samples' is {type(samples).__name__}, not a list", FIX)
+    return log, [(f"samples[{i}]", s) for i, s in enumerate(samples)]
 
 
 def _score(p: Path, where: str, value, partial: str, threshold: float, score_key: str | None) -> int:
     if isinstance(value, dict):
         if score_key is None or score_key not in value:
-            raise ImportFormatError(
-                p, where, f"score is a dict with keys {sorted(value)}", "choose one with --score-key"
-            )
-        value = value[score_key]
+            raise ImportFormatError(p, where, f"score is a dict with keys {sorted(map(str, value))[:8]}",
+                                    "choose one with --score-key")
+        value, where = value[score_key], f"{where}.{score_key}"
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, float)):
+        if not np.isfinite(value):
+            raise ImportFormatError(p, where, f"score {value!r} is not finite", "choose another scorer with --scorer")
         return int(value >= threshold)
     if isinstance(value, str):
         v = value.strip().upper()
@@ -80,29 +96,45 @@ def _score(p: Path, where: str, value, partial: str, threshold: float, score_key
             return LETTERS[v]
         if v == "P":
             if partial == "error":
-                raise ImportFormatError(
-                    p, where, "partial score 'P'", "choose --partial correct or incorrect"
-                )
+                raise ImportFormatError(p, where, "partial score 'P'", "choose --partial correct or incorrect")
             return int(partial == "correct")
         try:
-            return int(float(v) >= threshold)
+            x = float(v)
         except ValueError:
-            pass
-    raise ImportFormatError(
-        p,
-        where,
-        f"score value {value!r} is not C/I/P/N, a bool or a number",
-        "choose another scorer with --scorer",
-    )
+            x = float("nan")
+        if np.isfinite(x):
+            return int(x >= threshold)
+    raise ImportFormatError(p, where, f"score value {str(value)[:40]!r} is not C/I/P/N, a bool or a number",
+                            "choose another scorer with --scorer")
 
 
 def _text(value) -> str | None:
     if value is None:
         return None
-    if isinstance(value, list):
-        parts = [m.get("content") if isinstance(m, dict) else m for m in value]
-        return "\n".join(str(x) for x in parts if isinstance(x, str))
+    if isinstance(value, list):  # chat messages
+        parts = []
+        for m in value:
+            content = m.get("content") if isinstance(m, dict) else m
+            if isinstance(content, list):  # content blocks
+                content = "\n".join(str(c.get("text")) for c in content if isinstance(c, dict) and c.get("text"))
+            if isinstance(content, str):
+                parts.append(content)
+        return "\n".join(parts)
     return str(value)
+
+
+def _answer(target, choices: list[str] | None) -> tuple[str | None, str | None]:
+    """(answer text, label) — a letter target of a multiple-choice sample becomes the choice's text."""
+    if isinstance(target, list):
+        target = "|".join(map(str, target))
+    if target is None:
+        return None, None
+    label = str(target).strip()
+    if choices and len(label) == 1 and label.isalpha():
+        idx = ord(label.upper()) - ord("A")
+        if 0 <= idx < len(choices):
+            return choices[idx], label
+    return _text(target), None
 
 
 def parse_inspect(
@@ -115,11 +147,13 @@ def parse_inspect(
     threshold: float = 1.0,
     model: str | None = None,
     metric: str | None = None,
+    item_key: str | None = None,
+    group_col: str | None = None,
     **_: object,
 ) -> ParsedImport:
-    """Parse one Inspect log into a 1 x items matrix (or successes/trials when it has epochs).
+    """Parse one Inspect log into a 1 x items matrix (successes/trials when it has epochs).
 
-    ``metric`` is accepted as another name for ``scorer`` (the CLI's --metric serves lm-eval and Inspect).
+    ``metric`` is another name for ``scorer`` (the CLI's --metric serves lm-eval and Inspect).
     """
     p = Path(path)
     scorer = scorer or metric
@@ -127,44 +161,54 @@ def parse_inspect(
     if partial not in {"incorrect", "correct", "error"}:
         raise ImportFormatError(p, "", f"--partial {partial!r}", "use correct, incorrect or error")
     header, samples = _load(p)
-    ev = header.get("eval") or {}
+    ev = header.get("eval") if isinstance(header, dict) else None
+    if not isinstance(ev, dict):
+        raise ImportFormatError(p, "eval", f"'eval' is {type(ev).__name__}, not an object", FIX)
     name = model or ev.get("model")
-    if not name:
-        raise ImportFormatError(p, "eval.model", "no model in the log", "give the model with --model")
+    if not isinstance(name, str) or not name.strip():
+        raise ImportFormatError(p, "eval.model", "no model name in the log", "give the model with --model")
     succ: dict[str, int] = {}
     trials: dict[str, int] = {}
-    texts: dict[str, str | None] = {}
-    answers: dict[str, str | None] = {}
+    rows: dict[str, dict] = {}
     for where, s in samples:
-        scores = s.get("scores") or {}
-        if not scores:
+        if not isinstance(s, dict):
+            raise ImportFormatError(p, where, f"a sample is {type(s).__name__}, not an object", FIX)
+        scores = s.get("scores")
+        if scores is None or scores == {}:
             continue
+        if not isinstance(scores, dict):
+            raise ImportFormatError(p, f"{where}.scores", f"'scores' is {type(scores).__name__}, not an object", FIX)
         chosen = scorer or next(iter(scores))
         if chosen not in scores:
-            raise ImportFormatError(
-                p, where, f"no scorer '{chosen}' (has {sorted(scores)})", "pick one with --scorer"
-            )
-        v = _score(
-            p, f"{where}.scores.{chosen}", (scores[chosen] or {}).get("value"), partial, threshold, score_key
-        )
+            raise ImportFormatError(p, where, f"no scorer '{chosen}' (has {sorted(scores)[:8]})", "pick one with --scorer")
+        entry = scores[chosen]
+        if not isinstance(entry, dict):
+            raise ImportFormatError(p, f"{where}.scores.{chosen}", f"a score is {type(entry).__name__}, not an object",
+                                    FIX)
+        v = _score(p, f"{where}.scores.{chosen}", entry.get("value"), partial, threshold, score_key)
         scorer = chosen
-        key = str(s.get("id"))
+        try:
+            key = key_text(dotted(s, item_key or "id"))
+        except KeyError:
+            key = None
+        if key is None:
+            raise ImportFormatError(p, f"{where}.{item_key or 'id'}", "no usable item key (a string or whole number)",
+                                    "name a field that identifies the item with --item-key (e.g. metadata.id)")
         succ[key] = succ.get(key, 0) + v
         trials[key] = trials.get(key, 0) + 1
-        texts.setdefault(key, _text(s.get("input")))
-        target = s.get("target")
-        answers.setdefault(key, "|".join(map(str, target)) if isinstance(target, list) else _text(target))
+        if key not in rows:
+            rows[key] = _item_row(p, where, s, group_col)
     if not trials:
         raise ImportFormatError(p, "samples", "no scored samples", "import a finished log with scores")
     keys = list(trials)
-    items = pd.DataFrame(
-        {"key": keys, "text": [texts[k] for k in keys], "answer": [answers[k] for k in keys]}
-    )
+    items = pd.DataFrame({c: [rows[k][c] for k in keys] for c in ("text", "answer", "group", "chance", "metadata")},
+                         dtype=object)
+    items.insert(0, "key", keys)
     parsed = ParsedImport(
-        benchmark=benchmark or str(ev.get("task") or p.stem),
+        benchmark=benchmark or str(ev.get("task") or p.stem).split("/")[-1],
         kind="static",
         items=items,
-        models=models_frame([str(name)]),
+        models=harness_models([name.strip()]),
         source=f"inspect:{path}",
     )
     n = np.asarray([[trials[k] for k in keys]], dtype=np.int32)
@@ -174,3 +218,25 @@ def parse_inspect(
     else:
         parsed.successes, parsed.trials = s, n
     return parsed
+
+
+def _item_row(p: Path, where: str, s: dict, group_col: str | None) -> dict:
+    meta = s.get("metadata") if isinstance(s.get("metadata"), dict) else {}
+    meta = dict(meta)
+    raw_choices = s.get("choices")
+    choices = [str(c) for c in raw_choices] if isinstance(raw_choices, list) and raw_choices else None
+    answer, label = _answer(s.get("target"), choices)
+    if choices:
+        meta["choices"] = choices
+    if label is not None:
+        meta["answer_label"] = label
+    if s.get("id") is not None:
+        meta.setdefault("inspect_id", s.get("id"))
+    group = None
+    if group_col:
+        if group_col not in meta:
+            raise ImportFormatError(p, f"{where}.metadata", f"no metadata field '{group_col}' (has {sorted(meta)[:8]})",
+                                    "name a sample metadata field with --group-col")
+        group = None if meta[group_col] is None else str(meta[group_col])
+    return {"text": _text(s.get("input")), "answer": answer, "group": group,
+            "chance": 1.0 / len(choices) if choices else None, "metadata": meta}

@@ -1,17 +1,24 @@
-"""lm-evaluation-harness per-sample logs (issue 2, importer 8): ``samples_<task>_<timestamp>.jsonl``
-written by ``lm_eval --log_samples`` (0.4.x), one model per file.
+"""lm-evaluation-harness per-sample logs: ``samples_<task>_<timestamp>.jsonl`` written by
+``lm_eval --log_samples --output_path OUT`` (0.4.x) into ``OUT/<model_name>/``, one model per file; also the
+same rows as parquet (the Open LLM Leaderboard's ``details`` datasets).
 
-Each line has ``doc_id``, ``doc``, ``target``, ``arguments`` (0.4.0-0.4.2: a list of argument tuples;
-later: ``{"gen_args_0": {"arg_0": context, ...}}``), ``resps``, ``filtered_resps``, ``filter``,
-``metrics`` (the metric names) and one field per metric (``acc``, ``acc_norm``, ``exact_match`` ...).
-Correctness is the chosen metric (``metric=``; default: the first name in the row's ``metrics`` list),
-which must be 0/1 or true/false unless ``threshold=`` turns a score into pass (>= threshold) / fail.
-Generation tasks log one row per filter (e.g. gsm8k "strict-match" and "flexible-extract"): ``filter_name=``
-picks one, default the first seen.
+Each row has ``doc_id``, ``doc``, ``target``, ``arguments`` (0.4.0-0.4.2: a list of argument tuples; later:
+``{"gen_args_0": {"arg_0": context, "arg_1": continuation}, ...}``), ``resps``, ``filtered_resps``,
+``filter``, ``metrics`` (the metric names) and one field per metric (``acc``, ``exact_match`` ...).
+Correctness is the chosen metric (``metric=``; default: the row's first ``metrics`` name, or without that list
+the first of acc_norm, acc, exact_match, prompt_level_strict_acc the row has), 0/1 or true/false
+unless ``threshold=`` turns a score into pass (>= threshold) / fail. Generation tasks log one row per filter
+(gsm8k "strict-match", "flexible-extract"): ``filter_name=`` picks one, default the first seen.
 
-The model name is ``model=`` if given, else the sibling ``results_<timestamp>.json``'s ``model_name`` or
-the ``pretrained=`` entry of ``config.model_args``. Item keys are the ``doc_id``; text is the first
-argument (the prompt context), answer the ``target``; benchmark defaults to the task name.
+Model: ``model=``, else ``model_name`` of the sibling ``results_<timestamp>.json`` (or ``pretrained=`` of
+``config.model_args``). ``--model dummy`` gets a random name each run, so its logs need ``model=``.
+Item key (``item_key=``, a dotted path into the row such as ``doc.id``; a bare name is looked up in ``doc``
+first): by default the document's own stable id — the first of ``id``, ``question_id``, ``qid``, ``uid``,
+``sample_id``, ``task_id`` that every document has, uniquely — else ``doc_id`` (the row's position in the
+split, which changes when the split does). Multiple choice (several loglikelihood arguments and an index
+target) keeps the choices (``metadata.choices``), stores the answer as the correct choice's text and sets
+``chance`` = 1 / number of choices. The document is kept in item metadata; ``group_col=`` names the document
+field that is the item's group. Text is the prompt context; benchmark defaults to the task name.
 """
 
 from __future__ import annotations
@@ -24,9 +31,15 @@ import numpy as np
 import pandas as pd
 
 from .base import ImportFormatError, ParsedImport
-from .readers import load_text, models_frame, read_table
+from .names import dotted, key_text
+from .readers import Table, base_suffix, load_text, models_frame, read_table
 
-NAME_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}T[^_]+)\.jsonl(\.gz)?$")
+NAME_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}T[^_]+)\.(jsonl|parquet)(\.gz)?$")
+RESULTS_RE = re.compile(r"^results_[0-9]{4}-[0-9]{2}-[0-9]{2}T.*\.json$")
+STABLE_IDS = ("id", "question_id", "qid", "uid", "sample_id", "task_id")
+# Without a ``metrics`` list (some parquet details): the first of these 0/1 metrics that the row has.
+KNOWN_METRICS = ("acc_norm", "acc", "exact_match", "prompt_level_strict_acc", "prompt_level_loose_acc")
+FIX = "pass a samples_<task>_*.jsonl written with --log_samples"
 
 
 def task_of(path: Path) -> str:
@@ -34,39 +47,94 @@ def task_of(path: Path) -> str:
     return m.group("task") if m else path.name.split(".")[0].removeprefix("samples_")
 
 
-def model_from_results(path: Path) -> str | None:
-    """Model name from the results_*.json next to the samples file (same timestamp preferred)."""
+def _results(path: Path) -> dict | None:
+    """The results_*.json next to the samples file (same timestamp preferred), parsed."""
     m = NAME_RE.match(path.name)
     candidates = sorted(path.parent.glob("results_*.json"))
     if m:
-        same = [c for c in candidates if m.group("stamp") in c.name]
-        candidates = same or candidates
+        candidates = [c for c in candidates if m.group("stamp") in c.name] or candidates
     for cand in candidates:
         try:
             res = json.loads(load_text(cand))
         except (ImportFormatError, json.JSONDecodeError):
             continue
-        if res.get("model_name"):
-            return str(res["model_name"])
-        args = (res.get("config") or {}).get("model_args") or ""
-        if isinstance(args, dict):
-            args = ",".join(f"{k}={v}" for k, v in args.items())
-        for part in str(args).split(","):
-            key, _, value = part.partition("=")
-            if key.strip() in {"pretrained", "model", "path"} and value.strip():
-                return value.strip()
+        if isinstance(res, dict):
+            return res
     return None
 
 
-def _prompt(arguments) -> str | None:
-    if isinstance(arguments, dict) and arguments:
-        first = next(iter(arguments.values()))
-        if isinstance(first, dict) and first:
-            return str(next(iter(first.values())))
-    if isinstance(arguments, list) and arguments:
-        first = arguments[0]
-        return str(first[0]) if isinstance(first, list) and first else str(first)
+def model_from_results(path: Path) -> str | None:
+    """Model name from the sibling results file; ImportFormatError for the dummy model's random name."""
+    res = _results(path)
+    if res is None:
+        return None
+    config = res.get("config") if isinstance(res.get("config"), dict) else {}
+    if config.get("model") == "dummy" or res.get("model_source") == "dummy":
+        raise ImportFormatError(path, "", "written by lm-eval's dummy model, whose name is random each run",
+                                "name the model with --model NAME")
+    if isinstance(res.get("model_name"), str) and res["model_name"].strip():
+        return res["model_name"].strip()
+    args = config.get("model_args") or ""
+    if isinstance(args, dict):
+        args = ",".join(f"{k}={v}" for k, v in args.items())
+    for part in str(args).split(","):
+        key, _, value = part.partition("=")
+        if key.strip() in {"pretrained", "model", "path"} and value.strip():
+            return value.strip()
     return None
+
+
+def _arguments(arguments) -> list[tuple]:
+    if isinstance(arguments, str) and arguments[:1] in "[{":
+        try:  # parquet details may hold the arguments as a JSON string
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return []
+    if isinstance(arguments, dict):
+        return [tuple(a.values()) if isinstance(a, dict) else (a,) for a in arguments.values()]
+    if isinstance(arguments, list):
+        return [tuple(a) if isinstance(a, (list, tuple)) else (a,) for a in arguments]
+    return []
+
+
+def _choices(args: list[tuple], target) -> tuple[list[str] | None, int | None]:
+    """(choices, answer index) of a multiple-choice row; (None, None) otherwise."""
+    if len(args) < 2 or not all(len(a) >= 2 and isinstance(a[1], str) for a in args):
+        return None, None
+    try:
+        idx = int(str(target).strip())
+    except ValueError:
+        return None, None
+    if not 0 <= idx < len(args):
+        return None, None
+    return [a[1].strip() for a in args], idx
+
+
+def _read(p: Path) -> Table:
+    if base_suffix(p) == ".parquet":
+        from .columnar import read_parquet
+
+        return read_parquet(p)
+    return read_table(p, fmt="jsonl")
+
+
+def _key_field(rows: list[dict], item_key: str | None) -> str:
+    if item_key:
+        return item_key
+    for name in STABLE_IDS:
+        values = [key_text(r["doc"].get(name)) if isinstance(r.get("doc"), dict) else None for r in rows]
+        if all(v is not None for v in values) and len(set(values)) == len(values):
+            return f"doc.{name}"
+    return "doc_id"
+
+
+def _lookup(row: dict, path: str):
+    try:
+        return dotted(row, path)
+    except KeyError:
+        if isinstance(row.get("doc"), dict) and not path.startswith("doc."):
+            return dotted(row["doc"], path)
+        raise
 
 
 def parse_lmeval(
@@ -77,78 +145,112 @@ def parse_lmeval(
     metric: str | None = None,
     filter_name: str | None = None,
     threshold: float | None = None,
+    item_key: str | None = None,
+    group_col: str | None = None,
     **_: object,
 ) -> ParsedImport:
-    """Parse one lm-eval samples file into a 1 x items static matrix."""
+    """Parse one lm-eval samples file (JSONL or parquet) into a 1 x items static matrix."""
     p = Path(path)
     threshold = None if threshold is None else float(threshold)
-    table = read_table(p, fmt="jsonl")
+    table = _read(p)
     if table.frame.empty:
-        raise ImportFormatError(
-            p, "line 1", "no samples", "pass a samples_<task>_*.jsonl written with --log_samples"
-        )
+        raise ImportFormatError(p, "line 1", "no samples", FIX)
+    records = table.frame.to_dict("records")
+    for i, row in enumerate(records):
+        if key_text(row.get("doc_id")) is None:
+            raise table.error(i, "doc_id", f"no usable 'doc_id' ({str(row.get('doc_id'))[:20]!r})",
+                              "every row of an lm-eval samples file has doc_id; re-run with --log_samples")
     name = model or model_from_results(p)
     if not name:
-        raise ImportFormatError(
-            p, "", "no model name (no results_*.json next to the file)", "give the model with --model NAME"
-        )
-    if "doc_id" not in table.frame.columns:
-        raise ImportFormatError(
-            p,
-            "line 1",
-            "no 'doc_id' field: not an lm-eval samples file",
-            "pass a samples_<task>_*.jsonl written with --log_samples",
-        )
-    keys: dict[str, int] = {}
-    values: list[int] = []
-    texts: list[str | None] = []
-    answers: list[str | None] = []
+        raise ImportFormatError(p, "", "no model name (no results_*.json next to the file)",
+                                "give the model with --model NAME")
     chosen_filter = filter_name
-    for i, row in enumerate(table.frame.to_dict("records")):
+    kept: list[tuple[int, dict]] = []
+    for i, row in enumerate(records):
         row_filter = row.get("filter") if isinstance(row.get("filter"), str) else None
         chosen_filter = chosen_filter or row_filter
-        if row_filter is not None and row_filter != chosen_filter:
-            continue
+        if row_filter is None or row_filter == chosen_filter:
+            kept.append((i, row))
+    if not kept:
+        raise ImportFormatError(p, "", f"no rows for filter {chosen_filter!r}", "pick a filter with --filter-name")
+    key_field = _key_field([r for _, r in kept], item_key)
+    keys: dict[str, int] = {}
+    values: list[int] = []
+    items: list[dict] = []
+    for i, row in kept:
         names = row.get("metrics") if isinstance(row.get("metrics"), list) else []
+        names = names or [m for m in KNOWN_METRICS if m in row and row[m] is not None]
         field = metric or (names[0] if names else None)
         if field is None or field not in row or row[field] is None:
-            raise table.error(
-                i,
-                field or "metrics",
-                f"no metric field '{field}'",
-                "choose the metric with --metric (e.g. acc, exact_match)",
-            )
+            raise table.error(i, field or "metrics", f"no metric field '{field}'",
+                              "choose the metric with --metric (e.g. acc, exact_match)")
         value = row[field]
-        if isinstance(value, bool) or value in (0, 1):
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
             score = int(value)
-        elif isinstance(value, (int, float)) and threshold is not None:
+        elif isinstance(value, (int, float)) and threshold is not None and np.isfinite(value):
             score = int(float(value) >= threshold)
         else:
-            raise table.error(
-                i,
-                field,
-                f"metric '{field}' = {value!r} is not 0/1",
-                "pick a 0/1 metric with --metric or pass --threshold",
-            )
-        key = str(row["doc_id"])
+            raise table.error(i, field, f"metric '{field}' = {str(value)[:30]!r} is not 0/1",
+                              "pick a 0/1 metric with --metric or pass --threshold")
+        try:
+            key = key_text(_lookup(row, key_field))
+        except KeyError:
+            key = None
+        if key is None:
+            raise table.error(i, key_field, f"no usable item key at '{key_field}'",
+                              "name a field that identifies the item with --item-key (e.g. doc.id)")
         if key in keys:
-            raise table.error(
-                i,
-                "doc_id",
-                f"doc_id {key} appears twice for filter {chosen_filter!r}",
-                "pick one filter with --filter-name",
-            )
+            raise table.error(i, key_field, f"item key {key} appears twice for filter {chosen_filter!r}",
+                              "pick one filter with --filter-name, or another --item-key")
         keys[key] = len(values)
         values.append(score)
-        texts.append(_prompt(row.get("arguments")))
-        target = row.get("target")
-        answers.append(None if target is None else str(target))
-    items = pd.DataFrame({"key": list(keys), "text": texts, "answer": answers})
+        items.append(_item_row(table, i, row, group_col))
+    frame = pd.DataFrame({c: [r[c] for r in items] for c in ("text", "answer", "group", "chance", "metadata")},
+                         dtype=object)
+    frame.insert(0, "key", list(keys))
     return ParsedImport(
         benchmark=benchmark or task_of(p),
         kind="static",
-        items=items,
-        models=models_frame([name]),
+        items=frame,
+        models=models_frame([str(name)]),
         correct=np.asarray([values], dtype=np.int8),
         source=f"lmeval:{path}",
     )
+
+
+def _prompt_text(context) -> str | None:
+    """The prompt; a chat-templated prompt (a JSON list of messages, possibly in a list) becomes its contents."""
+    if isinstance(context, list) and len(context) == 1:
+        context = context[0]
+    if context is None:
+        return None
+    text = str(context)
+    if text.startswith("[{"):
+        try:
+            messages = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
+            return "\n".join(str(m.get("content", "")) for m in messages)
+    return text
+
+
+def _item_row(table: Table, i: int, row: dict, group_col: str | None) -> dict:
+    args = _arguments(row.get("arguments"))
+    target = row.get("target")
+    choices, idx = _choices(args, target)
+    doc = row.get("doc") if isinstance(row.get("doc"), dict) else {}
+    meta: dict = {"doc_id": row.get("doc_id"), "doc": doc}
+    if choices:
+        meta["choices"], meta["answer_index"] = choices, idx
+    group = None
+    if group_col:
+        try:
+            g = _lookup(row, group_col)
+        except KeyError:
+            raise table.error(i, group_col, f"no document field '{group_col}'",
+                              "name a field of the document with --group-col") from None
+        group = None if g is None else str(g)
+    return {"text": _prompt_text(args[0][0] if args and args[0] else None),
+            "answer": choices[idx] if choices else (None if target is None else str(target)),
+            "group": group, "chance": 1.0 / len(choices) if choices else None, "metadata": meta}

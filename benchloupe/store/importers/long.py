@@ -105,7 +105,8 @@ def parse_long(
             raise ImportFormatError(
                 path, "", f"bad --exclude-models pattern ({exc})", "give a Python regular expression"
             ) from None
-        table.keep_rows(~table.frame[model_col].astype(str).str.contains(pattern, regex=True).to_numpy())
+        names = table.frame[model_col].astype(str).tolist()
+        table.keep_rows(~np.array([pattern.search(n) is not None for n in names], dtype=bool))
     binomial = correct_col not in table.frame.columns and successes_col in table.frame.columns
     if not binomial:
         table.require(correct_col, "--correct-col (or give successes and trials columns)")

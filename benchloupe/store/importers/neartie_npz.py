@@ -79,7 +79,7 @@ def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: ob
         raise ImportFormatError(
             p,
             f"responses[{i}, {m}]",
-            f"missing or non-binary response {resp[i, m]!r}",
+            f"missing or non-binary response {_plain(resp[i, m])!r}",
             "the near-tie format needs a complete 0/1 matrix",
         )
     ids = [str(x).strip() for x in arrays["model_id"].tolist()]
@@ -113,3 +113,8 @@ def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: ob
         correct=values.T.astype(np.int8),
         source=f"neartie_npz:{path}",
     )
+
+
+def _plain(value):
+    """A numpy scalar as the Python value it holds (``0.5``, not ``np.float64(0.5)``) for messages."""
+    return value.item() if hasattr(value, "item") else value

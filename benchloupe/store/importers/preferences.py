@@ -3,7 +3,8 @@
 Columns ``model_a``, ``model_b``, ``prompt`` and either ``winner`` (``a``/``b``/``tie``, also
 ``model_a``/``model_b``, or the winning model's name) or ``probability`` (P(a beats b) in [0, 1]). The
 parsed ``prob_a`` is 1 / 0 / 0.5 for a / b / tie. Repeated comparisons are kept (several judges or
-battles per pair are normal in arena data); a model compared with itself is an error.
+battles per pair are normal in arena data): the n-th repeat of a (prompt, a, b) gets the item key
+``prompt#n``; a model compared with itself is an error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .base import ParsedImport
+from .battles import repeat_keys
 from .long import default_benchmark, first_per_item
 from .readers import float_column, key_column, models_frame, read_table, text_column
 
@@ -88,6 +90,7 @@ def parse_preferences(
                     f"winner {w!r} is neither a, b, tie nor one of the two models",
                     "write a, b or tie (or the winning model's name)",
                 )
+    prompts = repeat_keys(prompts, a, b, [""] * len(a))  # a repeated comparison is kept, not overwritten
     p_codes, p_keys = pd.factorize(pd.Series(prompts, dtype=object), sort=False)
     items = pd.DataFrame({"key": list(p_keys), "kind": "arena"})
     for name, col in (("text", text_col), ("group", group_col)):

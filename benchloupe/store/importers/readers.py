@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -46,9 +47,11 @@ def load_bytes(path: str | Path) -> bytes:
     corrupt file, or one that is not UTF-8 (with the line and column of the first bad byte).
     """
     p = Path(path)
+    if p.is_dir():
+        raise ImportFormatError(p, "", "is a directory, not a file", "give the path of a file inside it")
     if not p.is_file():
         raise ImportFormatError(p, "", "no such file", "check the path")
-    raw = p.read_bytes()
+    raw = read_file_bytes(p)
     if raw[:2] == GZIP_MAGIC:
         try:
             raw = gzip.decompress(raw)
@@ -60,6 +63,8 @@ def load_bytes(path: str | Path) -> bytes:
         raw = raw[3:]
     if not raw.strip():
         raise ImportFormatError(p, "line 1", "the file is empty", "export the data again with a header row")
+    if b"\r" in raw and b"\n" not in raw:  # classic Mac line endings: one CR per line
+        raw = raw.replace(b"\r", b"\n")
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -74,6 +79,28 @@ def load_bytes(path: str | Path) -> bytes:
     return raw
 
 
+_READ_SHA256: dict[str, str] = {}
+
+
+def read_sha256(path: str | Path) -> str | None:
+    """sha256 of the bytes the last :func:`read_file_bytes` of *path* returned (what an import parsed, even when
+    the file has grown since); None when it was not read through here."""
+    return _READ_SHA256.get(str(Path(path).resolve()))
+
+
+def read_file_bytes(path: str | Path) -> bytes:
+    """The raw bytes of *path*; an unreadable file (permissions, I/O error) is one ImportFormatError."""
+    try:
+        raw = Path(path).read_bytes()
+        _READ_SHA256[str(Path(path).resolve())] = hashlib.sha256(raw).hexdigest()
+        return raw
+    except IsADirectoryError:
+        raise ImportFormatError(path, "", "is a directory, not a file", "give the path of a file inside it") from None
+    except OSError as exc:
+        raise ImportFormatError(path, "", f"cannot read the file ({exc.strerror or exc})",
+                                "check the file's permissions") from None
+
+
 def load_text(path: str | Path) -> str:
     """The file as validated UTF-8 text (see :func:`load_bytes`)."""
     return load_bytes(path).decode("utf-8")
@@ -82,7 +109,10 @@ def load_text(path: str | Path) -> str:
 def csv_header(path: str | Path, data: bytes) -> list[str]:
     """The first CSV record, checked: no blank and no duplicated column names."""
     first = io.StringIO(data[: data.find(b"\n") + 1 if b"\n" in data else len(data)].decode("utf-8"))
-    header = next(csv.reader(first), [])
+    try:
+        header = next(csv.reader(first), [])
+    except csv.Error as exc:
+        raise csv_error(path, exc, 1) from None
     header = [h.strip() for h in header]
     if not header or all(not h for h in header):
         raise ImportFormatError(path, "line 1", "no header row", "put the column names on the first line")
@@ -104,18 +134,28 @@ def csv_header(path: str | Path, data: bytes) -> list[str]:
     return header
 
 
-def csv_row_lines(data: bytes) -> np.ndarray:
+def csv_row_lines(data: bytes, path: str | Path = "") -> np.ndarray:
     """Physical start line (1-based) of every CSV data row (blank lines skipped, as pandas does)."""
     csv.field_size_limit(2**31 - 1)  # few-shot prompts exceed the default 128 KiB field limit
     reader = csv.reader(io.StringIO(data.decode("utf-8")))
     starts, start, header_seen = [], 1, False
-    for record in reader:
-        if record:
-            if header_seen:
-                starts.append(start)
-            header_seen = True
-        start = reader.line_num + 1
+    try:
+        for record in reader:
+            if record:
+                if header_seen:
+                    starts.append(start)
+                header_seen = True
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise csv_error(path or "the file", exc, reader.line_num) from None
     return np.asarray(starts, dtype=np.int64)
+
+
+def csv_error(path: str | Path, exc: csv.Error, line: int) -> ImportFormatError:
+    """The csv module's complaint (a stray carriage return or NUL in an unquoted field) as one line."""
+    what = str(exc).split(" - ")[0]
+    return ImportFormatError(path, f"line {line}", f"malformed CSV: {what}",
+                             "quote fields holding line breaks; save with one kind of line ending (LF or CRLF)")
 
 
 def csv_line_of_row(data: bytes, row: int) -> int:
@@ -160,7 +200,7 @@ class Table:
     def keep_rows(self, keep: np.ndarray) -> None:
         """Drop the rows where ``keep`` is False, keeping line numbers right for later errors."""
         if self.row_lines is None:
-            self.row_lines = csv_row_lines(self.data)
+            self.row_lines = csv_row_lines(self.data, self.path)
         self.row_lines = self.row_lines[keep]
         self.frame = self.frame[keep].reset_index(drop=True)
 
@@ -223,7 +263,42 @@ def read_table(path: str | Path, *, fmt: str | None = None) -> Table:
     return Table(path, frame, "csv", data=data)
 
 
+def _read_json_array(path: str, text: str) -> Table:
+    """A JSON array of objects (AlpacaEval annotations, Chatbot Arena battle dumps); each row keeps the line
+    its object starts on."""
+    decoder = json.JSONDecoder()
+    records: list[dict] = []
+    lines: list[int] = []
+    pos = text.index("[") + 1
+    line = text.count("\n", 0, pos) + 1
+    last = pos
+    ws = re.compile(r"[\s,]*")
+    while True:
+        pos = ws.match(text, pos).end()
+        if pos >= len(text) or text[pos] == "]":
+            break
+        line += text.count("\n", last, pos)
+        last = pos
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise ImportFormatError(path, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})",
+                                    "the file must be a JSON array of objects, or one object per line") from None
+        if not isinstance(obj, dict):
+            raise ImportFormatError(path, f"line {line}", "an element of the JSON array is not an object {...}",
+                                    "the file must be a JSON array of objects")
+        records.append(obj)
+        lines.append(line)
+        pos = end
+    if pos >= len(text) or text[pos] != "]" or text[pos + 1:].strip():
+        raise ImportFormatError(path, f"line {text.count(chr(10), 0, min(pos, len(text))) + 1}",
+                                "the JSON array is not closed or has text after it", "re-export the file")
+    return Table(path, pd.DataFrame.from_records(records), "jsonl", row_lines=np.asarray(lines, dtype=np.int64))
+
+
 def _read_jsonl(path: str, data: bytes) -> Table:
+    if data.lstrip()[:1] == b"[":
+        return _read_json_array(path, data.decode("utf-8"))
     records: list[dict] = []
     lines: list[int] = []
     for n, line in enumerate(data.decode("utf-8").splitlines(), start=1):
@@ -304,26 +379,38 @@ def float_column(table: Table, column: str, *, allow_missing: bool = False) -> n
         try:
             x = float(v)
         except (TypeError, ValueError):
-            raise table.error(i, column, f"not a number: {v!r}", "give a number") from None
+            raise table.error(i, column, f"not a number: {short_repr(v)}", "give a number") from None
+        except OverflowError:  # a JSON integer beyond the float range
+            raise table.error(i, column, f"number too large: {short_repr(v)}", "give a finite number") from None
         if not math.isfinite(x):
-            raise table.error(i, column, f"not a finite number: {v!r}", "give a finite number")
+            raise table.error(i, column, f"not a finite number: {short_repr(v)}", "give a finite number")
         out[i] = x
     return out
 
 
-def int_column(table: Table, column: str, *, minimum: int = 0) -> np.ndarray:
-    """Whole numbers >= ``minimum`` of a column as int64."""
+INT32_MAX = 2**31 - 1  # counts are stored as int32 (static_results.successes/trials)
+
+
+def int_column(table: Table, column: str, *, minimum: int = 0, maximum: int = INT32_MAX) -> np.ndarray:
+    """Whole numbers in [``minimum``, ``maximum``] of a column as int64 (the default maximum is the storage
+    type's, so a count never wraps around when it is written)."""
     x = float_column(table, column)
-    bad = np.flatnonzero((x != np.round(x)) | (x < minimum))
+    bad = np.flatnonzero((x != np.round(x)) | (x < minimum) | (x > maximum))
     if bad.size:
         i = int(bad[0])
         raise table.error(
             i,
             column,
-            f"expected a whole number >= {minimum}, got {table.frame[column].iloc[i]!r}",
-            "give counts as whole numbers",
+            f"expected a whole number from {minimum} to {maximum:,}, got {short_repr(table.frame[column].iloc[i])}",
+            "give counts as whole numbers in that range",
         )
     return x.astype(np.int64)
+
+
+def short_repr(value, limit: int = 40) -> str:
+    """``repr`` of a cell, cut to *limit* characters (a 400-digit number or a 2 MB cell stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...'" + f" ({len(str(value)):,} characters)"
 
 
 def key_column(table: Table, column: str) -> list[str]:

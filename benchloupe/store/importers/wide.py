@@ -42,6 +42,7 @@ from .readers import (
 )
 
 ALLOWED = {"0", "1", "0.0", "1.0"}
+MAX_RESPONDENTS = 1_000_000  # a classic pattern table expands to one model per respondent
 
 
 def parse_wide(
@@ -213,6 +214,10 @@ def _bad_cell(
         if col == model_col:
             continue
         cells = table.frame[col].str.strip()
+        blank = np.flatnonzero(((cells == "") & (table.frame[col] != "")).to_numpy())
+        if blank.size:
+            return table.error(int(blank[0]), col, "a cell holding only spaces or tabs",
+                               "leave a missing result's cell empty (no spaces)")
         bad = np.flatnonzero(~cells.isin(ok).to_numpy())
         if bad.size:
             r = int(bad[0])
@@ -281,8 +286,14 @@ def parse_classic_irt(
     item_cols = [c for c in header if c not in counts]
     pattern = _binary_matrix(table, item_cols)
     rows, names, groups = [], [], []
+    total = 0
     for c in counts:
         n = int_column(table, c)
+        over = np.flatnonzero(total + np.cumsum(n) > MAX_RESPONDENTS)
+        if over.size:
+            raise table.error(int(over[0]), c, f"the pattern frequencies add up to more than {MAX_RESPONDENTS:,} "
+                              "respondents (each becomes a model row)", "check the frequency column")
+        total += int(n.sum())
         idx = np.repeat(np.arange(len(n)), n)
         rows.append(pattern[idx])
         prefix = "person" if len(counts) == 1 else c

@@ -1,6 +1,9 @@
 """Coverage: the benchmark's normalised difficulty ECDF against the uniform target with the largest gaps
-shaded (a terminal plot), DDM, max gap, top-5 sum and the diagnostics from the latest coverage run; pick a
-gap and start a BenchFill session on it."""
+shaded (a terminal plot) and the models' ability range as a band under the axis, DDM, max gap, top-5 sum and
+the diagnostics from the latest coverage run; the lattice and tail warnings and the robustness summary
+(paper 003 C.3, C.5); each gap with its C.6 interval and status (gap, uncertain, tail, lattice). Gap flags are
+triaged like every other flag (c confirm, d dismiss, u unsure, o reopen); b starts a BenchFill session on the
+selected gap."""
 
 from __future__ import annotations
 
@@ -13,12 +16,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
+from benchloupe.textsafe import visible
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.plots import ecdf_plot
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
 
 GAP_COLUMNS = [Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
                Column("hi", "to", 6, fmt_num(3), right=True), Column("width", "width", 6, fmt_num(3), right=True),
+               Column("interval", "95% interval", 13), Column("status", "status", 9),
                Column("state", "state", 10)]
 HEADLINE = ("ddm", "max_gap", "topk_sum", "max_gap_ratio", "uniform_exceed_prob")
 
@@ -26,10 +31,15 @@ HEADLINE = ("ddm", "max_gap", "topk_sum", "max_gap_ratio", "uniform_exceed_prob"
 class CoverageScreen(BenchScreen):
     MODE = "coverage"
     BINDINGS = [Binding("r", "run_coverage", "Run coverage", id="coverage.run"),
-                Binding("b", "fill", "BenchFill gap", id="coverage.fill")]
+                Binding("b", "fill", "BenchFill gap", id="coverage.fill"),
+                Binding("c", "decide('confirmed')", "Confirm gap", id="coverage.confirm"),
+                Binding("d", "decide('dismissed')", "Dismiss gap", id="coverage.dismiss"),
+                Binding("u", "decide('unsure')", "Unsure", id="coverage.unsure"),
+                Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen")]
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="coverage-head", classes="status-line", markup=False)
+        yield Static("", id="coverage-notes", markup=False)
         yield Static("", id="coverage-plot", markup=False)
         yield FrameTable(id="gaps", sortable=False)
 
@@ -44,9 +54,12 @@ class CoverageScreen(BenchScreen):
         rows = []
         for r in gaps.itertuples():
             p = r.payload
+            lo_ci, hi_ci = p.get("ci_lo"), p.get("ci_hi")
+            interval = f"{lo_ci:.3f}-{hi_ci:.3f}" if isinstance(lo_ci, float) and isinstance(hi_ci, float) else "-"
             rows.append({"flag_id": r.id, "rank": p.get("rank"), "lo": p.get("lo"), "hi": p.get("hi"),
-                         "width": p.get("width"), "state": r.state})
-        gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "state"])
+                         "width": p.get("width"), "interval": interval, "status": str(p.get("status", "")),
+                         "state": r.state})
+        gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "interval", "status", "state"])
         gap_df = gap_df.sort_values("width", ascending=False, kind="stable").reset_index(drop=True)
         gap_df["rank"] = gap_df["rank"].fillna(pd.Series(range(1, len(gap_df) + 1))).astype(int)
         items = runs.run_items(conn, rid)
@@ -61,6 +74,7 @@ class CoverageScreen(BenchScreen):
             head.update(Text("no coverage run for this benchmark yet: r runs coverage with the paper's defaults "
                              "(it needs a calibration: 4 Runs)", style="dim"))
             self.query_one("#coverage-plot", Static).update("")
+            self.query_one("#coverage-notes", Static).update("")
             table.set_data(pd.DataFrame(columns=[c.key for c in GAP_COLUMNS]), GAP_COLUMNS)
             return
         run = data["run"]
@@ -81,6 +95,7 @@ class CoverageScreen(BenchScreen):
             text.append("pass" if not failed else "fail: " + ", ".join(failed),
                         style="bold green" if not failed else "bold red")
         head.update(text)
+        self.query_one("#coverage-notes", Static).update(notes_text(m))
         table.set_data(data["gaps"], GAP_COLUMNS, data["lines"])
         table.focus()
         self._plot()
@@ -93,8 +108,10 @@ class CoverageScreen(BenchScreen):
         gaps = self.data["gaps"]
         table = self.query_one(FrameTable)
         spans = [(float(lo), float(hi)) for lo, hi in zip(gaps["lo"], gaps["hi"])]
+        band = self.data["run"]["metrics"].get("ability_range")
+        band = tuple(band) if isinstance(band, list) and len(band) == 2 else None
         plot = ecdf_plot(self.data["z"], spans, width=max(self.size.width - 2, 40),
-                         height=max(min(self.size.height - 14, 16), 6), selected=table.row)
+                         height=max(min(self.size.height - 17, 16), 5), selected=table.row, band=band)
         self.query_one("#coverage-plot", Static).update(plot)
 
     def action_run_coverage(self) -> None:
@@ -116,3 +133,54 @@ class CoverageScreen(BenchScreen):
         from benchloupe.tui.screens.benchfill import start_fill_dialog
 
         start_fill_dialog(self, self.app.benchmark, int(table.frame["rank"].iloc[table.row]))
+
+    def action_decide(self, state: str) -> None:
+        table = self.query_one(FrameTable)
+        if getattr(self, "data", {}).get("run") is None or table.row is None or not len(table.frame):
+            self.notify("no gap selected: run coverage first (r)", severity="warning")
+            return
+        row = table.row
+        flag_id = int(table.frame["flag_id"].iloc[row])
+        self.data["gaps"].loc[row, "state"] = state
+        from benchloupe.store import curation
+        from benchloupe.tui.screens.base import store_write
+
+        store_write(self, lambda conn: curation.set_flag_state(conn, flag_id, state),
+                    f"gap {int(table.frame['rank'].iloc[row])}: {state}")
+
+
+def notes_text(m: dict) -> Text:
+    """The trust readout of a run: warnings (lattice, tail, difficulty source), the max gap's interval, the
+    models' ability range and the robustness summary (C.3 leave-one-out, C.5 BIC, prior variants)."""
+    text = Text(no_wrap=False)
+    ci = m.get("max_gap_ci")
+    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, float) for x in ci):
+        text.append(f"max gap 95% interval {ci[0]:.3f}-{ci[1]:.3f}")
+    if isinstance(m.get("max_gap_trusted"), float):
+        text.append(f" · widest trusted gap {m['max_gap_trusted']:.3f}")
+    band = m.get("ability_range")
+    if isinstance(band, list) and len(band) == 2:
+        text.append(f" · ability range {band[0]:.2f}-{band[1]:.2f} (band ▔ under the axis)")
+    for w in m.get("warnings", []) or []:
+        text.append("\n⚠ " + visible(str(w)), style="bold yellow")
+    rob = m.get("robustness")
+    if isinstance(rob, dict):
+        parts = []
+        loo = rob.get("loo")
+        if isinstance(loo, dict):
+            parts.append(f"LOO ({loo.get('refits')} refits) Spearman min {loo.get('spearman_min', float('nan')):.3f},"
+                         f" max gap {loo.get('max_gap_range', ['?', '?'])[0]:.3f}-"
+                         f"{loo.get('max_gap_range', ['?', '?'])[1]:.3f}, same place "
+                         f"{loo.get('max_gap_same_place', float('nan')):.0%}")
+        bic = rob.get("bic")
+        if isinstance(bic, dict):
+            parts.append(f"BIC selects {visible(str(bic.get('selected')))}")
+            if bic.get("warning"):
+                text.append("\n⚠ " + visible(str(bic["warning"])), style="bold yellow")
+        pri = rob.get("priors")
+        if isinstance(pri, dict):
+            parts.append(f"prior variants shift DDM by {pri.get('ddm_shift_max', float('nan')):.3f}, max gap by "
+                         f"{pri.get('max_gap_shift_max', float('nan')):.3f}")
+        if parts:
+            text.append("\nrobustness: " + "; ".join(parts))
+    return text

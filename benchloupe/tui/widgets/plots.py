@@ -2,7 +2,7 @@
 models' abilities, and a difficulty ECDF against the uniform target with the largest gaps shaded.
 
 The curve is the fitted response function ``g + (1 - g) * sigmoid(a * (theta - b))`` (the 2PL with guessing
-level g that the calibrations share: engine/joint.py and engine/irt.py); evaluating it at the plot's columns
+level g that the calibrations share: engine/joint and engine/irt); evaluating it at the plot's columns
 is drawing, not estimation.
 """
 
@@ -111,10 +111,14 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
     return text
 
 
+BAND = Style(color="green", bold=True)
+
+
 def ecdf_plot(z: np.ndarray, gaps: list[tuple[float, float]], *, width: int = 60, height: int = 12,
-              selected: int | None = None) -> Text:
+              selected: int | None = None, band: tuple[float, float] | None = None) -> Text:
     """ECDF of normalised difficulties *z* (in [0, 1]) as cyan dots, the uniform target as a dim diagonal,
-    the listed *gaps* shaded with their rank (1 = largest) under the axis; *selected* is highlighted."""
+    the listed *gaps* shaded with their rank (1 = largest) under the axis; *selected* is highlighted; *band*
+    (the models' ability range on the normalised difficulty axis) is drawn as a green ▔ row under the labels."""
     z = np.sort(np.asarray(z, float)[np.isfinite(z)])
     text = Text(no_wrap=True, overflow="crop")
     if not z.size:
@@ -145,5 +149,9 @@ def ecdf_plot(z: np.ndarray, gaps: list[tuple[float, float]], *, width: int = 60
     text.append(" " * (len(left[0]) - 1) + "└" + "─" * plot_w + "\n", AXIS)
     text.append(" " * len(left[0]))
     text.append("".join(labels), GAP_LABEL)
+    if band is not None and all(math.isfinite(v) for v in band):
+        inside = (xs >= band[0]) & (xs <= band[1])
+        text.append("\n" + " " * len(left[0]))
+        text.append("".join("▔" if v else " " for v in inside), BAND)
     text.append("\n" + " " * len(left[0]) + "0" + " " * (plot_w - 2) + "1", AXIS)
     return text

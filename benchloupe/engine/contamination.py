@@ -1,0 +1,193 @@
+"""Contamination windows: a per-model shift of residuals on items dated before vs after the model's cutoff
+(issue 14, beyond the paper).
+
+Cell-level anomaly flags (section 4.3) look for single surprising cells.  Real contamination is broad instead: a
+model trained on a benchmark's older items does a little better than predicted on many of them.  Given a date per
+item (contest or publication) and a cutoff per model (release or training cutoff), for every model with a cutoff:
+
+* residual per observed cell ``e = observed rate - predicted p`` under a fit on all data (binomial cells: rate =
+  successes / trials, weighted by trials; p includes a known chance level when the fit has one);
+* ``shift = mean_pre(e) - mean_post(e)``: items dated on or before the cutoff ("pre": the model could have seen
+  them) minus items dated after it.  Positive = better than predicted on items it could have trained on;
+* a 95 % percentile interval from ``n_boot`` bootstrap resamples of the model's pre and post cells (each group
+  resampled within itself), and a two-sided permutation p from ``n_perm`` shuffles of the pre/post labels over the
+  model's dated cells (``(1 + #{|shift*| >= |shift|}) / (1 + n_perm)``);
+* the same with item parameters fitted *without* that model (leave-one-model-out): the model's own contaminated
+  answers pull the difficulty of the pre-cutoff items down in the full fit and so hide part of its own shift.
+
+A model is flagged when the Holm-adjusted permutation p (over the models tested) is below ``alpha``.
+Dates are numbers (days since 1970 from :func:`to_days`); items or models without one are left out of the test.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.joint import ArenaData, JointConfig, StaticData, build_pairs, fit_abilities, fit_joint
+from benchloupe.engine.joint.subsets import static_rows
+
+
+def to_days(values) -> np.ndarray:
+    """Dates (ISO strings, datetimes or numbers of days) as float days since 1970-01-01; NaN where missing or
+    unreadable.  A year alone ("2023") is read as its first day; numbers (not text) are taken as days already."""
+    s = pd.Series(list(values), dtype=object)
+    is_text = s.map(lambda v: isinstance(v, str)).to_numpy(bool)
+    num = pd.to_numeric(s.where(~is_text), errors="coerce")
+    out = np.full(len(s), np.nan)
+    text = s.where(num.isna()).astype("string").str.strip()
+    year = text.str.fullmatch(r"\d{4}").fillna(False).to_numpy(bool)
+    text = text.where(~year, text + "-01-01")
+    dt = pd.to_datetime(text, errors="coerce", utc=True, format="mixed")
+    ok = dt.notna().to_numpy()
+    out[ok] = (dt[ok].dt.tz_localize(None) - pd.Timestamp("1970-01-01")).dt.total_seconds().to_numpy() / 86400.0
+    isnum = num.notna().to_numpy()
+    out[isnum] = num[isnum].to_numpy(float)
+    return out
+
+
+@dataclass
+class WindowTest:
+    """One model's pre/post-cutoff residual shift."""
+
+    shift: float
+    ci_low: float
+    ci_high: float
+    p_perm: float
+    n_pre: int
+    n_post: int
+    mean_pre: float
+    mean_post: float
+
+
+def _wmean(e: np.ndarray, w: np.ndarray) -> float:
+    return float(np.sum(e * w) / np.sum(w))
+
+
+def window_test(resid: np.ndarray, weight: np.ndarray, pre: np.ndarray, *, n_boot: int = 1000, n_perm: int = 2000,
+                seed: int = 0) -> WindowTest:
+    """Shift, bootstrap interval and permutation p for one model's dated cells (module docstring).
+
+    ``resid``, ``weight`` (trials) and ``pre`` (dated on or before the cutoff) are 1-D over the dated cells."""
+    resid, weight, pre = np.asarray(resid, float), np.asarray(weight, float), np.asarray(pre, bool)
+    n_pre, n_post = int(pre.sum()), int((~pre).sum())
+    if n_pre < 2 or n_post < 2:
+        raise EngineError("a window test needs at least two dated cells on each side of the cutoff")
+    e_pre, w_pre, e_post, w_post = resid[pre], weight[pre], resid[~pre], weight[~pre]
+    m_pre, m_post = _wmean(e_pre, w_pre), _wmean(e_post, w_post)
+    shift = m_pre - m_post
+    rng = np.random.default_rng(seed)
+    ip = rng.integers(0, n_pre, (n_boot, n_pre))
+    iq = rng.integers(0, n_post, (n_boot, n_post))
+    boot = ((e_pre[ip] * w_pre[ip]).sum(1) / w_pre[ip].sum(1)) - ((e_post[iq] * w_post[iq]).sum(1) / w_post[iq].sum(1))
+    ew, n = resid * weight, len(resid)
+    tot_ew, tot_w = ew.sum(), weight.sum()
+    exceed = 0
+    for start in range(0, n_perm, 256):  # blocks keep the permutation matrix small
+        k = min(256, n_perm - start)
+        lab = np.argsort(rng.random((k, n)), axis=1) < n_pre  # a random n_pre-subset per row
+        s_ew, s_w = (lab * ew).sum(1), (lab * weight).sum(1)
+        perm = s_ew / s_w - (tot_ew - s_ew) / (tot_w - s_w)
+        exceed += int(np.sum(np.abs(perm) >= abs(shift) - 1e-15))
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return WindowTest(float(shift), float(lo), float(hi), (1 + exceed) / (1 + n_perm), n_pre, n_post, m_pre, m_post)
+
+
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm step-down adjusted p-values (NaN stays NaN)."""
+    p = np.asarray(p, float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    running = 0.0
+    for rank, idx in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[idx]))
+        out[idx] = running
+    return out
+
+
+def residual_matrix(p: np.ndarray, rate: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``observed rate - predicted p`` per cell, NaN where unobserved or unpredicted."""
+    with np.errstate(invalid="ignore"):
+        return np.where(mask & np.isfinite(p), rate - p, np.nan)
+
+
+def contamination_windows(resid: np.ndarray, weight: np.ndarray, item_days: np.ndarray, cutoff_days: np.ndarray, *,
+                          resid_loo: np.ndarray | None = None, alpha: float = 0.05, n_boot: int = 1000,
+                          n_perm: int = 2000, seed: int = 0, min_cells: int = 5, progress: Progress = no_progress,
+                          cancel: threading.Event | None = None) -> pd.DataFrame:
+    """Window tests for every model with a cutoff and at least ``min_cells`` dated cells on each side.
+
+    ``resid``/``weight`` are models x items (NaN residual = unobserved), ``resid_loo`` the same residuals with the
+    item parameters fitted without each model (rows: that model's residuals).  One row per tested model (index =
+    model row): shift, ci_low, ci_high, p_perm, p_holm, flagged, n_pre, n_post, mean_pre, mean_post and the
+    ``*_loo`` columns."""
+    item_days = np.asarray(item_days, float)
+    cutoff_days = np.asarray(cutoff_days, float)
+    if resid.shape != weight.shape or resid.shape[1] != len(item_days) or resid.shape[0] != len(cutoff_days):
+        raise EngineError("residuals, weights, item dates and model cutoffs do not line up")
+    rows = []
+    models = np.flatnonzero(np.isfinite(cutoff_days))
+    for k, m in enumerate(models):
+        check_cancel(cancel)
+        progress(k, len(models), f"contamination window: model {k + 1}/{len(models)}")
+        dated = np.isfinite(resid[m]) & np.isfinite(item_days)
+        pre = item_days[dated] <= cutoff_days[m]
+        if pre.sum() < min_cells or (~pre).sum() < min_cells:
+            continue
+        t = window_test(resid[m, dated], weight[m, dated], pre, n_boot=n_boot, n_perm=n_perm, seed=seed + int(m))
+        row = {"model_idx": int(m), **t.__dict__}
+        if resid_loo is not None and np.isfinite(resid_loo[m, dated]).all():
+            tl = window_test(resid_loo[m, dated], weight[m, dated], pre, n_boot=n_boot, n_perm=n_perm,
+                             seed=seed + int(m))
+            row.update({f"{key}_loo": v for key, v in tl.__dict__.items() if key not in ("n_pre", "n_post")})
+        rows.append(row)
+    progress(len(models), len(models), "contamination windows done")
+    cols = ["model_idx", "shift", "ci_low", "ci_high", "p_perm", "n_pre", "n_post", "mean_pre", "mean_post"]
+    extra = list(dict.fromkeys(c for r in rows for c in r if c not in cols))
+    out = pd.DataFrame(rows, columns=cols + extra)
+    out["p_holm"] = holm(out["p_perm"].to_numpy(float))
+    if "p_perm_loo" in out.columns:
+        out["p_holm_loo"] = holm(out["p_perm_loo"].to_numpy(float))
+    out["flagged"] = out["p_holm"] < alpha
+    return out
+
+
+def binned_series(days: np.ndarray, resid: np.ndarray, bins: int = 20) -> dict:
+    """Mean residual per date bin (equal-count bins) for a residual-against-item-date plot."""
+    ok = np.isfinite(days) & np.isfinite(resid)
+    d, r = days[ok], resid[ok]
+    if not len(d):
+        return {"day": [], "mean_residual": [], "n": []}
+    order = np.argsort(d, kind="stable")
+    parts = np.array_split(order, min(bins, len(order)))
+    return {"day": [float(np.mean(d[p])) for p in parts], "mean_residual": [float(np.mean(r[p])) for p in parts],
+            "n": [len(p) for p in parts]}
+
+
+def leave_one_out_p(static: StaticData, arena: ArenaData | None, config: JointConfig, models, *,
+                    progress: Progress = no_progress, cancel: threading.Event | None = None) -> np.ndarray:
+    """Predicted static p for each model in ``models`` (rows; NaN elsewhere) with the item parameters fitted without
+    that model (its static cells masked and its arena pairs dropped), then its ability refitted on frozen items."""
+    out = np.full(static.shape, np.nan)
+    pairs = build_pairs(arena, config) if (arena is not None and config.uses_arena) else None
+    models = list(models)
+    for k, m in enumerate(models):
+        check_cancel(cancel)
+        progress(k, len(models), f"leave-one-model-out refit {k + 1}/{len(models)}")
+        smask = static.mask.copy()
+        smask[m] = False
+        keep = None if pairs is None else (pairs.i != m) & (pairs.j != m)
+        loo = fit_joint(static, arena if pairs is not None else None, config, pairs=pairs, pair_keep=keep,
+                        static_mask=smask, cancel=cancel)
+        one = static_rows(static, [m])
+        theta = fit_abilities(one, None, loo, replace(config, mode="static"))
+        fitted = replace(loo, theta=theta)
+        out[m] = fitted.p_static()[0]
+    progress(len(models), len(models), "leave-one-model-out refits done")
+    return out

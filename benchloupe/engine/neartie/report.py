@@ -1,0 +1,152 @@
+"""The near-tie audit report: one Markdown section per table of paper 002, same rows and columns, so a reader
+can hold it beside the paper (one benchmark per run, so one row where the paper has five)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .perturb import star
+
+SENSITIVITY = "*Sensitivity analysis: its p-values are descriptive, not confirmatory (paper 002 D.1).*"
+
+
+def _f(x, fmt: str = ".3f") -> str:
+    if x is None or (isinstance(x, float | np.floating) and not np.isfinite(x)):
+        return "n/a"
+    return format(x, fmt)
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.1f}"
+
+
+def md_table(table: pd.DataFrame) -> str:
+    """A plain Markdown table (no optional ``tabulate`` dependency); floats to 4 significant digits."""
+    def cell(value) -> str:
+        if isinstance(value, float | np.floating):
+            return "n/a" if np.isnan(value) else f"{value:.4g}"
+        return "n/a" if value is None else str(value)
+
+    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def _n(x) -> str:
+    return "" if x is None or pd.isna(x) else str(int(x))
+
+
+def _rows(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def markdown_report(res, bench: str) -> str:
+    s, cfg = res.summary, res.config
+    lines = ["# Family-DIF near-tie audit", "", f"Status: **{s['status']}**", "",
+             f"Items: {s['items']}; capped models: {s['capped_models']}; owners: {s['owners']}; "
+             f"families: {s['families']}; scored representatives: {s['representatives']}.",
+             f"Near tie: different owner, different family, |full gap| <= {100 * cfg.gap:g} pp "
+             f"(tolerance {cfg.gap_tolerance:g}); anchor ties: {cfg.anchor_ties}; protocol: {cfg.protocol}.", "",
+             "## Table 1: primary near-tie ranking results (50% low-DIF anchors)", ""]
+    lines += _rows(["Benchmark", "K", "tau_b", "Near-tie pairs", "Low-DIF", "Random", "Excess", "p_rand"],
+                   [[bench, f"{s['k_discovery']}/{s['k_validation']}", _f(s["tau_b"]), str(s["eligible_pairs"]),
+                     _pct(s["rate"]), _pct(s["random_median"]), _f(s["excess_pp"], "+.1f"), _f(s["p"])]])
+    lines += ["", f"Reversals {s['reversals']} of {s['eligible_pairs']}; R = {s['controls']} blueprint-matched "
+              f"controls ({s['undefined_controls']} undefined).", "", "### Folds", "", md_table(res.folds), ""]
+    pr = res.protocol
+    if "table2_replication" in pr:
+        t = pr["table2_replication"].iloc[0]
+        lines += ["## Table 2: owner-disjoint stability of residual item-family signatures", ""]
+        lines += _rows(["Benchmark", "Median rho", "Top-20% overlap", "Advantaged-family agreement"],
+                       [[bench, _f(t["median_rho"]), _pct(t["top20_overlap"]) + "%",
+                         _pct(t["advantaged_family_agreement"]) + "%"]])
+        lines += ["", f"One-sided within-cell permutation p ({int(t['permutations'])} permutations): rho "
+                  f"{_f(t['p_rho'])}, overlap {_f(t['p_overlap'])}, agreement {_f(t['p_agreement'])}; "
+                  f"permutation medians: overlap {_pct(t['null_overlap_median'])}%, agreement "
+                  f"{_pct(t['null_agreement_median'])}%; {int(t['common_cells'])} common cells.", "",
+                  "Per-family rho:", "", md_table(pr["table2_family_rho"]), ""]
+        att = pr.get("item_group_attribution")
+        if att is not None and len(att):
+            lines += [f"Item-group attribution (eqs. 69-70): sign replication "
+                      f"{100 * att.attrs.get('sign_replication', np.nan):.0f}% (one-sided binomial p "
+                      f"{_f(att.attrs.get('binomial_p'))}).", "", md_table(att), ""]
+        else:
+            lines += ["Item-group attribution (eqs. 69-70): fewer than 2 item groups with >= 20 items.", ""]
+    if "table4_direct_mirt" in pr:
+        t = pr["table4_direct_mirt"].iloc[0]
+        lines += ["## Table 4: direct penalised joint logistic MIRT (B.1)", ""]
+        lines += _rows(["Benchmark", "K", "Low-DIF", "Random", "Excess", "p", "Spectral excess"],
+                       [[bench, str(t["k"]), _pct(t["low_dif_rate"]), _pct(t["random_median"]),
+                         _f(t["excess_pp"], "+.1f"), _f(t["p"]), _f(t["spectral_excess_pp"], "+.1f")]])
+        lines += ["", f"Adam, at most {int(t['max_updates'])} updates, {int(t['inits'])} initialisation(s).", ""]
+    if "table5_matched_controls" in pr:
+        t = pr["table5_matched_controls"].iloc[0]
+        lines += ["## Table 5: discrimination- and reliability-matched diagnostic control (B.2)", ""]
+        lines += _rows(["Benchmark", "g_i ratio", "CITC ratio", "SEM ratio", "10^3 |Delta alpha|", "Rev. (%)",
+                        "Excess (pp)", "p"],
+                       [[bench, _f(t["g_ratio"]), _f(t["citc_ratio"]), _f(t["sem_ratio"]),
+                         _f(t["abs_delta_alpha_e3"], ".2f"),
+                         f"{_pct(t['low_dif_rate'])}/{_pct(t['control_median'])}", _f(t["excess_pp"], "+.1f"),
+                         _f(t["p"])]])
+        lines += [""]
+    sec = res.secondary
+    if "within-family specificity" in sec:
+        t = sec["within-family specificity"].iloc[0]
+        lines += ["## Table 6: pair-type specificity diagnostic (B.3)", "", SENSITIVITY, ""]
+        lines += _rows(["Benchmark", "Within n", "Within L/R", "Within excess", "p_within", "Delta_spec", "p_spec"],
+                       [[bench, _n(t["within_pairs"]), f"{_pct(t['within_rate'])}/{_pct(t['within_random_median'])}",
+                         _f(t["within_excess_pp"], "+.1f"), _f(t["p_within"]), _f(t["delta_spec_pp"], "+.1f"),
+                         _f(t["p_spec"])]])
+        lines += [""]
+    if "gap-threshold curve" in sec:
+        t = sec["gap-threshold curve"]
+        lines += ["## Table 7: low-DIF / matched-random reversal rate (%) by full-score gap", "", SENSITIVITY, ""]
+        head = ["Benchmark"] + [f"{g:g} pp" for g in t["gap_pp"]]
+        rows = [[bench] + [f"{_pct(r)}/{_pct(m)}" if n else "n/a" for r, m, n in
+                           zip(t["rate"], t["random_median"], t["pairs"], strict=True)],
+                ["pairs"] + [str(n) for n in t["pairs"]], ["p"] + [_f(p) for p in t["p"]]]
+        if "bootstrap_rate_lo" in t:
+            rows.append(["bootstrap 95% range"] + [f"[{_pct(lo)}, {_pct(hi)}]" for lo, hi in
+                                                   zip(t["bootstrap_rate_lo"], t["bootstrap_rate_hi"], strict=True)])
+        lines += _rows(head, rows) + [""]
+    if "anchor-fraction sensitivity" in sec:
+        t = sec["anchor-fraction sensitivity"]
+        fr = {f"{100 * f:g}%": f"{_f(tau)} / {_pct(r)}%" for f, tau, r in zip(t["fraction"], t["tau_b"], t["rate"],
+                                                                                strict=True)}
+        fr.setdefault(f"{100 * cfg.anchor_fraction:g}%", f"{_f(s['tau_b'])} / {_pct(s['rate'])}%")
+        keys = sorted(fr, key=lambda k: float(k[:-1]))
+        lines += ["## Table 8: sensitivity to the retained anchor fraction (tau_b / rate)", "", SENSITIVITY, ""]
+        lines += _rows(["Benchmark", *keys], [[bench] + [fr[k] for k in keys]]) + [""]
+    if "table9_population_robustness" in pr:
+        t = pr["table9_population_robustness"]
+        lines += ["## Table 9: excess one-point reversal rate (pp) under nine population perturbations", ""]
+        rows = [[r.variant, star(r.excess_pp, r.p, cfg.significance), _n(r.pairs), _f(r.p), _n(r.controls),
+                 r.note if isinstance(r.note, str) else ""]
+                for r in t.itertuples(index=False)]
+        lines += _rows(["Variant", bench, "pairs", "p", "controls", "note"], rows)
+        ran = t[t["excess_pp"].notna()]
+        lines += ["", f"Stars: p <= {cfg.significance:g}. Positive in {int(ran['positive'].sum())} of {len(ran)} "
+                  f"specifications, significant in {int(ran['significant'].sum())}. The pass rule (eq. 61) counts "
+                  "benchmarks (>= 3 of 5 positive and >= 3 significant per variant): combine runs with "
+                  "`benchloupe.engine.neartie.perturb.pass_rule`.", ""]
+    if "table10_family_shifts" in pr:
+        t = pr["table10_family_shifts"]
+        lines += ["## Table 10: family mean anchor-minus-full shifts (pp) with owner-bootstrap 95% CIs", ""]
+        rows = [[r.family, str(r.n), _f(r.score_shift_pp, "+.2f"), f"[{_f(r.ci_lo_score, '+.2f')}, "
+                 f"{_f(r.ci_hi_score, '+.2f')}]", _f(r.percentile_shift_pp, "+.2f"),
+                 f"[{_f(r.ci_lo_percentile, '+.2f')}, {_f(r.ci_hi_percentile, '+.2f')}]"]
+                for r in t.itertuples(index=False)]
+        lines += _rows(["Family", "n", "Score shift", "[95% CI]", "Percentile shift", "[95% CI]"], rows)
+        lines += ["", f"Family score-shift range: {_f(t.attrs.get('score_shift_range_pp'), '.2f')} pp. The paper's "
+                  "exact-common-model rows compare two benchmarks on the same models "
+                  "(`shifts.exact_common_shifts(left, right)`).", ""]
+    if "composition bootstrap" in sec:
+        t = sec["composition bootstrap"].iloc[0]
+        lines += ["## Table 11: composition-bootstrap sensitivity", "", SENSITIVITY, ""]
+        lines += _rows(["Benchmark", "Observed reversal (%)", "Bootstrap range (%)", "Bootstrap tau_b range",
+                        "replicates", "units"],
+                       [[bench, _pct(s["rate"]), f"{_pct(t['rate_lo'])}-{_pct(t['rate_hi'])}",
+                         f"{_f(t['tau_lo'])}-{_f(t['tau_hi'])}", _n(t["replicates"]), _n(t["units"])]]) + [""]
+    return "\n".join(lines)

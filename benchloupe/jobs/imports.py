@@ -1,0 +1,208 @@
+"""Importing many files at once: paths, globs, folders and stdin -> parsed imports -> one transaction.
+
+``benchloupe import FORMAT PATH...``: each PATH is a file, a glob (``results/*/annotations.json``, ``**``
+allowed), a folder (walked recursively: an lm-eval ``--output_path`` tree, an Inspect log dir or eval set,
+an AlpacaEval ``results/`` folder) or ``-`` for standard input. Files named explicitly must parse; files
+found in a folder or by a glob that the format does not recognise are skipped and counted (the format's
+``wants`` rule, see ``store.importers.detect.wanted``). Every file is parsed and validated before the
+database is opened; then all of them are written in one transaction, so a bad file among a hundred leaves
+the database exactly as it was.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from benchloupe.store.importers.base import ImportFormatError, ParsedImport
+
+STDIN = "-"
+
+
+@dataclass
+class BatchSummary:
+    """What one ``import`` did: per file, per benchmark and per model."""
+
+    files: list[dict] = field(default_factory=list)
+    benchmarks: dict[str, dict] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"files": self.files, "benchmarks": self.benchmarks, "skipped": self.skipped}
+
+
+def expand_paths(paths: list[str], fmt: str | None) -> list[tuple[Path, bool]]:
+    """(file, named explicitly) for every PATH; folders walked, globs expanded, duplicates dropped."""
+    from benchloupe.store.importers.detect import wanted
+
+    out: dict[Path, bool] = {}
+    for raw in paths:
+        if raw == STDIN:
+            continue
+        p = Path(raw)
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    f = Path(root) / name
+                    if wanted(f, fmt):
+                        out.setdefault(f, False)
+        elif p.exists():
+            out[p] = True
+        elif glob.has_magic(raw):
+            hits = sorted(glob.glob(raw, recursive=True))
+            files = [Path(h) for h in hits if Path(h).is_file() and wanted(Path(h), fmt)]
+            for d in (Path(h) for h in hits if Path(h).is_dir()):
+                files += [f for f, _ in expand_paths([str(d)], fmt)]
+            if not files:
+                raise ImportFormatError(raw, "", "the pattern matches no importable file", "check the pattern")
+            for f in files:
+                out.setdefault(f, False)
+        else:
+            raise ImportFormatError(p, "", "no such file or folder", "check the path")
+    return list(out.items())
+
+
+def _stdin_file(fmt: str | None) -> Path:
+    """Standard input saved to a temporary file whose suffix the format (or the content) implies."""
+    data = sys.stdin.buffer.read()
+    if not data.strip():
+        raise ImportFormatError("<stdin>", "", "standard input is empty", "pipe a file into `import FORMAT -`")
+    head = data.lstrip()[:1]
+    suffix = {"inspect": ".json", "neartie-npz": ".npz", "lm-eval": ".jsonl", "parquet": ".parquet"}.get(fmt or "")
+    if suffix is None:
+        suffix = ".eval" if data[:2] == b"PK" else ".parquet" if data[:4] == b"PAR1" else \
+            ".json" if head == b"[" else ".jsonl" if head == b"{" else ".csv"
+    fd, name = tempfile.mkstemp(prefix="benchloupe-stdin-", suffix=suffix)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return Path(name)
+
+
+def _sha256(data_path: Path) -> str:
+    h = hashlib.sha256()
+    with open(data_path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _as_binomial(parsed: ParsedImport) -> None:
+    if parsed.correct is not None and parsed.trials is None:
+        c = parsed.correct
+        parsed.successes = np.maximum(c, 0).astype(np.int32)
+        parsed.trials = (c >= 0).astype(np.int32)
+        parsed.correct = None
+
+
+def _check_overlaps(batch: list[tuple[str, ParsedImport]]) -> None:
+    """Two files of one batch must not both give a result for the same (benchmark, model, item)."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for path, parsed in batch:
+        grid = parsed.trials if parsed.trials is not None else parsed.correct
+        if grid is None:
+            continue
+        observed = grid > 0 if parsed.trials is not None else grid >= 0
+        keys = parsed.items["key"].astype(str).tolist()
+        for m, name in enumerate(parsed.models["name"].astype(str)):
+            for j in np.flatnonzero(observed[m]):
+                cell = (parsed.benchmark, name, keys[j])
+                other = seen.setdefault(cell, path)
+                if other != path:
+                    raise ImportFormatError(
+                        path, "", f"model {name!r} item {keys[j]!r} of benchmark {parsed.benchmark!r} is also in "
+                        f"{other}", "import the files into separate benchmarks (-b), or choose another --item-key")
+
+
+def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, *, replace: bool = False,
+                 progress: Callable[[int, int, str], None] | None = None, **options) -> BatchSummary:
+    """Parse every file of ``paths`` (see the module docstring), then write them all in one transaction."""
+    from benchloupe.jobs import parse_file
+    from benchloupe.store.db import connect
+    from benchloupe.store.writer import write_imports
+
+    fmt = None if fmt in (None, "auto") else fmt
+    files = expand_paths(paths, fmt)
+    temp: list[Path] = []
+    if STDIN in paths:
+        temp.append(_stdin_file(fmt))
+        files.append((temp[-1], True))
+    try:
+        if not files:
+            raise ImportFormatError(", ".join(paths), "", "no importable files found",
+                                    "name files, or a folder that holds the format's files")
+        summary = BatchSummary()
+        parsed_all: list[tuple[str, str, ParsedImport, str]] = []
+        for n, (path, explicit) in enumerate(files, start=1):
+            label = "<stdin>" if path in temp else str(path)
+            if progress:
+                progress(n, len(files), label)
+            try:
+                name, parsed = parse_file(path, fmt, **options)
+            except ImportFormatError as exc:
+                if explicit or fmt is not None:
+                    if path in temp:
+                        raise ImportFormatError("<stdin>", exc.where, exc.what, exc.fix) from None
+                    raise
+                summary.skipped.append(f"{label}: {exc.what}")
+                continue
+            if path in temp:
+                parsed.source = parsed.source.replace(str(path), "<stdin>")
+            parsed_all.append((label, name, parsed, _sha256(path)))
+        if not parsed_all:
+            raise ImportFormatError(", ".join(paths), "", f"none of {len(files)} files could be imported "
+                                    f"({summary.skipped[0] if summary.skipped else ''})", "name the format explicitly")
+        binomial = {p.benchmark for _, _, p, _ in parsed_all if p.trials is not None}
+        for _, _, parsed, _ in parsed_all:
+            if parsed.benchmark in binomial:
+                _as_binomial(parsed)
+        _check_overlaps([(label, p) for label, _, p, _ in parsed_all])
+        conn = connect(db_path)
+        try:
+            results = write_imports(conn, [(p, name, sha) for _, name, p, sha in parsed_all], replace=replace)
+        finally:
+            conn.close()
+    finally:
+        for t in temp:
+            t.unlink(missing_ok=True)
+    for (label, name, parsed, _), res in zip(parsed_all, results):
+        summary.files.append({"path": label, **res.as_dict()})
+        b = summary.benchmarks.setdefault(parsed.benchmark, {
+            "files": 0, "formats": [], "items": set(), "items_new": 0, "models_new": 0, "static_cells": 0,
+            "cells_changed": 0, "rewards": 0, "preferences": 0, "models": {}, "replaced": res.replaced})
+        b["files"] += 1
+        if name not in b["formats"]:
+            b["formats"].append(name)
+        b["items"].update(parsed.items["key"].astype(str))
+        for k in ("items_new", "models_new", "static_cells", "cells_changed", "rewards", "preferences"):
+            b[k] += getattr(res, k)
+        for model, cells in _cells_per_model(parsed).items():
+            b["models"][model] = b["models"].get(model, 0) + cells
+    for b in summary.benchmarks.values():
+        b["items"] = len(b["items"])
+    return summary
+
+
+def _cells_per_model(parsed: ParsedImport) -> dict[str, int]:
+    names = parsed.models["name"].astype(str).tolist()
+    if parsed.trials is not None:
+        return {n: int((parsed.trials[m] > 0).sum()) for m, n in enumerate(names)}
+    if parsed.correct is not None:
+        return {n: int((parsed.correct[m] >= 0).sum()) for m, n in enumerate(names)}
+    out: dict[str, int] = {}
+    if parsed.rewards is not None:
+        for n, c in parsed.rewards["model"].astype(str).value_counts().items():
+            out[n] = out.get(n, 0) + int(c)
+    if parsed.preferences is not None:
+        for col in ("model_a", "model_b"):
+            for n, c in parsed.preferences[col].astype(str).value_counts().items():
+                out[n] = out.get(n, 0) + int(c)
+    return out

@@ -1,0 +1,98 @@
+"""Bradley-Terry on a benchmark's imported pairwise preferences (battles, AlpacaEval pairs): ``fit bt`` on a
+benchmark that holds preferences but no arena rewards (issue 12; reached through the ``bt`` analysis, so the
+Runs screen's list is unchanged; the run's kind is ``bt-pref``). Engine: ``benchloupe.engine.pairwise``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.pairwise import PairwiseData, fit_bt
+from benchloupe.store import read, runs
+from benchloupe.store.db import connect
+
+from . import RunContext, fingerprint
+from .data import rank_desc
+
+
+@dataclass(frozen=True)
+class PairwiseConfig:
+    """Bradley-Terry on preferences: ties count half a win; ``alpha`` pseudo-comparisons against a reference
+    keep all-win/all-loss models finite; ``bootstrap`` replicates over battles give percentile intervals."""
+
+    alpha: float = 0.5
+    bootstrap: int = 200
+    level: float = 0.95
+    judge: str = ""  # only this judge's preferences ("" = all)
+
+
+def has_preferences(conn, benchmark: str) -> bool:
+    bid = read.benchmark_id(conn, benchmark)
+    return conn.execute("SELECT 1 FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = ?"
+                        " LIMIT 1", (bid,)).fetchone() is not None
+
+
+def preference_arena(conn, benchmark: str, models: pd.DataFrame):
+    """(ArenaData whose pairs are the benchmark's preferences, arena items frame) on the model axis ``models``."""
+    from benchloupe.engine.joint import ArenaData
+    from benchloupe.engine.pairwise import preference_pairs
+
+    prefs = read.load_preferences(conn, benchmark)
+    items = read.items(conn, benchmark, kind="arena", status="active")
+    items = items[items["key"].isin(set(prefs["item"]))].reset_index(drop=True)
+    prefs = prefs[prefs["item"].isin(set(items["key"]))]
+    pos = {k: i for i, k in enumerate(items["key"])}
+    index = {n: i for i, n in enumerate(models["name"])}
+    pairs = preference_pairs(prefs["model_a"].map(index).to_numpy(), prefs["model_b"].map(index).to_numpy(),
+                             prefs["item"].map(pos).to_numpy(), prefs["prob_a"].to_numpy(float), len(models),
+                             len(items))
+    return ArenaData(np.full((len(models), len(items)), np.nan), preference_pairs=pairs), items
+
+
+def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = PairwiseConfig(), *, seed: int = 0,
+                      progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    """Fit Bradley-Terry on the benchmark's preferences and save the run (kind ``bt-pref``)."""
+    if config.bootstrap < 0 or not 0 < config.level < 1 or config.alpha < 0:
+        raise EngineError("bootstrap must be >= 0, level in (0, 1) and alpha >= 0")
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        prefs = read.load_preferences(conn, benchmark)
+        if config.judge:
+            prefs = prefs[prefs["judge"] == config.judge]
+        if prefs.empty:
+            raise EngineError(f"benchmark {benchmark!r} has no pairwise preferences"
+                              + (f" by judge {config.judge!r}" if config.judge else "")
+                              + "; import battles or AlpacaEval annotations first")
+        models = read.models(conn, benchmark)
+        index = {n: i for i, n in enumerate(models["name"])}
+        a = prefs["model_a"].map(index).to_numpy(np.int64)
+        b = prefs["model_b"].map(index).to_numpy(np.int64)
+        p = prefs["prob_a"].to_numpy(np.float64)
+        ctx = RunContext(db_path, "bt-pref", benchmark, config, seed, [(benchmark, "preferences")])
+        ctx.start(conn, fingerprint(a, b, p))
+        with ctx.guard(conn):
+            res = fit_bt(PairwiseData(a, b, p, len(models)), alpha=config.alpha, bootstrap=config.bootstrap,
+                         seed=seed, level=config.level, progress=lambda k, n, m: (progress(k, n, m),
+                                                                                  check_cancel(cancel)))
+            seen = np.zeros(len(models), bool)
+            seen[a] = seen[b] = True
+            theta = np.where(seen, res.theta, np.nan)
+            frame = pd.DataFrame({"model_id": models["id"].to_numpy(), "theta": theta, "rank": rank_desc(theta),
+                                  "elo": np.where(seen, res.elo, np.nan)})
+            if res.se is not None:
+                frame["se"], frame["lo"], frame["hi"] = res.se, res.lo, res.hi
+            ties = float(np.mean(p == 0.5))
+            metrics = {"comparisons": int(len(p)), "models": int(seen.sum()), "tie_share": round(ties, 4),
+                       "iterations": res.iterations, "converged": res.converged, "alpha": config.alpha,
+                       "bootstrap": config.bootstrap}
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, models=frame))
+            return ctx.run_id
+    finally:
+        conn.close()

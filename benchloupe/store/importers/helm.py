@@ -1,0 +1,138 @@
+"""HELM per-instance results: ``benchmark_output/runs/<suite>/<run>/per_instance_stats.json`` (crfm-helm),
+with the model read from ``run_spec.json`` beside it.
+
+``per_instance_stats.json`` is a JSON array of ``{"instance_id", "train_trial_index", ["perturbation"],
+"stats": [{"name": {"name", "split", ["perturbation"]}, "count", "sum", "mean", ...}]}``. The chosen stat
+(``metric=``, default ``exact_match``) of the unperturbed instance is its result: mean >= ``threshold``
+(default 1) is correct; several train trials give successes/trials. ``run_spec.json`` gives the model
+(``adapter_spec.model``) and the run name ``<scenario>:<arg>=<v>,...,model=<m>``: the benchmark is the
+scenario, the item group is the run's other arguments (e.g. ``subject=anatomy,method=multiple_choice_joint``)
+and items are keyed ``<group>/<instance_id>`` (HELM instance ids repeat across subjects), the same for every
+model run on that scenario. With ``scenario_state.json`` in the run folder the items get their input text and
+correct reference (and, for a multiple-choice run, the references as choices and chance = 1/choices).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .base import ImportFormatError, ParsedImport
+from .readers import load_text, models_frame
+
+FIX = "pass benchmark_output/runs/<suite>/<run>/per_instance_stats.json (run_spec.json next to it)"
+
+
+def _json(p: Path):
+    try:
+        return json.loads(load_text(p))
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
+
+
+def _run_spec(p: Path, model: str | None) -> tuple[str, str, str]:
+    """(scenario, group, model) from run_spec.json beside ``p``."""
+    spec_path = p.parent / "run_spec.json"
+    spec = _json(spec_path) if spec_path.is_file() else {}
+    if not isinstance(spec, dict):
+        raise ImportFormatError(spec_path, "", "run_spec.json is not an object", FIX)
+    run = str(spec.get("name") or p.parent.name)
+    scenario, _, args = run.partition(":")
+    group = ",".join(a for a in args.split(",") if a and not a.startswith("model="))
+    adapter = spec.get("adapter_spec") if isinstance(spec.get("adapter_spec"), dict) else {}
+    name = model or adapter.get("model") or next(
+        (a.split("=", 1)[1] for a in args.split(",") if a.startswith("model=")), None)
+    if not name:
+        raise ImportFormatError(p, "", "no model (no run_spec.json with adapter_spec.model)",
+                                "give the model with --model")
+    return scenario, group, str(name)
+
+
+def _instances(p: Path) -> dict[str, dict]:
+    """Instance text, correct reference and choices from ``scenario_state.json`` beside ``p`` (when present)."""
+    state_path = p.parent / "scenario_state.json"
+    if not state_path.is_file():
+        return {}
+    state = _json(state_path)
+    out: dict[str, dict] = {}
+    for rs in state.get("request_states") or [] if isinstance(state, dict) else []:
+        inst = rs.get("instance") if isinstance(rs, dict) else None
+        if not isinstance(inst, dict) or str(inst.get("id")) in out:
+            continue
+        refs = [r for r in inst.get("references") or [] if isinstance(r, dict)]
+        texts = [str((r.get("output") or {}).get("text", "")) for r in refs]
+        correct = [t for t, r in zip(texts, refs) if "correct" in (r.get("tags") or [])]
+        text = (inst.get("input") or {}).get("text") if isinstance(inst.get("input"), dict) else None
+        out[str(inst.get("id"))] = {"text": None if text is None else str(text),
+                                    "answer": correct[0] if correct else None,
+                                    "choices": texts if len(texts) > 1 else None}
+    return out
+
+
+def parse_helm(path: str | Path, *, benchmark: str | None = None, metric: str | None = None,
+               threshold: float | None = None, model: str | None = None, models_file=None, arch_to_family=None,
+               **_: object) -> ParsedImport:
+    """Parse one HELM run's per_instance_stats.json into a 1 x items static matrix."""
+    p = Path(path)
+    stat = metric or "exact_match"
+    threshold = 1.0 if threshold is None else float(threshold)
+    data = _json(p)
+    if not isinstance(data, list):
+        raise ImportFormatError(p, "", "per_instance_stats.json must be a JSON array", FIX)
+    scenario, group, name = _run_spec(p, model)
+    succ: dict[str, int] = {}
+    trials: dict[str, int] = {}
+    names_seen: set[str] = set()
+    for i, inst in enumerate(data):
+        if not isinstance(inst, dict) or not isinstance(inst.get("stats"), list):
+            raise ImportFormatError(p, f"[{i}]", "an entry is not an object with 'stats'", FIX)
+        if inst.get("perturbation"):
+            continue
+        iid = inst.get("instance_id")
+        if not isinstance(iid, (str, int)) or isinstance(iid, bool):
+            raise ImportFormatError(p, f"[{i}].instance_id", "missing or not a string", FIX)
+        for s in inst["stats"]:
+            sname = s.get("name") if isinstance(s, dict) else None
+            if not isinstance(sname, dict):
+                continue
+            names_seen.add(str(sname.get("name")))
+            if sname.get("name") != stat or sname.get("perturbation"):
+                continue
+            mean = s.get("mean")
+            if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean):
+                raise ImportFormatError(p, f"[{i}].stats.{stat}", f"mean {str(mean)[:20]!r} is not a number", FIX)
+            key = f"{group}/{iid}" if group else str(iid)
+            succ[key] = succ.get(key, 0) + int(mean >= threshold)
+            trials[key] = trials.get(key, 0) + 1
+            break
+    if not trials:
+        have = ", ".join(sorted(names_seen)[:10])
+        raise ImportFormatError(p, "", f"no unperturbed '{stat}' stat (stats: {have})", "choose one with --metric")
+    keys = list(trials)
+    inst = _instances(p)
+    info = [inst.get(k.rsplit("/", 1)[-1], {}) for k in keys]
+    multiple_choice = "multiple_choice" in group
+    meta = []
+    for k, i in zip(keys, info):
+        m = {"helm_instance_id": k.rsplit("/", 1)[-1], "helm_stat": stat}
+        if i.get("choices") and multiple_choice:
+            m["choices"] = i["choices"]
+        meta.append(m)
+    items = pd.DataFrame({"key": keys, "text": [i.get("text") for i in info], "answer": [i.get("answer") for i in info],
+                          "group": group or None,
+                          "chance": [1.0 / len(i["choices"]) if multiple_choice and i.get("choices") else None
+                                     for i in info], "metadata": meta}, dtype=object)
+    parsed = ParsedImport(benchmark=benchmark or scenario, kind="static", items=items,
+                          models=models_frame([name], models_file, arch_to_family=arch_to_family),
+                          source=f"helm:{path}")
+    n = np.asarray([[trials[k] for k in keys]], np.int32)
+    s = np.asarray([[succ[k] for k in keys]], np.int32)
+    if (n == 1).all():
+        parsed.correct = s.astype(np.int8)
+    else:
+        parsed.successes, parsed.trials = s, n
+    return parsed
