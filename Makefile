@@ -10,8 +10,8 @@ DB ?= demo.db
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	# CPU build of torch (for the torch-backend tests): a plain `pip install torch` on Linux pulls the multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -103,7 +103,8 @@ def run_ours(y: np.ndarray, timeout: float) -> dict:
         timer.cancel()
     wall = time.perf_counter() - started
     info = {"iterations": result.iterations, "converged": bool(result.converged),
-            "objective": float(result.objective), "config_optimizer": result.config.optimizer}
+            "objective": float(result.objective), "config_optimizer": result.config.optimizer,
+            "provenance": result.provenance}  # backend, dtype, passes, passes-equivalent (issue 16)
     return {"status": "ok", "wall_s": round(wall, 2), "theta": result.theta, "b": result.b_static, "meta": info}
 
 

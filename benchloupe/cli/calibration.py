@@ -40,6 +40,10 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
     for w in run["metrics"].get("warnings", []) or []:
         print(f"warning: {visible(w)}")
     print(kv({"timings": run["timings"]}))
+    comp = run["metrics"].get("compute")
+    if isinstance(comp, dict):
+        print(f"compute  {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')} passes, "
+              f"{comp.get('optimizer')}: {comp.get('passes_equivalent')} passes-equivalent")
     if ranking and rk is not None and len(rk):
         print("\nTop models:")
         print(table(rk.dropna(axis=1, how="all"), limit=15))
@@ -79,7 +83,7 @@ def cmd_fit(args) -> int:
         cfg = config_from_args(args, JointConfig, mode=args.mode)
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
                                            reward_model=args.reward_model, heldout=not args.no_heldout,
-                                           seed=args.seed, progress=progress, **_external(args))
+                                           seed=args.seed, progress=progress, device=args.device, **_external(args))
     return report_run(args, rid)
 
 
@@ -99,6 +103,9 @@ def register_fit(sub, common) -> None:
     add_external_args(p)
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out 20%% ECE (Appendix E)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out splits (default: 0)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="where the dense passes run: cuda (torch on a GPU), cpu (numpy), or auto (CUDA when present "
+                        "and the fit is large; default); the run records device and dtype")
     add_config_args(p, JointConfig, skip=("mode",))
     p.set_defaults(func=cmd_fit)
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 import json
 import math
+import numbers
 import sys
 
 from benchloupe.textsafe import visible
@@ -121,24 +122,27 @@ def safe_json(text: str) -> str:
 
 
 def to_jsonable(obj):
-    import numpy as np
-    import pandas as pd
-
-    if isinstance(obj, pd.DataFrame):
+    # an object can only be a numpy or pandas value when that library is already loaded: import neither otherwise
+    # (``list --json`` stays free of both, issue 16)
+    pd = sys.modules.get("pandas")
+    np = sys.modules.get("numpy")
+    if pd is not None and isinstance(obj, pd.DataFrame):
         return [to_jsonable(r) for r in obj.to_dict("records")]
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    if np is not None and isinstance(obj, np.ndarray):
         return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.integer,)):
+    if np is not None and isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, bool):
+        return obj
+    if isinstance(obj, numbers.Integral):
         return int(obj)
-    if isinstance(obj, (np.floating, float)):
+    if isinstance(obj, numbers.Real):
         f = float(obj)
         return f if math.isfinite(f) else None
-    if isinstance(obj, np.bool_):
-        return bool(obj)
     return obj
 
 
@@ -147,15 +151,14 @@ def print_json(obj) -> None:
 
 
 def fmt_cell(v) -> str:
-    import numpy as np
-
     if v is None:
         return ""
-    if isinstance(v, (bool, np.bool_)):
+    np = sys.modules.get("numpy")  # a numpy value only exists once numpy is loaded: no import here (issue 16)
+    if isinstance(v, bool) or (np is not None and isinstance(v, np.bool_)):
         return str(bool(v))
-    if isinstance(v, (int, np.integer)):
+    if isinstance(v, numbers.Integral):
         return str(int(v))
-    if isinstance(v, (float, np.floating)):
+    if isinstance(v, numbers.Real):
         if not math.isfinite(v):
             return ""
         if float(v).is_integer() and abs(v) < 1e15:
@@ -168,8 +171,12 @@ def table(df: pd.DataFrame, *, max_width: int = 40, limit: int | None = None) ->
     """A fixed-width text table."""
     if limit is not None:
         df = df.head(limit)
-    cols = list(df.columns)
-    cells = [[fmt_cell(v)[:max_width] for v in row] for row in df.itertuples(index=False)]
+    return table_rows(list(df.columns), df.itertuples(index=False), max_width=max_width)
+
+
+def table_rows(cols: list, rows, *, max_width: int = 40) -> str:
+    """A fixed-width text table from column names and row tuples (no pandas)."""
+    cells = [[fmt_cell(v)[:max_width] for v in row] for row in rows]
     cols = [visible(c) for c in cols]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)),

@@ -75,6 +75,24 @@ def _ranks(theta: np.ndarray) -> np.ndarray:
     return out
 
 
+def _nan_percentiles(a: np.ndarray, qs) -> tuple[np.ndarray, ...]:
+    """``np.nanpercentile(a, q, axis=0)`` (linear interpolation) for each q, vectorised over the columns: numpy's
+    own loops over the columns in Python when NaNs are present (1.3 s of a 5,000-model bootstrap)."""
+    s = np.sort(a, axis=0)  # NaN sort last
+    n = np.sum(np.isfinite(a), axis=0)
+    cols = np.arange(a.shape[1])
+    out = []
+    for q in qs:
+        pos = (n - 1) * (q / 100.0)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+        lo = np.clip(lo, 0, None)
+        frac = pos - lo
+        v = s[lo, cols] * (1 - frac) + s[hi, cols] * frac
+        out.append(np.where(n > 0, v, np.nan))
+    return tuple(out)
+
+
 def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config: JointConfig = JointConfig(), *,
                       B: int = 100, seed: int = 0, full: JointResult | None = None,
                       progress: Progress = no_progress, cancel: threading.Event | None = None) -> BootstrapResult:
@@ -108,9 +126,7 @@ def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config
     progress(B, B, "bootstrap done")
     se = np.nanstd(thetas, axis=0, ddof=1)
     ranks = np.vstack([_ranks(t) for t in thetas])
-    with np.errstate(invalid="ignore"):
-        rank_low = np.nanpercentile(ranks, 2.5, axis=0)
-        rank_high = np.nanpercentile(ranks, 97.5, axis=0)
+    rank_low, rank_high = _nan_percentiles(ranks, (2.5, 97.5))
     return BootstrapResult(theta=full.theta, se=se, ci_low=full.theta - 1.96 * se, ci_high=full.theta + 1.96 * se,
                            rank_low=rank_low, rank_high=rank_high, thetas=thetas, B=B, seed=seed, failed=failed)
 
@@ -164,9 +180,7 @@ def method_bootstrap(static: StaticData | None, arena: ArenaData | None, config:
 def _summarise(full: np.ndarray, thetas: np.ndarray, B: int, seed: int, failed: int) -> BootstrapResult:
     se = np.nanstd(thetas, axis=0, ddof=1)
     ranks = np.vstack([_ranks(t) for t in thetas])
-    with np.errstate(invalid="ignore"):
-        rank_low = np.nanpercentile(ranks, 2.5, axis=0)
-        rank_high = np.nanpercentile(ranks, 97.5, axis=0)
+    rank_low, rank_high = _nan_percentiles(ranks, (2.5, 97.5))
     return BootstrapResult(theta=full, se=se, ci_low=full - 1.96 * se, ci_high=full + 1.96 * se,
                            rank_low=rank_low, rank_high=rank_high, thetas=thetas, B=B, seed=seed, failed=failed)
 

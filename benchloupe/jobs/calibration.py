@@ -163,8 +163,10 @@ def _truth_metrics(conn, inputs: JointInputs, theta: np.ndarray, b_static: np.nd
 def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConfig(), *, arena: str | None = None,
             reward_model: str | None = None, external: str | None = None, external_model: str | None = None,
             external_map: str | None = None, heldout: bool = True, seed: int = 0,
-            progress: Progress = no_progress, cancel: threading.Event | None = None) -> int:
-    """Fit DualEval in ``config.mode`` and save the run; returns its id.  ``external*``: see :func:`read_external`."""
+            progress: Progress = no_progress, cancel: threading.Event | None = None, device: str = "auto") -> int:
+    """Fit DualEval in ``config.mode`` and save the run; returns its id.  ``external*``: see :func:`read_external`.
+    ``device`` (auto | cpu | cuda) picks the compute backend of the dense passes; the run's metrics record it under
+    ``compute`` (backend, device, dtype, passes-equivalent)."""
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -180,14 +182,15 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
                        if n]
         ctx = RunContext(db_path, config.mode, benchmark,
                          {**config.__dict__, "arena": inputs.arena_benchmark, "reward_model": inputs.reward_model,
-                          "external": str(external) if external else None, "heldout": heldout}, seed, inputs_list)
+                          "external": str(external) if external else None, "heldout": heldout, "device": device},
+                         seed, inputs_list)
         ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
         with ctx.guard(conn):
             t = time.perf_counter()
             static = inputs.static if config.uses_static else None
             arena_d = inputs.arena if config.uses_arena else None
-            res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel)
+            res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel, device=device)
             t = ctx.lap("fit_s", t)
             check_cancel(cancel)
             progress(0, 1, "metrics: held-out calibration and ranking agreement")
@@ -199,6 +202,7 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
             metrics["gamma"] = res.gamma
             metrics["warnings"] = res.warnings + (res.pairs.warnings if res.pairs is not None else []) + \
                 (ext.warnings if ext is not None else [])
+            metrics["compute"] = res.provenance
             if ext is not None:
                 metrics.update(ext.metrics())
             fisher = informativeness.fisher_scores(res, static, arena_d, config)  # §4.2, static items first

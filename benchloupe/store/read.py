@@ -172,23 +172,9 @@ def load_preferences(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
 
 def benchmark_summaries(conn: sqlite3.Connection) -> pd.DataFrame:
     """One row per benchmark: counts and the last run, for ``list`` and the Benchmarks screen."""
-    return pd.read_sql_query(
-        """
-        SELECT b.id, b.name, b.kind,
-          (SELECT count(*) FROM items i WHERE i.benchmark_id = b.id) AS items,
-          (SELECT count(*) FROM items i WHERE i.benchmark_id = b.id AND i.status = 'active') AS active_items,
-          (SELECT count(*) FROM benchmark_models bm WHERE bm.benchmark_id = b.id) AS models,
-          (SELECT count(*) FROM static_results s WHERE s.benchmark_id = b.id) AS static_rows,
-          (SELECT count(*) FROM arena_rewards r JOIN items i ON i.id = r.item_id WHERE i.benchmark_id = b.id)
-            AS rewards,
-          (SELECT count(*) FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = b.id)
-            AS preferences,
-          (SELECT kind || ' #' || id || ' ' || status FROM runs r WHERE r.benchmark_id = b.id
-             OR r.id IN (SELECT run_id FROM run_inputs WHERE benchmark_id = b.id) ORDER BY id DESC LIMIT 1) AS last_run
-        FROM benchmarks b ORDER BY b.name
-        """,
-        conn,
-    )
+    from .summary import SUMMARY_SQL
+
+    return pd.read_sql_query(SUMMARY_SQL, conn)
 
 
 def static_cell_count(conn: sqlite3.Connection, name: str) -> int:

@@ -32,6 +32,23 @@ def test_bootstrap_needs_two_replicates():
         cluster_bootstrap(S, A, JointConfig(), B=1)
 
 
+def test_rank_percentiles_match_numpy_with_missing_replicates():
+    import warnings
+
+    from benchloupe.engine.bootstrap import _nan_percentiles
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(37, 50))
+    a[rng.random(a.shape) < 0.2] = np.nan
+    a[:, 3] = np.nan  # a model no replicate could fit
+    a[1:, 4] = np.nan  # one replicate only
+    lo, hi = _nan_percentiles(a, (2.5, 97.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(lo, np.nanpercentile(a, 2.5, axis=0), equal_nan=True)
+        np.testing.assert_allclose(hi, np.nanpercentile(a, 97.5, axis=0), equal_nan=True)
+
+
 def test_table4_bootstraps_bt_and_2pl_on_the_same_draws():
     from benchloupe.engine.bootstrap import method_bootstrap, table4
     from benchloupe.engine.joint import JointConfig, fit_bradley_terry

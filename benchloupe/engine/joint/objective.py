@@ -7,6 +7,7 @@ import math
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from benchloupe.engine.backend import Backend, PassResult, fused_pass
 from benchloupe.engine.common import EngineError
 from benchloupe.engine.joint.inputs import _REF_EPS, JointConfig, PairSet, StaticData
 
@@ -262,43 +263,42 @@ class _Problem:
         V *= w
         return f, grads, self._cell_hess(a, X, V, R)
 
-    def static_sweep_terms(self, th, bs, ks, part: str, rows: int = 256):
-        """Block-coordinate pieces of the static data term (regulariser not included), computed in row blocks of
-        ``rows`` models so that no models x items temporary is larger: ``part="theta"``: per-model gradient and
-        curvature (theta given the items); ``"items"``: per-item data losses, gradients and 2x2 Hessians (items
-        given theta); ``"loss"``: per-item data losses only."""
-        w = self.cfg.lambda_static / self.n_static
-        n = self.Ns
+    def static_pass(self, th, bs, ks, *, rows: bool = True, cols: bool = True, loss_only: bool = False,
+                    backend: Backend | None = None, columns: np.ndarray | None = None) -> PassResult:
+        """One fused pass over the static cells (regulariser and the 1/|S| weight not included): per-model theta
+        gradient and curvature, per-item losses and the moments of the item 2x2 blocks (``backend.PassResult``).
+
+        2PL cells go through the compute backend (numpy or torch, float32 or float64); cells with a chance level
+        through the float64 cell terms of :meth:`_cell_terms` in row blocks (no models x items temporary)."""
         a = np.exp(ks)
+        if self.c is None:
+            return fused_pass(self.Y, self.N, th, bs, a, rows=rows, cols=cols, loss_only=loss_only,
+                              backend=backend, columns=columns)
+        Y, N, c = self.Y, self.N, self.c
+        if columns is not None:
+            Y, N, c = Y[:, columns], (None if N is None else N[:, columns]), c[columns]
+            bs, ks, a = bs[columns], ks[columns], a[columns]
+        n = len(bs)
         a2 = a * a
-        Lq = np.zeros(n)
+        loss, mom = np.zeros(n), np.zeros((5, n))
         g_th, h_th = np.empty(self.M), np.empty(self.M)
-        gb, gk, c11, c12, c22 = (np.zeros(n) for _ in range(5))
-        order = 0 if part == "loss" else 1
-        for r0 in range(0, self.M, rows):
-            sl = slice(r0, r0 + rows)
-            N = None if self.N is None else self.N[sl]
-            _, X, E = self._logits(th[sl], bs, ks)
-            loss, R, V = self._cell_terms(X, E, self.Y[sl], N, self.c, order)
-            if part != "theta":
-                Lq += loss.sum(axis=0)
-                if part == "loss":
-                    continue
-            if part == "theta":
-                g_th[sl], h_th[sl] = R @ a, V @ a2
+        step = max(8, (1 << 17) // max(1, n))
+        order = 0 if loss_only else 1
+        for r0 in range(0, self.M, step):
+            sl = slice(r0, r0 + step)
+            t = th[sl]
+            _, X, E = self._logits(t, bs, ks)
+            L, R, V = self._cell_terms(X, E, Y[sl], None if N is None else N[sl], c, order)
+            loss += L.sum(axis=0)
+            if loss_only:
                 continue
-            U = V * X
-            U += R
-            gb -= a * R.sum(axis=0)
-            gk += (R * X).sum(axis=0)
-            c11 += a2 * V.sum(axis=0)
-            c12 -= a * U.sum(axis=0)
-            c22 += (U * X).sum(axis=0)
-        if part == "theta":
-            return w * g_th, w * h_th
-        if part == "loss":
-            return w * Lq
-        return w * Lq, (w * gb, w * gk, w * c11, w * c12, w * c22)
+            g_th[sl], h_th[sl] = R @ a, V @ a2
+            W = np.vstack([np.ones_like(t), t, t * t])
+            mom[:2] += W[:2] @ R
+            mom[2:] += W @ V
+        if loss_only:
+            return PassResult(None, None, loss, *([None] * 5))
+        return PassResult(g_th if rows else None, h_th if rows else None, loss, *mom)
 
     def _arena_terms(self, th, ba, ka, g, order):
         cfg = self.cfg

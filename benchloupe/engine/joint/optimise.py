@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import replace
 
 import numpy as np
 from scipy.optimize import minimize
 
+from benchloupe.engine.backend import Backend, describe, resolve
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.joint.fitmetrics import in_sample_metrics
 from benchloupe.engine.joint.inputs import (
@@ -30,8 +32,10 @@ _MU_MIN, _MU_UP, _MU_DOWN = 1e-6, 4.0, 0.3  # damping: first value, growth on fa
 # reference settings).  1e-3 decays to 0 after a few full steps.
 _MU_START = 1e-3
 _NEWTON_MAX_BLOCK = 3000  # larger Schur systems: block-coordinate Newton (static only) or L-BFGS instead
-_NEWTON_MAX_FLOPS = 2e9  # static-only: Schur cost above which block-coordinate Newton is faster
 _BLOCK_FTOL = 1e-10  # block-coordinate sweeps: relative objective decrease per sweep at which they stop
+_BLOCK_MU_START = 0.1  # first per-item damping of the block sweeps (from the rate start)
+_F32_SLACK = 8 * 2.0 ** -24  # float32 item acceptance: a per-item increase within rounding is accepted
+_F32_FTOL = 1e-8  # float32 sweeps: below this relative decrease float32 sums cannot tell progress; polish in float64
 
 
 def _run_lbfgs(fun, x0, config: JointConfig, progress: Progress, cancel, label: str):
@@ -190,34 +194,78 @@ def _rescale(th, bs, ks, lt: float, li: float) -> None:
     ks -= s
 
 
-def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel):
+def _rate_start(problem: _Problem, th: np.ndarray, bs: np.ndarray) -> None:
+    """A start from the observed rates, in place: theta_i = logit(model i's success rate), centred, and
+    b_q = -logit(item q's rate) (rates clipped to [0.02, 0.98]): the zeros start spends its first sweeps getting
+    there.  One pass over the integer cells."""
+    Y, N = problem.Y, problem.N
+    succ_m, succ_q = Y.sum(axis=1, dtype=np.int64), Y.sum(axis=0, dtype=np.int64)
+    if N is None:
+        tri_m, tri_q = np.full(problem.M, problem.Ns), np.full(problem.Ns, problem.M)
+    else:
+        tri_m, tri_q = N.sum(axis=1, dtype=np.int64), N.sum(axis=0, dtype=np.int64)
+    c = 0.0 if problem.c is None else problem.c
+
+    def logit(s, t, chance=0.0):
+        r = np.clip(s / np.maximum(t, 1), 0.02, 0.98)
+        r = np.clip((r - chance) / (1 - chance), 0.02, 0.98)
+        return np.log(r / (1 - r))
+
+    t = logit(succ_m, tri_m, float(np.mean(c)))
+    th[:] = t - t.mean()
+    bs[:] = -logit(succ_q, tri_q, c)
+
+
+def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel,
+                      backend: Backend | None = None, start_from_rates: bool = False):
     """Static-only fits too large for the Newton system (e.g. 5,000 models x 14,000 items): block-coordinate Newton.
 
-    A sweep takes one Newton step for all theta given the items (diagonal and convex; exact curvature; on the
-    subspace mean(theta) = 0 through a KKT multiplier, so theta stays centred; scaled down to move no theta by more
-    than 1), then one damped Newton step for every item's (b_q, k_q) given theta (exact 2x2 block, per-item
+    A sweep takes one damped Newton step for every item's (b_q, k_q) given theta (exact 2x2 block, per-item
     Levenberg-Marquardt damping) that each item keeps only if its own objective term decreases (items are
-    independent given theta, so this is an exact per-item line search).  Every model and item is vectorised; one sweep is three passes over the cells in row
-    blocks.  The objective never increases; stops when a sweep lowers it by less than ``_BLOCK_FTOL * max(1, |f|)``
-    or after ``max_iter`` sweeps.  Same objective as the Newton solver.  The
-    direction that only the prior pins (theta and b scaled by c, a by 1/c: every logit unchanged) is nearly flat and
-    crawls under coordinate steps, so every sweep ends with its exact 1-D minimum (``_rescale``)."""
+    independent given theta, so this is an exact per-item line search), then one Newton step for all theta given the
+    items (diagonal and convex; exact curvature; on the subspace mean(theta) = 0 through a KKT multiplier, so theta
+    stays centred; scaled down to move no theta by more than 1).  A sweep is two fused passes over the cells
+    (``_Problem.static_pass``): one at the current point gives the objective and the item blocks, one at the
+    candidate items gives their losses (the acceptance test) and the theta gradient and curvature (corrected over
+    the few rejected items by a pass over those columns only).  The objective never increases under the item steps;
+    the sweeps stop when one lowers it by less than ``max(_BLOCK_FTOL, ftol) * max(1, |f|)`` or after ``max_iter``
+    sweeps (the bootstrap replicates' looser ftol applies).
+    With a float32 backend the sweeps run in float32 until the decrease is below float32's resolution
+    (``_F32_FTOL``), then one float64 sweep (the polish) whose steps start from the last float32 sums; when that
+    sweep still lowers the objective by more than float32's resolution, float64 sweeps continue to
+    ``_BLOCK_FTOL``, so the result is a float64 optimum.  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
+    c, a by 1/c: every logit unchanged) is nearly flat and crawls under coordinate steps, so every sweep ends with
+    its exact 1-D minimum (``_rescale``).  Returns the point, its objective, the sweeps, convergence and the number
+    of full passes made."""
     M, n = problem.M, problem.Ns
     lam = config.lambda_reg
     lt, li = (lam / M, lam / n) if problem.reg_mean else (lam, lam)
+    w = problem.cfg.lambda_static / problem.n_static
+    backend = backend or resolve("cpu", M * n)
+    stages = [backend] if backend.dtype == "float64" else [backend, replace(backend, dtype="float64")]
+    stage, bk = 0, stages[0]
     x = x0.copy()
     th, bs, ks = x[:M], x[M:M + n], x[M + n:M + 2 * n]  # views: updated in place
-    mu = np.ones(n)
-    f_prev, converged, it = np.inf, False, 0
+    if start_from_rates:
+        _rate_start(problem, th, bs)
+    mu = np.full(n, _BLOCK_MU_START)
+    passes = 0.0
+
+    def at_point():
+        nonlocal passes
+        passes += 1
+        started = time.perf_counter()
+        r = problem.static_pass(th, bs, ks, rows=False, backend=bk)
+        problem.pass_s = time.perf_counter() - started  # the last one is a float64 pass at the solution
+        return r, w * float(r.loss.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
+
+    r, f = at_point()
+    converged, it, polish = False, 0, False
     while it < config.max_iter:
         check_cancel(cancel)
         it += 1
-        g, h = problem.static_sweep_terms(th, bs, ks, "theta")
-        g, h = g + 2 * lt * th, h + 2 * lt
-        step = (g - np.sum(g / h) / np.sum(1.0 / h)) / h  # Newton step on {mean(theta) = 0} (a KKT multiplier)
-        th -= step / max(1.0, float(np.max(np.abs(step))))
-        Lq, (gb, gk, c11, c12, c22) = problem.static_sweep_terms(th, bs, ks, "items")
-        f = float(Lq.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
+        Lq = w * r.loss
+        gb, gk, c11, c12, c22 = (w * v for v in r.item_blocks(np.exp(ks), bs))
         gb, gk = gb + 2 * li * bs, gk + 2 * li * ks
         c11, c22 = (c11 + 2 * li) * (1 + mu), (c22 + 2 * li) * (1 + mu)
         lam_min = 0.5 * (c11 + c22) - np.sqrt(0.25 * (c11 - c22) ** 2 + c12 ** 2)
@@ -226,17 +274,51 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         det = c11 * c22 - c12 * c12
         nb = bs - np.clip((c22 * gb - c12 * gk) / det, -1.0, 1.0)
         nk = ks - np.clip((c11 * gk - c12 * gb) / det, -1.0, 1.0)
-        ok = (problem.static_sweep_terms(th, nb, nk, "loss") + li * (nb * nb + nk * nk)
-              <= Lq + li * (bs * bs + ks * ks))
+        cand = problem.static_pass(th, nb, nk, rows=True, cols=False, backend=bk)
+        passes += 1
+        old_q = Lq + li * (bs * bs + ks * ks)
+        # float32 sums carry ~1e-7 relative noise: a real decrease smaller than that is unreadable, and a strict test
+        # then rejects half the (good, small) late steps; float64 decides strictly (the polish)
+        slack = 0.0 if (bk.dtype == "float64" and not polish) else _F32_SLACK * np.abs(old_q)
+        ok = w * cand.loss + li * (nb * nb + nk * nk) <= old_q + slack
+        g_th, h_th = cand.g_theta, cand.h_theta
+        bad = np.flatnonzero(~ok)
         bs[ok], ks[ok] = nb[ok], nk[ok]
+        if 4 * len(bad) > n:  # many rejected: one more full pass at the kept items
+            r_th = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk)
+            g_th, h_th = r_th.g_theta, r_th.h_theta
+            passes += 1
+        elif len(bad):  # swap the rejected items' contributions for those at their old values
+            new = problem.static_pass(th, nb, nk, rows=True, cols=False, backend=bk, columns=bad)
+            old = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, columns=bad)
+            g_th = g_th - new.g_theta + old.g_theta
+            h_th = h_th - new.h_theta + old.h_theta
+            passes += 2 * len(bad) / n
         mu = np.where(ok, mu * _MU_DOWN, mu * _MU_UP)
+        g, h = w * g_th + 2 * lt * th, w * h_th + 2 * lt
+        step = (g - np.sum(g / h) / np.sum(1.0 / h)) / h  # Newton step on {mean(theta) = 0} (a KKT multiplier)
+        th -= step / max(1.0, float(np.max(np.abs(step))))
         _rescale(th, bs, ks, lt, li)
-        progress(it, config.max_iter, f"block Newton sweep {it}: objective {f:.10f}")
-        if f_prev - f <= _BLOCK_FTOL * max(1.0, abs(f)):
-            converged = True
-            break
-        f_prev = f
-    return x, problem.value(x), it, converged
+        r, f_new = at_point()
+        progress(it, config.max_iter, f"block Newton sweep {it} ({bk.dtype}): objective {f_new:.10f}, "
+                 f"{len(bad)} item steps rejected")
+        decrease, f = f - f_new, f_new
+        scale = max(1.0, abs(f))
+        if polish:  # the first float64 sweep started from float32 sums: its decrease is known to float32's resolution
+            polish = False
+            if decrease <= max(_F32_FTOL, config.ftol) * scale:
+                converged = True
+                break
+            continue
+        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_FTOL, config.ftol) * scale:
+            if stage == len(stages) - 1:
+                converged = True
+                break
+            stage += 1
+            bk = stages[stage]
+            polish = True  # no extra pass: the next sweep's item step starts from the float32 sums
+    problem.passes = passes
+    return x, f, it, converged
 
 
 def _run_adam(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel):
@@ -304,9 +386,14 @@ def _item_warnings(static: StaticData | None, config: JointConfig) -> list[str]:
 def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointConfig = JointConfig(), *,
               progress: Progress = no_progress, cancel: threading.Event | None = None,
               init: JointResult | dict | None = None, pairs: PairSet | None = None,
-              pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None) -> JointResult:
+              pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None,
+              device: str | Backend = "auto") -> JointResult:
     """Fit DualEval (section 3) in ``config.mode``.  ``pairs`` reuses a prebuilt :class:`PairSet`; ``pair_keep`` and
-    ``static_mask`` restrict the training data (held-out calibration, Appendix E)."""
+    ``static_mask`` restrict the training data (held-out calibration, Appendix E).  ``device`` ("auto", "cpu",
+    "cuda", or a ``backend.Backend``) picks the compute backend of the dense static passes (``backend.resolve``);
+    the result's ``provenance`` records the backend, device, pass dtype, wall time and the time as passes-equivalent (the wall
+    time over one fused float64 pass over the same data, measured in the same run)."""
+    started = time.perf_counter()
     n_models = _n_models(static, arena)
     if config.uses_arena and arena is not None and pairs is None:
         pairs = build_pairs(arena, config)
@@ -316,15 +403,27 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
         pairs_used = pairs
     problem = _Problem(static, pairs_used, n_models, config, pair_keep=pair_keep, static_mask=static_mask)
     x0 = _initial_vector(problem, init)
+    backend = device if isinstance(device, Backend) else resolve(device, problem.M * problem.Ns if problem.has_static else 0)
+    problem.passes, problem.pass_s = None, None
     progress(0, 1, f"DualEval {config.mode} fit: {problem.M} models, {problem.n_items} items")
     if config.optimizer == "adam":
         x, fval, nit, conv = _run_adam(problem, x0, config, progress, cancel)
     elif config.optimizer == "newton" and _newton_fits(problem):
         x, fval, nit, conv = _run_newton(problem, x0, config, progress, cancel)
     elif config.optimizer == "block" or (config.optimizer == "newton" and not problem.has_arena):
-        x, fval, nit, conv = _run_block_newton(problem, x0, config, progress, cancel)
+        x, fval, nit, conv = _run_block_newton(problem, x0, config, progress, cancel, backend,
+                                               start_from_rates=init is None)
     else:
         x, fval, nit, conv = _run_lbfgs(_centre_gradient(problem), x0, config, progress, cancel, "L-BFGS")
+    wall = time.perf_counter() - started
+    if problem.pass_s is None:  # one value-and-gradient evaluation: the fused pass of the other optimisers
+        t0 = time.perf_counter()
+        problem.value_grad(x)
+        problem.pass_s = time.perf_counter() - t0
+    used = backend if problem.passes is not None else Backend("numpy", "cpu", "float64")
+    provenance = {**describe(used), "optimizer": _optimizer_name(problem, config), "wall_s": round(wall, 4),
+                  "pass_s": round(problem.pass_s, 5), "passes_equivalent": round(wall / problem.pass_s, 1),
+                  "passes": None if problem.passes is None else round(problem.passes, 2)}
     th, bs, ks, ba, ka, g = problem.split(x)
     shift = th.mean()  # ~0 up to rounding; absorbing it leaves the data terms unchanged
     th, bs, ba = th - shift, bs - shift, ba - shift
@@ -340,20 +439,30 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
         k_arena=_expand(arena.shape[1] if arena is not None else 0, problem.a_items if problem.has_arena else [], ka),
         gamma=float(config.gamma0 * math.exp(g)) if problem.has_arena else float("nan"),
         objective=fval, iterations=nit, converged=conv, pairs=pairs_used, warnings=warnings,
-        chance_static=None if static is None or not problem.has_static else static.chance)
+        chance_static=None if static is None or not problem.has_static else static.chance, provenance=provenance)
     res.metrics = in_sample_metrics(res, static if problem.has_static else None, pair_keep)
     progress(1, 1, f"DualEval {config.mode} fit done: objective {fval:.6f}")
     return res
 
 
+def _optimizer_name(problem: _Problem, config: JointConfig) -> str:
+    if config.optimizer == "adam":
+        return "adam"
+    if config.optimizer == "newton" and _newton_fits(problem):
+        return "newton"
+    if config.optimizer == "block" or (config.optimizer == "newton" and not problem.has_arena):
+        return "block"
+    return "lbfgs"
+
+
 def _newton_fits(problem: _Problem) -> bool:
-    """Whether the full Newton system is affordable: its Schur block (the smaller side, at most 3,000) costs
-    small^2 x large flops per solve; a static-only fit above ``_NEWTON_MAX_FLOPS`` takes block-coordinate Newton
-    (2,000 x 2,000: 1.6e10; 8 Newton iterations took 45 s here under load, a block sweep about 0.2 s)."""
-    small, large = sorted((problem.M, 2 * problem.n_items))
-    if small > _NEWTON_MAX_BLOCK:
+    """Whether the full Newton system is used: never for a static-only fit (block-coordinate Newton reaches the same
+    optimum faster at every size measured, 100 x 300 to 2,000 x 2,000: e.g. 1,000 x 1,000 0.34 s vs 14.9 s, equal
+    objectives to 1e-11; docs/BENCHMARKS.md); with arena data while its Schur block (the smaller side) is at most
+    ``_NEWTON_MAX_BLOCK``."""
+    if not problem.has_arena:
         return False
-    return problem.has_arena or small * small * large <= _NEWTON_MAX_FLOPS
+    return min(problem.M, 2 * problem.n_items) <= _NEWTON_MAX_BLOCK
 
 
 def _n_models(static, arena) -> int:
@@ -417,3 +526,4 @@ def fit_abilities(static: StaticData | None, arena: ArenaData | None, item_param
     res = minimize(fun, np.zeros(M), jac=True, method="L-BFGS-B",
                    options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-8})
     return _expand(n_models, problem.models, res.x)
+
