@@ -10,8 +10,9 @@ DB ?= demo.db
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# CPU build of torch (for the torch-backend tests): a plain `pip install torch` on Linux pulls the multi-GB CUDA build.
-	$(BIN)/python -m pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+	# torch for the torch-backend tests (the [gpu] extra): the pinned 2.13.0 is a CPU build on these machines; a plain
+	# `pip install torch` on Linux pulls the multi-GB CUDA build (README, "Installing").
+	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
