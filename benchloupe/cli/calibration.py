@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from benchloupe.cli.errors import CliError, connect_db, db_path
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
@@ -68,17 +70,43 @@ def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and v != v)
 
 
+def _preference_config(args):
+    """The ``--bootstrap`` / ``--prior-alpha`` settings of ``fit bt`` on preferences, or None when neither is
+    given (the job's defaults). Checked here, before the database is touched, with the options' names."""
+    if args.bootstrap is None and args.prior_alpha is None:
+        return None
+    if args.mode != "bt":
+        raise CliError(f"--bootstrap and --prior-alpha are options of `fit bt` on pairwise preferences, not of "
+                       f"`fit {args.mode}`")
+    from benchloupe.jobs.pairwise import MAX_BOOTSTRAP, PairwiseConfig
+
+    kw = {}
+    if args.bootstrap is not None:
+        if not (args.bootstrap == 0 or 2 <= args.bootstrap <= MAX_BOOTSTRAP):
+            raise CliError(f"--bootstrap must be 0 (no intervals) or 2 to {MAX_BOOTSTRAP:,} replicates, "
+                           f"got {args.bootstrap}")
+        kw["bootstrap"] = args.bootstrap
+    if args.prior_alpha is not None:
+        if not (math.isfinite(args.prior_alpha) and args.prior_alpha >= 0):
+            raise CliError(f"--prior-alpha must be a finite number >= 0 (pseudo-comparisons per model; 0 = the "
+                           f"plain MLE), got {args.prior_alpha}")
+        kw["alpha"] = args.prior_alpha
+    return PairwiseConfig(**kw)
+
+
 def cmd_fit(args) -> int:
     from benchloupe import jobs
     from benchloupe.engine.joint import JointConfig
 
     progress = StderrProgress(f"fit {args.mode}", quiet=args.json and False)
+    preference = _preference_config(args)
     if args.mode in ("bt", "avg-reward"):
         from benchloupe.jobs.calibration import BaselineConfig
 
         cfg = config_from_args(args, BaselineConfig) if args.mode == "bt" else BaselineConfig()
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
-                                           reward_model=args.reward_model, progress=progress, **_external(args))
+                                           reward_model=args.reward_model, progress=progress, seed=args.seed,
+                                           preference=preference, **_external(args))
     else:
         cfg = config_from_args(args, JointConfig, mode=args.mode)
         rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
@@ -102,7 +130,15 @@ def register_fit(sub, common) -> None:
     p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
     add_external_args(p)
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out 20%% ECE (Appendix E)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the held-out splits (default: 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the held-out splits and of bt's bootstrap (default: 0)")
+    pref = p.add_argument_group("bt on pairwise preferences (battles, AlpacaEval pairs; no rewards)")
+    pref.add_argument("--bootstrap", type=int, metavar="N",
+                      help="bootstrap replicates over the comparisons for percentile intervals; 0 = none "
+                           "(default: 200)")
+    pref.add_argument("--prior-alpha", type=float, metavar="A",
+                      help="pseudo-comparisons per model against a reference of strength 1 (half won, half lost): "
+                           "keeps all-win/all-loss models finite; 0 = the plain MLE (default: 0.5)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="where the dense passes run: cuda (torch on a GPU), cpu (numpy), or auto (CUDA when present "
                         "and the fit is large; default); the run records device and dtype")

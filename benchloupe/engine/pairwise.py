@@ -124,6 +124,10 @@ def fit_bt(data: PairwiseData, *, alpha: float = 0.5, bootstrap: int = 0, seed: 
            max_iter: int = 100, level: float = 0.95, progress=None) -> BTResult:
     """Bradley-Terry strengths of ``data``; with ``bootstrap`` > 0, percentile intervals over resampled battles."""
     check(data)
+    if not (np.isfinite(alpha) and alpha >= 0):
+        raise EngineError(f"the prior's alpha must be a finite number >= 0 (0 = plain MLE), got {alpha}")
+    if int(bootstrap) != bootstrap or bootstrap < 0:
+        raise EngineError(f"bootstrap replicates must be a whole number >= 0 (0 = no intervals), got {bootstrap}")
     n = data.n_models
     a, b = np.asarray(data.a, np.int64), np.asarray(data.b, np.int64)
     p = np.asarray(data.p, np.float64)

@@ -235,20 +235,27 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
 def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfig(), *, method: str,
                  arena: str | None = None, reward_model: str | None = None, external: str | None = None,
                  external_model: str | None = None, external_map: str | None = None,
-                 progress: Progress = no_progress, cancel: threading.Event | None = None, seed: int = 0) -> int:
+                 progress: Progress = no_progress, cancel: threading.Event | None = None, seed: int = 0,
+                 preference=None) -> int:
     """Arena Bradley-Terry (``method="bt"``) or average reward (``"avg-reward"``).
 
     ``bt`` on a benchmark with pairwise preferences and no rewards fits the preferences directly
-    (``jobs.pairwise``, issue 12)."""
+    (``jobs.pairwise``, issue 12) with ``preference`` (a ``PairwiseConfig``: bootstrap replicates, prior alpha;
+    default ``PairwiseConfig()``), which is refused where the rewards path is taken (it has no such settings)."""
     conn = connect(db_path)
     try:
+        source = arena or benchmark
         if method == "bt" and not reward_model:
             from .data import has_arena
-            from .pairwise import has_preferences, run_preference_bt
+            from .pairwise import PairwiseConfig, has_preferences, run_preference_bt
 
-            source = arena or benchmark
             if not has_arena(conn, source) and has_preferences(conn, source):
-                return run_preference_bt(db_path, source, seed=seed, progress=progress, cancel=cancel)
+                return run_preference_bt(db_path, source, preference or PairwiseConfig(), seed=seed,
+                                         progress=progress, cancel=cancel)
+        if preference is not None:
+            raise EngineError("bootstrap replicates and the prior's alpha apply to Bradley-Terry on pairwise "
+                              f"preferences (battles, AlpacaEval pairs); {source!r} is fitted from its arena "
+                              "rewards (for intervals there use `benchloupe bootstrap`)")
         t0 = time.perf_counter()
         inputs = load_joint(conn, arena or benchmark, reward_model=reward_model, need_arena=True)
         ext = read_external(external, inputs.models, model_column=external_model, name_map=external_map)

@@ -30,6 +30,20 @@ class PairwiseConfig:
     level: float = 0.95
     judge: str = ""  # only this judge's preferences ("" = all)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.bootstrap, bool) or int(self.bootstrap) != self.bootstrap \
+                or not (self.bootstrap == 0 or 2 <= self.bootstrap <= MAX_BOOTSTRAP):
+            raise EngineError(f"bootstrap must be 0 (no intervals) or 2 to {MAX_BOOTSTRAP:,} replicates, "
+                              f"got {self.bootstrap}")
+        if not (np.isfinite(self.alpha) and self.alpha >= 0):
+            raise EngineError(f"prior alpha must be a finite number >= 0 (pseudo-comparisons per model; 0 = the "
+                              f"plain MLE), got {self.alpha}")
+        if not 0 < self.level < 1:
+            raise EngineError(f"level must be in (0, 1), got {self.level}")
+
+
+MAX_BOOTSTRAP = 100_000  # replicates; beyond this the intervals' Monte Carlo error no longer shrinks usefully
+
 
 def has_preferences(conn, benchmark: str) -> bool:
     bid = read.benchmark_id(conn, benchmark)
@@ -57,8 +71,6 @@ def preference_arena(conn, benchmark: str, models: pd.DataFrame):
 def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = PairwiseConfig(), *, seed: int = 0,
                       progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     """Fit Bradley-Terry on the benchmark's preferences and save the run (kind ``bt-pref``)."""
-    if config.bootstrap < 0 or not 0 < config.level < 1 or config.alpha < 0:
-        raise EngineError("bootstrap must be >= 0, level in (0, 1) and alpha >= 0")
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()

@@ -144,3 +144,87 @@ def test_fit_arena_and_joint_on_imported_preferences(tmp_path, capsys):
         out = json.loads(capsys.readouterr().out)
         ranking = [r["name"] for r in sorted(out["ranking"], key=lambda r: r["rank"])]
         assert ranking == names, (args, ranking)
+
+
+def _imported_battles(tmp_path, n=300):
+    rng = np.random.default_rng(1)
+    names = ["gpt-4", "claude-2", "vicuna-13b"]
+    battles = []
+    for k in range(n):
+        x, y = rng.choice(names, 2, replace=False)
+        battles.append({"model_a": x, "model_b": y, "winner": "model_a" if rng.random() < 0.6 else "model_b",
+                        "question_id": f"q{k}"})
+    path = tmp_path / "battles.json"
+    path.write_text(json.dumps(battles))
+    db = str(tmp_path / "w.db")
+    assert main(["import", "battles", str(path), "-b", "arena", "--db", db]) == 0
+    return db
+
+
+def _run_config(db, run_id):
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        return runs.get_run(conn, run_id)
+    finally:
+        conn.close()
+
+
+def test_fit_bt_bootstrap_and_prior_alpha_options(tmp_path, capsys):
+    """`fit bt --bootstrap N --prior-alpha A` on preferences: N replicates (0 = no intervals), the prior's
+    strength, both recorded in the run's config and metrics; --seed seeds the bootstrap."""
+    db = _imported_battles(tmp_path)
+    capsys.readouterr()
+    assert main(["fit", "bt", "arena", "--db", db, "--json", "--bootstrap", "0", "--prior-alpha", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metrics"]["bootstrap"] == 0 and out["metrics"]["alpha"] == 0.0
+    assert all(r.get(k) is None for r in out["ranking"] for k in ("lo", "hi", "se"))
+    run = _run_config(db, out["run_id"])
+    assert run["config"]["bootstrap"] == 0 and run["config"]["alpha"] == 0.0
+
+    assert main(["fit", "bt", "arena", "--db", db, "--json", "--bootstrap", "30", "--prior-alpha", "2.5",
+                 "--seed", "7"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    run = _run_config(db, out["run_id"])
+    assert run["config"]["bootstrap"] == 30 and run["config"]["alpha"] == 2.5 and run["seed"] == 7
+    assert all(r["lo"] <= r["theta"] <= r["hi"] for r in out["ranking"])
+    # a stronger prior pulls the strengths towards the reference
+    assert main(["fit", "bt", "arena", "--db", db, "--json", "--bootstrap", "0", "--prior-alpha", "500"]) == 0
+    shrunk = json.loads(capsys.readouterr().out)
+    spread = lambda o: np.ptp([r["theta"] for r in o["ranking"]])  # noqa: E731
+    assert spread(shrunk) < spread(out)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--bootstrap", "-1"], "--bootstrap"),
+    (["--bootstrap", "1"], "--bootstrap"),
+    (["--bootstrap", "100000000"], "--bootstrap"),
+    (["--prior-alpha", "-0.5"], "--prior-alpha"),
+    (["--prior-alpha", "nan"], "--prior-alpha"),
+    (["--prior-alpha", "inf"], "--prior-alpha"),
+])
+def test_fit_bt_bad_bootstrap_or_alpha_is_one_line(tmp_path, capsys, extra, needle):
+    db = _imported_battles(tmp_path, n=30)
+    before = open(db, "rb").read()
+    capsys.readouterr()
+    assert main(["fit", "bt", "arena", "--db", db, *extra]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0]
+    assert open(db, "rb").read() == before
+
+
+def test_bootstrap_options_are_refused_where_they_do_not_apply(tmp_path, capsys):
+    db = _imported_battles(tmp_path, n=30)
+    capsys.readouterr()
+    assert main(["fit", "static", "arena", "--db", db, "--bootstrap", "10"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fit bt" in err[0]
+
+
+def test_engine_fit_bt_refuses_bad_alpha_and_bootstrap():
+    _, data = _battles(n_models=3, n=100)
+    for kw in ({"alpha": float("nan")}, {"alpha": -1.0}, {"bootstrap": -2}):
+        with pytest.raises(EngineError):
+            fit_bt(data, **kw)
