@@ -109,13 +109,51 @@ LOGS = {
                  "acc-string": json.dumps({**_lmeval_row(9, 1.0), "acc": "high"}),
                  "acc-huge": json.dumps({**_lmeval_row(9, 1.0), "acc": 1e308}),
                  "doc-list": json.dumps({**_lmeval_row(9, 1.0), "doc": [1]}),
-                 "arguments-null": json.dumps({**_lmeval_row(9, 1.0), "arguments": None})}),
+                 "arguments-null": json.dumps({**_lmeval_row(9, 1.0), "arguments": None}),
+                 "line-string": json.dumps("a sample"),
+                 "line-number": "7",
+                 "line-array": json.dumps([_lmeval_row(9, 1.0)]),
+                 "line-null": "null",
+                 "doc-string": json.dumps({**_lmeval_row(9, 1.0), "doc": "q9"}),
+                 "doc_id-list": json.dumps({**_lmeval_row(9, 1.0), "doc_id": [9]}),
+                 "doc_id-huge": json.dumps({**_lmeval_row(9, 1.0), "doc_id": 10 ** 400}),
+                 "acc-list": json.dumps({**_lmeval_row(9, 1.0), "acc": [1]}),
+                 "acc-dict": json.dumps({**_lmeval_row(9, 1.0), "acc": {"v": 1}}),
+                 "acc-bool-string": json.dumps({**_lmeval_row(9, 1.0), "acc": "true"}),
+                 "resps-number": json.dumps({**_lmeval_row(9, 1.0), "resps": 3, "filtered_resps": 3}),
+                 "target-dict": json.dumps({**_lmeval_row(9, 1.0), "target": {"a": 1}}),
+                 "hostile-doc": json.dumps({**_lmeval_row(9, 1.0), "doc": {"question": HOSTILE_TEXT}})}),
     "inspect": ("inspect", "2024-05-29_gpqa.json", json.dumps(_inspect_log()).encode(), [],
                 {"eval-list": json.dumps({**_inspect_log(), "eval": []}),
                  "samples-string": json.dumps({**_inspect_log(), "samples": "x"}),
                  "sample-number": json.dumps({**_inspect_log(), "samples": [7]}),
                  "scores-list": json.dumps({**_inspect_log(), "samples": [{"id": 1, "scores": [1]}]}),
-                 "model-number": json.dumps({**_inspect_log(), "eval": {"task": "t", "model": 5}})}),
+                 "model-number": json.dumps({**_inspect_log(), "eval": {"task": "t", "model": 5}}),
+                 "eval-string": json.dumps({**_inspect_log(), "eval": "gpqa"}),
+                 "eval-missing": json.dumps({k: v for k, v in _inspect_log().items() if k != "eval"}),
+                 "samples-number": json.dumps({**_inspect_log(), "samples": 7}),
+                 "samples-object": json.dumps({**_inspect_log(), "samples": {"id": 1}}),
+                 "sample-string": json.dumps({**_inspect_log(), "samples": ["s1"]}),
+                 "sample-null": json.dumps({**_inspect_log(), "samples": [None]}),
+                 "scores-string": json.dumps({**_inspect_log(), "samples": [{"id": 1, "scores": "C"}]}),
+                 "scores-number": json.dumps({**_inspect_log(), "samples": [{"id": 1, "scores": 1}]}),
+                 "score-list": json.dumps({**_inspect_log(), "samples": [{"id": 1, "scores": {"m": [1]}}]}),
+                 "score-value-dict": json.dumps({**_inspect_log(), "samples": [
+                     {"id": 1, "epoch": 1, "input": "Q", "target": "A", "scores": {"m": {"value": {"a": "C"}}}}]}),
+                 "score-value-huge": json.dumps({**_inspect_log(), "samples": [
+                     {"id": 1, "epoch": 1, "input": "Q", "target": "A", "scores": {"m": {"value": 1e308}}}]}),
+                 "id-dict": json.dumps({**_inspect_log(), "samples": [
+                     {"id": {"a": 1}, "epoch": 1, "input": "Q", "target": "A", "scores": {"m": {"value": "C"}}}]}),
+                 "epoch-string": json.dumps({**_inspect_log(), "samples": [
+                     {"id": 1, "epoch": "one", "input": "Q", "target": "A", "scores": {"m": {"value": "C"}}}]}),
+                 "input-number": json.dumps({**_inspect_log(), "samples": [
+                     {"id": 1, "epoch": 1, "input": 5, "target": "A", "scores": {"m": {"value": "C"}}}]}),
+                 "target-number": json.dumps({**_inspect_log(), "samples": [
+                     {"id": 1, "epoch": 1, "input": "Q", "target": 5, "scores": {"m": {"value": "C"}}}]}),
+                 "top-list": json.dumps([_inspect_log()]),
+                 "top-string": json.dumps("log"),
+                 "hostile-model": json.dumps({**_inspect_log(), "eval": {"task": HOSTILE_TEXT,
+                                                                        "model": "openai/" + HOSTILE_TEXT}})}),
 }
 
 
@@ -265,9 +303,6 @@ def _cases() -> list[tuple[str, str, str, bytes, str]]:
 
 
 CASES = _cases()
-# lm-eval and Inspect logs are validated by their importers' own modules; here a crash there must still end as one
-# line (the CLI's last-resort handler), the specific message is theirs to give.
-OTHERS_LOGS = ("lm-eval:", "inspect:")
 EXTRA_OPTIONS = {fmt: opts for fmt, _, _, opts, _ in LOGS.values()}
 
 
@@ -282,11 +317,30 @@ def _check_outcome(case_id, rc, out, err, before, after, expect):
     assert rc in (0, 1), (case_id, rc, err)
     if rc == 1:
         assert err.count("\n") == 1 and err.startswith("benchloupe: error: "), (case_id, err)
-        if not case_id.startswith(OTHERS_LOGS):  # our importers name the problem, not a caught traceback
-            assert "unexpected" not in err, (case_id, err)
+        # every importer names the problem; the last-resort handler's "unexpected ..." line means one did not
+        assert "unexpected" not in err and "full traceback in" not in err, (case_id, err)
         assert after == before, case_id
     else:
         assert err == "", (case_id, err)
+
+
+PY_WORDS = re.compile(r"\b(NoneType|dict|str|int|float|list|nan)\b")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0].startswith(("lm-eval:", "inspect:"))
+                                  and ":mutate:" not in c[0] and not c[0].endswith((":valid", ":bom"))],
+                         ids=lambda c: c[0])
+def test_log_structure_messages_speak_json(case, template_db, tmp_path):
+    """A log's wrong shape is named in the file's own vocabulary (null, an object, an array, a string, a
+    number, missing), not Python's (NoneType, dict, list, str, int, nan)."""
+    case_id, fmt, name, content, _ = case
+    db = tmp_path / "t.db"
+    shutil.copy(template_db, db)
+    path = tmp_path / name
+    path.write_bytes(content)
+    rc, _, err = run_cli(["--db", str(db), "import", fmt, str(path), "-b", "hostile", *EXTRA_OPTIONS.get(fmt, [])])
+    message = err.split(str(path), 1)[-1]
+    assert rc in (0, 1) and not PY_WORDS.search(message), (case_id, err)
 
 
 def test_corpus_is_large():

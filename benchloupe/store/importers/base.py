@@ -23,6 +23,23 @@ class ImportFormatError(ValueError):
         super().__init__(f"{loc}: {what}; {fix}")
 
 
+def json_kind(value) -> str:
+    """What a parsed JSON value is, in JSON's words ("null", "an array", ...) for messages about a file."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a " + type(value).__name__
+
+
 @dataclass
 class ParsedImport:
     """What one import adds to one benchmark.

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, json_kind
 from .readers import Table, as_bool, models_frame, read_table, short_repr
 
 
@@ -76,7 +76,7 @@ def _static(table: Table, prefix: str, require_status_ok: bool) -> ParsedImport:
                     "give dataset and sample_index on every static row",
                 )
         if isinstance(correct, (dict, list)):
-            raise table.error(i, "correct", f"'correct' is {type(correct).__name__}", "use 0/1 or true/false")
+            raise table.error(i, "correct", f"'correct' is {json_kind(correct)}", "use 0/1 or true/false")
         value = int(bool(correct))
         if require_status_ok and row.get("status", "ok") != "ok":
             value = 0

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .archive import ArchiveError, read_member
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, json_kind
 from .names import dotted, harness_models, key_text
 from .readers import load_text
 
@@ -74,14 +74,14 @@ def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
     if samples is None:
         samples = []
     if not isinstance(samples, list):
-        raise ImportFormatError(p, "samples", f"'samples' is {type(samples).__name__}, not a list", FIX)
+        raise ImportFormatError(p, "samples", f"'samples' is {json_kind(samples)}, not an array", FIX)
     return log, [(f"samples[{i}]", s) for i, s in enumerate(samples)]
 
 
 def _score(p: Path, where: str, value, partial: str, threshold: float, score_key: str | None) -> int:
     if isinstance(value, dict):
         if score_key is None or score_key not in value:
-            raise ImportFormatError(p, where, f"score is a dict with keys {sorted(map(str, value))[:8]}",
+            raise ImportFormatError(p, where, f"the score is an object with keys {', '.join(sorted(map(str, value))[:8])}",
                                     "choose one with --score-key")
         value, where = value[score_key], f"{where}.{score_key}"
     if isinstance(value, bool):
@@ -163,7 +163,7 @@ def parse_inspect(
     header, samples = _load(p)
     ev = header.get("eval") if isinstance(header, dict) else None
     if not isinstance(ev, dict):
-        raise ImportFormatError(p, "eval", f"'eval' is {type(ev).__name__}, not an object", FIX)
+        raise ImportFormatError(p, "eval", f"'eval' is {json_kind(ev)}, not an object", FIX)
     name = model or ev.get("model")
     if not isinstance(name, str) or not name.strip():
         raise ImportFormatError(p, "eval.model", "no model name in the log", "give the model with --model")
@@ -172,18 +172,18 @@ def parse_inspect(
     rows: dict[str, dict] = {}
     for where, s in samples:
         if not isinstance(s, dict):
-            raise ImportFormatError(p, where, f"a sample is {type(s).__name__}, not an object", FIX)
+            raise ImportFormatError(p, where, f"a sample is {json_kind(s)}, not an object", FIX)
         scores = s.get("scores")
         if scores is None or scores == {}:
             continue
         if not isinstance(scores, dict):
-            raise ImportFormatError(p, f"{where}.scores", f"'scores' is {type(scores).__name__}, not an object", FIX)
+            raise ImportFormatError(p, f"{where}.scores", f"'scores' is {json_kind(scores)}, not an object", FIX)
         chosen = scorer or next(iter(scores))
         if chosen not in scores:
             raise ImportFormatError(p, where, f"no scorer '{chosen}' (has {sorted(scores)[:8]})", "pick one with --scorer")
         entry = scores[chosen]
         if not isinstance(entry, dict):
-            raise ImportFormatError(p, f"{where}.scores.{chosen}", f"a score is {type(entry).__name__}, not an object",
+            raise ImportFormatError(p, f"{where}.scores.{chosen}", f"a score is {json_kind(entry)}, not an object",
                                     FIX)
         v = _score(p, f"{where}.scores.{chosen}", entry.get("value"), partial, threshold, score_key)
         scorer = chosen

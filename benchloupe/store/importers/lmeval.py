@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, json_kind
 from .names import dotted, key_text
 from .readers import Table, base_suffix, load_text, models_frame, read_table
 
@@ -157,8 +157,12 @@ def parse_lmeval(
         raise ImportFormatError(p, "line 1", "no samples", FIX)
     records = table.frame.to_dict("records")
     for i, row in enumerate(records):
-        if key_text(row.get("doc_id")) is None:
-            raise table.error(i, "doc_id", f"no usable 'doc_id' ({str(row.get('doc_id'))[:20]!r})",
+        doc_id = row.get("doc_id")
+        if key_text(doc_id) is None:
+            missing = doc_id is None or (isinstance(doc_id, float) and doc_id != doc_id)  # absent: NaN in the frame
+            what = "no 'doc_id'" if missing else \
+                f"'doc_id' is {json_kind(doc_id)} ({str(doc_id)[:20]}), not a whole number or a string"
+            raise table.error(i, "doc_id", what,
                               "every row of an lm-eval samples file has doc_id; re-run with --log_samples")
     name = model or model_from_results(p)
     if not name:
