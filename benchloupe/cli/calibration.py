@@ -16,6 +16,8 @@ def _ranking(conn, run_id: int, limit: int | None = None):
     df = runs.run_models(conn, run_id)
     cols = [c for c in ("rank", "name", "family", "theta", "se", "lo", "hi") if c in df.columns]
     df = df[cols].dropna(subset=["rank"]).sort_values("rank")
+    if "family" in df.columns and df["family"].notna().any():  # a model with no family says so (issue 10)
+        df["family"] = df["family"].fillna("none")
     return df.head(limit) if limit else df
 
 

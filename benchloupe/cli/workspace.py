@@ -172,7 +172,7 @@ def cmd_show(args) -> int:
         its = read.items(conn, args.benchmark, with_text=False)
         groups = its.groupby("group").size().to_dict() if len(its) else {}
         ms = read.models(conn, args.benchmark)
-        families = ms["family"].fillna("(none)").value_counts().to_dict()
+        families = ms["family"].fillna("none").value_counts().to_dict()
         sm = read.load_static(conn, args.benchmark, include_retired=True)
         if sm.correct.size:
             info["results_missing"] = int((~sm.mask).sum())

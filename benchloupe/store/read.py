@@ -86,6 +86,15 @@ def models(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
         conn, params=[bid],
     )
     df["aliases"] = df["aliases"].fillna("")
+    return none_for_missing(df, ("family", "owner"))
+
+
+def none_for_missing(df: pd.DataFrame, columns) -> pd.DataFrame:
+    """Missing text labels as None, not NaN (pandas reads SQL NULL as NaN, and ``nan or '-'`` is ``nan``:
+    a model without a family would print as ``family nan``)."""
+    for c in columns:
+        if c in df.columns:
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
     return df
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from . import runners
 from .db import StoreError, transaction
+from .read import none_for_missing
 
 MODEL_COLS = ("theta", "se", "lo", "hi", "rank", "rank_lo", "rank_hi")
 ITEM_COLS = ("difficulty", "sharpness", "fisher", "dif_range")
@@ -259,7 +260,7 @@ def run_models(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
     df = pd.read_sql_query(
         "SELECT rm.*, m.name, m.family, m.owner FROM run_models rm JOIN models m ON m.id = rm.model_id"
         " WHERE rm.run_id = ? ORDER BY rm.rank, rm.theta DESC", conn, params=[run_id])
-    return _expand_extra(df)
+    return none_for_missing(_expand_extra(df), ("family", "owner"))
 
 
 def run_items(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
