@@ -40,7 +40,7 @@ def cmd_audit(args) -> int:
         report = check_report_path(args.report)  # before anything runs or is stored
     except EngineError as exc:
         raise CliError(str(exc)) from None
-    rid = jobs.ANALYSES["neartie"].run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
+    rid = jobs.analysis("neartie").run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
                                        progress=StderrProgress("audit"))
     conn = connect(db_path(args))
     try:

@@ -106,12 +106,12 @@ def cmd_fit(args) -> int:
         from benchloupe.jobs.calibration import BaselineConfig
 
         cfg = config_from_args(args, BaselineConfig) if args.mode == "bt" else BaselineConfig()
-        rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
+        rid = jobs.analysis(args.mode).run(db_path(args), args.benchmark, cfg, arena=args.arena,
                                            reward_model=args.reward_model, progress=progress, seed=args.seed,
                                            preference=preference, **_external(args))
     else:
         cfg = config_from_args(args, JointConfig, mode=args.mode)
-        rid = jobs.ANALYSES[args.mode].run(db_path(args), args.benchmark, cfg, arena=args.arena,
+        rid = jobs.analysis(args.mode).run(db_path(args), args.benchmark, cfg, arena=args.arena,
                                            reward_model=args.reward_model, heldout=not args.no_heldout,
                                            seed=args.seed, progress=progress, device=args.device, **_external(args))
     return report_run(args, rid)
@@ -159,7 +159,7 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         if precheck:
             precheck(args, cfg)
         kw = {"arena": args.arena, "reward_model": args.reward_model} if arena_opt else {}
-        rid = jobs.ANALYSES[name].run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
+        rid = jobs.analysis(name).run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
         more = extra(args, rid) if extra else None
         report_run(args, rid, ranking=name == "bootstrap", extra=more)
         if more and more["unexpected_cells"] and not args.json:
@@ -282,7 +282,7 @@ def cmd_evaluate(args) -> int:
     from benchloupe.store.db import connect
 
     cfg = config_from_args(args, EvaluateConfig)
-    rid = jobs.ANALYSES["evaluate"].run(db_path(args), args.benchmark, cfg, arena=args.arena,
+    rid = jobs.analysis("evaluate").run(db_path(args), args.benchmark, cfg, arena=args.arena,
                                         reward_model=args.reward_model, progress=StderrProgress("evaluate"),
                                         **_external(args))
     conn = connect(db_path(args))

@@ -14,7 +14,7 @@ def cmd_coverage(args) -> int:
     from benchloupe.store.db import connect
 
     cfg = config_from_args(args, CoverageConfig)
-    rid = jobs.ANALYSES["coverage"].run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"))
+    rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"))
     conn = connect(db_path(args))
     try:
         run = runs.get_run(conn, rid)
@@ -118,7 +118,7 @@ def cmd_calibrate(args) -> int:
     if args.cfg_k is not None and args.cfg_k < 1:
         raise CliError(f"--k {args.cfg_k}: keep at least one item (leave --k out to keep half the benchmark)")
     cfg = config_from_args(args, CalibrateConfig)
-    rid = jobs.ANALYSES["calibrate"].run(db_path(args), args.benchmark, cfg, name=args.name)
+    rid = jobs.analysis("calibrate").run(db_path(args), args.benchmark, cfg, name=args.name)
     conn = connect(db_path(args))
     try:
         run = runs.get_run(conn, rid)

@@ -362,6 +362,27 @@ def _load_analyses() -> dict[str, Analysis]:
     return _REGISTRY
 
 
+# Which area module registers each analysis, so that one command loads only its own module (a whole
+# ``audit neartie`` process no longer imports the openai client through the fill job: issue 13's figure).
+_AREA_MODULE = {"neartie": "audit", "joint": "calibration", "static": "calibration", "arena": "calibration",
+                "evaluate": "calibration", "bt": "calibration", "avg-reward": "calibration",
+                "coverage": "coverage", "calibrate": "coverage", "compress": "diagnostics",
+                "anomalies": "diagnostics", "screen": "diagnostics", "bootstrap": "diagnostics",
+                "contamination": "diagnostics"}
+
+
+def analysis(name: str) -> Analysis:
+    """The registered analysis ``name``, importing only the area module that defines it."""
+    if name not in _REGISTRY:
+        module = _AREA_MODULE.get(name)
+        if module is None:
+            return _load_analyses()[name]
+        import importlib
+
+        importlib.import_module(f"{__name__}.{module}")
+    return _REGISTRY[name]
+
+
 def __getattr__(name: str):
     if name == "ANALYSES":
         return _load_analyses()
