@@ -15,7 +15,7 @@ Cases:
 - ``protocol``: ``--protocol full`` Markdown reports of ARC, GSM8K, TruthfulQA into bench/out/ (docs/NEARTIE.md).
 
 Usage: ``python bench/bench_neartie.py [gsm8k|sim|real|cli|full|protocol ...]`` (default: gsm8k sim).  BLAS threads follow
-the environment (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``), recorded in the output.
+the environment (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``, 1 unless set, as in the CLI), recorded in the output.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI sets it, so in-process and CLI figures compare
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's benchloupe, not whichever one the interpreter finds first
