@@ -228,3 +228,18 @@ def test_engine_fit_bt_refuses_bad_alpha_and_bootstrap():
     for kw in ({"alpha": float("nan")}, {"alpha": -1.0}, {"bootstrap": -2}):
         with pytest.raises(EngineError):
             fit_bt(data, **kw)
+
+
+def test_bootstrap_options_are_refused_on_a_rewards_benchmark(tmp_path, capsys):
+    """`fit bt` on arena rewards fits the reward-derived pairs, which have no bootstrap or prior: say so."""
+    path = tmp_path / "arena.csv"
+    path.write_text("model,prompt,reward\n" + "".join(f"m{i},p{j},{(i * 7 + j * 3) % 5 / 5}\n"
+                                                       for i in range(4) for j in range(6)))
+    db = str(tmp_path / "w.db")
+    assert main(["import", "arena", str(path), "-b", "ar", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["fit", "bt", "ar", "--db", db, "--bootstrap", "10"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "arena rewards" in err[0]
+    assert main(["db", "check", "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"]["runs"] == 0
