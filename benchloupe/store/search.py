@@ -21,6 +21,8 @@ from .db import StoreError
 # bm25 weights per column, in the table's order: benchmark, key, text, answer, grp, metadata
 _WEIGHTS = (0.5, 4.0, 1.0, 1.0, 2.0, 0.5)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# lone surrogates (what Python makes of non-UTF-8 bytes on a command line) cannot be sent to SQLite
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_LIMIT = 10_000
 DEFAULT_MARKS = ("[", "]")
 # OperationalErrors of the database itself, not of a raw query's syntax (those go up to the CLI's explanations)
@@ -46,8 +48,10 @@ def search_items(conn: sqlite3.Connection, query: str, benchmark: str | None = N
         raise StoreError(f"search: --limit must be a whole number from 1 to {MAX_LIMIT} (got {limit!r})")
     if not isinstance(query, str):
         raise StoreError(f"search: the query must be text (got {type(query).__name__})")
+    query = _SURROGATE.sub("\ufffd", query)
     bid = None
     if benchmark is not None:
+        benchmark = _SURROGATE.sub("\ufffd", str(benchmark))
         row = conn.execute("SELECT id FROM benchmarks WHERE name = ?", (benchmark,)).fetchone()
         if row is None:
             raise StoreError(f"search: no benchmark named {benchmark!r}; `benchloupe list` shows the names")
