@@ -250,13 +250,14 @@ MIGRATIONS: list[str] = [
     # (importers, derive, BenchFill accept, edits, deletes, a benchmark's rename) stays searchable without code of
     # its own. The FTS5 table keeps its own copy of the text (snippets need it; external content cannot hold the
     # benchmark name or the metadata's values). rowid = items.id; status and origin are read from items at query
-    # time, so retiring an item needs no re-index. Existing items are indexed here.
+    # time, so retiring an item needs no re-index. OR REPLACE: an INSERT OR REPLACE into items deletes the old row
+    # without its DELETE trigger, and a later item may get that id back. Existing items are indexed here.
     f"""
     CREATE VIRTUAL TABLE items_fts USING fts5(
         benchmark, key, text, answer, grp, metadata, tokenize = 'unicode61 remove_diacritics 2'
     );
     CREATE TRIGGER items_fts_insert AFTER INSERT ON items BEGIN
-        INSERT INTO items_fts (rowid, benchmark, key, text, answer, grp, metadata)
+        INSERT OR REPLACE INTO items_fts (rowid, benchmark, key, text, answer, grp, metadata)
         VALUES (new.id, (SELECT name FROM benchmarks WHERE id = new.benchmark_id), new.key, new.text, new.answer,
                 new.grp, {_META_WORDS.format(m="new.metadata")});
     END;
@@ -265,7 +266,7 @@ MIGRATIONS: list[str] = [
     END;
     CREATE TRIGGER items_fts_update AFTER UPDATE OF id, benchmark_id, key, text, answer, grp, metadata ON items BEGIN
         DELETE FROM items_fts WHERE rowid = old.id;
-        INSERT INTO items_fts (rowid, benchmark, key, text, answer, grp, metadata)
+        INSERT OR REPLACE INTO items_fts (rowid, benchmark, key, text, answer, grp, metadata)
         VALUES (new.id, (SELECT name FROM benchmarks WHERE id = new.benchmark_id), new.key, new.text, new.answer,
                 new.grp, {_META_WORDS.format(m="new.metadata")});
     END;

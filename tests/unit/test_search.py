@@ -279,3 +279,15 @@ def test_cli_search_loads_no_heavy_modules(tmp_path):
              or m.startswith("benchloupe.engine")}
     assert not heavy, sorted(heavy)[:10]
     assert "benchloupe.store.search" in mods
+
+
+def test_a_replace_that_skips_the_delete_trigger_leaves_no_stale_hit_or_blocked_id(conn):
+    # INSERT OR REPLACE deletes the conflicting row without its DELETE trigger (recursive_triggers is off): the
+    # index must neither show the old row nor refuse a later item that gets the old id back.
+    conn.execute("INSERT INTO benchmarks (id, name) VALUES (1, 'b')")
+    conn.execute("INSERT INTO items (id, benchmark_id, pos, key, text) VALUES (7, 1, 0, 'k', 'old words')")
+    conn.execute("INSERT OR REPLACE INTO items (id, benchmark_id, pos, key, text) VALUES (8, 1, 0, 'k', 'new words')")
+    assert _keys(conn, "old") == [] and _keys(conn, "new") == [("b", "k")]
+    conn.execute("DELETE FROM items WHERE id = 8")
+    conn.execute("INSERT INTO items (id, benchmark_id, pos, key, text) VALUES (7, 1, 0, 'k2', 'reused id')")
+    assert _keys(conn, "reused") == [("b", "k2")] and _keys(conn, "old") == []
