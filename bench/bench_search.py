@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from benchloupe.store.db import connect  # noqa: E402
 from benchloupe.store.importers.base import ParsedImport  # noqa: E402
 from benchloupe.store.schema import SCHEMA_VERSION  # noqa: E402
-from benchloupe.store.search import search_items  # noqa: E402
+from benchloupe.store.search import plain_query, search_items  # noqa: E402
 from benchloupe.store.writer import write_import  # noqa: E402
 
 SIZES = {"sim-14000": 14000, "sim-41871": 41871}
@@ -130,9 +130,11 @@ def main() -> None:
     }
     store = {}
     for label, kw in queries.items():
-        n_match = conn.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?",
-                               ('"' + kw["query"].split()[0] + '"' if not kw.get("raw") else kw["query"],)
-                               ).fetchone()[0]
+        fts = kw["query"] if kw.get("raw") else plain_query(kw["query"])
+        where = " AND i.benchmark_id = (SELECT id FROM benchmarks WHERE name = ?)" if "benchmark" in kw else ""
+        n_match = conn.execute("SELECT count(*) FROM items_fts JOIN items i ON i.id = items_fts.rowid"
+                               " WHERE items_fts MATCH ?" + where,
+                               [fts] + ([kw["benchmark"]] if where else [])).fetchone()[0]
         ms = _best(lambda kw=kw: search_items(conn, limit=50, **kw), args.repeats)
         store[label] = {"ms": ms, "matching_items": n_match}
     conn.close()
