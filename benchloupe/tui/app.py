@@ -2,8 +2,11 @@
 
 Screens read the store in thread workers with their own connection (store/db.py: a connection belongs to its
 thread) and post what they read back as messages; long work (fits, imports, the demo build, BenchFill) runs
-through :meth:`BenchloupeApp.start_job`, which owns the cancel event and turns the job's
-``progress(done, total, message)`` calls into :class:`JobProgress` messages that replace one another.
+through :meth:`BenchloupeApp.start_job`, which owns the cancel event. The job's ``progress(done, total, message)``
+calls only overwrite one :class:`ProgressSlot` (a worker may call it thousands of times a second, e.g. a BenchFill
+session against a fast endpoint); a UI timer reads the slot ``PROGRESS_HZ`` times a second and repaints the job
+line when it changed. Nothing per progress call touches the footer or the bindings: those are refreshed only
+when a job starts or ends (issue 11: per-message ``refresh_bindings()`` froze the app for minutes).
 A failing worker never takes the app down: its error is shown in one line and the app keeps running.
 """
 
@@ -18,7 +21,6 @@ from pathlib import Path
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from benchloupe.tui.palette import WorkbenchCommands
@@ -26,15 +28,28 @@ from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
 
 WARM_UP_DELAY = 1.0
+PROGRESS_HZ = 4
 JobFn = Callable[[Callable[[float, float, str], None], threading.Event], object]
 
 
-class JobProgress(Message):
-    """The running job reached ``done`` of ``total`` in stage ``stage``."""
+class ProgressSlot:
+    """The latest ``(done, total, stage)`` a job reported; written by the worker, read by the UI timer."""
 
-    def __init__(self, done: float, total: float, stage: str) -> None:
-        super().__init__()
-        self.done, self.total, self.stage = done, total, stage
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: tuple[float, float, str] | None = None
+        self.calls = 0
+
+    def put(self, done: float, total: float, stage: str) -> None:
+        with self._lock:
+            self._latest = (done, total, stage)
+            self.calls += 1
+
+    def take(self) -> tuple[float, float, str] | None:
+        """The latest report since the last take, or None when nothing new came."""
+        with self._lock:
+            latest, self._latest = self._latest, None
+        return latest
 
 
 def one_line(exc: BaseException) -> str:
@@ -68,6 +83,11 @@ class BenchloupeApp(App[int]):
         self._cancel = threading.Event()
         self._on_done: Callable[[object], None] | None = None
         self._warming = False
+        self._progress = ProgressSlot()
+        self.job_paints = 0
+
+    def on_mount(self) -> None:
+        self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
 
     # ------------------------------------------------------------------ start-up
     def warm_up(self, delay: float = WARM_UP_DELAY) -> None:
@@ -123,26 +143,23 @@ class BenchloupeApp(App[int]):
             return False
         self._cancel = threading.Event()
         self._on_done = on_done
-        self.job = JobState(title=title, running=True)
-        self._show_job()
-        self._job_worker(fn, self._cancel)
+        self._progress = ProgressSlot()
+        self.job = JobState(title=title, running=True, started=time.monotonic())
+        self._show_job(bindings=True)
+        self._job_worker(fn, self._cancel, self._progress)
         return True
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def _job_worker(self, fn: JobFn, cancel: threading.Event) -> object:
-        last = [0.0, ""]
+    def _job_worker(self, fn: JobFn, cancel: threading.Event, slot: ProgressSlot) -> object:
+        return fn(slot.put, cancel)
 
-        def progress(done: float, total: float, message: str) -> None:
-            now = time.monotonic()
-            if message != last[1] or now - last[0] > 0.1 or (total and done >= total):
-                last[0], last[1] = now, message
-                self.post_message(JobProgress(done, total, message))
-
-        return fn(progress, cancel)
-
-    def on_job_progress(self, message: JobProgress) -> None:
-        if self.job.running:
-            self.job.done, self.job.total, self.job.stage = message.done, message.total, message.stage
+    def _drain_progress(self) -> None:
+        """Repaint the job line with the job's latest report, if it sent one since the last tick."""
+        latest = self._progress.take()
+        if latest is not None and self.job.running:
+            self.job.done, self.job.total, self.job.stage = latest
+            if self._cancel.is_set():
+                self.job.stage = "cancelling… " + self.job.stage
             self._show_job()
 
     def action_cancel_job(self) -> None:
@@ -156,10 +173,14 @@ class BenchloupeApp(App[int]):
             return self.job.running
         return True
 
-    def _show_job(self) -> None:
+    def _show_job(self, *, bindings: bool = False) -> None:
+        """Repaint the current screen's job line; *bindings* when the job started or ended (``x`` appears or
+        goes), never per progress report."""
+        self.job_paints += 1
         for bar in self.screen.query(JobBar):
             bar.show_state(self.job)
-        self.refresh_bindings()
+        if bindings:
+            self.refresh_bindings()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker = event.worker
@@ -183,7 +204,7 @@ class BenchloupeApp(App[int]):
             self.job.outcome = "failed: " + one_line(error)
             self.data_changed()
             self.report_error(error, self.job.title)
-        self._show_job()
+        self._show_job(bindings=True)
 
 
 def _import_engine() -> None:

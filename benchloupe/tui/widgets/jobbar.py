@@ -21,6 +21,7 @@ class JobState:
     running: bool = False
     outcome: str = ""
     failed: bool = False
+    started: float = 0.0
 
 
 class JobBar(Horizontal):
