@@ -61,7 +61,7 @@ def one_line(exc: BaseException) -> str:
 class BenchloupeApp(App[int]):
     """The workbench over one database file. ``benchmark`` is the open benchmark (None until chosen)."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses (tests) find it too
     TITLE = "benchloupe"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     MODES = {name: cls for name, (cls, _key, _title) in SCREENS.items()}
@@ -85,6 +85,7 @@ class BenchloupeApp(App[int]):
         self._warming = False
         self._progress = ProgressSlot()
         self.job_paints = 0
+        self.flag_focus: tuple[str, str, int, str] | None = None
 
     def on_mount(self) -> None:
         self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
@@ -103,6 +104,11 @@ class BenchloupeApp(App[int]):
     def action_go(self, mode: str) -> None:
         if mode in self.MODES:
             self.switch_mode(mode)
+
+    def show_flags(self, mode: str, column: str, value: int, label: str) -> None:
+        """Jump to the *mode* queue showing only the flags whose *column* (model_id, item_id) is *value*."""
+        self.flag_focus = (mode, column, value, label)
+        self.switch_mode(mode)
 
     def open_benchmark(self, name: str, mode: str = "items") -> None:
         self.benchmark = name

@@ -84,6 +84,14 @@ class BenchScreen(Screen):
     def compose_body(self) -> ComposeResult:
         yield from ()
 
+    def action_select_row(self) -> None:
+        """Enter: the focused table's row is selected (the screen's ``on_frame_table_selected`` acts on it)."""
+        from benchloupe.tui.widgets.table import FrameTable
+
+        table = self.focused if isinstance(self.focused, FrameTable) else next(iter(self.query(FrameTable)), None)
+        if table is not None:
+            table.action_select()
+
     # ------------------------------------------------------------------ loading
     def on_screen_resume(self) -> None:
         self.query_one(TopBar).refresh_bar()

@@ -51,8 +51,8 @@ def word_diff(parent: str, child: str) -> Text:
 class BenchFillScreen(BenchScreen):
     MODE = "benchfill"
     BINDINGS = [
-        Binding("bracketright", "step(1)", "Next", key_display="]", id="fill.next"),
-        Binding("bracketleft", "step(-1)", "Prev", key_display="[", id="fill.prev"),
+        Binding("right_square_bracket", "step(1)", "Next", key_display="]", id="fill.next"),
+        Binding("left_square_bracket", "step(-1)", "Prev", key_display="[", id="fill.prev"),
         Binding("a", "decide('accept')", "Accept", id="fill.accept"),
         Binding("r", "decide('reject')", "Reject", id="fill.reject"),
         Binding("e", "edit", "Edit+accept", id="fill.edit"),

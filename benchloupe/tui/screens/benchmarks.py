@@ -37,6 +37,7 @@ class BenchmarksScreen(BenchScreen):
     MODE = "benchmarks"
     NEEDS_BENCHMARK = False
     BINDINGS = [
+        Binding("enter", "select_row", "Open", id="benchmarks.open"),
         Binding("d", "demo", "Demo workspace", id="benchmarks.demo"),
         Binding("o", "import_file", "Import file", id="benchmarks.import"),
     ]

@@ -56,6 +56,7 @@ def columns_for(width: int) -> list[Column]:
 class ItemsScreen(BenchScreen):
     MODE = "items"
     BINDINGS = [
+        Binding("enter", "select_row", "Item panel", id="items.open"),
         Binding("slash", "search", "Search", id="items.search"),
         Binding("escape", "clear_search", "Clear", show=False, id="items.clear"),
         Binding("g", "cycle('group')", "Group", show=False, id="items.group"),

@@ -9,6 +9,7 @@ import sqlite3
 import pandas as pd
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Static
 
 from benchloupe.tui.screens.base import BenchScreen
@@ -51,6 +52,7 @@ def columns_for(width: int) -> list[Column]:
 
 class ModelsScreen(BenchScreen):
     MODE = "models"
+    BINDINGS = [Binding("enter", "model_flags", "Model's flags", id="models.flags")]
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="models-status", classes="status-line", markup=False)
@@ -96,6 +98,14 @@ class ModelsScreen(BenchScreen):
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         self._detail()
+
+    def action_model_flags(self) -> None:
+        """Enter: the highlighted model's anomaly flags on 5 Anomalies."""
+        table = self.query_one(FrameTable)
+        if table.row is None:
+            return
+        row = table.frame.iloc[table.row]
+        self.app.show_flags("anomalies", "model_id", int(row["id"]), f"model {row['name']}")
 
     def _detail(self) -> None:
         table = self.query_one(FrameTable)

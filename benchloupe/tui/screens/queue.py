@@ -44,7 +44,8 @@ class FlagQueueScreen(BenchScreen):
         Binding("o", "decide('open')", "Reopen", show=False, id="queue.reopen"),
         Binding("n", "note", "Note", id="queue.note"),
         Binding("f", "filter", "Filter", show=False, id="queue.filter"),
-        Binding("enter", "open_item", "Item", show=False, id="queue.item"),
+        Binding("enter", "open_item", "Item panel", show=False, id="queue.item"),
+        Binding("escape", "clear_focus", "All models/items", show=False, id="queue.all"),
         Binding("pagedown", "scroll_detail(1)", "Scroll", show=False),
         Binding("pageup", "scroll_detail(-1)", "Scroll", show=False),
     ]
@@ -58,11 +59,26 @@ class FlagQueueScreen(BenchScreen):
         self.context: dict = {}
         self._pending: dict[int, tuple[str, str | None]] = {}
         self._pending_lock = threading.Lock()
+        self.focus: tuple[str, int, str] | None = None  # (column, value, label): one model's or item's flags
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="queue-status", classes="status-line", markup=False)
         with VerticalScroll(id="queue-scroll"):
             yield Static("", id="queue-detail", markup=False)
+
+    def on_screen_resume(self) -> None:
+        jump = self.app.flag_focus
+        if jump is not None and jump[0] == self.MODE:
+            self.app.flag_focus = None
+            self.focus = jump[1:]
+            if len(self.flags):
+                self._refilter()
+        super().on_screen_resume()
+
+    def action_clear_focus(self) -> None:
+        if self.focus is not None:
+            self.focus = None
+            self._refilter(keep=self.current_id())
 
     # ------------------------------------------------------------------ data
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
@@ -94,16 +110,23 @@ class FlagQueueScreen(BenchScreen):
         return int(self.flags["id"].iloc[self.view[self.pos]])
 
     def _refilter(self, keep: int | None = None) -> None:
-        if self.state_filter == "all" or not len(self.flags):
-            self.view = np.arange(len(self.flags))
-        else:
-            self.view = np.flatnonzero((self.flags["state"] == self.state_filter).to_numpy())
+        self.view = np.flatnonzero(self.filter_mask()) if len(self.flags) else np.zeros(0, np.int64)
         self.pos = 0
         if keep is not None and len(self.view):
             hit = np.flatnonzero(self.flags["id"].to_numpy()[self.view] == keep)
             if hit.size:
                 self.pos = int(hit[0])
         self.render_current()
+
+    def filter_mask(self) -> np.ndarray:
+        """The flags the queue steps through: the state filter and the model/item focus."""
+        keep = np.ones(len(self.flags), bool)
+        if self.state_filter != "all":
+            keep &= (self.flags["state"] == self.state_filter).to_numpy()
+        if self.focus is not None:
+            column, value, _label = self.focus
+            keep &= (self.flags[column] == value).to_numpy()
+        return keep
 
     # ------------------------------------------------------------------ rendering
     def render_current(self) -> None:
@@ -116,6 +139,8 @@ class FlagQueueScreen(BenchScreen):
             status.append(f"no {self.PLURAL}", style="bold")
         if self.state_filter != "all":
             status.append(f" ({self.state_filter})", style="bold yellow")
+        if self.focus is not None:
+            status.append(f" · only {self.focus[2]} (esc: all)", style="bold yellow")
         status.append(f" · {triaged} of {total} triaged", style="bold")
         status.append("  f filter · enter item", style="dim")
         self.query_one("#queue-status", Static).update(status)

@@ -28,7 +28,29 @@ class ReversalsScreen(FlagQueueScreen):
         for rid in (flags["run_id"].dropna().unique() if len(flags) else []):
             run = runs.get_run(conn, int(rid)) or {}
             tables[int(rid)] = run.get("metrics", {}).get("table1")
-        return {"models": models, "table1": tables}
+        keys = read.items(conn, benchmark, with_text=False)
+        return {"models": models, "table1": tables, "item_ids": dict(zip(keys["key"], keys["id"]))}
+
+    def driving_item(self, row: pd.Series) -> int | None:
+        """The id of the item that drove the reversal most (the first of ``top_items``)."""
+        top = row["payload"].get("top_items", row["payload"].get("items"))
+        if isinstance(top, list) and top and isinstance(top[0], dict):
+            key = top[0].get("item", top[0].get("key", top[0].get("item_key")))
+            hit = self.context.get("item_ids", {}).get(key)
+            return None if hit is None else int(hit)
+        return None
+
+    def action_open_item(self) -> None:
+        """Enter: the panel of the item that drove the reversal most."""
+        if not len(self.view):
+            return
+        item_id = self.driving_item(self.flags.iloc[self.view[self.pos]])
+        if item_id is None:
+            self.notify("this pair has no driving item recorded", severity="warning")
+            return
+        from benchloupe.tui.screens.items import ItemPanel
+
+        self.app.push_screen(ItemPanel(item_id))
 
     def render_flag(self, row: pd.Series) -> Text:
         p = row["payload"]

@@ -86,6 +86,7 @@ def default_config(analysis) -> object:
 class RunsScreen(BenchScreen):
     MODE = "runs"
     BINDINGS = [
+        Binding("enter", "select_row", "Start / show run", id="runs.open"),
         Binding("n", "new_run", "Start", id="runs.start"),
         Binding("m", "mark", "Mark", id="runs.mark"),
         Binding("c", "compare", "Compare", id="runs.compare"),

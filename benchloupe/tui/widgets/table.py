@@ -92,7 +92,9 @@ def header_line(columns: list[Column], sort_key: str | None = None, descending: 
 
 
 class FrameTable(ScrollView, can_focus=True):
-    """Rows of a frame under a fixed header; j/k/arrows move, enter selects, s/S sort.
+    """Rows of a frame under a fixed header; j/k/arrows move, s/S sort; ``action_select`` posts Selected (the
+    screen binds enter with a description of what it does there, so no screen advertises an enter that does
+    nothing).
 
     ``set_data(frame, columns, lines)`` loads; ``set_view(index)`` shows a subset (positions into frame).
     """
@@ -106,7 +108,6 @@ class FrameTable(ScrollView, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False),
         Binding("left", "scroll_left", "Left", show=False),
         Binding("right", "scroll_right", "Right", show=False),
-        Binding("enter", "select", "Open", id="table.select"),
         Binding("s", "sort(1)", "Sort", id="table.sort"),
         Binding("S", "sort(-1)", "Reverse sort", show=False, id="table.reverse"),
     ]
