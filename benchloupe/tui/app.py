@@ -23,6 +23,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
+from benchloupe.textsafe import visible
 from benchloupe.tui.palette import WorkbenchCommands
 from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
@@ -133,6 +134,12 @@ class BenchloupeApp(App[int]):
         reload = getattr(self.screen, "reload", None)
         if reload is not None and reload_current:
             reload()
+
+    def notify(self, message: str, *, title: str = "", **kwargs) -> None:
+        """Every notification is literal text with control characters escaped (messages quote data: keys,
+        model names, file paths)."""
+        kwargs["markup"] = False
+        super().notify(visible(message, keep_layout=True), title=visible(title), **kwargs)
 
     # ------------------------------------------------------------------ errors
     def report_error(self, exc: BaseException, where: str = "") -> None:

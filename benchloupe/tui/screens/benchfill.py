@@ -16,12 +16,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static, TextArea
+from textual.widgets import TextArea
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.screens.runs import parser_for
 from benchloupe.tui.widgets.dialogs import Field, FormDialog, PromptDialog
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
 SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14),
@@ -73,9 +74,9 @@ class BenchFillScreen(BenchScreen):
 
     def compose_body(self) -> ComposeResult:
         yield FrameTable(id="sessions", sortable=False)
-        yield Static("", id="fill-summary", classes="status-line", markup=False)
+        yield SafeStatic("", id="fill-summary", classes="status-line", markup=False)
         with VerticalScroll(id="fill-scroll"):
-            yield Static("", id="fill-review", markup=False)
+            yield SafeStatic("", id="fill-review", markup=False)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._live)
@@ -118,7 +119,7 @@ class BenchFillScreen(BenchScreen):
             self.reload()
 
     def _summary(self, s: dict | None) -> None:
-        box = self.query_one("#fill-summary", Static)
+        box = self.query_one("#fill-summary", SafeStatic)
         if s is None:
             text = Text("no BenchFill sessions for this benchmark: on 7 Coverage pick a gap and press b, "
                         "or press n here", style="dim")
@@ -159,7 +160,7 @@ class BenchFillScreen(BenchScreen):
         self.render_current()
 
     def render_current(self) -> None:
-        box = self.query_one("#fill-review", Static)
+        box = self.query_one("#fill-review", SafeStatic)
         if not self.view:
             box.update(Text(f"no {self.review_filter} proposals in this session" if self.session_id else "",
                             style="dim"))
@@ -322,9 +323,9 @@ class EditDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
-            yield Static(Text(self.title_text, style="bold"))
+            yield SafeStatic(Text(self.title_text, style="bold"))
             yield TextArea(self.text, id="edit-area", soft_wrap=True)
-            yield Static(Text("ctrl+s: accept the edited text   escape: cancel", style="dim"))
+            yield SafeStatic(Text("ctrl+s: accept the edited text   escape: cancel", style="dim"))
 
     def action_save(self) -> None:
         self.dismiss(self.query_one(TextArea).text)

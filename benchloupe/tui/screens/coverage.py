@@ -11,10 +11,10 @@ import pandas as pd
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.plots import ecdf_plot
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
 
 GAP_COLUMNS = [Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
@@ -29,8 +29,8 @@ class CoverageScreen(BenchScreen):
                 Binding("b", "fill", "BenchFill gap", id="coverage.fill")]
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="coverage-head", classes="status-line", markup=False)
-        yield Static("", id="coverage-plot", markup=False)
+        yield SafeStatic("", id="coverage-head", classes="status-line", markup=False)
+        yield SafeStatic("", id="coverage-plot", markup=False)
         yield FrameTable(id="gaps", sortable=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
@@ -55,12 +55,12 @@ class CoverageScreen(BenchScreen):
 
     def show(self, data: dict) -> None:
         self.data = data
-        head = self.query_one("#coverage-head", Static)
+        head = self.query_one("#coverage-head", SafeStatic)
         table = self.query_one(FrameTable)
         if data["run"] is None:
             head.update(Text("no coverage run for this benchmark yet: r runs coverage with the paper's defaults "
                              "(it needs a calibration: 4 Runs)", style="dim"))
-            self.query_one("#coverage-plot", Static).update("")
+            self.query_one("#coverage-plot", SafeStatic).update("")
             table.set_data(pd.DataFrame(columns=[c.key for c in GAP_COLUMNS]), GAP_COLUMNS)
             return
         run = data["run"]
@@ -95,7 +95,7 @@ class CoverageScreen(BenchScreen):
         spans = [(float(lo), float(hi)) for lo, hi in zip(gaps["lo"], gaps["hi"])]
         plot = ecdf_plot(self.data["z"], spans, width=max(self.size.width - 2, 40),
                          height=max(min(self.size.height - 14, 16), 6), selected=table.row)
-        self.query_one("#coverage-plot", Static).update(plot)
+        self.query_one("#coverage-plot", SafeStatic).update(plot)
 
     def action_run_coverage(self) -> None:
         from benchloupe.jobs import ANALYSES

@@ -7,7 +7,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from benchloupe.tui.widgets.safe import SafeStatic
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc", "enter": "enter", "space": "space",
              "pagedown": "pgdn", "pageup": "pgup", "ctrl+p": "ctrl+p", "ctrl+s": "ctrl+s",
@@ -48,7 +49,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog help"):
-            yield Static(self._text(), markup=False)
+            yield SafeStatic(self._text(), markup=False)
 
     def _text(self) -> Text:
         below = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else self.app.screen

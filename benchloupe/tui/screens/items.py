@@ -17,11 +17,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.timer import Timer
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
 SEARCH_DEBOUNCE = 0.05
@@ -75,7 +76,7 @@ class ItemsScreen(BenchScreen):
         self.filter_count = 0
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="items-status", classes="status-line", markup=False)
+        yield SafeStatic("", id="items-status", classes="status-line", markup=False)
         yield Input(placeholder="search key, group and text (escape clears)", id="items-search")
         yield FrameTable(id="items-table")
 
@@ -92,7 +93,7 @@ class ItemsScreen(BenchScreen):
         return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "haystack": hay}
 
     def loading_started(self) -> None:
-        self.query_one("#items-status", Static).update(Text(f"loading {self.app.benchmark}…", style="dim"))
+        self.query_one("#items-status", SafeStatic).update(Text(f"loading {self.app.benchmark}…", style="dim"))
 
     def show(self, data: dict) -> None:
         self.frame = data["frame"]
@@ -105,7 +106,7 @@ class ItemsScreen(BenchScreen):
             table.focus()
 
     def show_no_benchmark(self) -> None:
-        self.query_one("#items-status", Static).update(Text("no benchmark open: press 1 and choose one"))
+        self.query_one("#items-status", SafeStatic).update(Text("no benchmark open: press 1 and choose one"))
 
     # ------------------------------------------------------------------ filters
     def mask(self) -> np.ndarray:
@@ -146,7 +147,7 @@ class ItemsScreen(BenchScreen):
                 text.append(self.filters[name], style="bold")
         text.append(f"  sort: {table.sort_label}", style="dim")
         text.append("   g group o origin t status f flags", style="dim")
-        self.query_one("#items-status", Static).update(text)
+        self.query_one("#items-status", SafeStatic).update(text)
 
     def _choices(self, name: str) -> list[str]:
         if name == "flagged":
@@ -219,11 +220,11 @@ class ItemPanel(BenchScreen):
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="item-scroll"):
-            yield Static(Text("loading…", style="dim"), id="item-head", markup=False)
-            yield Static("", id="item-text", classes="literal", markup=False)
-            yield Static("", id="item-plot", markup=False)
-            yield Static("", id="item-outcomes", markup=False)
-            yield Static("", id="item-params", markup=False)
+            yield SafeStatic(Text("loading…", style="dim"), id="item-head", markup=False)
+            yield SafeStatic("", id="item-text", classes="literal", markup=False)
+            yield SafeStatic("", id="item-plot", markup=False)
+            yield SafeStatic("", id="item-outcomes", markup=False)
+            yield SafeStatic("", id="item-params", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import views
@@ -237,13 +238,13 @@ class ItemPanel(BenchScreen):
         head.append(d["status"], style="bold red" if d["status"] == "retired" else "bold green")
         if d.get("parent_id"):
             head.append(f" · parent item #{d['parent_id']}")
-        self.query_one("#item-head", Static).update(head)
+        self.query_one("#item-head", SafeStatic).update(head)
         body = Text()
         body.append("Text\n", style="bold underline")
         body.append(str(d["text"]) or "(no text)")
         body.append("\n\nAnswer\n", style="bold underline")
         body.append(str(d["answer"]) or "(no answer)")
-        self.query_one("#item-text", Static).update(body)
+        self.query_one("#item-text", SafeStatic).update(body)
         params = d["params"]
         calib = params[params["kind"].isin(("joint", "static", "arena"))]
         b = a = None
@@ -259,9 +260,9 @@ class ItemPanel(BenchScreen):
             plot.append_text(icc_plot(out["theta"].astype(float).to_numpy(), out["outcome"].to_numpy(),
                                       difficulty=b, sharpness=a,
                                       chance=d.get("chance"), width=width, height=8))
-        self.query_one("#item-plot", Static).update(plot)
-        self.query_one("#item-outcomes", Static).update(self._outcomes(out))
-        self.query_one("#item-params", Static).update(self._params(params))
+        self.query_one("#item-plot", SafeStatic).update(plot)
+        self.query_one("#item-outcomes", SafeStatic).update(self._outcomes(out))
+        self.query_one("#item-params", SafeStatic).update(self._params(params))
 
     def _outcomes(self, out: pd.DataFrame) -> Text:
         text = Text("\nOutcomes by ability (● right ○ wrong · missing)\n", style="bold underline")

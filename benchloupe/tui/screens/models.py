@@ -10,9 +10,9 @@ import pandas as pd
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
 from benchloupe.tui.screens.base import BenchScreen
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
 THETA_ORDER = ("joint", "static", "arena", "bt", "avg_reward")
@@ -55,9 +55,9 @@ class ModelsScreen(BenchScreen):
     BINDINGS = [Binding("enter", "model_flags", "Model's flags", id="models.flags")]
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="models-status", classes="status-line", markup=False)
+        yield SafeStatic("", id="models-status", classes="status-line", markup=False)
         yield FrameTable(id="models-table")
-        yield Static("", id="models-detail", classes="detail", markup=False)
+        yield SafeStatic("", id="models-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import curation, read, views
@@ -92,7 +92,7 @@ class ModelsScreen(BenchScreen):
             text.append(" · no fits yet: 4 opens Runs (start a static or joint fit)", style="dim")
         if df["lo"].notna().any():
             text.append(" · intervals from the latest bootstrap", style="dim")
-        self.query_one("#models-status", Static).update(text)
+        self.query_one("#models-status", SafeStatic).update(text)
         table.focus()
         self._detail()
 
@@ -109,7 +109,7 @@ class ModelsScreen(BenchScreen):
 
     def _detail(self) -> None:
         table = self.query_one(FrameTable)
-        box = self.query_one("#models-detail", Static)
+        box = self.query_one("#models-detail", SafeStatic)
         if table.row is None:
             box.update("")
             return

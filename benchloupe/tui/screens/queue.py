@@ -19,10 +19,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Static
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
+from benchloupe.tui.widgets.safe import SafeStatic
 
 STATE_FILTERS = ("all", "open", "confirmed", "dismissed", "unsure")
 STATE_STYLE = {"open": "bold", "confirmed": "bold green", "dismissed": "dim", "unsure": "bold yellow"}
@@ -62,9 +62,9 @@ class FlagQueueScreen(BenchScreen):
         self.focus: tuple[str, int, str] | None = None  # (column, value, label): one model's or item's flags
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="queue-status", classes="status-line", markup=False)
+        yield SafeStatic("", id="queue-status", classes="status-line", markup=False)
         with VerticalScroll(id="queue-scroll"):
-            yield Static("", id="queue-detail", markup=False)
+            yield SafeStatic("", id="queue-detail", markup=False)
 
     def on_screen_resume(self) -> None:
         jump = self.app.flag_focus
@@ -143,8 +143,8 @@ class FlagQueueScreen(BenchScreen):
             status.append(f" · only {self.focus[2]} (esc: all)", style="bold yellow")
         status.append(f" · {triaged} of {total} triaged", style="bold")
         status.append("  f filter · enter item", style="dim")
-        self.query_one("#queue-status", Static).update(status)
-        detail = self.query_one("#queue-detail", Static)
+        self.query_one("#queue-status", SafeStatic).update(status)
+        detail = self.query_one("#queue-detail", SafeStatic)
         if not len(self.view):
             detail.update(self.empty_text(total))
             return

@@ -24,6 +24,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from benchloupe.tui.widgets.safe import cell_text
+
 
 def fmt_num(digits: int = 2, signed: bool = False) -> Callable[[object], str]:
     """A formatter for floats: blank for missing, fixed digits."""
@@ -76,7 +78,7 @@ def format_lines(frame: pd.DataFrame, columns: list[Column]) -> np.ndarray:
     parts = []
     for c in columns:
         vals = frame[c.key].tolist() if c.key in frame.columns else [None] * len(frame)
-        parts.append([_cell(c.fmt(v), c.width, c.right) for v in vals])
+        parts.append([_cell(cell_text(c.fmt(v)), c.width, c.right) for v in vals])
     lines = [" ".join(cells) for cells in zip(*parts)] if parts else []
     return np.array(lines, dtype=object)
 
