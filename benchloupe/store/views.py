@@ -2,7 +2,7 @@
 
 Parameters come from the latest finished run of the relevant kind: difficulty and sharpness from the latest
 calibration (joint, static or arena fit), Fisher information from the latest calibration or compression run,
-DIF range from the latest near-tie audit; anomaly counts are the open-or-confirmed anomaly flags.
+DIF range from the latest near-tie audit; anomaly counts are the undismissed anomaly flags of the latest anomaly run (curation.queue_flags).
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def item_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
             vals = dict(conn.execute(f"SELECT item_id, {src} FROM run_items WHERE run_id = ?", (rid,)).fetchall())
         out[col] = [vals.get(i) for i in out["id"]]
         out[col] = out[col].astype(float)
-    bid = read.benchmark_id(conn, benchmark)
-    counts = dict(conn.execute(
-        "SELECT item_id, count(*) FROM flags WHERE kind = 'anomaly' AND benchmark_id = ? AND state != 'dismissed'"
-        " GROUP BY item_id", (bid,)).fetchall())
-    out["anomalies"] = [counts.get(i, 0) for i in out["id"]]
+    from .curation import queue_flags
+
+    current = queue_flags(conn, read.benchmark_id(conn, benchmark), "anomaly")  # the latest run's, decided
+    counts = current[current["state"] != "dismissed"]["item_id"].value_counts().to_dict()
+    out["anomalies"] = [int(counts.get(i, 0)) for i in out["id"]]
     return out
 
 

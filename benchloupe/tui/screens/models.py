@@ -74,7 +74,7 @@ class ModelsScreen(BenchScreen):
         df["ci"] = [_interval(lo, hi) for lo, hi in zip(df["lo"], df["hi"])]
         df["rank_ci"] = [f"{int(a)}-{int(b)}" if pd.notna(a) and pd.notna(b) else ""
                          for a, b in zip(df["rank_lo"], df["rank_hi"])]
-        flags = curation.flags(conn, kind="anomaly", benchmark_id=read.benchmark_id(conn, benchmark))
+        flags = curation.queue_flags(conn, read.benchmark_id(conn, benchmark), "anomaly")
         columns = columns_for(self.app.size.width)
         return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "flags": flags}
 

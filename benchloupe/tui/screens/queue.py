@@ -33,6 +33,7 @@ class FlagQueueScreen(BenchScreen):
     """Base for the anomaly and reversal queues: subclasses set KIND/NOUN and implement ``render_flag``."""
 
     KIND: ClassVar[str] = ""
+    FILTERS: ClassVar[tuple[str, ...]] = STATE_FILTERS
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
     BINDINGS = [
@@ -44,6 +45,7 @@ class FlagQueueScreen(BenchScreen):
         Binding("o", "decide('open')", "Reopen", show=False, id="queue.reopen"),
         Binding("n", "note", "Note", id="queue.note"),
         Binding("f", "filter", "Filter", show=False, id="queue.filter"),
+        Binding("h", "toggle_superseded", "Earlier runs", show=False, id="queue.superseded"),
         Binding("enter", "open_item", "Item panel", show=False, id="queue.item"),
         Binding("escape", "clear_focus", "All models/items", show=False, id="queue.all"),
         Binding("pagedown", "scroll_detail(1)", "Scroll", show=False),
@@ -55,7 +57,8 @@ class FlagQueueScreen(BenchScreen):
         self.flags = pd.DataFrame()
         self.view = np.zeros(0, np.int64)
         self.pos = 0
-        self.state_filter = "all"
+        self.state_filter = self.FILTERS[0]
+        self.show_superseded = False
         self.context: dict = {}
         self._pending: dict[int, tuple[str, str | None]] = {}
         self._pending_lock = threading.Lock()
@@ -85,7 +88,7 @@ class FlagQueueScreen(BenchScreen):
         from benchloupe.store import curation, read
 
         bid = read.benchmark_id(conn, benchmark)
-        flags = curation.flags(conn, kind=self.KIND, benchmark_id=bid)
+        flags = curation.queue_flags(conn, bid, self.KIND, include_superseded=self.show_superseded)
         return {"flags": flags, "context": self.fetch_context(conn, benchmark, flags)}
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
@@ -121,7 +124,7 @@ class FlagQueueScreen(BenchScreen):
     def filter_mask(self) -> np.ndarray:
         """The flags the queue steps through: the state filter and the model/item focus."""
         keep = np.ones(len(self.flags), bool)
-        if self.state_filter != "all":
+        if self.state_filter in STATE_FILTERS[1:]:
             keep &= (self.flags["state"] == self.state_filter).to_numpy()
         if self.focus is not None:
             column, value, _label = self.focus
@@ -139,6 +142,12 @@ class FlagQueueScreen(BenchScreen):
             status.append(f"no {self.PLURAL}", style="bold")
         if self.state_filter != "all":
             status.append(f" ({self.state_filter})", style="bold yellow")
+            if len(self.view) and self.state_filter in STATE_FILTERS[1:]:
+                now = self.flags["state"].iloc[self.view[self.pos]]
+                if now != self.state_filter:  # just decided: it stays here until the next move
+                    status.append(f" · this one now {now}", style="bold")
+        if self.show_superseded:
+            status.append(" · with earlier runs", style="bold yellow")
         if self.focus is not None:
             status.append(f" · only {self.focus[2]} (esc: all)", style="bold yellow")
         status.append(f" · {triaged} of {total} triaged", style="bold")
@@ -153,6 +162,10 @@ class FlagQueueScreen(BenchScreen):
         text.append(f"#{row['id']} ", style="dim")
         text.append(str(row["state"]), style=STATE_STYLE.get(row["state"], ""))
         text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
+        if row.get("superseded"):
+            text.append(" · superseded by a later run", style="bold yellow")
+        if pd.notna(row.get("carried_from")):
+            text.append(f" · decision carried over from flag #{int(row['carried_from'])}", style="dim")
         if row["note"]:
             text.append("\nnote: ", style="bold")
             text.append(str(row["note"]))
@@ -177,9 +190,14 @@ class FlagQueueScreen(BenchScreen):
             self.render_current()
 
     def action_filter(self) -> None:
-        i = STATE_FILTERS.index(self.state_filter)
-        self.state_filter = STATE_FILTERS[(i + 1) % len(STATE_FILTERS)]
+        i = self.FILTERS.index(self.state_filter)
+        self.state_filter = self.FILTERS[(i + 1) % len(self.FILTERS)]
         self._refilter(keep=self.current_id())
+
+    def action_toggle_superseded(self) -> None:
+        """h: also step through the flags of earlier runs of the analysis (hidden by default)."""
+        self.show_superseded = not self.show_superseded
+        self.reload()
 
     def action_decide(self, state: str) -> None:
         fid = self.current_id()
@@ -187,6 +205,8 @@ class FlagQueueScreen(BenchScreen):
             return
         i = self.view[self.pos]
         self.flags.loc[i, "state"] = state
+        if "carried_from" in self.flags:
+            self.flags.loc[i, "carried_from"] = pd.NA  # decided here now
         self._save(fid, state, None)
         if self.pos < len(self.view) - 1 and state != "open":
             self.pos += 1

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pandas as pd
 from rich.text import Text
 
-from benchloupe.tui.screens.queue import FlagQueueScreen, fmt_value, payload_rest
+from benchloupe.tui.screens.queue import STATE_FILTERS, FlagQueueScreen, fmt_value, payload_rest
 
 SHOWN = {"model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full", "anchor", "full_a", "full_b",
          "anchor_a", "anchor_b", "reversed", "top_items", "items"}
@@ -19,6 +20,13 @@ class ReversalsScreen(FlagQueueScreen):
     KIND = "reversal"
     NOUN = "Reversal"
     PLURAL = "reversals"
+    FILTERS = ("reversed", *STATE_FILTERS)  # reversed pairs by default; every near-tie pair is a filter away
+
+    def filter_mask(self) -> np.ndarray:
+        keep = super().filter_mask()
+        if self.state_filter == "reversed" and len(self.flags):
+            keep &= np.array([bool(p.get("reversed")) for p in self.flags["payload"]], bool)
+        return keep
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
         from benchloupe.store import read, runs
