@@ -82,6 +82,39 @@ def model_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
     return ms.reset_index(drop=True)
 
 
+MODEL_RUN_KINDS = ("joint", "static", "arena", "bt", "avg-reward", "bootstrap")
+
+
+def model_runs(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
+    """Finished runs that estimated this benchmark's models (newest first): id, kind, created_at, models."""
+    bid = read.benchmark_id(conn, benchmark)
+    q = ",".join("?" * len(MODEL_RUN_KINDS))
+    return pd.read_sql_query(
+        f"SELECT r.id, r.kind, r.created_at, count(rm.model_id) AS models FROM runs r"
+        f" JOIN run_models rm ON rm.run_id = r.id WHERE r.status = 'done' AND r.kind IN ({q})"
+        f" AND (r.benchmark_id = ? OR r.id IN (SELECT run_id FROM run_inputs WHERE benchmark_id = ?))"
+        f" GROUP BY r.id ORDER BY r.id DESC", conn, params=[*MODEL_RUN_KINDS, bid, bid])
+
+
+def run_model_table(conn: sqlite3.Connection, benchmark: str, run_id: int | None) -> pd.DataFrame:
+    """The benchmark's models with every estimate from ONE run (ability, se, interval, rank, rank interval),
+    ranked; models the run did not estimate come last with blanks."""
+    ms = read.models(conn, benchmark)[["id", "name", "family", "owner"]].copy()
+    cols = ("theta", "se", "lo", "hi", "rank", "rank_lo", "rank_hi")
+    vals = {}
+    if run_id is not None:
+        vals = {r[0]: r[1:] for r in conn.execute(
+            f"SELECT model_id, {', '.join(cols)} FROM run_models WHERE run_id = ?", (run_id,))}
+    for k, name in enumerate(cols):
+        ms[name] = pd.array([vals.get(i, (None,) * len(cols))[k] for i in ms["id"]],
+                            dtype="Float64" if name in ("theta", "se", "lo", "hi") else "Int64").astype(float)
+    if ms["rank"].notna().any():
+        ms = ms.sort_values("rank", na_position="last", kind="stable")
+    elif ms["theta"].notna().any():
+        ms = ms.sort_values("theta", ascending=False, na_position="last", kind="stable")
+    return ms.reset_index(drop=True)
+
+
 def item_detail(conn: sqlite3.Connection, item_id: int) -> dict:
     """Everything the item panel shows: text, answer, outcomes by model (ordered by ability), params per run."""
     row = conn.execute("SELECT i.*, b.name AS benchmark FROM items i JOIN benchmarks b ON b.id = i.benchmark_id"

@@ -28,12 +28,12 @@ from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, f
 SEARCH_DEBOUNCE = 0.05
 ORIGIN_SHORT = {"original": "orig", "benchfill": "fill", "derived": "deriv"}
 COLUMNS = [
-    Column("key", "key", 13),
+    Column("key", "key", 14, identity=True),
     Column("group", "group", 7),
     Column("kind", "kind", 6),
     Column("origin", "orig", 5, lambda v: ORIGIN_SHORT.get(v, str(v))),
     Column("pass_rate", "pass", 5, fmt_num(2), right=True),
-    Column("difficulty", "diff", 6, fmt_num(2, signed=True), right=True),
+    Column("difficulty_text", "diff", 9, right=True, sort_key="difficulty_sort"),
     Column("sharpness", "sharp", 5, fmt_num(2), right=True),
     Column("fisher", "info", 5, fmt_num(2), right=True),
     Column("dif_range", "DIF", 5, fmt_num(2), right=True),
@@ -51,7 +51,26 @@ def columns_for(width: int) -> list[Column]:
         return COLUMNS
     wider = {"key": 24, "group": 14, "origin": 9}
     return [Column(c.key, "origin" if c.key == "origin" else c.label, wider[c.key],
-                   str if c.key == "origin" else c.fmt, c.right) if c.key in wider else c for c in COLUMNS]
+                   str if c.key == "origin" else c.fmt, c.right, c.identity) if c.key in wider else c
+            for c in COLUMNS]
+
+
+def difficulty_text(difficulty: pd.Series, pass_rate: pd.Series) -> tuple[list[str], np.ndarray]:
+    """The difficulty as shown, and the number it sorts by. An item every model got wrong (or right) carries
+    no information about its difficulty: it reads "all wrong" ("all right") and sorts as the hardest (easiest)
+    instead of showing the fit's number for it, which landed mid-list."""
+    fmt = fmt_num(2, signed=True)
+    texts, keys = [], np.asarray(difficulty, float).copy()
+    for k, (d, p) in enumerate(zip(difficulty, pass_rate)):
+        if pd.notna(p) and p <= 0:
+            texts.append("all wrong")
+            keys[k] = np.inf
+        elif pd.notna(p) and p >= 1:
+            texts.append("all right")
+            keys[k] = -np.inf
+        else:
+            texts.append(fmt(d))
+    return texts, keys
 
 
 class ItemsScreen(BenchScreen):
@@ -88,6 +107,7 @@ class ItemsScreen(BenchScreen):
         text = read.items(conn, benchmark)[["id", "text"]]
         df = df.merge(text, on="id", how="left")
         df["text"] = df["text"].fillna("")
+        df["difficulty_text"], df["difficulty_sort"] = difficulty_text(df["difficulty"], df["pass_rate"])
         hay = (df["key"].astype(str) + "\n" + df["group"].astype(str) + "\n" + df["text"]).str.lower().to_numpy()
         columns = columns_for(self.app.size.width)
         return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "haystack": hay}
@@ -136,6 +156,10 @@ class ItemsScreen(BenchScreen):
     def _status(self) -> None:
         table = self.query_one(FrameTable)
         text = Text(no_wrap=True, overflow="ellipsis")
+        key = table.current_value("key")
+        if key is not None:  # the highlighted item's whole key (the column may cut it in the middle)
+            text.append(str(key), style="bold cyan")
+            text.append(" · ", style="dim")
         text.append(f"{len(table.view)}", style="bold")
         text.append(f" of {len(self.frame)} items")
         if self.query_text:
