@@ -1,7 +1,8 @@
 """Key-to-paint latency while a job runs (issue 11, the blocker), printed as JSON.
 
-The real app runs headless (Textual's test harness, 80x24; keys are posted as the terminal driver posts them,
-not through ``pilot.press``, which waits for the whole process's CPU to go idle) over the fake-LLM world of tests/fill_world.py. For each
+The real app runs headless (Textual's Pilot, 80x24; ``pilot.press`` waits for the whole process's CPU to go
+idle before returning, so under a CPU-bound job the figures include up to ~1 s per key of harness wait: an upper
+bound on what a terminal user sees) over the fake-LLM world of tests/fill_world.py. For each
 scenario, switching screens (``2``/``3``) and moving the cursor (``j``) are timed from the key press to the first
 frame the app writes after the key's effect is visible (``App._display`` is timed):
 
@@ -90,7 +91,7 @@ async def measure(app, pilot, n: int, frames: list[float], reports: Reports | No
 
     async def key_to_paint(key: str, effect) -> float:
         t = time.perf_counter()
-        app.simulate_key(key)  # what the driver posts for a key (pilot.press also waits for the CPU to idle)
+        await pilot.press(key)  # NB: pilot.press also waits (up to ~1 s) for the process's CPU to go idle
         await until(effect)
         seen = time.perf_counter()
         try:  # the frame that shows the effect: the next one, or (if it was painted before we looked) the last

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from textual import work
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
@@ -196,7 +196,11 @@ class BenchloupeApp(App[int]):
         """Repaint the current screen's job line; *bindings* when the job started or ended (``x`` appears or
         goes), never per progress report."""
         self.job_paints += 1
-        for bar in self.screen.query(JobBar):
+        try:
+            screen = self.screen
+        except ScreenStackError:  # between modes, or shutting down: the next tick paints
+            return
+        for bar in screen.query(JobBar):
             bar.show_state(self.job)
         if bindings:
             self.refresh_bindings()
