@@ -101,13 +101,13 @@ async def measure(app, pilot, n: int, frames: list[float], reports: Reports | No
             return (max((f for f in frames if t <= f <= seen), default=seen)) - t
 
     switch, cursor, lags = [], [], []
-    for k in range(n):
+    for _ in range(n):
         for key, mode in (("3", "models"), ("2", "items")):
             switch.append(await key_to_paint(key, lambda m=mode: getattr(app.screen, "MODE", "") == m))
         await until(lambda: app.screen.shown_token == app.screen.current_token())
         table = app.screen.query_one("#items-table")
         before = table.cursor
-        cursor.append(await key_to_paint("j", lambda b=before: table.cursor != b))
+        cursor.append(await key_to_paint("j", lambda b=before, t=table: t.cursor != b))
         if reports is not None and app.job.running:
             lags.append(reports.lag(app.job.stage))
     return {"switch_p50_ms": 1000 * sorted(switch)[len(switch) // 2], "switch_p95_ms": 1000 * p95(switch),
