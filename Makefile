@@ -18,13 +18,21 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# A real LiteLLM proxy for the BenchFill client tests (tests/integration/test_fill_litellm.py). It lives in its own
+# venv: its pinned rich/uvicorn/... would change the project's environment.
+LITELLM_VENV := .venv-litellm
+LITELLM := $(LITELLM_VENV)/bin/litellm
+$(LITELLM):
+	test -x $(LITELLM_VENV)/bin/python || $(PY) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet 'litellm[proxy]==1.80.0'
+
 ## Build the demo workspace into $(DB) and open the workbench on it (headless summary when not a terminal).
 demo: $(STAMP)
 	$(BIN)/benchloupe demo --db $(DB) --open
 
 ## Run the whole test suite.
-test: $(STAMP)
-	$(BIN)/python -m pytest
+test: $(STAMP) $(LITELLM)
+	BENCHLOUPE_TEST_LITELLM=$(abspath $(LITELLM)) $(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -33,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) demo.db demo.db-wal demo.db-shm
+	rm -rf $(VENV) $(LITELLM_VENV) demo.db demo.db-wal demo.db-shm

@@ -60,7 +60,7 @@ wait_for "Start static"
 keys C-s
 wait_for "done (run #1)" 60
 keys 3                               # Models: ranks from the fit
-wait_for "θ from the latest static run"
+wait_for "every column from run #"
 keys '?'
 wait_for "Keys on Models"
 keys Escape 5

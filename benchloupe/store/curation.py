@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import numpy as np
 import pandas as pd
 
 from .db import StoreError, audit, transaction
@@ -26,6 +27,57 @@ def flags(conn: sqlite3.Connection, *, run_id: int | None = None, kind: str | No
     df = pd.read_sql_query(sql + " ORDER BY abs(coalesce(f.score, 0)) DESC, f.id", conn, params=args)
     df["payload"] = [json.loads(p) for p in df["payload"]]
     return df
+
+
+def queue_flags(conn: sqlite3.Connection, benchmark_id: int, kind: str, *,
+                include_superseded: bool = False) -> pd.DataFrame:
+    """The triage queue of one flag kind on one benchmark: the flags of the latest run that produced that kind.
+
+    Re-running an analysis adds a new set of flags; the earlier sets are *superseded* (``superseded`` True,
+    left out unless *include_superseded*). A decision carries over: a current flag still ``open`` with no note
+    shows the state and note of the latest decided flag on the same model and item (anomalies) or the same
+    unordered pair of models (reversals) in an earlier run, with ``carried_from`` naming that flag; its own
+    ``stored_state`` stays as written. Columns as :func:`flags`, plus ``superseded``, ``carried_from`` and
+    ``stored_state``."""
+    df = flags(conn, kind=kind, benchmark_id=benchmark_id)
+    df["stored_state"] = df["state"]
+    df["carried_from"] = pd.array([None] * len(df), dtype="Int64")
+    if df.empty:
+        df["superseded"] = pd.Series([], dtype=bool)
+        return df
+    # the latest finished run of an analysis that produces this kind (it may have found nothing)
+    row = conn.execute(
+        "SELECT max(r.id) FROM runs r WHERE r.benchmark_id = ? AND r.status = 'done' AND r.kind IN"
+        " (SELECT DISTINCT r2.kind FROM flags f JOIN runs r2 ON r2.id = f.run_id WHERE f.kind = ?"
+        " AND f.benchmark_id = ?)", (benchmark_id, kind, benchmark_id)).fetchone()
+    latest = int(row[0]) if row and row[0] is not None else int(df["run_id"].max())
+    df["superseded"] = (df["run_id"] != latest).to_numpy()
+    ids = [_flag_identity(r) for r in df.itertuples()]
+    df["identity_key"] = ids
+    decided = df[df["superseded"] & ((df["state"] != "open") | (df["note"] != ""))]
+    earlier: dict = {}
+    for r in decided.sort_values("id").itertuples():  # the latest decision on an identity wins
+        earlier[r.identity_key] = (r.state, r.note, int(r.id))
+    for i in np.flatnonzero(~df["superseded"].to_numpy()):
+        row = df.iloc[i]
+        if row["state"] == "open" and row["note"] == "" and row["identity_key"] in earlier:
+            state, note, fid = earlier[row["identity_key"]]
+            df.iloc[i, df.columns.get_loc("state")] = state
+            df.iloc[i, df.columns.get_loc("note")] = note
+            df.iloc[i, df.columns.get_loc("carried_from")] = fid
+    df = df.drop(columns="identity_key")
+    if not include_superseded:
+        df = df[~df["superseded"]]
+    return df.reset_index(drop=True)
+
+
+def _flag_identity(r) -> tuple:
+    """What a flag is about, independent of the run: the (model, item) cell or the unordered pair."""
+    a, b = (None if pd.isna(v) else int(v) for v in (r.model_id, r.model_b_id))
+    item = None if pd.isna(r.item_id) else int(r.item_id)
+    if b is not None:
+        a, b = sorted((a if a is not None else -1, b))
+    return (r.kind, item, a, b)
 
 
 def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str | None = None) -> None:

@@ -8,6 +8,11 @@ instead of 70 M SQL rows (DESIGN.md, "Scale"). Everything else is ordinary relat
 
 from __future__ import annotations
 
+# The words of an item's metadata JSON for the search index: its string and number values (keys are field names,
+# not content); a metadata text that is not valid JSON is indexed as it is rather than failing the write.
+_META_WORDS = ("CASE WHEN json_valid({m}) THEN coalesce((SELECT group_concat(value, ' ') FROM json_tree({m})"
+               " WHERE type IN ('text', 'integer', 'real')), '') ELSE {m} END")
+
 MIGRATIONS: list[str] = [
     # 1: the whole first schema
     """
@@ -240,6 +245,37 @@ MIGRATIONS: list[str] = [
     PRAGMA writable_schema = OFF;
     ALTER TABLE fill_sessions ADD COLUMN runner TEXT NOT NULL DEFAULT '{}';
     ALTER TABLE fill_sessions ADD COLUMN heartbeat REAL;
+    """,
+    # search (issue 16 #5): a full-text index over every item's words, kept in step by triggers so every writer
+    # (importers, derive, BenchFill accept, edits, deletes, a benchmark's rename) stays searchable without code of
+    # its own. The FTS5 table keeps its own copy of the text (snippets need it; external content cannot hold the
+    # benchmark name or the metadata's values). rowid = items.id; status and origin are read from items at query
+    # time, so retiring an item needs no re-index. OR REPLACE: an INSERT OR REPLACE into items deletes the old row
+    # without its DELETE trigger, and a later item may get that id back. Existing items are indexed here.
+    f"""
+    CREATE VIRTUAL TABLE items_fts USING fts5(
+        benchmark, key, text, answer, grp, metadata, tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER items_fts_insert AFTER INSERT ON items BEGIN
+        INSERT OR REPLACE INTO items_fts (rowid, benchmark, key, text, answer, grp, metadata)
+        VALUES (new.id, (SELECT name FROM benchmarks WHERE id = new.benchmark_id), new.key, new.text, new.answer,
+                new.grp, {_META_WORDS.format(m="new.metadata")});
+    END;
+    CREATE TRIGGER items_fts_delete AFTER DELETE ON items BEGIN
+        DELETE FROM items_fts WHERE rowid = old.id;
+    END;
+    CREATE TRIGGER items_fts_update AFTER UPDATE OF id, benchmark_id, key, text, answer, grp, metadata ON items BEGIN
+        DELETE FROM items_fts WHERE rowid = old.id;
+        INSERT OR REPLACE INTO items_fts (rowid, benchmark, key, text, answer, grp, metadata)
+        VALUES (new.id, (SELECT name FROM benchmarks WHERE id = new.benchmark_id), new.key, new.text, new.answer,
+                new.grp, {_META_WORDS.format(m="new.metadata")});
+    END;
+    CREATE TRIGGER items_fts_benchmark_name AFTER UPDATE OF name ON benchmarks BEGIN
+        UPDATE items_fts SET benchmark = new.name WHERE rowid IN (SELECT id FROM items WHERE benchmark_id = new.id);
+    END;
+    INSERT INTO items_fts (rowid, benchmark, key, text, answer, grp, metadata)
+        SELECT i.id, b.name, i.key, i.text, i.answer, i.grp, {_META_WORDS.format(m="i.metadata")}
+        FROM items i JOIN benchmarks b ON b.id = i.benchmark_id;
     """,
 ]
 

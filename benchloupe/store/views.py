@@ -2,7 +2,7 @@
 
 Parameters come from the latest finished run of the relevant kind: difficulty and sharpness from the latest
 calibration (joint, static or arena fit), Fisher information from the latest calibration or compression run,
-DIF range from the latest near-tie audit; anomaly counts are the open-or-confirmed anomaly flags.
+DIF range from the latest near-tie audit; anomaly counts are the undismissed anomaly flags of the latest anomaly run (curation.queue_flags).
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def item_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
             vals = dict(conn.execute(f"SELECT item_id, {src} FROM run_items WHERE run_id = ?", (rid,)).fetchall())
         out[col] = [vals.get(i) for i in out["id"]]
         out[col] = out[col].astype(float)
-    bid = read.benchmark_id(conn, benchmark)
-    counts = dict(conn.execute(
-        "SELECT item_id, count(*) FROM flags WHERE kind = 'anomaly' AND benchmark_id = ? AND state != 'dismissed'"
-        " GROUP BY item_id", (bid,)).fetchall())
-    out["anomalies"] = [counts.get(i, 0) for i in out["id"]]
+    from .curation import queue_flags
+
+    current = queue_flags(conn, read.benchmark_id(conn, benchmark), "anomaly")  # the latest run's, decided
+    counts = current[current["state"] != "dismissed"]["item_id"].value_counts().to_dict()
+    out["anomalies"] = [int(counts.get(i, 0)) for i in out["id"]]
     return out
 
 
@@ -79,6 +79,39 @@ def model_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
     order = next((c for c in ("joint_rank", "static_rank", "arena_rank") if ms[c].notna().any()), None)
     if order:
         ms = ms.sort_values(order, na_position="last")
+    return ms.reset_index(drop=True)
+
+
+MODEL_RUN_KINDS = ("joint", "static", "arena", "bt", "avg-reward", "bootstrap")
+
+
+def model_runs(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
+    """Finished runs that estimated this benchmark's models (newest first): id, kind, created_at, models."""
+    bid = read.benchmark_id(conn, benchmark)
+    q = ",".join("?" * len(MODEL_RUN_KINDS))
+    return pd.read_sql_query(
+        f"SELECT r.id, r.kind, r.created_at, count(rm.model_id) AS models FROM runs r"
+        f" JOIN run_models rm ON rm.run_id = r.id WHERE r.status = 'done' AND r.kind IN ({q})"
+        f" AND (r.benchmark_id = ? OR r.id IN (SELECT run_id FROM run_inputs WHERE benchmark_id = ?))"
+        f" GROUP BY r.id ORDER BY r.id DESC", conn, params=[*MODEL_RUN_KINDS, bid, bid])
+
+
+def run_model_table(conn: sqlite3.Connection, benchmark: str, run_id: int | None) -> pd.DataFrame:
+    """The benchmark's models with every estimate from ONE run (ability, se, interval, rank, rank interval),
+    ranked; models the run did not estimate come last with blanks."""
+    ms = read.models(conn, benchmark)[["id", "name", "family", "owner"]].copy()
+    cols = ("theta", "se", "lo", "hi", "rank", "rank_lo", "rank_hi")
+    vals = {}
+    if run_id is not None:
+        vals = {r[0]: r[1:] for r in conn.execute(
+            f"SELECT model_id, {', '.join(cols)} FROM run_models WHERE run_id = ?", (run_id,))}
+    for k, name in enumerate(cols):
+        ms[name] = pd.array([vals.get(i, (None,) * len(cols))[k] for i in ms["id"]],
+                            dtype="Float64" if name in ("theta", "se", "lo", "hi") else "Int64").astype(float)
+    if ms["rank"].notna().any():
+        ms = ms.sort_values("rank", na_position="last", kind="stable")
+    elif ms["theta"].notna().any():
+        ms = ms.sort_values("theta", ascending=False, na_position="last", kind="stable")
     return ms.reset_index(drop=True)
 
 

@@ -2,8 +2,11 @@
 
 Screens read the store in thread workers with their own connection (store/db.py: a connection belongs to its
 thread) and post what they read back as messages; long work (fits, imports, the demo build, BenchFill) runs
-through :meth:`BenchloupeApp.start_job`, which owns the cancel event and turns the job's
-``progress(done, total, message)`` calls into :class:`JobProgress` messages that replace one another.
+through :meth:`BenchloupeApp.start_job`, which owns the cancel event. The job's ``progress(done, total, message)``
+calls only overwrite one :class:`ProgressSlot` (a worker may call it thousands of times a second, e.g. a BenchFill
+session against a fast endpoint); a UI timer reads the slot ``PROGRESS_HZ`` times a second and repaints the job
+line when it changed. Nothing per progress call touches the footer or the bindings: those are refreshed only
+when a job starts or ends (issue 11: per-message ``refresh_bindings()`` froze the app for minutes).
 A failing worker never takes the app down: its error is shown in one line and the app keeps running.
 """
 
@@ -16,25 +19,43 @@ from collections.abc import Callable
 from pathlib import Path
 
 from textual import work
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
-from textual.message import Message
 from textual.worker import Worker, WorkerState
 
+from benchloupe.textsafe import visible
 from benchloupe.tui.palette import WorkbenchCommands
 from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
 
 WARM_UP_DELAY = 1.0
+PROGRESS_HZ = 4
+# While a job's thread computes, the UI thread waits for the GIL after each of its many event-loop wake-ups;
+# with CPython's default 5 ms switch interval a screen switch under a fit took 2.2 s instead of 0.12 s
+# (bench/bench_tui_load.py). A shorter interval while a job runs gives the keys back their time.
+JOB_SWITCH_INTERVAL = 0.0005
+IDLE_SWITCH_INTERVAL = sys.getswitchinterval()
 JobFn = Callable[[Callable[[float, float, str], None], threading.Event], object]
 
 
-class JobProgress(Message):
-    """The running job reached ``done`` of ``total`` in stage ``stage``."""
+class ProgressSlot:
+    """The latest ``(done, total, stage)`` a job reported; written by the worker, read by the UI timer."""
 
-    def __init__(self, done: float, total: float, stage: str) -> None:
-        super().__init__()
-        self.done, self.total, self.stage = done, total, stage
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: tuple[float, float, str] | None = None
+        self.calls = 0
+
+    def put(self, done: float, total: float, stage: str) -> None:
+        with self._lock:
+            self._latest = (done, total, stage)
+            self.calls += 1
+
+    def take(self) -> tuple[float, float, str] | None:
+        """The latest report since the last take, or None when nothing new came."""
+        with self._lock:
+            latest, self._latest = self._latest, None
+        return latest
 
 
 def one_line(exc: BaseException) -> str:
@@ -46,7 +67,7 @@ def one_line(exc: BaseException) -> str:
 class BenchloupeApp(App[int]):
     """The workbench over one database file. ``benchmark`` is the open benchmark (None until chosen)."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses (tests) find it too
     TITLE = "benchloupe"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     MODES = {name: cls for name, (cls, _key, _title) in SCREENS.items()}
@@ -68,6 +89,12 @@ class BenchloupeApp(App[int]):
         self._cancel = threading.Event()
         self._on_done: Callable[[object], None] | None = None
         self._warming = False
+        self._progress = ProgressSlot()
+        self.job_paints = 0
+        self.flag_focus: tuple[str, str, int, str] | None = None
+
+    def on_mount(self) -> None:
+        self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
 
     # ------------------------------------------------------------------ start-up
     def warm_up(self, delay: float = WARM_UP_DELAY) -> None:
@@ -83,6 +110,11 @@ class BenchloupeApp(App[int]):
     def action_go(self, mode: str) -> None:
         if mode in self.MODES:
             self.switch_mode(mode)
+
+    def show_flags(self, mode: str, column: str, value: int, label: str) -> None:
+        """Jump to the *mode* queue showing only the flags whose *column* (model_id, item_id) is *value*."""
+        self.flag_focus = (mode, column, value, label)
+        self.switch_mode(mode)
 
     def open_benchmark(self, name: str, mode: str = "items") -> None:
         self.benchmark = name
@@ -108,6 +140,12 @@ class BenchloupeApp(App[int]):
         if reload is not None and reload_current:
             reload()
 
+    def notify(self, message: str, *, title: str = "", **kwargs) -> None:
+        """Every notification is literal text with control characters escaped (messages quote data: keys,
+        model names, file paths)."""
+        kwargs["markup"] = False
+        super().notify(visible(message, keep_layout=True), title=visible(title), **kwargs)
+
     # ------------------------------------------------------------------ errors
     def report_error(self, exc: BaseException, where: str = "") -> None:
         """Show a failure in one line (what went wrong; the store's and engine's messages say how to fix)."""
@@ -123,26 +161,24 @@ class BenchloupeApp(App[int]):
             return False
         self._cancel = threading.Event()
         self._on_done = on_done
-        self.job = JobState(title=title, running=True)
-        self._show_job()
-        self._job_worker(fn, self._cancel)
+        self._progress = ProgressSlot()
+        self.job = JobState(title=title, running=True, started=time.monotonic())
+        self._show_job(bindings=True)
+        sys.setswitchinterval(JOB_SWITCH_INTERVAL)
+        self._job_worker(fn, self._cancel, self._progress)
         return True
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def _job_worker(self, fn: JobFn, cancel: threading.Event) -> object:
-        last = [0.0, ""]
+    def _job_worker(self, fn: JobFn, cancel: threading.Event, slot: ProgressSlot) -> object:
+        return fn(slot.put, cancel)
 
-        def progress(done: float, total: float, message: str) -> None:
-            now = time.monotonic()
-            if message != last[1] or now - last[0] > 0.1 or (total and done >= total):
-                last[0], last[1] = now, message
-                self.post_message(JobProgress(done, total, message))
-
-        return fn(progress, cancel)
-
-    def on_job_progress(self, message: JobProgress) -> None:
-        if self.job.running:
-            self.job.done, self.job.total, self.job.stage = message.done, message.total, message.stage
+    def _drain_progress(self) -> None:
+        """Repaint the job line with the job's latest report, if it sent one since the last tick."""
+        latest = self._progress.take()
+        if latest is not None and self.job.running:
+            self.job.done, self.job.total, self.job.stage = latest
+            if self._cancel.is_set():
+                self.job.stage = "cancelling… " + self.job.stage
             self._show_job()
 
     def action_cancel_job(self) -> None:
@@ -156,16 +192,25 @@ class BenchloupeApp(App[int]):
             return self.job.running
         return True
 
-    def _show_job(self) -> None:
-        for bar in self.screen.query(JobBar):
+    def _show_job(self, *, bindings: bool = False) -> None:
+        """Repaint the current screen's job line; *bindings* when the job started or ended (``x`` appears or
+        goes), never per progress report."""
+        self.job_paints += 1
+        try:
+            screen = self.screen
+        except ScreenStackError:  # between modes, or shutting down: the next tick paints
+            return
+        for bar in screen.query(JobBar):
             bar.show_state(self.job)
-        self.refresh_bindings()
+        if bindings:
+            self.refresh_bindings()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker = event.worker
         if worker.group != "job" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR,
                                                          WorkerState.CANCELLED):
             return
+        sys.setswitchinterval(IDLE_SWITCH_INTERVAL)
         self.job.running = False
         if event.state == WorkerState.SUCCESS:
             result = worker.result
@@ -183,7 +228,7 @@ class BenchloupeApp(App[int]):
             self.job.outcome = "failed: " + one_line(error)
             self.data_changed()
             self.report_error(error, self.job.title)
-        self._show_job()
+        self._show_job(bindings=True)
 
 
 def _import_engine() -> None:

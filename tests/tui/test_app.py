@@ -74,8 +74,8 @@ async def test_run_a_fit_and_wait(demo_db):
         await pilot.press("3")
         await wait_until(pilot, loaded(app, "models"), what="models")
         models = app.screen.query_one("#models-table")
-        assert models.frame["static_rank"].notna().all()
-        assert models.frame["static_rank"].iloc[0] == 1
+        assert models.frame["rank"].notna().all()
+        assert models.frame["rank"].iloc[0] == 1
     conn = connect(demo_db)
     try:
         assert runs.list_runs(conn, "demo-math")["status"].tolist() == ["done"]
@@ -153,6 +153,7 @@ async def test_step_through_reversals(flagged_db):
         await pilot.press("6")
         await wait_until(pilot, loaded(app, "reversals"), what="reversals")
         screen = app.screen
+        await pilot.press("f")  # every near-tie pair, not only those that reversed (the default)
         seen = []
         for _ in range(4):
             seen.append(str(screen.query_one("#queue-detail").render()))

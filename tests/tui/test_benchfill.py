@@ -43,6 +43,11 @@ async def test_benchfill_session_review_accept_and_resume(fake_llm, tmp_path, mo
         assert "round" in summary and "valid" in summary and "best distance" in summary
         review = str(screen.query_one("#fill-review").render())
         assert "estimated difficulty" in review and "Change from the parent" in review
+        if len(screen.view) > 1:  # ] and [ step through the proposals (the keys a terminal sends)
+            await pilot.press("]")
+            assert screen.pos == 1 and "Proposal 2 of" in str(screen.query_one("#fill-review").render())
+            await pilot.press("[")
+            assert screen.pos == 0
         cid = screen.current_candidate()
         await pilot.press("a")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="note")
@@ -96,3 +101,25 @@ async def test_endpoints_are_edited_in_the_app_and_the_key_stays_in_the_environm
     assert [(a["name"], a["model"], a["trials"]) for a in eps["annotators"]] == [
         ("northwind/Llama-3-7B-tuned", "annot-a", 3), ("helix-ml/phi-2-9b-orca", "helix-ml/phi-2-9b-orca", 4)]
     assert eps["rewriter"]["api_key_env"] == "MY_KEY" and "api_key" not in eps["rewriter"]
+
+
+async def test_a_failed_session_is_reported_as_failed_with_its_reason(fake_llm, tmp_path, monkeypatch):  # noqa: F811
+    db = tmp_path / "fill.db"
+    bench = store_world(fake_llm, db)
+    configure_endpoints(fake_llm, db, monkeypatch)
+    monkeypatch.delenv("FAKE_LLM_KEY")  # the key the endpoints name is missing: the session cannot start
+    app = BenchloupeApp(db, benchmark=bench)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await wait_until(pilot, loaded(app, "coverage"), what="coverage")
+        await pilot.press("b")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FormDialog", what="fill form")
+        app.screen.query_one("#field-cfg-max_rounds").value = "1"
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: not app.job.running and app.job.outcome != "", timeout=120, what="session")
+        assert app.job.failed, app.job.outcome
+        assert "finished" not in app.job.outcome
+        assert "FAKE_LLM_KEY" in app.job.outcome or "key" in app.job.outcome.lower(), app.job.outcome
+        await wait_until(pilot, loaded(app, "benchfill"), what="fill screen")
+        await pilot.press("f")  # the summary follows the filter
+        assert "showing all" in str(app.screen.query_one("#fill-summary").render())

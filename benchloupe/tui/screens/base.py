@@ -17,10 +17,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from benchloupe.tui.widgets.jobbar import JobBar
+from benchloupe.tui.widgets.safe import SafeStatic
 
 TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "models"), ("4", "Runs", "runs"),
         ("5", "Anomalies", "anomalies"), ("6", "Reversals", "reversals"), ("7", "Coverage", "coverage"),
@@ -29,7 +30,7 @@ TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "
 SHORT = {"Anomalies": "Anom", "Reversals": "Rev", "Coverage": "Cov"}
 
 
-class TopBar(Static):
+class TopBar(SafeStatic):
     """One line: the screens with their keys (current one highlighted) and the open benchmark."""
 
     def __init__(self, mode: str) -> None:
@@ -83,6 +84,14 @@ class BenchScreen(Screen):
 
     def compose_body(self) -> ComposeResult:
         yield from ()
+
+    def action_select_row(self) -> None:
+        """Enter: the focused table's row is selected (the screen's ``on_frame_table_selected`` acts on it)."""
+        from benchloupe.tui.widgets.table import FrameTable
+
+        table = self.focused if isinstance(self.focused, FrameTable) else next(iter(self.query(FrameTable)), None)
+        if table is not None:
+            table.action_select()
 
     # ------------------------------------------------------------------ loading
     def on_screen_resume(self) -> None:

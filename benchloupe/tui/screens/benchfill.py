@@ -16,15 +16,41 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static, TextArea
+from textual.widgets import TextArea
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.screens.runs import parser_for
 from benchloupe.tui.widgets.dialogs import Field, FormDialog, PromptDialog
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
-SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14),
+STATE_WORDS = {"running": "running", "proposed": "proposals ready", "no_valid_child": "no valid proposal",
+               "failed": "failed", "cancelled": "cancelled", "interrupted": "interrupted"}
+
+
+def state_word(state: object) -> str:
+    """A session's state in words (``no_valid_child`` reads "no valid proposal")."""
+    return STATE_WORDS.get(str(state), str(state).replace("_", " "))
+
+
+class SessionEnded(Exception):
+    """A BenchFill session stopped without proposals to review (failed, no valid child, cancelled)."""
+
+
+def session_outcome(db, sid: int) -> dict:
+    """What the job line says when a session's search returns: its proposals, or why there are none (the job
+    then fails with the session's own reason instead of saying it finished)."""
+    from benchloupe.jobs import fill as jobs_fill
+
+    s = jobs_fill.session_summary(db, sid)
+    if s["state"] == "proposed":
+        return {"message": f"session #{sid}: {s['pending']} proposals to review on 8 Fill", "session": sid}
+    reason = str(s.get("message") or "no reason recorded").strip()
+    raise SessionEnded(f"session #{sid} ended {state_word(s['state'])}: {reason}")
+
+
+SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14, state_word),
                    Column("gap", "gap", 13), Column("target", "target", 6, fmt_num(3), right=True),
                    Column("candidates", "cands", 5, fmt_int, right=True),
                    Column("pending", "todo", 4, fmt_int, right=True), Column("message", "message", 40)]
@@ -51,8 +77,8 @@ def word_diff(parent: str, child: str) -> Text:
 class BenchFillScreen(BenchScreen):
     MODE = "benchfill"
     BINDINGS = [
-        Binding("bracketright", "step(1)", "Next", key_display="]", id="fill.next"),
-        Binding("bracketleft", "step(-1)", "Prev", key_display="[", id="fill.prev"),
+        Binding("right_square_bracket", "step(1)", "Next", key_display="]", id="fill.next"),
+        Binding("left_square_bracket", "step(-1)", "Prev", key_display="[", id="fill.prev"),
         Binding("a", "decide('accept')", "Accept", id="fill.accept"),
         Binding("r", "decide('reject')", "Reject", id="fill.reject"),
         Binding("e", "edit", "Edit+accept", id="fill.edit"),
@@ -70,12 +96,13 @@ class BenchFillScreen(BenchScreen):
         self.pos = 0
         self.review_filter = "pending"
         self.endpoints: dict = {}
+        self.summary: dict | None = None
 
     def compose_body(self) -> ComposeResult:
         yield FrameTable(id="sessions", sortable=False)
-        yield Static("", id="fill-summary", classes="status-line", markup=False)
+        yield SafeStatic("", id="fill-summary", classes="status-line", markup=False)
         with VerticalScroll(id="fill-scroll"):
-            yield Static("", id="fill-review", markup=False)
+            yield SafeStatic("", id="fill-review", markup=False)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._live)
@@ -109,7 +136,8 @@ class BenchFillScreen(BenchScreen):
         current = self.current_candidate()
         self.cands = data["cands"]
         self._refilter(keep=current)
-        self._summary(data["summary"])
+        self.summary = data["summary"]
+        self._summary(self.summary)
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         sid = event.table.current_value("id")
@@ -118,7 +146,7 @@ class BenchFillScreen(BenchScreen):
             self.reload()
 
     def _summary(self, s: dict | None) -> None:
-        box = self.query_one("#fill-summary", Static)
+        box = self.query_one("#fill-summary", SafeStatic)
         if s is None:
             text = Text("no BenchFill sessions for this benchmark: on 7 Coverage pick a gap and press b, "
                         "or press n here", style="dim")
@@ -129,7 +157,7 @@ class BenchFillScreen(BenchScreen):
             box.update(text)
             return
         text = Text(f"session #{s['session']} ", style="bold")
-        text.append(f"{s['state']}", style="bold green" if s["state"] == "proposed" else "bold")
+        text.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
         text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
                     f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
         text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
@@ -159,7 +187,7 @@ class BenchFillScreen(BenchScreen):
         self.render_current()
 
     def render_current(self) -> None:
-        box = self.query_one("#fill-review", Static)
+        box = self.query_one("#fill-review", SafeStatic)
         if not self.view:
             box.update(Text(f"no {self.review_filter} proposals in this session" if self.session_id else "",
                             style="dim"))
@@ -201,6 +229,7 @@ class BenchFillScreen(BenchScreen):
         i = REVIEW_FILTERS.index(self.review_filter)
         self.review_filter = REVIEW_FILTERS[(i + 1) % len(REVIEW_FILTERS)]
         self._refilter(keep=self.current_candidate())
+        self._summary(self.summary)
 
     def action_decide(self, decision: str, edited: str | None = None) -> None:
         cid = self.current_candidate()
@@ -216,6 +245,10 @@ class BenchFillScreen(BenchScreen):
                 return
             from benchloupe.jobs import fill as jobs_fill
 
+            hit = self.cands.index[self.cands["id"] == cid]  # the decision and its note show at once
+            self.cands.loc[hit, "review_state"] = decision + "ed"
+            self.cands.loc[hit, "note"] = note
+            self.render_current()
             db = self.app.db_path
             store_write(self, lambda conn: jobs_fill.decide_candidate(db, cid, decision, note, edited_text=edited),
                         f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else ""))
@@ -250,8 +283,7 @@ class BenchFillScreen(BenchScreen):
         def job(progress, cancel):
             from benchloupe.jobs import fill as jobs_fill
 
-            return {"message": f"session #{jobs_fill.resume_fill(db, sid, progress=progress, cancel=cancel)} "
-                               "finished its search"}
+            return session_outcome(db, jobs_fill.resume_fill(db, sid, progress=progress, cancel=cancel))
 
         self.app.start_job(f"BenchFill #{sid}", job)
 
@@ -322,9 +354,9 @@ class EditDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
-            yield Static(Text(self.title_text, style="bold"))
+            yield SafeStatic(Text(self.title_text, style="bold"))
             yield TextArea(self.text, id="edit-area", soft_wrap=True)
-            yield Static(Text("ctrl+s: accept the edited text   escape: cancel", style="dim"))
+            yield SafeStatic(Text("ctrl+s: accept the edited text   escape: cancel", style="dim"))
 
     def action_save(self) -> None:
         self.dismiss(self.query_one(TextArea).text)
@@ -362,7 +394,7 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
 
         def job(progress, cancel):
             sid = jobs_fill.start_fill(db, benchmark, options, config=cfg, progress=progress, cancel=cancel)
-            return {"message": f"session #{sid} finished its search; review it on 8 Fill", "session": sid}
+            return session_outcome(db, sid)
 
         def finished(result: dict) -> None:
             if isinstance(app.screen, BenchFillScreen):  # show the new session's review queue

@@ -8,10 +8,10 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.dialogs import Field, FormDialog
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
 COLUMNS = [
@@ -37,14 +37,15 @@ class BenchmarksScreen(BenchScreen):
     MODE = "benchmarks"
     NEEDS_BENCHMARK = False
     BINDINGS = [
+        Binding("enter", "select_row", "Open", id="benchmarks.open"),
         Binding("d", "demo", "Demo workspace", id="benchmarks.demo"),
         Binding("o", "import_file", "Import file", id="benchmarks.import"),
     ]
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="bench-hint", markup=False)
+        yield SafeStatic("", id="bench-hint", markup=False)
         yield FrameTable(id="bench-table")
-        yield Static("", id="bench-detail", classes="detail", markup=False)
+        yield SafeStatic("", id="bench-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str | None) -> dict:
         from benchloupe.store import read, runs
@@ -63,7 +64,7 @@ class BenchmarksScreen(BenchScreen):
         self.recent = data["recent"]
         table = self.query_one(FrameTable)
         table.set_data(df, COLUMNS, data["lines"], keep_key="name")
-        hint = self.query_one("#bench-hint", Static)
+        hint = self.query_one("#bench-hint", SafeStatic)
         if df.empty:
             msg = Text("The database is empty.  ", style="bold")
             msg.append("d", style="bold reverse")
@@ -88,7 +89,7 @@ class BenchmarksScreen(BenchScreen):
     def _show_detail(self) -> None:
         table = self.query_one(FrameTable)
         name = table.current_value("name")
-        detail = self.query_one("#bench-detail", Static)
+        detail = self.query_one("#bench-detail", SafeStatic)
         if name is None:
             detail.update("")
             return

@@ -14,11 +14,11 @@ import pandas as pd
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
 from benchloupe.textsafe import visible
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.plots import ecdf_plot
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
 
 GAP_COLUMNS = [Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
@@ -38,9 +38,9 @@ class CoverageScreen(BenchScreen):
                 Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen")]
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="coverage-head", classes="status-line", markup=False)
-        yield Static("", id="coverage-notes", markup=False)
-        yield Static("", id="coverage-plot", markup=False)
+        yield SafeStatic("", id="coverage-head", classes="status-line", markup=False)
+        yield SafeStatic("", id="coverage-notes", markup=False)
+        yield SafeStatic("", id="coverage-plot", markup=False)
         yield FrameTable(id="gaps", sortable=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
@@ -68,13 +68,13 @@ class CoverageScreen(BenchScreen):
 
     def show(self, data: dict) -> None:
         self.data = data
-        head = self.query_one("#coverage-head", Static)
+        head = self.query_one("#coverage-head", SafeStatic)
         table = self.query_one(FrameTable)
         if data["run"] is None:
             head.update(Text("no coverage run for this benchmark yet: r runs coverage with the paper's defaults "
                              "(it needs a calibration: 4 Runs)", style="dim"))
-            self.query_one("#coverage-plot", Static).update("")
-            self.query_one("#coverage-notes", Static).update("")
+            self.query_one("#coverage-plot", SafeStatic).update("")
+            self.query_one("#coverage-notes", SafeStatic).update("")
             table.set_data(pd.DataFrame(columns=[c.key for c in GAP_COLUMNS]), GAP_COLUMNS)
             return
         run = data["run"]
@@ -95,7 +95,7 @@ class CoverageScreen(BenchScreen):
             text.append("pass" if not failed else "fail: " + ", ".join(failed),
                         style="bold green" if not failed else "bold red")
         head.update(text)
-        self.query_one("#coverage-notes", Static).update(notes_text(m))
+        self.query_one("#coverage-notes", SafeStatic).update(notes_text(m))
         table.set_data(data["gaps"], GAP_COLUMNS, data["lines"])
         table.focus()
         self._plot()
@@ -112,7 +112,7 @@ class CoverageScreen(BenchScreen):
         band = tuple(band) if isinstance(band, list) and len(band) == 2 else None
         plot = ecdf_plot(self.data["z"], spans, width=max(self.size.width - 2, 40),
                          height=max(min(self.size.height - 17, 16), 5), selected=table.row, band=band)
-        self.query_one("#coverage-plot", Static).update(plot)
+        self.query_one("#coverage-plot", SafeStatic).update(plot)
 
     def action_run_coverage(self) -> None:
         from benchloupe.jobs import ANALYSES

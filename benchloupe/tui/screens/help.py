@@ -7,11 +7,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from benchloupe.tui.widgets.safe import SafeStatic
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc", "enter": "enter", "space": "space",
-             "pagedown": "pgdn", "pageup": "pgup", "ctrl+p": "ctrl+p", "ctrl+s": "ctrl+s"}
+             "pagedown": "pgdn", "pageup": "pgup", "ctrl+p": "ctrl+p", "ctrl+s": "ctrl+s",
+             "right_square_bracket": "]", "left_square_bracket": "[", "less_than_sign": "<",
+             "greater_than_sign": ">", "full_stop": ".", "comma": ",", "minus": "-", "plus": "+",
+             "exclamation_mark": "!", "number_sign": "#", "asterisk": "*"}
 GENERAL = (("1-8", "switch screen: Bench, Items, Models, Runs, Anomalies, Reversals, Coverage, Fill"),
+           ("?", "this help"),
+           ("q", "quit (asks first while a job runs)"),
+           ("x", "cancel the running job"),
            ("ctrl+p", "command palette (\"area: verb\" commands)"),
            ("tab / shift+tab", "move between panes and fields"),
            ("j k ↑ ↓ pgup pgdn home end", "move in tables"))
@@ -21,25 +28,35 @@ def key_label(key: str) -> str:
     return ", ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in key.split(","))
 
 
+def screen_keys(screen) -> list[tuple[str, str, bool]]:
+    """The screen's own keys (the app's are under "Everywhere") as (keys, description, enabled), one row per
+    action, with every key bound to it, as the terminal names them."""
+    rows: dict[str, list] = {}
+    for key, active in screen.active_bindings.items():
+        b = active.binding
+        if active.node is screen.app or not b.description or b.action.startswith("go("):
+            continue
+        row = rows.setdefault(b.action, [[], b.description, active.enabled])
+        label = b.key_display or KEY_NAMES.get(key, key)
+        if label not in row[0]:
+            row[0].append(label)
+    return [(", ".join(keys), description, enabled) for keys, description, enabled in rows.values()]
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", id="help.close"),
                 Binding("j,down", "scroll(1)", "Down", show=False), Binding("k,up", "scroll(-1)", "Up", show=False)]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog help"):
-            yield Static(self._text(), markup=False)
+            yield SafeStatic(self._text(), markup=False)
 
     def _text(self) -> Text:
         below = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else self.app.screen
         text = Text(f"Keys on {type(below).__name__.removesuffix('Screen')}\n", style="bold underline")
-        seen: set[str] = set()
-        for active in below.active_bindings.values():
-            b = active.binding
-            if b.action in seen or not b.description or b.action.startswith("go("):
-                continue
-            seen.add(b.action)
-            text.append(f"{key_label(b.key):>16}  ", style="bold")
-            text.append(b.description + ("" if active.enabled else " (not now)"))
+        for key, description, enabled in screen_keys(below):
+            text.append(f"{key:>16}  ", style="bold")
+            text.append(description + ("" if enabled else " (not now)"))
             text.append("\n")
         text.append("\nEverywhere\n", style="bold underline")
         for key, what in GENERAL:

@@ -17,22 +17,23 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.timer import Timer
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
 SEARCH_DEBOUNCE = 0.05
 ORIGIN_SHORT = {"original": "orig", "benchfill": "fill", "derived": "deriv"}
 COLUMNS = [
-    Column("key", "key", 13),
+    Column("key", "key", 14, identity=True),
     Column("group", "group", 7),
     Column("kind", "kind", 6),
     Column("origin", "orig", 5, lambda v: ORIGIN_SHORT.get(v, str(v))),
     Column("pass_rate", "pass", 5, fmt_num(2), right=True),
-    Column("difficulty", "diff", 6, fmt_num(2, signed=True), right=True),
+    Column("difficulty_text", "diff", 9, right=True, sort_key="difficulty_sort"),
     Column("sharpness", "sharp", 5, fmt_num(2), right=True),
     Column("fisher", "info", 5, fmt_num(2), right=True),
     Column("dif_range", "DIF", 5, fmt_num(2), right=True),
@@ -50,12 +51,32 @@ def columns_for(width: int) -> list[Column]:
         return COLUMNS
     wider = {"key": 24, "group": 14, "origin": 9}
     return [Column(c.key, "origin" if c.key == "origin" else c.label, wider[c.key],
-                   str if c.key == "origin" else c.fmt, c.right) if c.key in wider else c for c in COLUMNS]
+                   str if c.key == "origin" else c.fmt, c.right, c.identity) if c.key in wider else c
+            for c in COLUMNS]
+
+
+def difficulty_text(difficulty: pd.Series, pass_rate: pd.Series) -> tuple[list[str], np.ndarray]:
+    """The difficulty as shown, and the number it sorts by. An item every model got wrong (or right) carries
+    no information about its difficulty: it reads "all wrong" ("all right") and sorts as the hardest (easiest)
+    instead of showing the fit's number for it, which landed mid-list."""
+    fmt = fmt_num(2, signed=True)
+    texts, keys = [], np.asarray(difficulty, float).copy()
+    for k, (d, p) in enumerate(zip(difficulty, pass_rate)):
+        if pd.notna(p) and p <= 0:
+            texts.append("all wrong")
+            keys[k] = np.inf
+        elif pd.notna(p) and p >= 1:
+            texts.append("all right")
+            keys[k] = -np.inf
+        else:
+            texts.append(fmt(d))
+    return texts, keys
 
 
 class ItemsScreen(BenchScreen):
     MODE = "items"
     BINDINGS = [
+        Binding("enter", "select_row", "Item panel", id="items.open"),
         Binding("slash", "search", "Search", id="items.search"),
         Binding("escape", "clear_search", "Clear", show=False, id="items.clear"),
         Binding("g", "cycle('group')", "Group", show=False, id="items.group"),
@@ -74,7 +95,7 @@ class ItemsScreen(BenchScreen):
         self.filter_count = 0
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="items-status", classes="status-line", markup=False)
+        yield SafeStatic("", id="items-status", classes="status-line", markup=False)
         yield Input(placeholder="search key, group and text (escape clears)", id="items-search")
         yield FrameTable(id="items-table")
 
@@ -86,12 +107,13 @@ class ItemsScreen(BenchScreen):
         text = read.items(conn, benchmark)[["id", "text"]]
         df = df.merge(text, on="id", how="left")
         df["text"] = df["text"].fillna("")
+        df["difficulty_text"], df["difficulty_sort"] = difficulty_text(df["difficulty"], df["pass_rate"])
         hay = (df["key"].astype(str) + "\n" + df["group"].astype(str) + "\n" + df["text"]).str.lower().to_numpy()
         columns = columns_for(self.app.size.width)
         return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "haystack": hay}
 
     def loading_started(self) -> None:
-        self.query_one("#items-status", Static).update(Text(f"loading {self.app.benchmark}…", style="dim"))
+        self.query_one("#items-status", SafeStatic).update(Text(f"loading {self.app.benchmark}…", style="dim"))
 
     def show(self, data: dict) -> None:
         self.frame = data["frame"]
@@ -104,7 +126,7 @@ class ItemsScreen(BenchScreen):
             table.focus()
 
     def show_no_benchmark(self) -> None:
-        self.query_one("#items-status", Static).update(Text("no benchmark open: press 1 and choose one"))
+        self.query_one("#items-status", SafeStatic).update(Text("no benchmark open: press 1 and choose one"))
 
     # ------------------------------------------------------------------ filters
     def mask(self) -> np.ndarray:
@@ -134,6 +156,10 @@ class ItemsScreen(BenchScreen):
     def _status(self) -> None:
         table = self.query_one(FrameTable)
         text = Text(no_wrap=True, overflow="ellipsis")
+        key = table.current_value("key")
+        if key is not None:  # the highlighted item's whole key (the column may cut it in the middle)
+            text.append(str(key), style="bold cyan")
+            text.append(" · ", style="dim")
         text.append(f"{len(table.view)}", style="bold")
         text.append(f" of {len(self.frame)} items")
         if self.query_text:
@@ -145,7 +171,7 @@ class ItemsScreen(BenchScreen):
                 text.append(self.filters[name], style="bold")
         text.append(f"  sort: {table.sort_label}", style="dim")
         text.append("   g group o origin t status f flags", style="dim")
-        self.query_one("#items-status", Static).update(text)
+        self.query_one("#items-status", SafeStatic).update(text)
 
     def _choices(self, name: str) -> list[str]:
         if name == "flagged":
@@ -218,11 +244,11 @@ class ItemPanel(BenchScreen):
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="item-scroll"):
-            yield Static(Text("loading…", style="dim"), id="item-head", markup=False)
-            yield Static("", id="item-text", classes="literal", markup=False)
-            yield Static("", id="item-plot", markup=False)
-            yield Static("", id="item-outcomes", markup=False)
-            yield Static("", id="item-params", markup=False)
+            yield SafeStatic(Text("loading…", style="dim"), id="item-head", markup=False)
+            yield SafeStatic("", id="item-text", classes="literal", markup=False)
+            yield SafeStatic("", id="item-plot", markup=False)
+            yield SafeStatic("", id="item-outcomes", markup=False)
+            yield SafeStatic("", id="item-params", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import views
@@ -236,13 +262,13 @@ class ItemPanel(BenchScreen):
         head.append(d["status"], style="bold red" if d["status"] == "retired" else "bold green")
         if d.get("parent_id"):
             head.append(f" · parent item #{d['parent_id']}")
-        self.query_one("#item-head", Static).update(head)
+        self.query_one("#item-head", SafeStatic).update(head)
         body = Text()
         body.append("Text\n", style="bold underline")
         body.append(str(d["text"]) or "(no text)")
         body.append("\n\nAnswer\n", style="bold underline")
         body.append(str(d["answer"]) or "(no answer)")
-        self.query_one("#item-text", Static).update(body)
+        self.query_one("#item-text", SafeStatic).update(body)
         params = d["params"]
         calib = params[params["kind"].isin(("joint", "static", "arena"))]
         b = a = None
@@ -258,9 +284,9 @@ class ItemPanel(BenchScreen):
             plot.append_text(icc_plot(out["theta"].astype(float).to_numpy(), out["outcome"].to_numpy(),
                                       difficulty=b, sharpness=a,
                                       chance=d.get("chance"), width=width, height=8))
-        self.query_one("#item-plot", Static).update(plot)
-        self.query_one("#item-outcomes", Static).update(self._outcomes(out))
-        self.query_one("#item-params", Static).update(self._params(params))
+        self.query_one("#item-plot", SafeStatic).update(plot)
+        self.query_one("#item-outcomes", SafeStatic).update(self._outcomes(out))
+        self.query_one("#item-params", SafeStatic).update(self._params(params))
 
     def _outcomes(self, out: pd.DataFrame) -> Text:
         text = Text("\nOutcomes by ability (● right ○ wrong · missing)\n", style="bold underline")

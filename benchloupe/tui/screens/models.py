@@ -1,20 +1,25 @@
-"""Models: abilities with bootstrap 95% intervals, joint/static/arena (and baseline) ranks side by side,
-family and owner; below the table, the highlighted model's unexpected cells (its anomaly flags)."""
+"""Models: the abilities, intervals and ranks of ONE run (the latest by default, named in the status line; r
+steps to older runs), family and owner; below the table, the highlighted model's full name and its unexpected
+cells (its anomaly flags of the latest anomaly run). Mixing runs showed a joint theta beside a static
+bootstrap's interval (issue 11)."""
 
 from __future__ import annotations
 
 import math
 import sqlite3
 
+import numpy as np
 import pandas as pd
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Static
+from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
-from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
+from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.table import Column, FrameTable, fit_columns, fmt_int, fmt_num, format_lines
 
-THETA_ORDER = ("joint", "static", "arena", "bt", "avg_reward")
+RUN_WORDS = {"joint": "joint fit", "static": "static fit", "arena": "arena fit", "bt": "Bradley-Terry baseline",
+             "avg-reward": "average-reward baseline", "bootstrap": "bootstrap"}
 
 
 def _interval(lo, hi, digits: int = 2, signed: bool = True) -> str:
@@ -24,82 +29,105 @@ def _interval(lo, hi, digits: int = 2, signed: bool = True) -> str:
 
 
 COLUMNS = [
-    Column("name", "model", 17),
+    Column("name", "model", 17, identity=True),
     Column("family", "family", 8),
     Column("owner", "owner", 8),
-    Column("joint_rank", "J", 3, fmt_int, right=True),
-    Column("static_rank", "S", 3, fmt_int, right=True),
-    Column("arena_rank", "A", 3, fmt_int, right=True),
+    Column("rank", "rank", 4, fmt_int, right=True),
     Column("theta", "θ", 6, fmt_num(2, signed=True), right=True),
-    Column("ci", "95% interval", 13),
-    Column("rank_ci", "rank CI", 7),
-    Column("bt_rank", "BT", 3, fmt_int, right=True),
-    Column("avg_reward_rank", "AvgR", 4, fmt_int, right=True),
+    Column("ci", "95% interval", 13, sort_key="lo"),
+    Column("rank_ci", "rank CI", 7, sort_key="rank_lo"),
 ]
 
 
-WIDE = 120
-
-
 def columns_for(width: int) -> list[Column]:
-    """The 80-column layout, or the model's whole name (and family, owner) on a wide terminal."""
-    if width < WIDE:
-        return COLUMNS
-    wider = {"name": min(48, width - 95), "family": 10, "owner": 14}
-    return [Column(c.key, c.label, wider[c.key], c.fmt, c.right) if c.key in wider else c for c in COLUMNS]
+    """Every column from the one run shown; the model name takes the width the others leave."""
+    return fit_columns(COLUMNS, width)
 
 
 class ModelsScreen(BenchScreen):
+    """Every number on the screen comes from one run, named in the status line; r steps to an older run."""
+
     MODE = "models"
+    BINDINGS = [Binding("enter", "model_flags", "Model's flags", id="models.flags"),
+                Binding("r", "next_run", "Other run", id="models.run")]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run_id: int | None = None  # None: the latest run
+        self.shown_run: int | None = None
+        self.runs = pd.DataFrame()
+        self.flags = pd.DataFrame()
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="models-status", classes="status-line", markup=False)
+        yield SafeStatic("", id="models-status", classes="status-line", markup=False)
         yield FrameTable(id="models-table")
-        yield Static("", id="models-detail", classes="detail", markup=False)
+        yield SafeStatic("", id="models-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import curation, read, views
 
-        df = views.model_table(conn, benchmark)
-        theta = pd.Series([None] * len(df), dtype=float)
-        source = pd.Series([""] * len(df), dtype=object)
-        for kind in reversed(THETA_ORDER):
-            col = df[f"{kind}_theta"].astype(float)
-            theta = col.where(col.notna(), theta)
-            source = source.where(col.isna(), kind)
-        df["theta"] = theta.to_numpy()
-        df["theta_source"] = source.to_numpy()
+        runs = views.model_runs(conn, benchmark)
+        ids = [int(i) for i in runs["id"]]
+        rid = self.run_id if self.run_id in ids else (ids[0] if ids else None)
+        df = views.run_model_table(conn, benchmark, rid)
         df["ci"] = [_interval(lo, hi) for lo, hi in zip(df["lo"], df["hi"])]
         df["rank_ci"] = [f"{int(a)}-{int(b)}" if pd.notna(a) and pd.notna(b) else ""
                          for a, b in zip(df["rank_lo"], df["rank_hi"])]
-        flags = curation.flags(conn, kind="anomaly", benchmark_id=read.benchmark_id(conn, benchmark))
+        flags = curation.queue_flags(conn, read.benchmark_id(conn, benchmark), "anomaly")
         columns = columns_for(self.app.size.width)
-        return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "flags": flags}
+        return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "flags": flags,
+                "runs": runs, "run_id": rid}
 
     def show(self, data: dict) -> None:
         self.flags = data["flags"]
+        self.runs = data["runs"]
         df = data["frame"]
         table = self.query_one(FrameTable)
-        table.set_data(df, data["columns"], data["lines"], keep_key="id")
-        sources = sorted({s for s in df["theta_source"] if s})
-        text = Text(f"{len(df)} models", style="bold")
-        if sources:
-            text.append(f" · θ from the latest {', '.join(sources)} run · J/S/A joint/static/arena ranks",
-                        style="dim")
-        else:
+        new_run = data["run_id"] != self.shown_run
+        table.set_data(df, data["columns"], data["lines"], keep_key=None if new_run else "id")
+        if new_run:  # a new fit (or another run chosen): start at rank 1
+            table.sort_key, table.descending = None, False
+            table.set_view(np.arange(len(df)))
+        self.shown_run = data["run_id"]
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"{len(df)} models", style="bold")
+        if self.shown_run is None:
             text.append(" · no fits yet: 4 opens Runs (start a static or joint fit)", style="dim")
-        if df["lo"].notna().any():
-            text.append(" · intervals from the latest bootstrap", style="dim")
-        self.query_one("#models-status", Static).update(text)
+        else:
+            run = self.runs[self.runs["id"] == self.shown_run].iloc[0]
+            k = int(np.flatnonzero(self.runs["id"].to_numpy() == self.shown_run)[0])
+            text.append(f" · every column from run #{self.shown_run}, {RUN_WORDS.get(run['kind'], run['kind'])}",
+                        style="bold")
+            text.append(f" of {str(run['created_at'])[:16]}", style="dim")
+            text.append(f" · r: other run ({k + 1} of {len(self.runs)})", style="dim")
+        self.query_one("#models-status", SafeStatic).update(text)
         table.focus()
         self._detail()
+
+    def action_next_run(self) -> None:
+        """r: the next older run with model estimates (wrapping to the latest)."""
+        if len(self.runs) < 2:
+            self.notify("only one run has estimated these models", markup=False)
+            return
+        ids = [int(i) for i in self.runs["id"]]
+        k = ids.index(self.shown_run) if self.shown_run in ids else -1
+        self.run_id = ids[(k + 1) % len(ids)]
+        self.reload()
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         self._detail()
 
+    def action_model_flags(self) -> None:
+        """Enter: the highlighted model's anomaly flags on 5 Anomalies."""
+        table = self.query_one(FrameTable)
+        if table.row is None:
+            return
+        row = table.frame.iloc[table.row]
+        self.app.show_flags("anomalies", "model_id", int(row["id"]), f"model {row['name']}")
+
     def _detail(self) -> None:
         table = self.query_one(FrameTable)
-        box = self.query_one("#models-detail", Static)
+        box = self.query_one("#models-detail", SafeStatic)
         if table.row is None:
             box.update("")
             return

@@ -19,10 +19,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Static
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
+from benchloupe.tui.widgets.safe import SafeStatic
 
 STATE_FILTERS = ("all", "open", "confirmed", "dismissed", "unsure")
 STATE_STYLE = {"open": "bold", "confirmed": "bold green", "dismissed": "dim", "unsure": "bold yellow"}
@@ -33,6 +33,7 @@ class FlagQueueScreen(BenchScreen):
     """Base for the anomaly and reversal queues: subclasses set KIND/NOUN and implement ``render_flag``."""
 
     KIND: ClassVar[str] = ""
+    FILTERS: ClassVar[tuple[str, ...]] = STATE_FILTERS
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
     BINDINGS = [
@@ -44,7 +45,9 @@ class FlagQueueScreen(BenchScreen):
         Binding("o", "decide('open')", "Reopen", show=False, id="queue.reopen"),
         Binding("n", "note", "Note", id="queue.note"),
         Binding("f", "filter", "Filter", show=False, id="queue.filter"),
-        Binding("enter", "open_item", "Item", show=False, id="queue.item"),
+        Binding("h", "toggle_superseded", "Earlier runs", show=False, id="queue.superseded"),
+        Binding("enter", "open_item", "Item panel", show=False, id="queue.item"),
+        Binding("escape", "clear_focus", "All models/items", show=False, id="queue.all"),
         Binding("pagedown", "scroll_detail(1)", "Scroll", show=False),
         Binding("pageup", "scroll_detail(-1)", "Scroll", show=False),
     ]
@@ -54,22 +57,38 @@ class FlagQueueScreen(BenchScreen):
         self.flags = pd.DataFrame()
         self.view = np.zeros(0, np.int64)
         self.pos = 0
-        self.state_filter = "all"
+        self.state_filter = self.FILTERS[0]
+        self.show_superseded = False
         self.context: dict = {}
         self._pending: dict[int, tuple[str, str | None]] = {}
         self._pending_lock = threading.Lock()
+        self.focus: tuple[str, int, str] | None = None  # (column, value, label): one model's or item's flags
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="queue-status", classes="status-line", markup=False)
+        yield SafeStatic("", id="queue-status", classes="status-line", markup=False)
         with VerticalScroll(id="queue-scroll"):
-            yield Static("", id="queue-detail", markup=False)
+            yield SafeStatic("", id="queue-detail", markup=False)
+
+    def on_screen_resume(self) -> None:
+        jump = self.app.flag_focus
+        if jump is not None and jump[0] == self.MODE:
+            self.app.flag_focus = None
+            self.focus = jump[1:]
+            if len(self.flags):
+                self._refilter()
+        super().on_screen_resume()
+
+    def action_clear_focus(self) -> None:
+        if self.focus is not None:
+            self.focus = None
+            self._refilter(keep=self.current_id())
 
     # ------------------------------------------------------------------ data
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import curation, read
 
         bid = read.benchmark_id(conn, benchmark)
-        flags = curation.flags(conn, kind=self.KIND, benchmark_id=bid)
+        flags = curation.queue_flags(conn, bid, self.KIND, include_superseded=self.show_superseded)
         return {"flags": flags, "context": self.fetch_context(conn, benchmark, flags)}
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
@@ -94,16 +113,23 @@ class FlagQueueScreen(BenchScreen):
         return int(self.flags["id"].iloc[self.view[self.pos]])
 
     def _refilter(self, keep: int | None = None) -> None:
-        if self.state_filter == "all" or not len(self.flags):
-            self.view = np.arange(len(self.flags))
-        else:
-            self.view = np.flatnonzero((self.flags["state"] == self.state_filter).to_numpy())
+        self.view = np.flatnonzero(self.filter_mask()) if len(self.flags) else np.zeros(0, np.int64)
         self.pos = 0
         if keep is not None and len(self.view):
             hit = np.flatnonzero(self.flags["id"].to_numpy()[self.view] == keep)
             if hit.size:
                 self.pos = int(hit[0])
         self.render_current()
+
+    def filter_mask(self) -> np.ndarray:
+        """The flags the queue steps through: the state filter and the model/item focus."""
+        keep = np.ones(len(self.flags), bool)
+        if self.state_filter in STATE_FILTERS[1:]:
+            keep &= (self.flags["state"] == self.state_filter).to_numpy()
+        if self.focus is not None:
+            column, value, _label = self.focus
+            keep &= (self.flags[column] == value).to_numpy()
+        return keep
 
     # ------------------------------------------------------------------ rendering
     def render_current(self) -> None:
@@ -116,10 +142,18 @@ class FlagQueueScreen(BenchScreen):
             status.append(f"no {self.PLURAL}", style="bold")
         if self.state_filter != "all":
             status.append(f" ({self.state_filter})", style="bold yellow")
+            if len(self.view) and self.state_filter in STATE_FILTERS[1:]:
+                now = self.flags["state"].iloc[self.view[self.pos]]
+                if now != self.state_filter:  # just decided: it stays here until the next move
+                    status.append(f" · this one now {now}", style="bold")
+        if self.show_superseded:
+            status.append(" · with earlier runs", style="bold yellow")
+        if self.focus is not None:
+            status.append(f" · only {self.focus[2]} (esc: all)", style="bold yellow")
         status.append(f" · {triaged} of {total} triaged", style="bold")
         status.append("  f filter · enter item", style="dim")
-        self.query_one("#queue-status", Static).update(status)
-        detail = self.query_one("#queue-detail", Static)
+        self.query_one("#queue-status", SafeStatic).update(status)
+        detail = self.query_one("#queue-detail", SafeStatic)
         if not len(self.view):
             detail.update(self.empty_text(total))
             return
@@ -128,6 +162,10 @@ class FlagQueueScreen(BenchScreen):
         text.append(f"#{row['id']} ", style="dim")
         text.append(str(row["state"]), style=STATE_STYLE.get(row["state"], ""))
         text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
+        if row.get("superseded"):
+            text.append(" · superseded by a later run", style="bold yellow")
+        if pd.notna(row.get("carried_from")):
+            text.append(f" · decision carried over from flag #{int(row['carried_from'])}", style="dim")
         if row["note"]:
             text.append("\nnote: ", style="bold")
             text.append(str(row["note"]))
@@ -152,9 +190,14 @@ class FlagQueueScreen(BenchScreen):
             self.render_current()
 
     def action_filter(self) -> None:
-        i = STATE_FILTERS.index(self.state_filter)
-        self.state_filter = STATE_FILTERS[(i + 1) % len(STATE_FILTERS)]
+        i = self.FILTERS.index(self.state_filter)
+        self.state_filter = self.FILTERS[(i + 1) % len(self.FILTERS)]
         self._refilter(keep=self.current_id())
+
+    def action_toggle_superseded(self) -> None:
+        """h: also step through the flags of earlier runs of the analysis (hidden by default)."""
+        self.show_superseded = not self.show_superseded
+        self.reload()
 
     def action_decide(self, state: str) -> None:
         fid = self.current_id()
@@ -162,6 +205,8 @@ class FlagQueueScreen(BenchScreen):
             return
         i = self.view[self.pos]
         self.flags.loc[i, "state"] = state
+        if "carried_from" in self.flags:
+            self.flags.loc[i, "carried_from"] = pd.NA  # decided here now
         self._save(fid, state, None)
         if self.pos < len(self.view) - 1 and state != "open":
             self.pos += 1

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pandas as pd
 from rich.text import Text
 
-from benchloupe.tui.screens.queue import FlagQueueScreen, fmt_value, payload_rest
+from benchloupe.tui.screens.queue import STATE_FILTERS, FlagQueueScreen, fmt_value, payload_rest
 
 SHOWN = {"model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full", "anchor", "full_a", "full_b",
          "anchor_a", "anchor_b", "reversed", "top_items", "items"}
@@ -19,6 +20,13 @@ class ReversalsScreen(FlagQueueScreen):
     KIND = "reversal"
     NOUN = "Reversal"
     PLURAL = "reversals"
+    FILTERS = ("reversed", *STATE_FILTERS)  # reversed pairs by default; every near-tie pair is a filter away
+
+    def filter_mask(self) -> np.ndarray:
+        keep = super().filter_mask()
+        if self.state_filter == "reversed" and len(self.flags):
+            keep &= np.array([bool(p.get("reversed")) for p in self.flags["payload"]], bool)
+        return keep
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
         from benchloupe.store import read, runs
@@ -28,7 +36,29 @@ class ReversalsScreen(FlagQueueScreen):
         for rid in (flags["run_id"].dropna().unique() if len(flags) else []):
             run = runs.get_run(conn, int(rid)) or {}
             tables[int(rid)] = run.get("metrics", {}).get("table1")
-        return {"models": models, "table1": tables}
+        keys = read.items(conn, benchmark, with_text=False)
+        return {"models": models, "table1": tables, "item_ids": dict(zip(keys["key"], keys["id"]))}
+
+    def driving_item(self, row: pd.Series) -> int | None:
+        """The id of the item that drove the reversal most (the first of ``top_items``)."""
+        top = row["payload"].get("top_items", row["payload"].get("items"))
+        if isinstance(top, list) and top and isinstance(top[0], dict):
+            key = top[0].get("item", top[0].get("key", top[0].get("item_key")))
+            hit = self.context.get("item_ids", {}).get(key)
+            return None if hit is None else int(hit)
+        return None
+
+    def action_open_item(self) -> None:
+        """Enter: the panel of the item that drove the reversal most."""
+        if not len(self.view):
+            return
+        item_id = self.driving_item(self.flags.iloc[self.view[self.pos]])
+        if item_id is None:
+            self.notify("this pair has no driving item recorded", severity="warning")
+            return
+        from benchloupe.tui.screens.items import ItemPanel
+
+        self.app.push_screen(ItemPanel(item_id))
 
     def render_flag(self, row: pd.Series) -> Text:
         p = row["payload"]

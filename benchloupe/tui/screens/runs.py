@@ -13,10 +13,10 @@ import pandas as pd
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.dialogs import Field, FormDialog
+from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
 AREA_ORDER = ("calibration", "screening", "anomalies", "compression", "coverage", "audit", "uncertainty")
@@ -86,6 +86,7 @@ def default_config(analysis) -> object:
 class RunsScreen(BenchScreen):
     MODE = "runs"
     BINDINGS = [
+        Binding("enter", "select_row", "Start / show run", id="runs.open"),
         Binding("n", "new_run", "Start", id="runs.start"),
         Binding("m", "mark", "Mark", id="runs.mark"),
         Binding("c", "compare", "Compare", id="runs.compare"),
@@ -98,12 +99,12 @@ class RunsScreen(BenchScreen):
         self.pending_start: str | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield Static(Text("Analyses · enter or n starts one with the paper's defaults", style="dim"),
+        yield SafeStatic(Text("Analyses · enter or n starts one with the paper's defaults", style="dim"),
                       classes="status-line")
         yield FrameTable(id="analyses", sortable=False)
-        yield Static("", id="history-title", classes="status-line", markup=False)
+        yield SafeStatic("", id="history-title", classes="status-line", markup=False)
         yield FrameTable(id="history")
-        yield Static("", id="run-detail", classes="detail", markup=False)
+        yield SafeStatic("", id="run-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.jobs import ANALYSES
@@ -130,7 +131,7 @@ class RunsScreen(BenchScreen):
         title.append("  enter shows a run · m marks it · c compares the mark with the highlighted run", style="dim")
         if self.marked is not None:
             title.append(f"  (marked #{self.marked})", style="bold yellow")
-        self.query_one("#history-title", Static).update(title)
+        self.query_one("#history-title", SafeStatic).update(title)
         if not data["an"].empty and self.focused is None:
             an.focus()
         self._detail()
@@ -158,7 +159,7 @@ class RunsScreen(BenchScreen):
 
     def _detail(self, full: bool = False) -> None:
         hist = self.query_one("#history", FrameTable)
-        box = self.query_one("#run-detail", Static)
+        box = self.query_one("#run-detail", SafeStatic)
         if hist.row is None:
             box.update(Text("no runs yet for this benchmark", style="dim"))
             return
@@ -253,7 +254,7 @@ class CompareScreen(BenchScreen):
         self.run_a, self.run_b = run_a, run_b
 
     def compose_body(self) -> ComposeResult:
-        yield Static(Text(f"comparing run #{self.run_a} with #{self.run_b}…", style="dim"), id="compare-head",
+        yield SafeStatic(Text(f"comparing run #{self.run_a} with #{self.run_b}…", style="dim"), id="compare-head",
                      markup=False)
         yield FrameTable(id="moved")
 
@@ -276,7 +277,7 @@ class CompareScreen(BenchScreen):
             text.append(f" · {n} models changed rank")
         else:
             text.append(" · fewer than two common models: nothing to correlate", style="yellow")
-        self.query_one("#compare-head", Static).update(text)
+        self.query_one("#compare-head", SafeStatic).update(text)
         table = self.query_one(FrameTable)
         table.set_data(d["moved"], MOVED_COLUMNS, d["lines"])
         table.focus()

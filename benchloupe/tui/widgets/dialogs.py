@@ -10,7 +10,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input, Label
+
+from benchloupe.tui.widgets.safe import SafeStatic, safe_text
 
 Validator = Callable[[str], str | None]
 
@@ -30,19 +32,19 @@ class PromptDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(Text(self.title_text, style="bold"))
+            yield Label(safe_text(Text(self.title_text, style="bold")))
             if self.help:
-                yield Static(Text(self.help, style="dim"))
+                yield SafeStatic(Text(self.help, style="dim"))
             yield Input(value=self.value, placeholder=self.placeholder, id="dialog-input")
-            yield Static("", id="dialog-error", classes="error-line", markup=False)
-            yield Static(Text("enter: ok   escape: cancel", style="dim"))
+            yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
+            yield SafeStatic(Text("enter: ok   escape: cancel", style="dim"))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         value = event.value.strip()
         error = self.validate(value) if self.validate else None
         if error:
-            self.query_one("#dialog-error", Static).update(Text(error))
+            self.query_one("#dialog-error", SafeStatic).update(Text(error))
             return
         self.dismiss(value)
 
@@ -74,17 +76,17 @@ class FormDialog(ModalScreen[dict | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
-            yield Label(Text(self.title_text, style="bold"))
+            yield Label(safe_text(Text(self.title_text, style="bold")))
             if self.note:
-                yield Static(Text(self.note, style="dim"))
+                yield SafeStatic(Text(self.note, style="dim"))
             with VerticalScroll(id="form-fields", can_focus=False):
                 for f in self.fields:
                     with Horizontal(classes="form-row"):
                         yield Label(Text(f.label), classes="form-label")
                         yield Input(value=f.value, placeholder=f.help, id=f"field-{f.name}", classes="form-input",
                                     tooltip=f.help or None)
-            yield Static("", id="dialog-error", classes="error-line", markup=False)
-            yield Static(Text("tab: next field   enter/ctrl+s: start   escape: cancel", style="dim"))
+            yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
+            yield SafeStatic(Text("tab: next field   enter/ctrl+s: start   escape: cancel", style="dim"))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -97,7 +99,7 @@ class FormDialog(ModalScreen[dict | None]):
             try:
                 values[f.name] = f.parse(raw)
             except (ValueError, TypeError) as exc:
-                self.query_one("#dialog-error", Static).update(Text(f"{f.label}: {exc}"))
+                self.query_one("#dialog-error", SafeStatic).update(Text(f"{f.label}: {exc}"))
                 self.query_one(f"#field-{f.name}", Input).focus()
                 return
         self.dismiss(values)

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import ProgressBar, Static
+from textual.widgets import ProgressBar
+
+from benchloupe.tui.widgets.safe import SafeStatic
 
 
 @dataclass
@@ -21,6 +23,7 @@ class JobState:
     running: bool = False
     outcome: str = ""
     failed: bool = False
+    started: float = 0.0
 
 
 class JobBar(Horizontal):
@@ -35,14 +38,14 @@ class JobBar(Horizontal):
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="job-label", markup=False)
+        yield SafeStatic("", id="job-label", markup=False)
         yield ProgressBar(total=None, show_eta=True, id="job-bar")
 
     def on_mount(self) -> None:
         self.show_state(self.app.job)
 
     def show_state(self, job: JobState) -> None:
-        label = self.query_one("#job-label", Static)
+        label = self.query_one("#job-label", SafeStatic)
         bar = self.query_one(ProgressBar)
         self.set_class(not job.running, "-idle")
         label.set_class(job.failed, "-failed")

@@ -24,6 +24,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from benchloupe.tui.widgets.safe import cell_text
+
 
 def fmt_num(digits: int = 2, signed: bool = False) -> Callable[[object], str]:
     """A formatter for floats: blank for missing, fixed digits."""
@@ -51,16 +53,51 @@ def fmt_str(v) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One column: frame key, header label, width in cells, formatter, alignment."""
+    """One column: frame key, header label, width in cells, formatter, alignment.
+
+    ``identity``: the column names the row (a model name, an item key): too long a value is cut in the middle
+    with an ellipsis so that distinct names stay distinct, the column takes the width the others leave
+    (:func:`fit_columns`), and it stays put when the table scrolls sideways. ``sort_key``: the frame column to
+    sort by when it is not ``key`` (a display text over a number)."""
 
     key: str
     label: str
     width: int
     fmt: Callable[[object], str] = fmt_str
     right: bool = False
+    identity: bool = False
+    sort_key: str | None = None
 
 
-def _cell(text: str, width: int, right: bool) -> str:
+def middle_cut(text: str, width: int) -> str:
+    """*text* in at most *width* cells, cut in the middle with an ellipsis (``benchfill-1-74`` stays unique)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    keep = width - 1
+    head, tail = (keep + 1) // 2, keep // 2
+    if text.isascii():
+        return text[:head] + "…" + (text[-tail:] if tail else "")
+    left = set_cell_size(text, head).rstrip()
+    right = text
+    while cell_len(right) > tail:
+        right = right[1:]
+    return set_cell_size(left, head) + "…" + right
+
+
+def fit_columns(columns: list[Column], width: int, *, most: int = 60) -> list[Column]:
+    """The identity column widened to the cells the others leave on a *width*-cell screen (within
+    ``[its width, most]``), the others unchanged."""
+    others = sum(c.width + 1 for c in columns if not c.identity)
+    room = width - others - 1  # the vertical scrollbar
+    return [Column(c.key, c.label, max(c.width, min(room, most)), c.fmt, c.right, c.identity, c.sort_key)
+            if c.identity else c for c in columns]
+
+
+def _cell(text: str, width: int, right: bool, identity: bool = False) -> str:
+    if identity:
+        text = middle_cut(text, width)
     if text.isascii():  # one cell per character: plain string operations
         if len(text) >= width:
             return text[:width]
@@ -76,7 +113,7 @@ def format_lines(frame: pd.DataFrame, columns: list[Column]) -> np.ndarray:
     parts = []
     for c in columns:
         vals = frame[c.key].tolist() if c.key in frame.columns else [None] * len(frame)
-        parts.append([_cell(c.fmt(v), c.width, c.right) for v in vals])
+        parts.append([_cell(cell_text(c.fmt(v)), c.width, c.right, c.identity) for v in vals])
     lines = [" ".join(cells) for cells in zip(*parts)] if parts else []
     return np.array(lines, dtype=object)
 
@@ -92,7 +129,9 @@ def header_line(columns: list[Column], sort_key: str | None = None, descending: 
 
 
 class FrameTable(ScrollView, can_focus=True):
-    """Rows of a frame under a fixed header; j/k/arrows move, enter selects, s/S sort.
+    """Rows of a frame under a fixed header; j/k/arrows move, s/S sort; ``action_select`` posts Selected (the
+    screen binds enter with a description of what it does there, so no screen advertises an enter that does
+    nothing).
 
     ``set_data(frame, columns, lines)`` loads; ``set_view(index)`` shows a subset (positions into frame).
     """
@@ -106,7 +145,6 @@ class FrameTable(ScrollView, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False),
         Binding("left", "scroll_left", "Left", show=False),
         Binding("right", "scroll_right", "Right", show=False),
-        Binding("enter", "select", "Open", id="table.select"),
         Binding("s", "sort(1)", "Sort", id="table.sort"),
         Binding("S", "sort(-1)", "Reverse sort", show=False, id="table.reverse"),
     ]
@@ -169,8 +207,9 @@ class FrameTable(ScrollView, can_focus=True):
 
     def _apply_sort(self) -> None:
         base = self._base
-        if self.sort_key is not None and self.sort_key in self.frame.columns and len(base):
-            col = self.frame[self.sort_key].iloc[base]
+        by = next((c.sort_key or c.key for c in self.columns if c.key == self.sort_key), self.sort_key)
+        if by is not None and by in self.frame.columns and len(base):
+            col = self.frame[by].iloc[base]
             order = np.argsort(pd.Series(col.to_numpy()).rank(method="first", na_option="bottom",
                                                                  ascending=not self.descending).to_numpy(),
                                kind="stable")
@@ -258,9 +297,15 @@ class FrameTable(ScrollView, can_focus=True):
         return f"{label} {'desc' if self.descending else 'asc'}"
 
     # ---------------------------------------------------------------- render
+    @property
+    def frozen(self) -> int:
+        """Cells at the left that do not scroll sideways: the identity column when it comes first."""
+        return self.columns[0].width + 1 if self.columns and self.columns[0].identity else 0
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         x = int(self.scroll_offset.x)
+        frozen = self.frozen
         if y == 0:
             text, style = self._header, self.get_component_rich_style("frame-table--header")
         else:
@@ -276,5 +321,8 @@ class FrameTable(ScrollView, can_focus=True):
             else:
                 style = self.rich_style
         strip = Strip([Segment(text, style)])
-        strip = strip.crop(x, x + width) if x else strip
+        if x and frozen:
+            strip = Strip.join([strip.crop(0, frozen), strip.crop(frozen + x, frozen + x + width)])
+        elif x:
+            strip = strip.crop(x, x + width)
         return strip.extend_cell_length(width, style).crop(0, width)

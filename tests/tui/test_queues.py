@@ -1,0 +1,81 @@
+"""Queues and numbers that are true (issue 11): a queue holds the latest run's flags with earlier decisions
+carried over, the Reversals queue steps through pairs that reversed, the status line agrees with the card."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchloupe.tui.app import BenchloupeApp
+from tests.tui.conftest import add_flags, idle, loaded, wait_until
+
+pytestmark = pytest.mark.anyio
+SIZE = (80, 24)
+
+
+def _decide_first_anomaly(db) -> tuple[int, int]:
+    from benchloupe.store import curation
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        f = curation.flags(conn, kind="anomaly").iloc[0]
+        curation.set_flag_state(conn, int(f["id"]), "confirmed", "typo in the key")
+        return int(f["model_id"]), int(f["item_id"])
+    finally:
+        conn.close()
+
+
+async def test_rerunning_an_analysis_does_not_duplicate_its_queue(flagged_db):
+    model_id, item_id = _decide_first_anomaly(flagged_db)
+    add_flags(flagged_db)  # the same analyses again: the same cells flagged by new runs
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        await wait_until(pilot, loaded(app, "anomalies"), what="anomalies")
+        screen = app.screen
+        assert len(screen.flags) == 12 and screen.flags["run_id"].nunique() == 1
+        cell = screen.flags[(screen.flags["model_id"] == model_id) & (screen.flags["item_id"] == item_id)]
+        assert cell["state"].tolist() == ["confirmed"] and cell["note"].tolist() == ["typo in the key"]
+        assert "1 of 12 triaged" in str(screen.query_one("#queue-status").render())
+        card = str(screen.query_one("#queue-detail").render())
+        assert "carried over" in card
+        await pilot.press("h")  # earlier runs on request, marked superseded
+        await wait_until(pilot, lambda: loaded(app, "anomalies")() and len(screen.flags) == 24, what="all runs")
+        assert screen.flags["superseded"].sum() == 12
+        await pilot.press("6")
+        await wait_until(pilot, loaded(app, "reversals"), what="reversals")
+        assert app.screen.flags["run_id"].nunique() == 1
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        assert app.screen.frame["anomalies"].max() == 1
+
+
+async def test_reversals_queue_steps_through_reversed_pairs(flagged_db):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        await wait_until(pilot, loaded(app, "reversals"), what="reversals")
+        screen = app.screen
+        assert len(screen.flags) == 4 and len(screen.view) == 2  # add_flags: pairs 0 and 2 reversed
+        assert all(screen.flags["payload"].iloc[i]["reversed"] for i in screen.view)
+        assert "Reversal 1 of 2" in str(screen.query_one("#queue-status").render())
+        assert "reversed: yes" in str(screen.query_one("#queue-detail").render())
+        await pilot.press("f")  # every near-tie pair
+        assert len(screen.view) == 4
+
+
+async def test_status_agrees_with_the_card_after_a_decision(flagged_db):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        await wait_until(pilot, loaded(app, "anomalies"), what="anomalies")
+        screen = app.screen
+        await pilot.press("c")
+        await pilot.press("f", "f")  # filter: confirmed
+        assert screen.state_filter == "confirmed" and len(screen.view) == 1
+        await pilot.press("o")  # reopen it
+        await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="save")
+        status = str(screen.query_one("#queue-status").render())
+        card = str(screen.query_one("#queue-detail").render())
+        assert " open" in card
+        assert "now open" in status, status
