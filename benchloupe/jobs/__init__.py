@@ -351,6 +351,11 @@ def register(analysis: Analysis) -> Analysis:
     return analysis
 
 
+# The order analyses are listed in (Runs screen, help): by area module, then in each module's own order. Modules
+# are imported lazily and in whatever order commands ask for them, so the registry's insertion order is not it.
+_AREA_ORDER = ("calibration", "diagnostics", "audit", "coverage", "fill")
+
+
 def _load_analyses() -> dict[str, Analysis]:
     """Import the area modules so they register their analyses (they import this package, hence the delay).
 
@@ -359,7 +364,13 @@ def _load_analyses() -> dict[str, Analysis]:
     """
     from . import audit, calibration, coverage, diagnostics, fill  # noqa: F401
 
-    return _REGISTRY
+    seq = {name: i for i, name in enumerate(_REGISTRY)}
+
+    def key(name: str) -> tuple[int, int]:
+        module = _REGISTRY[name].run.__module__.rsplit(".", 1)[-1]
+        return (_AREA_ORDER.index(module) if module in _AREA_ORDER else len(_AREA_ORDER), seq[name])
+
+    return {name: _REGISTRY[name] for name in sorted(_REGISTRY, key=key)}
 
 
 # Which area module registers each analysis, so that one command loads only its own module (a whole
