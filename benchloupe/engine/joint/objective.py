@@ -18,7 +18,10 @@ class _Problem:
 
     def __init__(self, static: StaticData | None, pairs: PairSet | None, n_models: int, config: JointConfig,
                  pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None,
-                 min_models: int = 2) -> None:
+                 min_models: int = 2, static_weight: np.ndarray | None = None) -> None:
+        """``static_weight`` (per static column, positive integers): a column of weight w stands for w identical
+        columns (a bootstrap replicate's repeated draws).  Only the block-coordinate optimiser honours it (static
+        only: ``optimise._run_block_newton``); :meth:`evaluate` ignores it."""
         self.cfg = config
         self.ref = config.variant == "reference"
         self.reg_mean = config.reg_reduction == "mean"
@@ -59,13 +62,18 @@ class _Problem:
             self.Y = Y  # successes (0 where unobserved), integer dtype
             # trials per cell, 0 where unobserved; None: every cell one trial (all observed, 0/1)
             self.N = None if (N is None and W.all()) else (W.astype(np.int8) if N is None else N)
-            self.n_static = float(W.size if self.N is None else self.N.sum(dtype=np.int64))
+            self.s_weight = None if static_weight is None else np.asarray(static_weight, float)[self.s_items]
+            if self.s_weight is None:
+                self.n_static = float(W.size if self.N is None else self.N.sum(dtype=np.int64))
+            else:
+                cells = np.full(self.M, 1.0) @ (W if self.N is None else self.N)
+                self.n_static = float(cells @ self.s_weight)
             self.c = None if static.chance is None else static.chance[self.s_items]
             if self.c is not None and not self.c.any():
                 self.c = None
             self.Ns = len(self.s_items)
         else:
-            self.Ns = 0
+            self.Ns, self.s_weight = 0, None
         if self.has_arena:
             qpos = np.full(pairs.z.shape[1], -1)
             qpos[self.a_items] = np.arange(len(self.a_items))
@@ -273,13 +281,15 @@ class _Problem:
         a = np.exp(ks)
         if self.c is None:
             return fused_pass(self.Y, self.N, th, bs, a, rows=rows, cols=cols, loss_only=loss_only,
-                              backend=backend, columns=columns)
-        Y, N, c = self.Y, self.N, self.c
+                              backend=backend, columns=columns, weights=self.s_weight)
+        Y, N, c, sw = self.Y, self.N, self.c, self.s_weight
         if columns is not None:
             Y, N, c = Y[:, columns], (None if N is None else N[:, columns]), c[columns]
             bs, ks, a = bs[columns], ks[columns], a[columns]
+            sw = None if sw is None else sw[columns]
         n = len(bs)
-        a2 = a * a
+        aw = a if sw is None else a * sw  # the per-model sums' item factors
+        a2 = a * aw
         loss, mom = np.zeros(n), np.zeros((5, n))
         g_th, h_th = np.empty(self.M), np.empty(self.M)
         step = max(8, (1 << 17) // max(1, n))
@@ -292,7 +302,7 @@ class _Problem:
             loss += L.sum(axis=0)
             if loss_only:
                 continue
-            g_th[sl], h_th[sl] = R @ a, V @ a2
+            g_th[sl], h_th[sl] = R @ aw, V @ a2
             W = np.vstack([np.ones_like(t), t, t * t])
             mom[:2] += W[:2] @ R
             mom[2:] += W @ V

@@ -177,11 +177,16 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
     return x, float(f), it, converged
 
 
-def _rescale(th, bs, ks, lt: float, li: float) -> None:
+def _rescale(th, bs, ks, lt: float, li: float, wq: np.ndarray | None = None) -> None:
     """The exact minimum along the scale direction, in place: theta -> c theta, b -> c b, k -> k - log c leaves
-    every logit a (theta - b) unchanged, so only the prior moves; 1-D Newton on log c (convex)."""
-    sq = lt * float(th @ th) + li * float(bs @ bs)
-    ksum, n = float(ks.sum()), len(ks)
+    every logit a (theta - b) unchanged, so only the prior moves; 1-D Newton on log c (convex).  ``wq``: item
+    weights (an item of weight w counts w times in the prior)."""
+    if wq is None:
+        sq = lt * float(th @ th) + li * float(bs @ bs)
+        ksum, n = float(ks.sum()), len(ks)
+    else:
+        sq = lt * float(th @ th) + li * float(wq @ (bs * bs))
+        ksum, n = float(wq @ ks), float(wq.sum())
     s = 0.0
     for _ in range(50):
         e = math.exp(2 * s)
@@ -198,12 +203,15 @@ def _rate_start(problem: _Problem, th: np.ndarray, bs: np.ndarray) -> None:
     """A start from the observed rates, in place: theta_i = logit(model i's success rate), centred, and
     b_q = -logit(item q's rate) (rates clipped to [0.02, 0.98]): the zeros start spends its first sweeps getting
     there.  One pass over the integer cells."""
-    Y, N = problem.Y, problem.N
+    Y, N, wq = problem.Y, problem.N, problem.s_weight
     succ_m, succ_q = Y.sum(axis=1, dtype=np.int64), Y.sum(axis=0, dtype=np.int64)
     if N is None:
         tri_m, tri_q = np.full(problem.M, problem.Ns), np.full(problem.Ns, problem.M)
     else:
         tri_m, tri_q = N.sum(axis=1, dtype=np.int64), N.sum(axis=0, dtype=np.int64)
+    if wq is not None:  # repeated columns count as often as drawn
+        succ_m = Y @ wq
+        tri_m = np.full(problem.M, wq.sum()) if N is None else N @ wq
     c = 0.0 if problem.c is None else problem.c
 
     def logit(s, t, chance=0.0):
@@ -238,8 +246,9 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
     its exact 1-D minimum (``_rescale``).  Returns the point, its objective, the sweeps, convergence and the number
     of full passes made."""
     M, n = problem.M, problem.Ns
+    wq = problem.s_weight  # item weights (repeated bootstrap draws), None: every item once
     lam = config.lambda_reg
-    lt, li = (lam / M, lam / n) if problem.reg_mean else (lam, lam)
+    lt, li = (lam / M, lam / (n if wq is None else float(wq.sum()))) if problem.reg_mean else (lam, lam)
     w = problem.cfg.lambda_static / problem.n_static
     backend = backend or resolve("cpu", M * n)
     stages = [backend] if backend.dtype == "float64" else [backend, replace(backend, dtype="float64")]
@@ -257,7 +266,9 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         started = time.perf_counter()
         r = problem.static_pass(th, bs, ks, rows=False, backend=bk)
         problem.pass_s = time.perf_counter() - started  # the last one is a float64 pass at the solution
-        return r, w * float(r.loss.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
+        if wq is None:
+            return r, w * float(r.loss.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
+        return r, w * float(wq @ r.loss) + lt * float(th @ th) + li * float(wq @ (bs * bs + ks * ks))
 
     r, f = at_point()
     converged, it, polish = False, 0, False
@@ -298,7 +309,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         g, h = w * g_th + 2 * lt * th, w * h_th + 2 * lt
         step = (g - np.sum(g / h) / np.sum(1.0 / h)) / h  # Newton step on {mean(theta) = 0} (a KKT multiplier)
         th -= step / max(1.0, float(np.max(np.abs(step))))
-        _rescale(th, bs, ks, lt, li)
+        _rescale(th, bs, ks, lt, li, wq)
         r, f_new = at_point()
         progress(it, config.max_iter, f"block Newton sweep {it} ({bk.dtype}): objective {f_new:.10f}, "
                  f"{len(bad)} item steps rejected")
@@ -443,6 +454,26 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
     res.metrics = in_sample_metrics(res, static if problem.has_static else None, pair_keep)
     progress(1, 1, f"DualEval {config.mode} fit done: objective {fval:.6f}")
     return res
+
+
+def fit_static_weighted(static: StaticData, weights: np.ndarray, config: JointConfig, *,
+                        init: JointResult | dict | None = None, cancel: threading.Event | None = None,
+                        device: str | Backend = "auto") -> np.ndarray:
+    """theta (per model, NaN where a model has no data) of the static-only fit in which column q of ``static``
+    counts ``weights[q]`` times: the same objective, iterates and optimum as ``fit_joint`` on the matrix with each
+    column repeated ``weights[q]`` times (block-coordinate Newton keeps repeated columns identical: their item
+    steps are the same), at the cost of the distinct columns only.  For bootstrap replicates (Appendix D), which
+    draw about 37 % of the columns more than once; no result object, metrics or warnings are built."""
+    cfg = replace(config, mode="static")
+    if cfg.optimizer not in ("newton", "block"):
+        raise EngineError("a weighted static fit runs block-coordinate Newton (optimizer 'newton' or 'block')")
+    n_models = _n_models(static, None)
+    problem = _Problem(static, None, n_models, cfg, static_weight=weights)
+    x0 = _initial_vector(problem, init)
+    backend = device if isinstance(device, Backend) else resolve(device, problem.M * problem.Ns)
+    x, *_ = _run_block_newton(problem, x0, cfg, no_progress, cancel, backend, start_from_rates=init is None)
+    th = x[:problem.M]
+    return _expand(n_models, problem.models, th - th.mean())
 
 
 def _optimizer_name(problem: _Problem, config: JointConfig) -> str:
