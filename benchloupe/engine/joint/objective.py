@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import csc_matrix
 
 from benchloupe.engine.backend import Backend, PassResult, fused_pass
 from benchloupe.engine.common import EngineError
@@ -78,22 +78,26 @@ class _Problem:
             qpos = np.full(pairs.z.shape[1], -1)
             qpos[self.a_items] = np.arange(len(self.a_items))
             self.Na = len(self.a_items)
-            self.dec_i = mpos[pairs.i[dec]] * self.Na + qpos[pairs.prompt[dec]]
-            self.dec_j = mpos[pairs.j[dec]] * self.Na + qpos[pairs.prompt[dec]]
+            # decisive pairs' two cells, in prompt-major cell order (q M + model, the order of the pairs): gathers
+            # and the per-cell sums then touch memory almost sequentially
+            mi, mj, qd = mpos[pairs.i[dec]], mpos[pairs.j[dec]], qpos[pairs.prompt[dec]]
+            self.dec_i, self.dec_j = qd * self.M + mi, qd * self.M + mj
             self.dec_t = pairs.target[dec]
             self.dec_q = qpos[pairs.prompt[dec]]
             size = self.M * self.Na
             # per-pair -> per-cell sums as sparse products (several times faster than np.bincount with weights):
-            # S_minus v = sum over pairs of v at cell i minus at cell j, S_plus v the same with a plus, S_mm v per
-            # (model i, model j)
+            # S_i v = sum of v over the pairs whose first cell is c, S_j v the same for the second cell, S_mm v per
+            # (model i, model j).  One nonzero per column: built as CSC (no sort) and converted to CSR (the faster
+            # product), 0.02 s instead of 0.3 s through COO on 1.1 M pairs.
             n_dec = len(self.dec_i)
-            cols = np.r_[np.arange(n_dec), np.arange(n_dec)]
-            rows = np.r_[self.dec_i, self.dec_j]
-            ones = np.ones(n_dec)
-            self.S_minus = csr_matrix((np.r_[ones, -ones], (rows, cols)), shape=(size, n_dec))
-            self.S_plus = csr_matrix((np.r_[ones, ones], (rows, cols)), shape=(size, n_dec))
+            ones, ptr = np.ones(n_dec), np.arange(n_dec + 1)
+
+            def scatter(rows, n_rows):
+                return csc_matrix((ones, rows, ptr), shape=(n_rows, n_dec)).tocsr()
+
+            self.S_i, self.S_j = scatter(self.dec_i, size), scatter(self.dec_j, size)  # 2x faster than model-major
             mm = mpos[pairs.i[dec]] * self.M + mpos[pairs.j[dec]]
-            self.S_mm = csr_matrix((ones, (mm, np.arange(n_dec))), shape=(self.M * self.M, n_dec))
+            self.S_mm = scatter(mm, self.M * self.M)
             bb_i = mpos[pairs.i[bbl]] * self.Na + qpos[pairs.prompt[bbl]]
             bb_j = mpos[pairs.j[bbl]] * self.Na + qpos[pairs.prompt[bbl]]
             self.bb_cnt = None
@@ -310,20 +314,32 @@ class _Problem:
             return PassResult(None, None, loss, *([None] * 5))
         return PassResult(g_th if rows else None, h_th if rows else None, loss, *mom)
 
+    def _minus(self, v: np.ndarray) -> np.ndarray:
+        """Per cell (M x Na): the sum of a per-pair vector over the pairs where the cell is first minus second."""
+        out = self.S_i @ v
+        out -= self.S_j @ v
+        return out.reshape(self.Na, self.M).T
+
+    def _plus(self, v: np.ndarray) -> np.ndarray:
+        """Per cell (M x Na): the sum of a per-pair vector over the pairs the cell takes part in."""
+        out = self.S_i @ v
+        out += self.S_j @ v
+        return out.reshape(self.Na, self.M).T
+
     def _arena_terms(self, th, ba, ka, g, order):
         cfg = self.cfg
-        M, Na = self.M, self.Na
+        M = self.M
         gamma = cfg.gamma0 * math.exp(min(g, 50.0))
         a, X, E = self._logits(th, ba, ka)
         P = self._sigmoid(X, E)
-        Pf = P.ravel()
         ci, cj, t = self.dec_i, self.dec_j, self.dec_t
         wp = cfg.lambda_pref / len(t)
-        u = Pf[ci]
-        u -= Pf[cj]
-        u *= gamma
+        gPf = (gamma * P).T.ravel()  # prompt-major cells
+        u = np.take(gPf, ci)
+        u -= np.take(gPf, cj)  # gamma (p_i - p_j)
         au = np.abs(u)
-        eu = np.exp(-au)  # softplus(u) = log1p(exp(-|u|)) + (u + |u|) / 2; sigmoid(u) from the same exp
+        eu = np.negative(au)
+        np.exp(eu, out=eu)  # softplus(u) = log1p(exp(-|u|)) + (u + |u|) / 2; sigmoid(u) from the same exp
         f = wp * (float(np.log1p(eu).sum()) + 0.5 * float(au.sum() + u.sum()) - float(np.dot(t, u)))
         cnt = self.bb_cnt
         if cnt is not None:  # both-bad loss per cell, weighted by the cell's number of both-bad pairs
@@ -338,8 +354,9 @@ class _Problem:
         su -= 0.5
         np.copysign(su, u, out=su)
         su += 0.5
-        r1 = (su - t) * wp
-        dP = (self.S_minus @ r1).reshape(M, Na)
+        r1 = su - t
+        r1 *= wp
+        dP = self._minus(r1)
         dP *= gamma
         dp = P * (1.0 - P)
         Rc = dP * dp
@@ -350,10 +367,12 @@ class _Problem:
             return f, grads, None
         # exact Hessian: per-cell terms (the pair gradient through P'' and the both-bad cells), the pairs'
         # Gauss-Newton term split into its cell-diagonal part and the cross-cell part of the two models of a pair
-        s2 = su * (1.0 - su) * wp
+        s2 = 1.0 - su
+        s2 *= su
+        s2 *= wp
         gam2 = gamma * gamma
         Vc = dP * dp * (1.0 - 2.0 * P)
-        Vc += (gam2 * (self.S_plus @ s2)).reshape(M, Na) * dp * dp
+        Vc += gam2 * self._plus(s2) * dp * dp
         if cnt is not None:
             if self.ref:
                 f1 = cnt / q1
@@ -361,19 +380,18 @@ class _Problem:
             else:
                 Vc += cnt * dp
         ad, b_b, b_k, c_bb, c_bk, c_kk = self._cell_hess(a, X, Vc, Rc)
-        dpf, Xf = dp.ravel(), X.ravel()
-        wpair = dpf[ci]
-        wpair *= dpf[cj]
-        wpair *= s2
-        wpair *= gam2
-        off = (self.S_mm @ (wpair * (a * a)[self.dec_q])).reshape(M, M)
-        Wc = (self.S_plus @ wpair).reshape(M, Na)
-        xs = Xf[ci]
-        xs += Xf[cj]
+        gdp, Xf = (gamma * dp).T.ravel(), X.T.ravel()
+        wpair = np.take(gdp, ci)
+        wpair *= np.take(gdp, cj)
+        wpair *= s2  # gamma^2 p'_i p'_j s2
+        off = (self.S_mm @ (wpair * np.take(a * a, self.dec_q))).reshape(M, M)
+        Wc = self._plus(wpair)
+        xs = np.take(Xf, ci)
+        xs += np.take(Xf, cj)
         xs *= wpair  # S_plus (w (X_i + X_j)) = X_c W_c + K_c, K_c = sum of w X_other over the pairs of cell c
-        Kc = (self.S_plus @ xs).reshape(M, Na) - X * Wc
+        Kc = self._plus(xs) - X * Wc
         su_u = s2 * u
-        Gc = (self.S_minus @ su_u).reshape(M, Na)
+        Gc = self._minus(su_u)
         dgX = (dP + gamma * Gc) * dp  # d/d(log gamma~) of the pairs' gradient wrt X
         A = np.zeros((M + 1, M + 1))
         A[:M, :M] = -(off + off.T)
