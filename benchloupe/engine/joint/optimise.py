@@ -35,7 +35,11 @@ _NEWTON_MAX_BLOCK = 3000  # larger Schur systems: block-coordinate Newton (stati
 _BLOCK_FTOL = 1e-10  # block-coordinate sweeps: relative objective decrease per sweep at which they stop
 _BLOCK_MU_START = 0.1  # first per-item damping of the block sweeps (from the rate start)
 _F32_SLACK = 8 * 2.0 ** -24  # float32 item acceptance: a per-item increase within rounding is accepted
-_F32_FTOL = 1e-8  # float32 sweeps: below this relative decrease float32 sums cannot tell progress; polish in float64
+_F32_FTOL = 1e-8  # the polish sweep's acceptance: its decrease is known to float32's resolution
+# float32 sweeps stop (and the float64 polish starts) at this relative decrease: below it a float32 objective of
+# 10^5-10^8 cells cannot tell progress from rounding (its sweep-to-sweep noise is ~1e-7 on 10^6 cells), and the
+# sweeps left are better spent in float64 (5,000 x 14,000: one float32 sweep less, same objective to 7e-12)
+_F32_SWITCH = 1e-7
 
 
 def _run_lbfgs(fun, x0, config: JointConfig, progress: Progress, cancel, label: str):
@@ -133,6 +137,7 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
     x = x0.copy()
     f, grad, system = problem.evaluate(x)
     mu, it, converged = _MU_START, 0, False
+    full_first = False  # whether the last iteration took its first trial step: the next one likely does too
     while it < config.max_iter:
         check_cancel(cancel)
         pg = grad.copy()
@@ -140,7 +145,7 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
         if float(np.max(np.abs(pg))) < config.gtol:
             converged = True
             break
-        accepted = False
+        accepted, trials, ahead = False, 0, None
         for _ in range(20):  # damping up to 1e-6 * 4^19 ~ 3e5
             try:
                 d = _solve_newton(problem, system, grad, mu)
@@ -153,11 +158,18 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
                     break
                 t = 1.0
                 for _ in range(_MAX_HALVINGS):
+                    xt = x + t * d
                     with np.errstate(over="ignore", invalid="ignore"):
-                        fn = problem.value(x + t * d)
+                        if trials == 0 and full_first:  # the next system in the same evaluation as the test
+                            ahead = problem.evaluate(xt)
+                            fn = ahead[0]
+                        else:
+                            fn = problem.value(xt)
+                    trials += 1
                     if fn <= f + 1e-4 * t * gd:
                         accepted = True
                         break
+                    ahead = None
                     t *= 0.5
                 if accepted:
                     break
@@ -168,9 +180,13 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
         if not accepted:
             converged = float(np.max(np.abs(pg))) < 1e-6
             break
-        x = x + t * d
-        x[:problem.M] -= x[:problem.M].mean()
-        f, grad, system = problem.evaluate(x)
+        full_first = trials == 1
+        x = xt
+        if ahead is not None:  # evaluated at x: the direction keeps mean(theta) = 0 up to rounding
+            f, grad, system = ahead
+        else:
+            x[:problem.M] -= x[:problem.M].mean()
+            f, grad, system = problem.evaluate(x)
         mu = mu * (_MU_DOWN if t == 1.0 else 1.0) if mu > _MU_MIN else 0.0
         if it % 5 == 0:
             progress(it, config.max_iter, f"Newton iteration {it}: objective {f:.8f}")
@@ -239,7 +255,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
     the sweeps stop when one lowers it by less than ``max(_BLOCK_FTOL, ftol) * max(1, |f|)`` or after ``max_iter``
     sweeps (the bootstrap replicates' looser ftol applies).
     With a float32 backend the sweeps run in float32 until the decrease is below float32's resolution
-    (``_F32_FTOL``), then one float64 sweep (the polish) whose steps start from the last float32 sums; when that
+    (``_F32_SWITCH``), then one float64 sweep (the polish) whose steps start from the last float32 sums; when that
     sweep still lowers the objective by more than float32's resolution, float64 sweeps continue to
     ``_BLOCK_FTOL``, so the result is a float64 optimum.  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
     c, a by 1/c: every logit unchanged) is nearly flat and crawls under coordinate steps, so every sweep ends with
@@ -321,7 +337,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
                 converged = True
                 break
             continue
-        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_FTOL, config.ftol) * scale:
+        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_SWITCH, config.ftol) * scale:
             if stage == len(stages) - 1:
                 converged = True
                 break
