@@ -49,19 +49,22 @@ print(json.dumps({{"fit_s": wall, "objective": r.objective, "iterations": r.iter
 JOINT_CASE = """
 import json, resource, sys, time
 sys.path.insert(0, {bench!r})
+import benchloupe.engine.joint  # from PYTHONPATH (ours or the baseline) before bench_joint puts this checkout first
 from bench_joint import alpacaeval
 from benchloupe.engine.joint import JointConfig, fit_joint
 AS, AA, _ = alpacaeval()
 t = time.perf_counter()
 r = fit_joint(AS, AA, JointConfig())
 print(json.dumps({{"fit_s": time.perf_counter() - t, "objective": r.objective, "iterations": r.iterations,
-                  "shape": [AS.shape, AA.shape], "provenance": getattr(r, "provenance", None),
+                  "shape": [AS.shape, AA.shape], "ranking": [int(v) for v in r.ranking()], "code": benchloupe.__file__, "provenance": getattr(r, "provenance", None),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
 BOOT_CASE = """
 import json, resource, sys, time
 sys.path.insert(0, {bench!r})
+import numpy as np
+import benchloupe.engine.bootstrap  # from PYTHONPATH (ours or the baseline) before bench_joint puts this checkout first
 from bench_joint import gsm8k
 from benchloupe.engine.bootstrap import cluster_bootstrap
 from benchloupe.engine.joint import JointConfig, fit_joint
@@ -71,6 +74,7 @@ full = fit_joint(G, None, cfg)
 t = time.perf_counter()
 b = cluster_bootstrap(G, None, cfg, B={B}, seed=0, full=full)
 print(json.dumps({{"fit_s": time.perf_counter() - t, "B": {B}, "shape": list(G.shape), "failed": b.failed,
+                  "median_se": float(np.median(b.se)), "code": benchloupe.__file__,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
@@ -160,12 +164,18 @@ def main() -> None:
             report["cases"].append({"case": f"static 2PL {m}x{n}", "who": who, **row})
             print(json.dumps(report["cases"][-1]), file=sys.stderr)
     skip = set(filter(None, args.skip.split(",")))
+    # the joint fit and the bootstrap: best of --repeats for ours, the baseline once (its bootstrap takes ~2x)
     if not args.quick and "joint" not in skip and (DATA / "alpacaeval").exists():
-        row = best(ROOT, JOINT_CASE.format(bench=bench), 1, args.timeout)
-        report["cases"].append({"case": "joint AlpacaEval 2 (805 prompts) + its static stand-in", "who": "ours", **row})
+        for who, src in srcs.items():
+            row = best(src, JOINT_CASE.format(bench=bench), args.repeats, args.timeout)
+            report["cases"].append({"case": "joint AlpacaEval 2 (805 prompts) + its static stand-in", "who": who,
+                                    **row})
+            print(json.dumps(report["cases"][-1]), file=sys.stderr)
     if not args.quick and "bootstrap" not in skip and (DATA / "metabench").exists():
-        row = best(ROOT, BOOT_CASE.format(bench=bench, B=100), 1, args.timeout)
-        report["cases"].append({"case": "cluster bootstrap B=100 metabench GSM8K", "who": "ours", **row})
+        for who, src in srcs.items():
+            row = best(src, BOOT_CASE.format(bench=bench, B=100), args.repeats if who == "ours" else 1, args.timeout)
+            report["cases"].append({"case": "cluster bootstrap B=100 metabench GSM8K", "who": who, **row})
+            print(json.dumps(report["cases"][-1]), file=sys.stderr)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
