@@ -146,7 +146,7 @@ def main() -> None:
                     help="a checkout of the code to compare with (e.g. `git archive <commit> | tar -x -C DIR`)")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--skip", default="", help="comma-separated: joint,bootstrap,startup")
+    ap.add_argument("--skip", default="", help="comma-separated: static,joint,bootstrap,startup")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     bench = str(ROOT / "bench")
@@ -156,14 +156,14 @@ def main() -> None:
     report = {"script": "bench/bench_speed.py", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "cpus": os.cpu_count(), "peers_venv": PEERS_VENV.exists(),
               "sources": {k: {"path": str(v), "commit": git_commit(v)} for k, v in srcs.items()}, "cases": []}
-    sizes = [(1000, 1000), (2000, 2000)] + ([] if args.quick else [(5000, 14000)])
+    skip = set(filter(None, args.skip.split(",")))
+    sizes = [] if "static" in skip else [(1000, 1000), (2000, 2000)] + ([] if args.quick else [(5000, 14000)])
     for m, n in sizes:
         for who, src in srcs.items():
             reps = args.repeats if (who == "ours" or m * n <= 4_000_000) else 1  # the baseline's 70 M fit: once
             row = best(src, STATIC_CASE.format(bench=bench, m=m, n=n), reps, args.timeout)
             report["cases"].append({"case": f"static 2PL {m}x{n}", "who": who, **row})
             print(json.dumps(report["cases"][-1]), file=sys.stderr)
-    skip = set(filter(None, args.skip.split(",")))
     # the joint fit and the bootstrap: best of --repeats for ours, the baseline once (its bootstrap takes ~2x)
     if not args.quick and "joint" not in skip and (DATA / "alpacaeval").exists():
         for who, src in srcs.items():
