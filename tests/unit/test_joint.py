@@ -242,3 +242,16 @@ def test_pair_sums_split_over_threads_equal_one_chunk(monkeypatch):
     for a, b in zip(s3, s1):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
     assert one.value(x) == pytest.approx(many.value(x), rel=1e-13)
+
+
+def test_item_warnings_count_solved_and_failed_items_with_missing_cells():
+    """The solved-by-all / failed-by-all warning counts per item over observed cells only (no int8 mask copy)."""
+    from benchloupe.engine.joint.optimise import _item_warnings
+
+    y = np.array([[1, 0, 1, 0], [1, 0, 0, 1], [0, 0, 1, 1]])
+    mask = np.array([[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]], bool)  # item 0: observed 1, 1 -> solved by all
+    (msg,) = _item_warnings(StaticData(y, mask), JointConfig(mode="static"))
+    assert msg.startswith("1 static items solved by every model and 1 failed by every model")
+    binom = StaticData(np.array([[2, 0], [3, 1]]), np.ones((2, 2), bool), trials=np.array([[2, 1], [3, 1]]))
+    (msg,) = _item_warnings(binom, JointConfig(mode="static"))
+    assert msg.startswith("1 static items solved by every model and 0 failed")

@@ -399,7 +399,9 @@ def _initial_vector(problem: _Problem, init: JointResult | dict | None) -> np.nd
 def _item_warnings(static: StaticData | None, config: JointConfig) -> list[str]:
     if static is None or not config.uses_static:
         return []
-    n = static.n_trials.sum(axis=0, dtype=np.int64)
+    # trials per item; 0/1 cells: the observed count, without the int8 copy of the mask n_trials makes (70 M cells:
+    # 0.2 s -> 0.05 s)
+    n = np.count_nonzero(static.mask, axis=0) if static.trials is None else static.trials.sum(axis=0, dtype=np.int64)
     s = static.correct.sum(axis=0, dtype=np.int64)
     solved = int(np.sum((n > 0) & (s == n)))
     failed = int(np.sum((n > 0) & (s == 0)))
