@@ -49,19 +49,22 @@ print(json.dumps({{"fit_s": wall, "objective": r.objective, "iterations": r.iter
 JOINT_CASE = """
 import json, resource, sys, time
 sys.path.insert(0, {bench!r})
+import benchloupe.engine.joint  # from PYTHONPATH (ours or the baseline) before bench_joint puts this checkout first
 from bench_joint import alpacaeval
 from benchloupe.engine.joint import JointConfig, fit_joint
 AS, AA, _ = alpacaeval()
 t = time.perf_counter()
 r = fit_joint(AS, AA, JointConfig())
 print(json.dumps({{"fit_s": time.perf_counter() - t, "objective": r.objective, "iterations": r.iterations,
-                  "shape": [AS.shape, AA.shape], "provenance": getattr(r, "provenance", None),
+                  "shape": [AS.shape, AA.shape], "ranking": [int(v) for v in r.ranking()], "code": benchloupe.__file__, "provenance": getattr(r, "provenance", None),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
 BOOT_CASE = """
 import json, resource, sys, time
 sys.path.insert(0, {bench!r})
+import numpy as np
+import benchloupe.engine.bootstrap  # from PYTHONPATH (ours or the baseline) before bench_joint puts this checkout first
 from bench_joint import gsm8k
 from benchloupe.engine.bootstrap import cluster_bootstrap
 from benchloupe.engine.joint import JointConfig, fit_joint
@@ -71,6 +74,7 @@ full = fit_joint(G, None, cfg)
 t = time.perf_counter()
 b = cluster_bootstrap(G, None, cfg, B={B}, seed=0, full=full)
 print(json.dumps({{"fit_s": time.perf_counter() - t, "B": {B}, "shape": list(G.shape), "failed": b.failed,
+                  "median_se": float(np.median(b.se)), "code": benchloupe.__file__,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
@@ -142,7 +146,7 @@ def main() -> None:
                     help="a checkout of the code to compare with (e.g. `git archive <commit> | tar -x -C DIR`)")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--skip", default="", help="comma-separated: joint,bootstrap,startup")
+    ap.add_argument("--skip", default="", help="comma-separated: static,joint,bootstrap,startup")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     bench = str(ROOT / "bench")
@@ -152,20 +156,26 @@ def main() -> None:
     report = {"script": "bench/bench_speed.py", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "cpus": os.cpu_count(), "peers_venv": PEERS_VENV.exists(),
               "sources": {k: {"path": str(v), "commit": git_commit(v)} for k, v in srcs.items()}, "cases": []}
-    sizes = [(1000, 1000), (2000, 2000)] + ([] if args.quick else [(5000, 14000)])
+    skip = set(filter(None, args.skip.split(",")))
+    sizes = [] if "static" in skip else [(1000, 1000), (2000, 2000)] + ([] if args.quick else [(5000, 14000)])
     for m, n in sizes:
         for who, src in srcs.items():
             reps = args.repeats if (who == "ours" or m * n <= 4_000_000) else 1  # the baseline's 70 M fit: once
             row = best(src, STATIC_CASE.format(bench=bench, m=m, n=n), reps, args.timeout)
             report["cases"].append({"case": f"static 2PL {m}x{n}", "who": who, **row})
             print(json.dumps(report["cases"][-1]), file=sys.stderr)
-    skip = set(filter(None, args.skip.split(",")))
+    # the joint fit and the bootstrap: best of --repeats for ours, the baseline once (its bootstrap takes ~2x)
     if not args.quick and "joint" not in skip and (DATA / "alpacaeval").exists():
-        row = best(ROOT, JOINT_CASE.format(bench=bench), 1, args.timeout)
-        report["cases"].append({"case": "joint AlpacaEval 2 (805 prompts) + its static stand-in", "who": "ours", **row})
+        for who, src in srcs.items():
+            row = best(src, JOINT_CASE.format(bench=bench), args.repeats, args.timeout)
+            report["cases"].append({"case": "joint AlpacaEval 2 (805 prompts) + its static stand-in", "who": who,
+                                    **row})
+            print(json.dumps(report["cases"][-1]), file=sys.stderr)
     if not args.quick and "bootstrap" not in skip and (DATA / "metabench").exists():
-        row = best(ROOT, BOOT_CASE.format(bench=bench, B=100), 1, args.timeout)
-        report["cases"].append({"case": "cluster bootstrap B=100 metabench GSM8K", "who": "ours", **row})
+        for who, src in srcs.items():
+            row = best(src, BOOT_CASE.format(bench=bench, B=100), args.repeats if who == "ours" else 1, args.timeout)
+            report["cases"].append({"case": "cluster bootstrap B=100 metabench GSM8K", "who": who, **row})
+            print(json.dumps(report["cases"][-1]), file=sys.stderr)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -126,20 +126,23 @@ class PassResult:
 
 def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.ndarray, a: np.ndarray, *,
                rows: bool = True, cols: bool = True, loss_only: bool = False, backend: Backend | None = None,
-               columns: np.ndarray | None = None) -> PassResult:
+               columns: np.ndarray | None = None, weights: np.ndarray | None = None) -> PassResult:
     """One pass over the cells; ``rows``/``cols`` select the per-model / per-item sums, ``loss_only`` only the
-    per-item losses.  ``columns`` restricts the pass to those items (a correction pass over a few columns)."""
+    per-item losses.  ``columns`` restricts the pass to those items (a correction pass over a few columns).
+    ``weights`` (per item) multiply each item's terms in the per-model sums: an item of weight w stands for w
+    identical columns (a bootstrap replicate's repeated draws); the per-item sums stay those of one column."""
     backend = backend or Backend("numpy", "cpu", "float64")
     if columns is not None:
         Y = Y[:, columns]
         N = None if N is None else N[:, columns]
         b, a = b[columns], a[columns]
+        weights = None if weights is None else weights[columns]
     if backend.kind == "torch":
         from benchloupe.engine import backend_torch
 
         return backend_torch.fused_pass(Y, N, theta, b, a, rows=rows, cols=cols, loss_only=loss_only,
-                                        device=backend.device, dtype=backend.dtype)
-    return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype))
+                                        device=backend.device, dtype=backend.dtype, weights=weights)
+    return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype), weights)
 
 
 def _relu_sums(theta: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -150,14 +153,15 @@ def _relu_sums(theta: np.ndarray, b: np.ndarray) -> np.ndarray:
     return tail[j] - b * (len(ts) - j)
 
 
-def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt) -> PassResult:
+def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> PassResult:
     M, n = Y.shape
     step = max(8, _BLOCK_CELLS // max(1, n))
     blocks = [slice(r, min(M, r + step)) for r in range(0, M, step)]
     th = theta.astype(dt)
     bb, neg_a = b.astype(dt), (-a).astype(dt)
-    aa = a.astype(dt)
-    a2 = aa * aa
+    aw = a if weights is None else a * weights
+    aa = aw.astype(dt)  # the per-model sums' item factors
+    a2 = aa * aa if weights is None else (aw * a).astype(dt)
     rows = rows and not loss_only
     cols = cols and not loss_only
 

@@ -34,7 +34,8 @@ def _on_device(arr: np.ndarray, device: str) -> torch.Tensor:
     return t
 
 
-def fused_pass(Y, N, theta, b, a, *, rows: bool, cols: bool, loss_only: bool, device: str, dtype: str) -> PassResult:
+def fused_pass(Y, N, theta, b, a, *, rows: bool, cols: bool, loss_only: bool, device: str, dtype: str,
+               weights=None) -> PassResult:
     dt = torch.float32 if dtype == "float32" else torch.float64
     dev = torch.device(device)
     Yd = _on_device(Y, device)
@@ -43,7 +44,8 @@ def fused_pass(Y, N, theta, b, a, *, rows: bool, cols: bool, loss_only: bool, de
     th = torch.as_tensor(theta, dtype=dt, device=dev)
     bb = torch.as_tensor(b, dtype=dt, device=dev)
     aa = torch.as_tensor(a, dtype=dt, device=dev)
-    a2 = aa * aa
+    aw = aa if weights is None else torch.as_tensor(a * weights, dtype=dt, device=dev)  # per-model sums' factors
+    a2 = aw * aa
     rows = rows and not loss_only
     cols = cols and not loss_only
     cells = _BLOCK_CELLS_CUDA if dev.type == "cuda" else _BLOCK_CELLS_CPU
@@ -71,7 +73,7 @@ def fused_pass(Y, N, theta, b, a, *, rows: bool, cols: bool, loss_only: bool, de
             acc[0] -= L.sum(0, dtype=torch.float64)
             acc[1:3] += (W[:2] @ Yb).to(torch.float64)
             if rows:
-                g_th[r0:r0 + step] = (P @ aa).to(torch.float64) - (Yb @ aa).to(torch.float64)
+                g_th[r0:r0 + step] = (P @ aw).to(torch.float64) - (Yb @ aw).to(torch.float64)
                 h_th[r0:r0 + step] = (V @ a2).to(torch.float64)
             if cols:
                 acc[3:5] += (W[:2] @ P).to(torch.float64)

@@ -11,7 +11,12 @@ Replicate seeds come from one ``numpy.random.Generator(seed)``; the reference de
 ``hash`` and is therefore not reproducible (A.7 item 6).  Replicates start from the full-data fit (warm start) and
 stop at a relative objective tolerance of ``REPLICATE_FTOL`` (the Newton decrement test of ``fit_joint``) instead of
 the full fit's 1e-12: the objective is the same, only the start and the last digits differ, and those digits are
-orders of magnitude below the bootstrap spread being estimated (theta moves by ~1e-5 at most, the SEs are ~1e-1).
+far below the bootstrap spread being estimated (metabench GSM8K static, 5,041 x 249: the largest |theta| deviation
+from the float64 optimum is 3e-4 over 12 replicates, median 7e-5, against a median SE of 0.058).
+
+Static-only replicates (block-coordinate Newton) fit each *distinct* drawn column once, weighted by how often it
+was drawn (``optimise.fit_static_weighted``): the same objective and the same iterates as the matrix with the
+repeats (repeated columns start equal and take equal item steps), on ~63 % of the cells.
 
 Table 4 (Appendix D) compares methods under the same resampling: :func:`method_bootstrap` draws the same replicate
 columns for the arena Bradley-Terry baseline (``"arena_bt"``: arena prompts only) and the static-only 2PL
@@ -35,6 +40,7 @@ from benchloupe.engine.joint import (
     fit_bradley_terry,
     fit_joint,
 )
+from benchloupe.engine.joint.optimise import fit_static_weighted
 from benchloupe.engine.joint.subsets import static_columns
 
 REPLICATE_FTOL = 1e-9
@@ -107,11 +113,21 @@ def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config
     thetas = np.full((B, n_models), np.nan)
     failed = 0
     rep_config = replace(config, ftol=max(config.ftol, REPLICATE_FTOL))
+    weighted = config.optimizer in ("newton", "block")
     for b in range(B):
         check_cancel(cancel)
         progress(b, B, f"bootstrap replicate {b + 1}/{B}")
         s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
         a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
+        if s_idx is not None and a_idx is None and weighted:  # static only: each distinct column once, weighted
+            cols, counts = np.unique(s_idx, return_counts=True)
+            try:
+                thetas[b] = fit_static_weighted(static_columns(static, cols), counts, rep_config, cancel=cancel,
+                                                init={"theta": full.theta, "b_static": full.b_static[cols],
+                                                      "k_static": full.k_static[cols]})
+            except EngineError:
+                failed += 1
+            continue
         st = None if s_idx is None else static_columns(static, s_idx)
         ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
         init = {"theta": full.theta, "gamma": full.gamma,
@@ -157,6 +173,7 @@ def method_bootstrap(static: StaticData | None, arena: ArenaData | None, config:
                                                                                               static_cfg).theta
 
     full = score(static, arena)
+    weighted = method == "static_2pl" and config.optimizer in ("newton", "block")
     rng = np.random.default_rng(seed)
     strata = _strata(static if config.uses_static else None)
     n_arena = arena.shape[1] if (arena is not None and config.uses_arena) else 0
@@ -167,9 +184,13 @@ def method_bootstrap(static: StaticData | None, arena: ArenaData | None, config:
         progress(b, B, f"{method} bootstrap replicate {b + 1}/{B}")
         s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
         a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
-        st = None if s_idx is None else static_columns(static, s_idx)
-        ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
         try:
+            if weighted and s_idx is not None:
+                cols, counts = np.unique(s_idx, return_counts=True)
+                thetas[b] = fit_static_weighted(static_columns(static, cols), counts, static_cfg)
+                continue
+            st = None if s_idx is None else static_columns(static, s_idx)
+            ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
             thetas[b] = score(st, ar)
         except EngineError:
             failed += 1

@@ -216,3 +216,42 @@ def test_bad_input_gives_one_clear_error():
     yy[:, 0] = 1
     res = fit_joint(StaticData(yy, np.ones_like(yy, bool)), None, JointConfig(mode="static"))
     assert np.all(np.isfinite(res.b_static)) and res.warnings
+
+
+def test_pair_sums_split_over_threads_equal_one_chunk(monkeypatch):
+    """Large arenas split the pair sums into chunks summed across threads (objective._pair_sums): value,
+    gradient and Newton system equal the one-chunk evaluation to rounding."""
+    import importlib
+
+    obj = importlib.import_module("benchloupe.engine.joint.objective")  # the package exports a function of that name
+
+    _, S, A = simulate(40, 30, 60, seed=3)
+    cfg = JointConfig()
+    pairs = build_pairs(A, cfg)
+    monkeypatch.setattr(obj, "_PAIR_THREAD_MIN", 10**12)
+    one = _Problem(S, pairs, 40, cfg)
+    monkeypatch.setattr(obj, "_PAIR_THREAD_MIN", 1)
+    monkeypatch.setattr(obj, "_pair_threads", lambda: 3)
+    many = _Problem(S, pairs, 40, cfg)
+    assert len(one.chunks) == 1 and len(many.chunks) == 3
+    x = np.random.default_rng(0).normal(size=one.n_params) * 0.5
+    f1, g1, s1 = one.evaluate(x)
+    f3, g3, s3 = many.evaluate(x)
+    assert abs(f1 - f3) <= 1e-13 * abs(f1)
+    np.testing.assert_allclose(g3, g1, rtol=1e-10, atol=1e-14)
+    for a, b in zip(s3, s1):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
+    assert one.value(x) == pytest.approx(many.value(x), rel=1e-13)
+
+
+def test_item_warnings_count_solved_and_failed_items_with_missing_cells():
+    """The solved-by-all / failed-by-all warning counts per item over observed cells only (no int8 mask copy)."""
+    from benchloupe.engine.joint.optimise import _item_warnings
+
+    y = np.array([[1, 0, 1, 0], [1, 0, 0, 1], [0, 0, 1, 1]])
+    mask = np.array([[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]], bool)  # item 0: observed 1, 1 -> solved by all
+    (msg,) = _item_warnings(StaticData(y, mask), JointConfig(mode="static"))
+    assert msg.startswith("1 static items solved by every model and 1 failed by every model")
+    binom = StaticData(np.array([[2, 0], [3, 1]]), np.ones((2, 2), bool), trials=np.array([[2, 1], [3, 1]]))
+    (msg,) = _item_warnings(binom, JointConfig(mode="static"))
+    assert msg.startswith("1 static items solved by every model and 0 failed")

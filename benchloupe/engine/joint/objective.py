@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import csc_matrix
 
 from benchloupe.engine.backend import Backend, PassResult, fused_pass
 from benchloupe.engine.common import EngineError
 from benchloupe.engine.joint.inputs import _REF_EPS, JointConfig, PairSet, StaticData
+
+_PAIR_THREAD_MIN = 200_000  # decisive pairs from which the pair sums are split over threads
+
+
+def _pair_threads() -> int:
+    try:
+        return max(1, min(4, len(os.sched_getaffinity(0))))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, min(4, os.cpu_count() or 1))
+
+
+@lru_cache(maxsize=1)
+def _pair_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=_pair_threads(), thread_name_prefix="benchloupe-pairs")
 
 
 # ------------------------------------------------------------------------------------------------ the objective
@@ -18,7 +35,10 @@ class _Problem:
 
     def __init__(self, static: StaticData | None, pairs: PairSet | None, n_models: int, config: JointConfig,
                  pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None,
-                 min_models: int = 2) -> None:
+                 min_models: int = 2, static_weight: np.ndarray | None = None) -> None:
+        """``static_weight`` (per static column, positive integers): a column of weight w stands for w identical
+        columns (a bootstrap replicate's repeated draws).  Only the block-coordinate optimiser honours it (static
+        only: ``optimise._run_block_newton``); :meth:`evaluate` ignores it."""
         self.cfg = config
         self.ref = config.variant == "reference"
         self.reg_mean = config.reg_reduction == "mean"
@@ -59,33 +79,48 @@ class _Problem:
             self.Y = Y  # successes (0 where unobserved), integer dtype
             # trials per cell, 0 where unobserved; None: every cell one trial (all observed, 0/1)
             self.N = None if (N is None and W.all()) else (W.astype(np.int8) if N is None else N)
-            self.n_static = float(W.size if self.N is None else self.N.sum(dtype=np.int64))
+            self.s_weight = None if static_weight is None else np.asarray(static_weight, float)[self.s_items]
+            if self.s_weight is None:
+                self.n_static = float(W.size if self.N is None else self.N.sum(dtype=np.int64))
+            else:
+                cells = np.full(self.M, 1.0) @ (W if self.N is None else self.N)
+                self.n_static = float(cells @ self.s_weight)
             self.c = None if static.chance is None else static.chance[self.s_items]
             if self.c is not None and not self.c.any():
                 self.c = None
             self.Ns = len(self.s_items)
         else:
-            self.Ns = 0
+            self.Ns, self.s_weight = 0, None
         if self.has_arena:
             qpos = np.full(pairs.z.shape[1], -1)
             qpos[self.a_items] = np.arange(len(self.a_items))
             self.Na = len(self.a_items)
-            self.dec_i = mpos[pairs.i[dec]] * self.Na + qpos[pairs.prompt[dec]]
-            self.dec_j = mpos[pairs.j[dec]] * self.Na + qpos[pairs.prompt[dec]]
+            # decisive pairs' two cells, in prompt-major cell order (q M + model, the order of the pairs): gathers
+            # and the per-cell sums then touch memory almost sequentially
+            mi, mj, qd = mpos[pairs.i[dec]], mpos[pairs.j[dec]], qpos[pairs.prompt[dec]]
+            self.dec_i, self.dec_j = qd * self.M + mi, qd * self.M + mj
             self.dec_t = pairs.target[dec]
             self.dec_q = qpos[pairs.prompt[dec]]
             size = self.M * self.Na
             # per-pair -> per-cell sums as sparse products (several times faster than np.bincount with weights):
-            # S_minus v = sum over pairs of v at cell i minus at cell j, S_plus v the same with a plus, S_mm v per
-            # (model i, model j)
+            # S_i v = sum of v over the pairs whose first cell is c, S_j v the same for the second cell, S_mm v per
+            # (model i, model j).  One nonzero per column: built as CSC (no sort) and converted to CSR (the faster
+            # product), 0.02 s instead of 0.3 s through COO on 1.1 M pairs.
             n_dec = len(self.dec_i)
-            cols = np.r_[np.arange(n_dec), np.arange(n_dec)]
-            rows = np.r_[self.dec_i, self.dec_j]
-            ones = np.ones(n_dec)
-            self.S_minus = csr_matrix((np.r_[ones, -ones], (rows, cols)), shape=(size, n_dec))
-            self.S_plus = csr_matrix((np.r_[ones, ones], (rows, cols)), shape=(size, n_dec))
+
+            def scatter(rows, n_rows):
+                n_c = len(rows)
+                return csc_matrix((np.ones(n_c), rows, np.arange(n_c + 1)), shape=(n_rows, n_c)).tocsr()
+
             mm = mpos[pairs.i[dec]] * self.M + mpos[pairs.j[dec]]
-            self.S_mm = csr_matrix((ones, (mm, np.arange(n_dec))), shape=(self.M * self.M, n_dec))
+            # pair chunks, one per thread on large arenas (numpy and scipy's sparse products release the GIL); each
+            # chunk: (slice, S_i, S_j, S_mm) over its pairs, the per-cell sums of a chunk being partial sums
+            k = _pair_threads() if n_dec >= _PAIR_THREAD_MIN else 1
+            edges = np.linspace(0, n_dec, k + 1).astype(int)
+            self.chunks = []
+            for lo, hi in zip(edges[:-1], edges[1:]):
+                self.chunks.append((slice(lo, hi), scatter(self.dec_i[lo:hi], size), scatter(self.dec_j[lo:hi], size),
+                                    scatter(mm[lo:hi], self.M * self.M)))
             bb_i = mpos[pairs.i[bbl]] * self.Na + qpos[pairs.prompt[bbl]]
             bb_j = mpos[pairs.j[bbl]] * self.Na + qpos[pairs.prompt[bbl]]
             self.bb_cnt = None
@@ -273,13 +308,15 @@ class _Problem:
         a = np.exp(ks)
         if self.c is None:
             return fused_pass(self.Y, self.N, th, bs, a, rows=rows, cols=cols, loss_only=loss_only,
-                              backend=backend, columns=columns)
-        Y, N, c = self.Y, self.N, self.c
+                              backend=backend, columns=columns, weights=self.s_weight)
+        Y, N, c, sw = self.Y, self.N, self.c, self.s_weight
         if columns is not None:
             Y, N, c = Y[:, columns], (None if N is None else N[:, columns]), c[columns]
             bs, ks, a = bs[columns], ks[columns], a[columns]
+            sw = None if sw is None else sw[columns]
         n = len(bs)
-        a2 = a * a
+        aw = a if sw is None else a * sw  # the per-model sums' item factors
+        a2 = a * aw
         loss, mom = np.zeros(n), np.zeros((5, n))
         g_th, h_th = np.empty(self.M), np.empty(self.M)
         step = max(8, (1 << 17) // max(1, n))
@@ -292,7 +329,7 @@ class _Problem:
             loss += L.sum(axis=0)
             if loss_only:
                 continue
-            g_th[sl], h_th[sl] = R @ a, V @ a2
+            g_th[sl], h_th[sl] = R @ aw, V @ a2
             W = np.vstack([np.ones_like(t), t, t * t])
             mom[:2] += W[:2] @ R
             mom[2:] += W @ V
@@ -300,21 +337,81 @@ class _Problem:
             return PassResult(None, None, loss, *([None] * 5))
         return PassResult(g_th if rows else None, h_th if rows else None, loss, *mom)
 
+    def _pair_chunk(self, chunk, gPf, gdp, Xf, a2, order: int) -> dict:
+        """The pair sums of one chunk of decisive pairs: the preference loss and, by ``order``, the per-cell sums
+        (flat, prompt-major cells) of the gradient and Hessian terms.  ``gPf``, ``gdp``, ``Xf``: gamma p, gamma p'
+        and X per prompt-major cell."""
+        sl, S_i, S_j, S_mm = chunk
+        ci, cj, t = self.dec_i[sl], self.dec_j[sl], self.dec_t[sl]
+        u = np.take(gPf, ci)
+        u -= np.take(gPf, cj)  # gamma (p_i - p_j)
+        au = np.abs(u)
+        eu = np.negative(au)
+        np.exp(eu, out=eu)  # softplus(u) = log1p(exp(-|u|)) + (u + |u|) / 2; sigmoid(u) from the same exp
+        out = {"f": float(np.log1p(eu).sum()) + 0.5 * float(au.sum() + u.sum()) - float(np.dot(t, u))}
+        if order == 0:
+            return out
+        wp = self.cfg.lambda_pref / len(self.dec_t)
+        su = 1.0 / (1.0 + eu)  # sigmoid(|u|); |u| <= gamma, so 1 - sigmoid(|u|) keeps full relative precision
+        su -= 0.5
+        np.copysign(su, u, out=su)
+        su += 0.5
+        r1 = su - t
+        r1 *= wp
+
+        def minus(v):
+            o = S_i @ v
+            o -= S_j @ v
+            return o
+
+        def plus(v):
+            o = S_i @ v
+            o += S_j @ v
+            return o
+
+        out["r1"], out["r1u"] = minus(r1), float(np.dot(r1, u))
+        if order == 1:
+            return out
+        s2 = 1.0 - su
+        s2 *= su
+        s2 *= wp
+        out["s2"] = plus(s2)
+        wpair = np.take(gdp, ci)
+        wpair *= np.take(gdp, cj)
+        wpair *= s2  # gamma^2 p'_i p'_j s2
+        out["off"] = S_mm @ (wpair * np.take(a2, self.dec_q[sl]))
+        out["W"] = plus(wpair)
+        xs = np.take(Xf, ci)
+        xs += np.take(Xf, cj)
+        xs *= wpair  # S_plus (w (X_i + X_j)) = X_c W_c + K_c, K_c = sum of w X_other over the pairs of cell c
+        out["xs"] = plus(xs)
+        su_u = s2 * u
+        out["G"], out["suu"] = minus(su_u), float(np.dot(su_u, u))
+        return out
+
+    def _pair_sums(self, gPf, gdp, Xf, a2, order: int) -> dict:
+        """:meth:`_pair_chunk` over every chunk (in threads when there are several), summed."""
+        if len(self.chunks) == 1:
+            return self._pair_chunk(self.chunks[0], gPf, gdp, Xf, a2, order)
+        parts = list(_pair_pool().map(lambda c: self._pair_chunk(c, gPf, gdp, Xf, a2, order), self.chunks))
+        return {k: sum(p[k] for p in parts) for k in parts[0]}
+
+    def _cells(self, v: np.ndarray) -> np.ndarray:
+        """A flat prompt-major per-cell vector as the M x Na cell matrix."""
+        return v.reshape(self.Na, self.M).T
+
     def _arena_terms(self, th, ba, ka, g, order):
         cfg = self.cfg
-        M, Na = self.M, self.Na
+        M = self.M
         gamma = cfg.gamma0 * math.exp(min(g, 50.0))
         a, X, E = self._logits(th, ba, ka)
         P = self._sigmoid(X, E)
-        Pf = P.ravel()
-        ci, cj, t = self.dec_i, self.dec_j, self.dec_t
-        wp = cfg.lambda_pref / len(t)
-        u = Pf[ci]
-        u -= Pf[cj]
-        u *= gamma
-        au = np.abs(u)
-        eu = np.exp(-au)  # softplus(u) = log1p(exp(-|u|)) + (u + |u|) / 2; sigmoid(u) from the same exp
-        f = wp * (float(np.log1p(eu).sum()) + 0.5 * float(au.sum() + u.sum()) - float(np.dot(t, u)))
+        wp = cfg.lambda_pref / len(self.dec_t)
+        dp = P * (1.0 - P)
+        gPf = (gamma * P).T.ravel()  # prompt-major cells
+        gdp, Xf = ((gamma * dp).T.ravel(), X.T.ravel()) if order >= 2 else (None, None)
+        ps = self._pair_sums(gPf, gdp, Xf, a * a, order)
+        f = wp * ps["f"]
         cnt = self.bb_cnt
         if cnt is not None:  # both-bad loss per cell, weighted by the cell's number of both-bad pairs
             if self.ref:
@@ -324,26 +421,18 @@ class _Problem:
                 f += float(np.sum(cnt * self._softplus(X, E)))
         if order == 0:
             return f, None, None
-        su = 1.0 / (1.0 + eu)  # sigmoid(|u|); |u| <= gamma, so 1 - sigmoid(|u|) keeps full relative precision
-        su -= 0.5
-        np.copysign(su, u, out=su)
-        su += 0.5
-        r1 = (su - t) * wp
-        dP = (self.S_minus @ r1).reshape(M, Na)
-        dP *= gamma
-        dp = P * (1.0 - P)
+        dP = self._cells(ps["r1"]) * gamma
         Rc = dP * dp
         if cnt is not None:
             Rc += cnt * dp / q1 if self.ref else cnt * P
-        grads = (*self._cell_grads(th, ba, a, Rc), float(np.dot(r1, u)))
+        grads = (*self._cell_grads(th, ba, a, Rc), ps["r1u"])
         if order == 1:
             return f, grads, None
         # exact Hessian: per-cell terms (the pair gradient through P'' and the both-bad cells), the pairs'
         # Gauss-Newton term split into its cell-diagonal part and the cross-cell part of the two models of a pair
-        s2 = su * (1.0 - su) * wp
         gam2 = gamma * gamma
         Vc = dP * dp * (1.0 - 2.0 * P)
-        Vc += (gam2 * (self.S_plus @ s2)).reshape(M, Na) * dp * dp
+        Vc += gam2 * self._cells(ps["s2"]) * dp * dp
         if cnt is not None:
             if self.ref:
                 f1 = cnt / q1
@@ -351,25 +440,16 @@ class _Problem:
             else:
                 Vc += cnt * dp
         ad, b_b, b_k, c_bb, c_bk, c_kk = self._cell_hess(a, X, Vc, Rc)
-        dpf, Xf = dp.ravel(), X.ravel()
-        wpair = dpf[ci]
-        wpair *= dpf[cj]
-        wpair *= s2
-        wpair *= gam2
-        off = (self.S_mm @ (wpair * (a * a)[self.dec_q])).reshape(M, M)
-        Wc = (self.S_plus @ wpair).reshape(M, Na)
-        xs = Xf[ci]
-        xs += Xf[cj]
-        xs *= wpair  # S_plus (w (X_i + X_j)) = X_c W_c + K_c, K_c = sum of w X_other over the pairs of cell c
-        Kc = (self.S_plus @ xs).reshape(M, Na) - X * Wc
-        su_u = s2 * u
-        Gc = (self.S_minus @ su_u).reshape(M, Na)
+        off = ps["off"].reshape(M, M)
+        Wc = self._cells(ps["W"])
+        Kc = self._cells(ps["xs"]) - X * Wc
+        Gc = self._cells(ps["G"])
         dgX = (dP + gamma * Gc) * dp  # d/d(log gamma~) of the pairs' gradient wrt X
         A = np.zeros((M + 1, M + 1))
         A[:M, :M] = -(off + off.T)
         A[np.arange(M), np.arange(M)] += ad
         A[M, :M] = A[:M, M] = dgX @ a
-        A[M, M] = float(np.dot(su_u, u) + np.dot(r1, u))
+        A[M, M] = ps["suu"] + ps["r1u"]
         Bb = np.vstack([b_b + Wc * (a * a), -a * dgX.sum(axis=0)])
         Bk = np.vstack([b_k - Kc * a, (dgX * X).sum(axis=0)])
         c_bb -= a * a * Wc.sum(axis=0)

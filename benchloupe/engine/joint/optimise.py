@@ -35,7 +35,11 @@ _NEWTON_MAX_BLOCK = 3000  # larger Schur systems: block-coordinate Newton (stati
 _BLOCK_FTOL = 1e-10  # block-coordinate sweeps: relative objective decrease per sweep at which they stop
 _BLOCK_MU_START = 0.1  # first per-item damping of the block sweeps (from the rate start)
 _F32_SLACK = 8 * 2.0 ** -24  # float32 item acceptance: a per-item increase within rounding is accepted
-_F32_FTOL = 1e-8  # float32 sweeps: below this relative decrease float32 sums cannot tell progress; polish in float64
+_F32_FTOL = 1e-8  # the polish sweep's acceptance: its decrease is known to float32's resolution
+# float32 sweeps stop (and the float64 polish starts) at this relative decrease: below it a float32 objective of
+# 10^5-10^8 cells cannot tell progress from rounding (its sweep-to-sweep noise is ~1e-7 on 10^6 cells), and the
+# sweeps left are better spent in float64 (5,000 x 14,000: one float32 sweep less, same objective to 7e-12)
+_F32_SWITCH = 1e-7
 
 
 def _run_lbfgs(fun, x0, config: JointConfig, progress: Progress, cancel, label: str):
@@ -133,6 +137,7 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
     x = x0.copy()
     f, grad, system = problem.evaluate(x)
     mu, it, converged = _MU_START, 0, False
+    full_first = False  # whether the last iteration took its first trial step: the next one likely does too
     while it < config.max_iter:
         check_cancel(cancel)
         pg = grad.copy()
@@ -140,7 +145,7 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
         if float(np.max(np.abs(pg))) < config.gtol:
             converged = True
             break
-        accepted = False
+        accepted, trials, ahead = False, 0, None
         for _ in range(20):  # damping up to 1e-6 * 4^19 ~ 3e5
             try:
                 d = _solve_newton(problem, system, grad, mu)
@@ -153,11 +158,18 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
                     break
                 t = 1.0
                 for _ in range(_MAX_HALVINGS):
+                    xt = x + t * d
                     with np.errstate(over="ignore", invalid="ignore"):
-                        fn = problem.value(x + t * d)
+                        if trials == 0 and full_first:  # the next system in the same evaluation as the test
+                            ahead = problem.evaluate(xt)
+                            fn = ahead[0]
+                        else:
+                            fn = problem.value(xt)
+                    trials += 1
                     if fn <= f + 1e-4 * t * gd:
                         accepted = True
                         break
+                    ahead = None
                     t *= 0.5
                 if accepted:
                     break
@@ -168,20 +180,29 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
         if not accepted:
             converged = float(np.max(np.abs(pg))) < 1e-6
             break
-        x = x + t * d
-        x[:problem.M] -= x[:problem.M].mean()
-        f, grad, system = problem.evaluate(x)
+        full_first = trials == 1
+        x = xt
+        if ahead is not None:  # evaluated at x: the direction keeps mean(theta) = 0 up to rounding
+            f, grad, system = ahead
+        else:
+            x[:problem.M] -= x[:problem.M].mean()
+            f, grad, system = problem.evaluate(x)
         mu = mu * (_MU_DOWN if t == 1.0 else 1.0) if mu > _MU_MIN else 0.0
         if it % 5 == 0:
             progress(it, config.max_iter, f"Newton iteration {it}: objective {f:.8f}")
     return x, float(f), it, converged
 
 
-def _rescale(th, bs, ks, lt: float, li: float) -> None:
+def _rescale(th, bs, ks, lt: float, li: float, wq: np.ndarray | None = None) -> None:
     """The exact minimum along the scale direction, in place: theta -> c theta, b -> c b, k -> k - log c leaves
-    every logit a (theta - b) unchanged, so only the prior moves; 1-D Newton on log c (convex)."""
-    sq = lt * float(th @ th) + li * float(bs @ bs)
-    ksum, n = float(ks.sum()), len(ks)
+    every logit a (theta - b) unchanged, so only the prior moves; 1-D Newton on log c (convex).  ``wq``: item
+    weights (an item of weight w counts w times in the prior)."""
+    if wq is None:
+        sq = lt * float(th @ th) + li * float(bs @ bs)
+        ksum, n = float(ks.sum()), len(ks)
+    else:
+        sq = lt * float(th @ th) + li * float(wq @ (bs * bs))
+        ksum, n = float(wq @ ks), float(wq.sum())
     s = 0.0
     for _ in range(50):
         e = math.exp(2 * s)
@@ -198,12 +219,15 @@ def _rate_start(problem: _Problem, th: np.ndarray, bs: np.ndarray) -> None:
     """A start from the observed rates, in place: theta_i = logit(model i's success rate), centred, and
     b_q = -logit(item q's rate) (rates clipped to [0.02, 0.98]): the zeros start spends its first sweeps getting
     there.  One pass over the integer cells."""
-    Y, N = problem.Y, problem.N
+    Y, N, wq = problem.Y, problem.N, problem.s_weight
     succ_m, succ_q = Y.sum(axis=1, dtype=np.int64), Y.sum(axis=0, dtype=np.int64)
     if N is None:
         tri_m, tri_q = np.full(problem.M, problem.Ns), np.full(problem.Ns, problem.M)
     else:
         tri_m, tri_q = N.sum(axis=1, dtype=np.int64), N.sum(axis=0, dtype=np.int64)
+    if wq is not None:  # repeated columns count as often as drawn
+        succ_m = Y @ wq
+        tri_m = np.full(problem.M, wq.sum()) if N is None else N @ wq
     c = 0.0 if problem.c is None else problem.c
 
     def logit(s, t, chance=0.0):
@@ -231,15 +255,16 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
     the sweeps stop when one lowers it by less than ``max(_BLOCK_FTOL, ftol) * max(1, |f|)`` or after ``max_iter``
     sweeps (the bootstrap replicates' looser ftol applies).
     With a float32 backend the sweeps run in float32 until the decrease is below float32's resolution
-    (``_F32_FTOL``), then one float64 sweep (the polish) whose steps start from the last float32 sums; when that
+    (``_F32_SWITCH``), then one float64 sweep (the polish) whose steps start from the last float32 sums; when that
     sweep still lowers the objective by more than float32's resolution, float64 sweeps continue to
     ``_BLOCK_FTOL``, so the result is a float64 optimum.  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
     c, a by 1/c: every logit unchanged) is nearly flat and crawls under coordinate steps, so every sweep ends with
     its exact 1-D minimum (``_rescale``).  Returns the point, its objective, the sweeps, convergence and the number
     of full passes made."""
     M, n = problem.M, problem.Ns
+    wq = problem.s_weight  # item weights (repeated bootstrap draws), None: every item once
     lam = config.lambda_reg
-    lt, li = (lam / M, lam / n) if problem.reg_mean else (lam, lam)
+    lt, li = (lam / M, lam / (n if wq is None else float(wq.sum()))) if problem.reg_mean else (lam, lam)
     w = problem.cfg.lambda_static / problem.n_static
     backend = backend or resolve("cpu", M * n)
     stages = [backend] if backend.dtype == "float64" else [backend, replace(backend, dtype="float64")]
@@ -257,7 +282,9 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         started = time.perf_counter()
         r = problem.static_pass(th, bs, ks, rows=False, backend=bk)
         problem.pass_s = time.perf_counter() - started  # the last one is a float64 pass at the solution
-        return r, w * float(r.loss.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
+        if wq is None:
+            return r, w * float(r.loss.sum()) + lt * float(th @ th) + li * float(bs @ bs + ks @ ks)
+        return r, w * float(wq @ r.loss) + lt * float(th @ th) + li * float(wq @ (bs * bs + ks * ks))
 
     r, f = at_point()
     converged, it, polish = False, 0, False
@@ -298,7 +325,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         g, h = w * g_th + 2 * lt * th, w * h_th + 2 * lt
         step = (g - np.sum(g / h) / np.sum(1.0 / h)) / h  # Newton step on {mean(theta) = 0} (a KKT multiplier)
         th -= step / max(1.0, float(np.max(np.abs(step))))
-        _rescale(th, bs, ks, lt, li)
+        _rescale(th, bs, ks, lt, li, wq)
         r, f_new = at_point()
         progress(it, config.max_iter, f"block Newton sweep {it} ({bk.dtype}): objective {f_new:.10f}, "
                  f"{len(bad)} item steps rejected")
@@ -310,7 +337,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
                 converged = True
                 break
             continue
-        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_FTOL, config.ftol) * scale:
+        if decrease <= max(_BLOCK_FTOL if bk.dtype == "float64" else _F32_SWITCH, config.ftol) * scale:
             if stage == len(stages) - 1:
                 converged = True
                 break
@@ -372,7 +399,9 @@ def _initial_vector(problem: _Problem, init: JointResult | dict | None) -> np.nd
 def _item_warnings(static: StaticData | None, config: JointConfig) -> list[str]:
     if static is None or not config.uses_static:
         return []
-    n = static.n_trials.sum(axis=0, dtype=np.int64)
+    # trials per item; 0/1 cells: the observed count, without the int8 copy of the mask n_trials makes (70 M cells:
+    # 0.2 s -> 0.05 s)
+    n = np.count_nonzero(static.mask, axis=0) if static.trials is None else static.trials.sum(axis=0, dtype=np.int64)
     s = static.correct.sum(axis=0, dtype=np.int64)
     solved = int(np.sum((n > 0) & (s == n)))
     failed = int(np.sum((n > 0) & (s == 0)))
@@ -443,6 +472,26 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
     res.metrics = in_sample_metrics(res, static if problem.has_static else None, pair_keep)
     progress(1, 1, f"DualEval {config.mode} fit done: objective {fval:.6f}")
     return res
+
+
+def fit_static_weighted(static: StaticData, weights: np.ndarray, config: JointConfig, *,
+                        init: JointResult | dict | None = None, cancel: threading.Event | None = None,
+                        device: str | Backend = "auto") -> np.ndarray:
+    """theta (per model, NaN where a model has no data) of the static-only fit in which column q of ``static``
+    counts ``weights[q]`` times: the same objective, iterates and optimum as ``fit_joint`` on the matrix with each
+    column repeated ``weights[q]`` times (block-coordinate Newton keeps repeated columns identical: their item
+    steps are the same), at the cost of the distinct columns only.  For bootstrap replicates (Appendix D), which
+    draw about 37 % of the columns more than once; no result object, metrics or warnings are built."""
+    cfg = replace(config, mode="static")
+    if cfg.optimizer not in ("newton", "block"):
+        raise EngineError("a weighted static fit runs block-coordinate Newton (optimizer 'newton' or 'block')")
+    n_models = _n_models(static, None)
+    problem = _Problem(static, None, n_models, cfg, static_weight=weights)
+    x0 = _initial_vector(problem, init)
+    backend = device if isinstance(device, Backend) else resolve(device, problem.M * problem.Ns)
+    x, *_ = _run_block_newton(problem, x0, cfg, no_progress, cancel, backend, start_from_rates=init is None)
+    th = x[:problem.M]
+    return _expand(n_models, problem.models, th - th.mean())
 
 
 def _optimizer_name(problem: _Problem, config: JointConfig) -> str:
