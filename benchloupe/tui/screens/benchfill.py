@@ -18,6 +18,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import TextArea
 
+from benchloupe.prompts import simulated
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.screens.runs import parser_for
@@ -119,6 +120,8 @@ class BenchFillScreen(BenchScreen):
 
         sessions = fill.sessions(conn, benchmark)
         sessions["gap"] = [f"[{lo:.3f},{hi:.3f}]" for lo, hi in zip(sessions["gap_lo"], sessions["gap_hi"])]
+        sessions["message"] = [("simulated · " if simulated.is_simulated(u) else "") + str(m or "")
+                               for u, m in zip(sessions["rewriter_url"], sessions["message"])]
         sid = self.session_id if self.session_id in set(sessions["id"]) else (
             int(sessions["id"].iloc[0]) if len(sessions) else None)
         summary = jobs_fill.session_summary(self.app.db_path, sid) if sid is not None else None
@@ -154,6 +157,7 @@ class BenchFillScreen(BenchScreen):
             if not (eps.get("rewriter") and eps.get("judge") and eps.get("annotators")):
                 text.append("\nendpoints are not configured yet: E sets the rewriter, judge and annotators",
                             style="yellow")
+            self._simulated_line(text)
             box.update(text)
             return
         text = Text(f"session #{s['session']} ", style="bold")
@@ -164,7 +168,14 @@ class BenchFillScreen(BenchScreen):
         text.append(f"   showing {self.review_filter} · ] [ step · a r e decide · f filter", style="dim")
         if s.get("message"):
             text.append("\n" + str(s["message"]), style="dim")
+        self._simulated_line(text)
         box.update(text)
+
+    def _simulated_line(self, text: Text) -> None:
+        """Say so when the endpoints are the built-in simulated ones (prompts/simulated.py): no real model."""
+        if simulated.uses_simulated(self.endpoints or {}):
+            text.append("\nendpoints: simulated (built-in server on 127.0.0.1, no network, no key) · E points "
+                        "them at a real one", style="magenta")
 
     def current_candidate(self) -> int | None:
         if not self.view:
