@@ -304,11 +304,16 @@ class BenchFillScreen(BenchScreen):
         anns = eps.get("annotators") or []
         ann_text = ", ".join(f"{a['name']}={a.get('model', a['name'])}*{a.get('trials', 4)}" for a in anns)
         text = lambda s: s.strip()  # noqa: E731 - a field parser
+
+        def same(e: dict) -> str:  # a URL equal to the rewriter's shows empty, so it follows a new rewriter URL
+            url = e.get("base_url") or ""
+            return "" if url == (rw.get("base_url") or "") else url
+
         fields = [Field("rw_url", "rewriter URL", rw.get("base_url", ""), text, "http://host:port/v1"),
                   Field("rw_model", "rewriter model", rw.get("model", ""), text),
-                  Field("jd_url", "judge URL", jd.get("base_url", ""), text, "empty = rewriter URL"),
+                  Field("jd_url", "judge URL", same(jd), text, "empty = rewriter URL"),
                   Field("jd_model", "judge model", jd.get("model", ""), text),
-                  Field("ann_url", "annotator URL", (anns[0].get("base_url", "") if anns else ""), text,
+                  Field("ann_url", "annotator URL", same(anns[0]) if anns else "", text,
                         "empty = rewriter URL"),
                   Field("anns", "annotators", ann_text, _parse_annotators, "name=model*trials, ..."),
                   Field("key_env", "key env var", rw.get("api_key_env", "OPENAI_API_KEY") or "", text,
