@@ -46,6 +46,7 @@ REWRITER, JUDGE = "simulated-rewriter", "simulated-judge"
 LABEL = "simulated"
 PULL, NOISE, WRONG_RATE = 0.8, 0.03, 0.08
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MAX_BODY = 8 << 20
 
 
 def is_simulated(url: object) -> bool:
@@ -192,12 +193,12 @@ class SimulatedWorld:
         stem = "\n".join([first, *(ln for ln in rest if not _OPTION.match(ln))])
         choices = tuple(truth.choices) or tuple(options)
         if not choices:
-            return f"{stem} (variant {k + 1})", truth.answer, ()
+            return f"{stem} (simulated variant {int(self._rng.integers(100, 1000))}-{k + 1})", truth.answer, ()
         right = self._right_option(truth, choices)
         order = [int(i) for i in self._rng.permutation(len(choices))]
         new = tuple(choices[i] for i in order)
         letter = LETTERS[new.index(right)] if right in new else truth.answer
-        text = f"{stem} (variant {k + 1}, round {int(self._rng.integers(1000))})"
+        text = f"{stem} (simulated variant {int(self._rng.integers(100, 1000))}-{k + 1})"
         if not want_choices:
             text += "\n" + "\n".join(f"{LETTERS[i]}) {c}" for i, c in enumerate(new))
         return text, letter, new if want_choices else ()
@@ -307,12 +308,22 @@ class SimulatedServer:
                     self._send(404, _error(f"no route {self.path}"))
 
             def do_POST(self):  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY:
+                    self.close_connection = True
+                    self._send(400, _error(f"Content-Length must be 0..{MAX_BODY} bytes"))
+                    return
                 self._send(*sim.handle(self.path, self.rfile.read(length)))
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             request_queue_size = 256
+
+            def handle_error(self, request, client_address):  # never a traceback on the app's terminal
+                pass
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="simulated-endpoint", daemon=True)
@@ -331,7 +342,9 @@ class SimulatedServer:
         try:
             req = json.loads(body)
             model = str(req["model"])
-            prompt = str(req["messages"][-1]["content"])
+            prompt = req["messages"][-1]["content"]
+            if not isinstance(prompt, str):
+                raise TypeError("content")
         except (ValueError, KeyError, IndexError, TypeError):
             return 400, _error("the body must be a chat completion request (model, messages)")
         self.world.requests += 1

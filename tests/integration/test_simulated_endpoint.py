@@ -100,3 +100,24 @@ def test_demo_then_fill_demo_math_proposes_on_the_simulated_endpoint(tmp_path, c
         assert fillstore.sessions(conn)["rewriter_url"].iloc[0] == simulated.SIMULATED_URL
     finally:
         conn.close()
+
+
+def test_hostile_requests_get_one_json_error_and_no_traceback(server, capfd):
+    import http.client
+
+    def post(body: bytes, headers: dict) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        resp = conn.getresponse()
+        out = resp.status, json.loads(resp.read())
+        conn.close()
+        return out
+
+    for body, headers in ((b"\x00not json\x1b[2J", {}), (b"{}", {}), (b'{"model": 3, "messages": [{"content": 7}]}', {}),
+                          (b"x", {"Content-Length": "-5"}), (b"x", {"Content-Length": "lots"})):
+        code, payload = post(body, headers)
+        assert code == 400 and "\n" not in payload["error"]["message"]
+    code, payload = post(json.dumps({"model": simulated.REWRITER, "messages": [
+        {"role": "user", "content": "Target difficulty: 5.0 / 10 but no parent"}]}).encode(), {})
+    assert code == 200 and "simulated" in payload["choices"][0]["message"]["content"]
+    assert "Traceback" not in capfd.readouterr().err
