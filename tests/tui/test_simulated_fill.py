@@ -41,7 +41,7 @@ async def test_a_session_from_coverage_on_the_simulated_endpoint_then_review(dem
         screen = app.screen
         assert screen.session_id is not None and screen.view, "no proposal to review"
         summary = str(screen.query_one("#fill-summary").render())
-        assert "proposals ready" in summary and "endpoints: simulated" in summary
+        assert summary.startswith("session #") and "(simulated endpoints) proposals ready" in summary
         assert "estimated difficulty" in str(screen.query_one("#fill-review").render())
         table = screen.query_one("#sessions")
         assert str(table.frame["message"].iloc[0]).startswith("simulated · ")

@@ -161,6 +161,8 @@ class BenchFillScreen(BenchScreen):
             box.update(text)
             return
         text = Text(f"session #{s['session']} ", style="bold")
+        if simulated.uses_simulated(self.endpoints or {}):  # first, so that it shows at 80x24 too
+            text.append("(simulated endpoints) ", style="magenta")
         text.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
         text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
                     f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
@@ -168,7 +170,6 @@ class BenchFillScreen(BenchScreen):
         text.append(f"   showing {self.review_filter} · ] [ step · a r e decide · f filter", style="dim")
         if s.get("message"):
             text.append("\n" + str(s["message"]), style="dim")
-        self._simulated_line(text)
         box.update(text)
 
     def _simulated_line(self, text: Text) -> None:
