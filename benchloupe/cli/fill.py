@@ -13,7 +13,7 @@ from benchloupe.cli.output import kv, print_json, table
 
 def cmd_endpoints(args) -> int:
     from benchloupe.jobs import fill
-    from benchloupe.prompts import endpoints_file
+    from benchloupe.prompts import endpoints_file, simulated
     from benchloupe.store.db import connect
 
     if args.action == "show":
@@ -47,6 +47,9 @@ def cmd_endpoints(args) -> int:
 
     def where(e: dict) -> str:
         url = e.get("base_url") or "$OPENAI_BASE_URL"
+        if simulated.is_simulated(url):
+            return f"{e.get('model')} at {url} (simulated: built-in server on 127.0.0.1, no network, no key)" + (
+                f"  [{e['source']}]" if e.get("source") else "")
         src = f"  [{e['source']}]" if e.get("source") else ""
         mode = ", JSON mode" if e.get("json_mode") else ""
         env = e.get("api_key_env", "OPENAI_API_KEY")
@@ -104,6 +107,19 @@ def cmd_fill(args) -> int:
         else:
             print(table(df) if len(df) else "no BenchFill sessions")
         return 0
+    if fill.uses_simulated(db_path(args)):
+        from benchloupe.prompts import simulated
+
+        print("BenchFill endpoints: simulated (the built-in server on 127.0.0.1 runs for this command; "
+              "`benchloupe endpoints set` points them at a real one)", file=sys.stderr)
+        with simulated.serving():
+            return _run_fill(args)
+    return _run_fill(args)
+
+
+def _run_fill(args) -> int:
+    from benchloupe.jobs import fill
+
     progress = StderrProgress("fill")
     stopped = None
     try:

@@ -153,12 +153,38 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
             with transaction(conn):
                 conn.executemany("INSERT OR REPLACE INTO truth (benchmark_id, entity, key, name, value)"
                                  " VALUES (?, ?, ?, ?, ?)", rows)
+        info_eps = _demo_endpoints(conn, ws)
     finally:
         conn.close()
-    info = {"db": str(db_path), "created": True, "benchmarks": names, "models": len(ws.model_names), "seed": seed}
+    info = {"db": str(db_path), "created": True, "benchmarks": names, "models": len(ws.model_names), "seed": seed,
+            "endpoints": info_eps}
     if analyses:
         info["runs"] = run_demo_analyses(db_path, progress)
     return info
+
+
+DEMO_ANNOTATORS = 12
+DEMO_TRIALS = 4
+
+
+def _demo_endpoints(conn, ws: Workspace) -> str:
+    """BenchFill out of the box (issue 11 item 10): unless this database already names its own endpoints, the
+    demo's rewriter, judge and annotators are the built-in simulated endpoint (``simulated://demo``,
+    prompts/simulated.py), with 12 of the demo's models, spread over the ability range, as annotators."""
+    from benchloupe.prompts import simulated
+    from benchloupe.store.curation import put_setting
+
+    from .fill import ENDPOINTS_KEY
+
+    have = read.setting(conn, ENDPOINTS_KEY, None)
+    if have and (have.get("rewriter") or have.get("judge") or have.get("annotators")):
+        return "kept the database's own endpoints"
+    shared = ws.benchmarks[1].model_rows or range(len(ws.model_names))  # models in every demo benchmark
+    ranked = sorted(shared, key=lambda r: float(ws.theta[r]))
+    picks = [ranked[round(k * (len(ranked) - 1) / (DEMO_ANNOTATORS - 1))] for k in range(DEMO_ANNOTATORS)]
+    eps = simulated.demo_endpoints([(ws.model_names[r], DEMO_TRIALS) for r in dict.fromkeys(picks)])
+    put_setting(conn, ENDPOINTS_KEY, eps)
+    return simulated.SIMULATED_URL
 
 
 def run_demo_analyses(db_path, progress=None) -> list[int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -36,7 +37,7 @@ from benchloupe.engine.benchfill_types import (
 )
 from benchloupe.engine.common import Cancelled, EngineError, Progress, no_progress
 from benchloupe.engine.online import DifficultyScale
-from benchloupe.prompts import endpoints_file
+from benchloupe.prompts import endpoints_file, simulated
 from benchloupe.prompts.client import ChatClient, EndpointConfig
 from benchloupe.prompts.llm import LLMAnnotator, LLMJudge, LLMRewriter
 from benchloupe.store import fill as fillstore
@@ -397,7 +398,10 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
                             max_chars=int(sess["config"].get("max_stored_chars", fillstore.DEFAULT_MAX_STORED_CHARS)))
     heart = runners.Heartbeat(lambda: connect(db_path),
                               lambda c, now: fillstore.beat_lease(c, session_id, token, now)).start()
+    stack = ExitStack()
     try:
+        if simulated.uses_simulated(eps):
+            _simulate(stack.enter_context(simulated.serving()), problem)
         with cancellable_by_signals():
             try:
                 result = run_session(problem, rewriter, judge, annotator, journal, config, progress=progress,
@@ -427,11 +431,30 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
         state = {"proposed": "proposed", "no_valid_child": "no_valid_child", "failed": "failed"}[result.status]
         fillstore.set_session_state(journal.conn, session_id, state, result.message or "", token=token)
     finally:
+        stack.close()
         heart.stop()
         journal.close()
     if state != "proposed":
         raise FillStopped(session_id, state, result.message or state)
     return session_id
+
+
+def _simulate(server: simulated.SimulatedServer, problem: FillProblem) -> None:
+    """Show the simulated endpoint (held for the session: started here unless the app or the CLI already runs
+    it) the session's items, annotator abilities and scale, the hidden world its models answer from."""
+    guessing = problem.guessing if problem.answer_format == "choice" else 0.0
+    server.world.load(problem.items, {a.model: a.theta for a in problem.annotators}, problem.scale.raw_min,
+                      problem.scale.raw_max, guessing)
+
+
+def uses_simulated(db_path) -> bool:
+    """Whether the endpoints in effect for *db_path* include the built-in simulated one (the app and the CLI
+    then hold it: prompts/simulated.py)."""
+    conn = connect(db_path)
+    try:
+        return simulated.uses_simulated(get_endpoints(conn))
+    finally:
+        conn.close()
 
 
 def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", *, edited_text: str | None = None,

@@ -35,6 +35,7 @@ import openai
 
 from benchloupe.engine.benchfill_types import LLMCallRecord, LLMFailure
 from benchloupe.engine.common import EngineError
+from benchloupe.prompts import simulated
 
 NO_KEY = "not-needed"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -72,8 +73,10 @@ class EndpointConfig:
         accepted and then failed mid-session)."""
         if self.base_url is not None and not isinstance(self.base_url, str):
             raise EngineError(f"base_url must be a URL, got {self.base_url!r}")
-        if self.base_url and not self.base_url.strip().lower().startswith(("http://", "https://")):
-            raise EngineError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        if self.base_url and not self.base_url.strip().lower().startswith(("http://", "https://")) and \
+                self.base_url.strip().lower() != simulated.SIMULATED_URL:
+            raise EngineError(f"base_url must start with http:// or https:// (or be {simulated.SIMULATED_URL}, "
+                              f"the built-in simulated endpoint), got {self.base_url!r}")
         _number(self.timeout, "--timeout (seconds per request)", minimum=0, strict=True)
         _number(self.max_retries, "--max-retries", minimum=0, integer=True)
         _number(self.concurrency, "--concurrency", minimum=1, integer=True)
@@ -163,11 +166,17 @@ class ChatClient:
             if not url:
                 raise LLMFailure(f"no endpoint configured for model {ep.model!r}: set its base_url (`benchloupe "
                                  f"endpoints set ROLE --base-url URL`) or ${BASE_URL_ENV}", fatal=True)
-            if not url.lower().startswith(("http://", "https://")):
+            if simulated.is_simulated(url):
+                try:
+                    url = simulated.resolve(url)
+                except LookupError as exc:
+                    raise LLMFailure(str(exc), fatal=True) from None
+            elif not url.lower().startswith(("http://", "https://")):
                 raise LLMFailure(f"${BASE_URL_ENV} must start with http:// or https://, got {url!r}", fatal=True)
             if not ep.model:
                 raise LLMFailure(f"no model name configured for endpoint {url}", fatal=True)
-            key = ep.api_key or (os.environ.get(ep.api_key_env) if ep.api_key_env else NO_KEY)
+            key = ep.api_key or (os.environ.get(ep.api_key_env) if ep.api_key_env and not simulated.is_simulated(
+                ep.url) else NO_KEY)
             if not key:
                 raise LLMFailure(f"no API key for {ep.model!r} at {url}: set ${ep.api_key_env}, or name another "
                                  "variable with `benchloupe endpoints set ROLE --api-key-env NAME`", fatal=True)

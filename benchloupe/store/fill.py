@@ -112,7 +112,8 @@ def sessions(conn: sqlite3.Connection, benchmark: str | None = None) -> pd.DataF
     sql = ("SELECT s.id, b.name AS benchmark, s.gap_lo, s.gap_hi, s.target, s.state, s.message, s.created_at,"
            " s.updated_at, (SELECT count(*) FROM fill_candidates c WHERE c.session_id = s.id) AS candidates,"
            " (SELECT count(*) FROM fill_candidates c WHERE c.session_id = s.id AND c.review_state = 'pending'"
-           " AND c.valid = 1 AND c.difficulty_norm IS NOT NULL) AS pending"
+           " AND c.valid = 1 AND c.difficulty_norm IS NOT NULL) AS pending,"
+           " json_extract(s.config, '$.endpoints.rewriter.base_url') AS rewriter_url"
            " FROM fill_sessions s JOIN benchmarks b ON b.id = s.benchmark_id")
     args = []
     if benchmark:

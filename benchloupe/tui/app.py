@@ -95,6 +95,31 @@ class BenchloupeApp(App[int]):
 
     def on_mount(self) -> None:
         self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
+        self.simulated_held = self._simulated_closed = False
+        self._simulated_lock = threading.Lock()
+        self.set_timer(WARM_UP_DELAY, lambda: self.run_worker(self._hold_simulated, thread=True, group="simulated",
+                                                              exit_on_error=False))
+
+    def _hold_simulated(self) -> None:
+        """Start the built-in simulated endpoint (prompts/simulated.py) when this workspace's BenchFill
+        endpoints are the simulated ones (the demo's); :meth:`on_unmount` stops it."""
+        from benchloupe.jobs.fill import uses_simulated
+        from benchloupe.prompts import simulated
+
+        if uses_simulated(self.db_path):
+            with self._simulated_lock:
+                if not (self._simulated_closed or self.simulated_held):
+                    simulated.acquire()
+                    self.simulated_held = True
+
+    def on_unmount(self) -> None:
+        from benchloupe.prompts import simulated
+
+        with self._simulated_lock:
+            self._simulated_closed = True
+            if self.simulated_held:
+                self.simulated_held = False
+                simulated.release()
 
     # ------------------------------------------------------------------ start-up
     def warm_up(self, delay: float = WARM_UP_DELAY) -> None:

@@ -18,6 +18,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import TextArea
 
+from benchloupe.prompts import simulated
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.screens.runs import parser_for
@@ -119,6 +120,8 @@ class BenchFillScreen(BenchScreen):
 
         sessions = fill.sessions(conn, benchmark)
         sessions["gap"] = [f"[{lo:.3f},{hi:.3f}]" for lo, hi in zip(sessions["gap_lo"], sessions["gap_hi"])]
+        sessions["message"] = [("simulated · " if simulated.is_simulated(u) else "") + str(m or "")
+                               for u, m in zip(sessions["rewriter_url"], sessions["message"])]
         sid = self.session_id if self.session_id in set(sessions["id"]) else (
             int(sessions["id"].iloc[0]) if len(sessions) else None)
         summary = jobs_fill.session_summary(self.app.db_path, sid) if sid is not None else None
@@ -154,9 +157,12 @@ class BenchFillScreen(BenchScreen):
             if not (eps.get("rewriter") and eps.get("judge") and eps.get("annotators")):
                 text.append("\nendpoints are not configured yet: E sets the rewriter, judge and annotators",
                             style="yellow")
+            self._simulated_line(text)
             box.update(text)
             return
         text = Text(f"session #{s['session']} ", style="bold")
+        if simulated.uses_simulated(self.endpoints or {}):  # first, so that it shows at 80x24 too
+            text.append("(simulated endpoints) ", style="magenta")
         text.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
         text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
                     f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
@@ -165,6 +171,12 @@ class BenchFillScreen(BenchScreen):
         if s.get("message"):
             text.append("\n" + str(s["message"]), style="dim")
         box.update(text)
+
+    def _simulated_line(self, text: Text) -> None:
+        """Say so when the endpoints are the built-in simulated ones (prompts/simulated.py): no real model."""
+        if simulated.uses_simulated(self.endpoints or {}):
+            text.append("\nendpoints: simulated (built-in server on 127.0.0.1, no network, no key) · E points "
+                        "them at a real one", style="magenta")
 
     def current_candidate(self) -> int | None:
         if not self.view:
@@ -293,11 +305,16 @@ class BenchFillScreen(BenchScreen):
         anns = eps.get("annotators") or []
         ann_text = ", ".join(f"{a['name']}={a.get('model', a['name'])}*{a.get('trials', 4)}" for a in anns)
         text = lambda s: s.strip()  # noqa: E731 - a field parser
+
+        def same(e: dict) -> str:  # a URL equal to the rewriter's shows empty, so it follows a new rewriter URL
+            url = e.get("base_url") or ""
+            return "" if url == (rw.get("base_url") or "") else url
+
         fields = [Field("rw_url", "rewriter URL", rw.get("base_url", ""), text, "http://host:port/v1"),
                   Field("rw_model", "rewriter model", rw.get("model", ""), text),
-                  Field("jd_url", "judge URL", jd.get("base_url", ""), text, "empty = rewriter URL"),
+                  Field("jd_url", "judge URL", same(jd), text, "empty = rewriter URL"),
                   Field("jd_model", "judge model", jd.get("model", ""), text),
-                  Field("ann_url", "annotator URL", (anns[0].get("base_url", "") if anns else ""), text,
+                  Field("ann_url", "annotator URL", same(anns[0]) if anns else "", text,
                         "empty = rewriter URL"),
                   Field("anns", "annotators", ann_text, _parse_annotators, "name=model*trials, ..."),
                   Field("key_env", "key env var", rw.get("api_key_env", "OPENAI_API_KEY") or "", text,
