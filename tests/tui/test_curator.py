@@ -62,3 +62,88 @@ async def test_quit_without_a_job_does_not_ask(demo_db):
         await pilot.press("q")
         await pilot.pause(0.1)
     assert not app.is_running and idle(app)()
+
+
+def _flag_rows(db, kind: str):
+    from benchloupe.store import curation
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        return curation.flags(conn, kind=kind).set_index("id"), curation.audit_log(conn)
+    finally:
+        conn.close()
+
+
+def _status(screen) -> str:
+    return str(screen.query_one("#queue-status").render())
+
+
+@pytest.mark.parametrize("key, mode, kind", [("5", "anomalies", "anomaly"), ("6", "reversals", "reversal")])
+async def test_queue_undo_and_next_untriaged(flagged_db, key, mode, kind):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(key)
+        await wait_until(pilot, loaded(app, mode), what=mode)
+        screen = app.screen
+        screen.state_filter = "all"
+        screen._refilter()
+        first, second = (int(screen.flags["id"].iloc[screen.view[i]]) for i in (0, 1))
+        await pilot.press("e")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="note dialog")
+        await pilot.press(*"first look", "enter")
+        await pilot.press("c")  # confirm: the queue moves on and names the decision at once
+        assert screen.current_id() == second
+        assert f"#{first} confirmed (z undo)" in _status(screen)
+        await pilot.press("d")
+        await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="saves")
+        await pilot.press("z")  # undo the dismissal: back on the second flag, open again
+        assert screen.current_id() == second and screen.flags.set_index("id").loc[second, "state"] == "open"
+        assert f"#{second} back to open" in _status(screen)
+        await pilot.press("z")  # undo the confirmation: open, note kept
+        assert screen.current_id() == first
+        await pilot.press("z")  # undo the note: the note it replaced (none) comes back
+        await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="undo saves")
+        assert " open" in str(screen.query_one("#queue-detail").render()).splitlines()[0]
+        await pilot.press("z")
+        assert "nothing to undo" in [n.message for n in app._notifications][-1]
+        # n: the next open flag, skipping decided ones
+        await pilot.press("c", "k")
+        assert screen.current_id() == first
+        await pilot.press("n")
+        assert screen.current_id() == second
+        await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="saves")
+    flags, log = _flag_rows(flagged_db, kind)
+    assert flags.loc[first, "state"] == "confirmed" and flags.loc[first, "note"] == ""
+    assert flags.loc[second, "state"] == "open"
+    undos = log[log["action"] == "flag:undo"]
+    assert len(undos) == 3 and set(undos["entity_id"]) == {first, second}
+
+
+async def test_every_flag_triaged_then_n_says_so(flagged_db):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        await wait_until(pilot, loaded(app, "reversals"), what="reversals")
+        await pilot.press("c", "c", "n")
+        assert "triaged" in [n.message for n in app._notifications][-1]
+
+
+async def test_gap_triage_shows_at_once_undo_and_next(flagged_db):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await wait_until(pilot, loaded(app, "coverage"), what="coverage")
+        table = app.screen.query_one("FrameTable")
+        gap = int(table.frame["flag_id"].iloc[table.row])
+        await pilot.press("c")
+        assert "confirmed" in table._lines[table.row]  # in the list at once, before the write lands
+        await wait_until(pilot, loaded(app, "coverage"), what="reload after the write")
+        await pilot.press("z")
+        assert "confirmed" not in table._lines[table.row] and table.current_value("flag_id") == gap
+        await wait_until(pilot, loaded(app, "coverage"), what="reload after undo")
+        await pilot.press("n")  # the first gap is open again; n moves to the next open one
+        assert table.current_value("flag_id") != gap
+    flags, log = _flag_rows(flagged_db, "gap")
+    assert flags.loc[gap, "state"] == "open"
+    assert log["action"].tolist()[:2] == ["flag:undo", "flag:confirmed"]
