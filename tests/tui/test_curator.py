@@ -147,3 +147,39 @@ async def test_gap_triage_shows_at_once_undo_and_next(flagged_db):
     flags, log = _flag_rows(flagged_db, "gap")
     assert flags.loc[gap, "state"] == "open"
     assert log["action"].tolist()[:2] == ["flag:undo", "flag:confirmed"]
+
+
+def _words_out_of_order(db):
+    """An item of demo-math and two of its words in reverse order (not a substring of its text)."""
+    from benchloupe.store import read
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        items = read.items(conn, "demo-math")
+    finally:
+        conn.close()
+    for r in items.itertuples():
+        words = [w for w in str(r.text).split() if w.isalpha() and len(w) > 3]
+        if len(words) >= 2 and words[0].lower() != words[-1].lower():
+            query = f"{words[-1]} {words[0]}"
+            if query.lower() not in str(r.text).lower():
+                return int(r.id), query
+    raise AssertionError("no demo item with two words")
+
+
+async def test_items_search_matches_words_through_the_index(demo_db):
+    item_id, query = _words_out_of_order(demo_db)
+    app = BenchloupeApp(demo_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        screen = app.screen
+        table = screen.query_one("FrameTable")
+        total = len(table.view)
+        await pilot.press("slash", *query)
+        await wait_until(pilot, lambda: screen.query_text == query and idle(app)(), what="search")
+        shown = set(table.frame["id"].to_numpy()[table.view])
+        assert item_id in shown and len(shown) < total
+        await pilot.press("escape")
+        assert len(table.view) == total and screen.query_text == ""
