@@ -183,3 +183,23 @@ async def test_items_search_matches_words_through_the_index(demo_db):
         assert item_id in shown and len(shown) < total
         await pilot.press("escape")
         assert len(table.view) == total and screen.query_text == ""
+
+
+async def test_models_search_filters_as_you_type(demo_db):
+    app = BenchloupeApp(demo_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await wait_until(pilot, loaded(app, "models"), what="models")
+        screen = app.screen
+        table = screen.query_one("FrameTable")
+        total = len(table.view)
+        name = str(table.frame["name"].iloc[-1])
+        fragment = name[len(name) // 3:]
+        await pilot.press("slash", *fragment)
+        await wait_until(pilot, lambda: screen.query_text == fragment, what="search applied")
+        names = table.frame["name"].to_numpy()[table.view].tolist()
+        assert name in names and len(names) < total
+        assert all(fragment.lower() in n.lower() for n in names)
+        assert f"{len(names)} of {total} models" in str(screen.query_one("#models-status").render())
+        await pilot.press("escape")
+        assert len(table.view) == total
