@@ -50,7 +50,7 @@ async def test_skip_and_reject_the_rest_with_confirmation(fake_llm, tmp_path, mo
         await wait_until(pilot, loaded(app, "benchfill"), what="review queue")
         screen = app.screen
         first = screen.current_candidate()
-        await pilot.press("s")  # skip: the next one, the first stays to review
+        await pilot.press("l")  # skip: the next one, the first stays to review
         assert screen.current_candidate() != first
         assert screen.cands.set_index("id").loc[first, "review_state"] == "pending"
         await pilot.press("X")

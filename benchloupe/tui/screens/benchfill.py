@@ -83,7 +83,7 @@ class BenchFillScreen(BenchScreen):
         Binding("a", "decide('accept')", "Accept", id="fill.accept"),
         Binding("r", "decide('reject')", "Reject", id="fill.reject"),
         Binding("e", "edit", "Edit+accept", id="fill.edit"),
-        Binding("s", "skip", "Skip", id="fill.skip"),
+        Binding("l", "skip", "Skip (later)", id="fill.skip"),
         Binding("X", "reject_rest", "Reject the rest", show=False, id="fill.reject_rest"),
         Binding("f", "filter", "Filter", show=False, id="fill.filter"),
         Binding("n", "new_session", "New session", show=False, id="fill.start"),
@@ -164,7 +164,7 @@ class BenchFillScreen(BenchScreen):
         text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
                     f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
         text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
-        text.append(f"   showing {self.review_filter} · ] [ step · s skip · a r e decide · X reject the rest · "
+        text.append(f"   showing {self.review_filter} · ] [ step · l skip · a r e decide · X reject the rest · "
                     "f filter", style="dim")
         if s.get("message"):
             text.append("\n" + str(s["message"]), style="dim")
@@ -269,7 +269,7 @@ class BenchFillScreen(BenchScreen):
         return [int(i) for i in self.cands["review_state"].isin(("pending", "waiting")).to_numpy().nonzero()[0]]
 
     def action_skip(self) -> None:
-        """s: leave this proposal undecided and go to the next undecided one (wrapping round)."""
+        """l (later): leave this proposal undecided and go to the next undecided one (wrapping round)."""
         if not self.view:
             return
         cid = self.current_candidate()
