@@ -203,3 +203,26 @@ async def test_models_search_filters_as_you_type(demo_db):
         assert f"{len(names)} of {total} models" in str(screen.query_one("#models-status").render())
         await pilot.press("escape")
         assert len(table.view) == total
+
+
+async def test_palette_offers_every_screens_actions(flagged_db):
+    from benchloupe.tui.palette import WorkbenchCommands
+
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "CommandPalette", what="palette")
+        await pilot.press("escape")
+        names = {name for name, _cb, _help in WorkbenchCommands(app.screen).commands()}
+        for want in ("items: search", "models: search", "flags: next untriaged (anomalies)",
+                     "flags: undo (reversals)", "coverage: next untriaged", "benchfill: reject the rest",
+                     "runs: compare"):
+            assert any(n.startswith(want) for n in names), (want, sorted(names))
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "CommandPalette", what="palette")
+        await pilot.press(*"items: search")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_until(pilot, loaded(app, "items"), what="items via the palette")
+        await wait_until(pilot, lambda: app.screen.query_one("#items-search").has_focus, what="search box")
