@@ -51,9 +51,11 @@ class WorkbenchCommands(Provider):
         out.append(("benchmarks: import a file", lambda: _on(app, "benchmarks", "import_file"), "key o on Benchmarks"))
         out.append(("job: cancel", app.action_cancel_job, "key x"))
         out.append(("help: keys", app.action_help, "key ?"))
+        from benchloupe.tui.screens.runs import plain_title
+
         jobs = sys.modules.get("benchloupe.jobs")  # imported in the background at start-up
         for name, analysis in (getattr(jobs, "ANALYSES", None) or {}).items():
-            out.append((f"runs: start {name}", lambda n=name: _start(app, n), analysis.title))
+            out.append((f"runs: start {name}", lambda n=name: _start(app, n), plain_title(analysis.title)))
         return out
 
     async def discover(self) -> Hits:

@@ -226,3 +226,23 @@ async def test_palette_offers_every_screens_actions(flagged_db):
         await pilot.press("enter")
         await wait_until(pilot, loaded(app, "items"), what="items via the palette")
         await wait_until(pilot, lambda: app.screen.query_one("#items-search").has_focus, what="search box")
+
+
+async def test_runs_speak_words_not_paper_sections(flagged_db):
+    from benchloupe.tui.screens.runs import plain_title
+
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await wait_until(pilot, loaded(app, "runs"), what="runs")
+        screen = app.screen
+        lines = " ".join(screen.query_one("#analyses")._lines)
+        assert "Residual anomaly candidates" in lines
+        assert "paper" not in lines and "§" not in lines and "Appendix" not in lines
+        history = screen.query_one("#history")
+        assert history.row is not None, "add_flags made runs"
+        head = str(screen.query_one("#run-detail").render()).splitlines()[0]
+        kind = str(history.frame["kind"].iloc[history.row])
+        words = plain_title(screen.analyses[kind].title)
+        assert head.startswith(f"run #{int(history.frame['id'].iloc[history.row])}: {words}"), head
+        assert "paper" not in head and "§" not in head
