@@ -3,6 +3,7 @@ undo and "next untriaged" on every queue, search on Items and Models, the palett
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -118,6 +119,8 @@ async def test_queue_undo_and_next_untriaged(flagged_db, key, mode, kind):
     assert flags.loc[second, "state"] == "open"
     undos = log[log["action"] == "flag:undo"]
     assert len(undos) == 3 and set(undos["entity_id"]) == {first, second}
+    note_undo = json.loads(undos.iloc[0]["detail"])  # the latest undo: the note back to none
+    assert note_undo == {"from": "open", "to": "open", "note_from": "first look"} and undos.iloc[0]["note"] == ""
 
 
 async def test_every_flag_triaged_then_n_says_so(flagged_db):
