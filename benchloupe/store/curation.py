@@ -80,8 +80,12 @@ def _flag_identity(r) -> tuple:
     return (r.kind, item, a, b)
 
 
-def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str | None = None) -> None:
-    """Triage one flag (confirm / dismiss / unsure / reopen) and keep an optional note."""
+def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str | None = None, *,
+                   undo: bool = False) -> None:
+    """Triage one flag (confirm / dismiss / unsure / reopen) and keep an optional note.
+
+    The audit row keeps the state and note it replaced (``from``, ``note_from``), so a decision can be undone;
+    *undo* marks a write that restores an earlier state (action ``flag:undo``)."""
     if state not in FLAG_STATES:
         raise StoreError(f"unknown triage state {state!r}; use one of {', '.join(FLAG_STATES)}")
     with transaction(conn):
@@ -91,7 +95,8 @@ def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str
         new_note = row["note"] if note is None else note
         conn.execute("UPDATE flags SET state = ?, note = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now')"
                      " WHERE id = ?", (state, new_note, flag_id))
-        audit(conn, f"flag:{state}", "flag", flag_id, json.dumps({"from": row["state"], "to": state}), new_note)
+        audit(conn, "flag:undo" if undo else f"flag:{state}", "flag", flag_id,
+              json.dumps({"from": row["state"], "to": state, "note_from": row["note"]}), new_note)
 
 
 def set_item_status(conn: sqlite3.Connection, item_id: int, status: str, note: str = "") -> None:

@@ -146,10 +146,23 @@ class BenchloupeApp(App[int]):
         self.switch_mode(mode)
 
     async def action_quit(self) -> None:
-        """Quit; a running job is asked to stop first (its run is recorded as cancelled)."""
-        if self.job.running:
-            self._cancel.set()
-        self.exit()
+        """Quit; while a job runs, ask first: yes cancels the job (its run is recorded as cancelled) and quits,
+        no keeps both."""
+        if not self.job.running:
+            self.exit()
+            return
+        from benchloupe.tui.widgets.dialogs import ConfirmDialog
+
+        if isinstance(self.screen, ConfirmDialog):
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._cancel.set()
+                self.exit()
+
+        self.push_screen(ConfirmDialog(f"{self.job.title} is running. Cancel it and quit?",
+                                       detail="Its run is recorded as cancelled."), answered)
 
     def action_help(self) -> None:
         from benchloupe.tui.screens.help import HelpScreen

@@ -127,7 +127,7 @@ async def test_triage_three_anomalies_persists_after_restart(flagged_db):
         first = [int(screen.flags["id"].iloc[i]) for i in range(3)]
         await pilot.press("c", "d", "u")  # each decision moves to the next candidate
         assert screen.pos == 3
-        await pilot.press("k", "n")
+        await pilot.press("k", "e")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="note dialog")
         await pilot.press(*"looks like a key typo", "enter")
         await wait_until(pilot, lambda: app.screen is screen and not screen.saving and idle(app)(), what="saves")

@@ -1,6 +1,7 @@
 """BenchFill: a session's live progress (round, children, valid, annotated, best distance to the target) and
 its review queue: each proposal against its parent as a word diff, the judge's verdict, the estimated
-difficulty against the target; accept, reject, or edit then accept, each with a note. Sessions are resumed
+difficulty against the target; accept, reject, or edit then accept, each with a note; skip (it stays to review)
+and "reject the rest of this session" after a confirmation. Sessions are resumed
 from their journal (engine/jobs/fill.py), so closing the app loses nothing. Endpoint settings (base URL,
 model names; the key is read from the environment variable named there) are edited here too."""
 
@@ -22,7 +23,7 @@ from benchloupe.prompts import simulated
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.screens.runs import parser_for
-from benchloupe.tui.widgets.dialogs import Field, FormDialog, PromptDialog
+from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
@@ -83,6 +84,8 @@ class BenchFillScreen(BenchScreen):
         Binding("a", "decide('accept')", "Accept", id="fill.accept"),
         Binding("r", "decide('reject')", "Reject", id="fill.reject"),
         Binding("e", "edit", "Edit+accept", id="fill.edit"),
+        Binding("l", "skip", "Skip (later)", id="fill.skip"),
+        Binding("X", "reject_rest", "Reject the rest", show=False, id="fill.reject_rest"),
         Binding("f", "filter", "Filter", show=False, id="fill.filter"),
         Binding("n", "new_session", "New session", show=False, id="fill.start"),
         Binding("R", "resume", "Resume", show=False, id="fill.resume"),
@@ -167,7 +170,8 @@ class BenchFillScreen(BenchScreen):
         text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
                     f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
         text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
-        text.append(f"   showing {self.review_filter} · ] [ step · a r e decide · f filter", style="dim")
+        text.append(f"   showing {self.review_filter} · ] [ step · l skip · a r e decide · X reject the rest · "
+                    "f filter", style="dim")
         if s.get("message"):
             text.append("\n" + str(s["message"]), style="dim")
         box.update(text)
@@ -269,6 +273,59 @@ class BenchFillScreen(BenchScreen):
                                           placeholder="a note for the audit log",
                                           help="An accepted proposal becomes an item (origin benchfill); "
                                                "coverage is recomputed."), done)
+
+    def _undecided(self) -> list[int]:
+        """Positions in ``cands`` of this session's proposals still waiting for a decision."""
+        if not len(self.cands):
+            return []
+        return [int(i) for i in self.cands["review_state"].isin(("pending", "waiting")).to_numpy().nonzero()[0]]
+
+    def action_skip(self) -> None:
+        """l (later): leave this proposal undecided and go to the next undecided one (wrapping round)."""
+        if not self.view:
+            return
+        cid = self.current_candidate()
+        undecided = set(self._undecided())
+        order = [*range(self.pos + 1, len(self.view)), *range(0, self.pos)]
+        nxt = next((k for k in order if self.view[k] in undecided), None)
+        if nxt is None:
+            self.notify(f"proposal #{cid} is the only one left to review", markup=False)
+            return
+        self.pos = nxt
+        self.render_current()
+        self.notify(f"proposal #{cid} skipped; it stays to review", markup=False)
+
+    def action_reject_rest(self) -> None:
+        """X: reject every proposal of this session still undecided, after a confirmation (decisions are
+        final), each with one note in the audit log."""
+        rest = self._undecided()
+        if self.session_id is None or not rest:
+            self.notify("nothing left to reject in this session", markup=False)
+            return
+        ids = [int(self.cands["id"].iloc[i]) for i in rest]
+        sid = self.session_id
+
+        def confirmed(yes: bool | None) -> None:
+            if not yes:
+                return
+            from benchloupe.jobs import fill as jobs_fill
+
+            note = f"rejected with the rest of session #{sid}"
+            self.cands.loc[self.cands.index[rest], "review_state"] = "rejected"
+            self.cands.loc[self.cands.index[rest], "note"] = note
+            self._refilter()
+            self._summary(self.summary)
+            db = self.app.db_path
+
+            def write(conn) -> None:
+                for cid in ids:
+                    jobs_fill.decide_candidate(db, cid, "reject", note)
+
+            store_write(self, write, f"session #{sid}: {len(ids)} proposals rejected")
+
+        self.app.push_screen(ConfirmDialog(f"Reject the {len(ids)} proposals of session #{sid} still to review?",
+                                           detail="Decisions are final; each is kept in the audit log."),
+                             confirmed)
 
     def action_edit(self) -> None:
         cid = self.current_candidate()

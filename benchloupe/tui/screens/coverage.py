@@ -2,7 +2,7 @@
 shaded (a terminal plot) and the models' ability range as a band under the axis, DDM, max gap, top-5 sum and
 the diagnostics from the latest coverage run; the lattice and tail warnings and the robustness summary
 (paper 003 C.3, C.5); each gap with its C.6 interval and status (gap, uncertain, tail, lattice). Gap flags are
-triaged like every other flag (c confirm, d dismiss, u unsure, o reopen); b starts a BenchFill session on the
+triaged like every other flag (c confirm, d dismiss, u unsure, o reopen, z undo, n next open); b starts a BenchFill session on the
 selected gap."""
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ class CoverageScreen(BenchScreen):
                 Binding("c", "decide('confirmed')", "Confirm gap", id="coverage.confirm"),
                 Binding("d", "decide('dismissed')", "Dismiss gap", id="coverage.dismiss"),
                 Binding("u", "decide('unsure')", "Unsure", id="coverage.unsure"),
-                Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen")]
+                Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen"),
+                Binding("n", "next_open", "Next untriaged", show=False, id="coverage.next_open"),
+                Binding("z", "undo", "Undo", show=False, id="coverage.undo")]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.undo_stack: list[tuple[int, str]] = []  # (flag id, state it replaced), latest last
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="coverage-head", classes="status-line", markup=False)
@@ -141,12 +147,46 @@ class CoverageScreen(BenchScreen):
             return
         row = table.row
         flag_id = int(table.frame["flag_id"].iloc[row])
-        self.data["gaps"].loc[row, "state"] = state
+        self.undo_stack.append((flag_id, str(table.frame["state"].iloc[row])))
+        self._write(flag_id, state, undo=False)
+
+    def _write(self, flag_id: int, state: str, *, undo: bool) -> None:
+        """Show *state* on the gap's row at once, then write it (audited; ``flag:undo`` when *undo*)."""
         from benchloupe.store import curation
         from benchloupe.tui.screens.base import store_write
 
-        store_write(self, lambda conn: curation.set_flag_state(conn, flag_id, state),
-                    f"gap {int(table.frame['rank'].iloc[row])}: {state}")
+        table = self.query_one(FrameTable)
+        hit = np.flatnonzero(table.frame["flag_id"].to_numpy() == flag_id)
+        rank = flag_id
+        if hit.size:
+            row = int(hit[0])
+            table.frame.loc[row, "state"] = state
+            table.update_rows([row])
+            rank = int(table.frame["rank"].iloc[row])
+            self.data["gaps"].loc[self.data["gaps"]["flag_id"] == flag_id, "state"] = state
+        store_write(self, lambda conn: curation.set_flag_state(conn, flag_id, state, undo=undo),
+                    f"gap {rank}: {'back to ' if undo else ''}{state}{'' if undo else ' (z undo)'}")
+
+    def action_undo(self) -> None:
+        if not self.undo_stack:
+            self.notify("nothing to undo", severity="warning")
+            return
+        flag_id, state = self.undo_stack.pop()
+        self.query_one(FrameTable).move_to_value("flag_id", flag_id)
+        self._write(flag_id, state, undo=True)
+
+    def action_next_open(self) -> None:
+        """n: the next gap still open (wrapping round)."""
+        table = self.query_one(FrameTable)
+        if not len(table.view):
+            return
+        states = table.frame["state"].to_numpy()[table.view]
+        order = np.r_[np.arange(table.cursor + 1, len(table.view)), np.arange(0, table.cursor + 1)]
+        hit = order[states[order] == "open"]
+        if not hit.size:
+            self.notify("every gap is triaged")
+            return
+        table.cursor = int(hit[0])
 
 
 def notes_text(m: dict) -> Text:

@@ -2,8 +2,10 @@
 item panel (full text and answer shown literally, outcomes by ability, the fitted curve, parameters in every
 run, retire/restore with a note).
 
-Filtering and search are numpy masks over the loaded frame (no SQL per keystroke), debounced by
-``SEARCH_DEBOUNCE`` seconds; the table draws only the visible lines (widgets/table.py).
+Filters are numpy masks over the loaded frame; ``/`` search, debounced by ``SEARCH_DEBOUNCE`` seconds, keeps the
+rows holding the typed text as a fragment (at once, so part of a key matches as you type) or all of its words in
+any order through the FTS5 index (``store.search.search_items`` in a worker); the table draws only the visible
+lines (widgets/table.py).
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class ItemsScreen(BenchScreen):
         self._haystack = np.array([], dtype=object)
         self._timer: Timer | None = None
         self.filter_count = 0
+        self._fts_ids = np.zeros(0, np.int64)  # items the FTS5 index matched for query_text
+        self.search_error = ""
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="items-status", classes="status-line", markup=False)
@@ -140,8 +144,9 @@ class ItemsScreen(BenchScreen):
         elif self.filters["flagged"] == "unflagged":
             keep &= (df["anomalies"] == 0).to_numpy()
         q = self.query_text.strip().lower()
-        if q and len(df):
-            keep &= pd.Series(self._haystack).str.contains(q, regex=False).to_numpy()
+        if q and len(df):  # a fragment (as you type, part of a key) or every word anywhere (FTS5)
+            hit = pd.Series(self._haystack).str.contains(q, regex=False).to_numpy()
+            keep &= hit | np.isin(df["id"].to_numpy(), self._fts_ids)
         return keep
 
     def apply_filters(self, keep_cursor: bool = False) -> None:
@@ -165,6 +170,8 @@ class ItemsScreen(BenchScreen):
         if self.query_text:
             text.append("  /", style="dim")
             text.append(self.query_text, style="bold")
+        if self.search_error:
+            text.append("  " + self.search_error, style="bold red")
         for name in FILTERS:
             if self.filters[name] != "all":
                 text.append(f"  {name}=", style="dim")
@@ -208,8 +215,35 @@ class ItemsScreen(BenchScreen):
         self._timer = self.set_timer(SEARCH_DEBOUNCE, lambda: self._search(value))
 
     def _search(self, value: str) -> None:
+        """Filter at once by the text as a fragment, then by its words through the FTS5 index (a worker with
+        its own connection; a result for an older query is dropped)."""
         self.query_text = value
+        self._fts_ids = np.zeros(0, np.int64)
+        self.search_error = ""
         self.apply_filters()
+        if value.strip() and self.app.benchmark:
+            self.run_worker(lambda: self._fts(value, self.app.benchmark), thread=True, group="search",
+                            exclusive=True, exit_on_error=False)
+
+    def _fts(self, value: str, benchmark: str) -> None:
+        from benchloupe.store.db import StoreError, connect
+        from benchloupe.store.search import MAX_LIMIT, search_items
+
+        conn = connect(self.app.db_path)
+        try:
+            hits = search_items(conn, value, benchmark=benchmark, limit=MAX_LIMIT, marks=("", ""))
+            ids, error = np.array([h["item_id"] for h in hits], np.int64), ""
+        except StoreError as exc:
+            ids, error = np.zeros(0, np.int64), str(exc)
+        finally:
+            conn.close()
+        self.app.call_from_thread(self._fts_done, value, ids, error)
+
+    def _fts_done(self, value: str, ids: np.ndarray, error: str) -> None:
+        if value != self.query_text:
+            return
+        self._fts_ids, self.search_error = ids, error
+        self.apply_filters(keep_cursor=True)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "items-search":

@@ -1,6 +1,8 @@
 """Step-through triage queues (anomalies, near-tie reversals): one flag at a time, next/previous with single
 keys, decisions (confirm, dismiss, unsure, reopen, note) saved at once through store.curation and the
-queue moves on; a filter by state and a "12 of 87 triaged" line.
+queue moves on, the decision named in the status line; ``z`` undoes this session's latest decision (the state
+and note it replaced come back, audited as ``flag:undo``), ``n`` goes to the next open flag; a filter by state
+and a "12 of 87 triaged" line.
 
 A decision changes the flag shown immediately and is written by a worker with its own connection; writes
 are serialised and always store the latest decision for a flag, so quick successive keys cannot land out
@@ -43,7 +45,9 @@ class FlagQueueScreen(BenchScreen):
         Binding("d", "decide('dismissed')", "Dismiss", id="queue.dismiss"),
         Binding("u", "decide('unsure')", "Unsure", id="queue.unsure"),
         Binding("o", "decide('open')", "Reopen", show=False, id="queue.reopen"),
-        Binding("n", "note", "Note", id="queue.note"),
+        Binding("n", "next_open", "Next untriaged", id="queue.next_open"),
+        Binding("z", "undo", "Undo", id="queue.undo"),
+        Binding("e", "note", "Note", id="queue.note"),
         Binding("f", "filter", "Filter", show=False, id="queue.filter"),
         Binding("h", "toggle_superseded", "Earlier runs", show=False, id="queue.superseded"),
         Binding("enter", "open_item", "Item panel", show=False, id="queue.item"),
@@ -63,6 +67,9 @@ class FlagQueueScreen(BenchScreen):
         self._pending: dict[int, tuple[str, str | None]] = {}
         self._pending_lock = threading.Lock()
         self.focus: tuple[str, int, str] | None = None  # (column, value, label): one model's or item's flags
+        # this session's decisions, latest last: (flag id, state, note, carried_from) each replaced
+        self.undo_stack: list[tuple[int, str, str, object]] = []
+        self.last_decision = ""
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="queue-status", classes="status-line", markup=False)
@@ -99,7 +106,7 @@ class FlagQueueScreen(BenchScreen):
         self.flags = data["flags"].reset_index(drop=True)
         self.context = data["context"]
         with self._pending_lock:
-            for fid, (state, note) in self._pending.items():
+            for fid, (state, note, _undo) in self._pending.items():
                 hit = self.flags.index[self.flags["id"] == fid]
                 if len(hit):
                     self.flags.loc[hit, "state"] = state
@@ -151,7 +158,9 @@ class FlagQueueScreen(BenchScreen):
         if self.focus is not None:
             status.append(f" · only {self.focus[2]} (esc: all)", style="bold yellow")
         status.append(f" · {triaged} of {total} triaged", style="bold")
-        status.append("  f filter · enter item", style="dim")
+        if self.last_decision:
+            status.append(f" · {self.last_decision} (z undo)", style="bold green")
+        status.append("  n next open · f filter · enter item", style="dim")
         self.query_one("#queue-status", SafeStatic).update(status)
         detail = self.query_one("#queue-detail", SafeStatic)
         if not len(self.view):
@@ -204,12 +213,58 @@ class FlagQueueScreen(BenchScreen):
         if fid is None:
             return
         i = self.view[self.pos]
+        self._remember(i)
         self.flags.loc[i, "state"] = state
+        if "stored_state" in self.flags:
+            self.flags.loc[i, "stored_state"] = state
         if "carried_from" in self.flags:
             self.flags.loc[i, "carried_from"] = pd.NA  # decided here now
         self._save(fid, state, None)
+        self.last_decision = f"#{fid} {state}"
         if self.pos < len(self.view) - 1 and state != "open":
             self.pos += 1
+        self.render_current()
+
+    def _remember(self, i: int) -> None:
+        row = self.flags.iloc[i]
+        carried = row.get("carried_from")
+        self.undo_stack.append((int(row["id"]), str(row["state"]), str(row["note"]),
+                                carried if carried is not None and pd.notna(carried) else None))
+
+    def action_undo(self) -> None:
+        """z: undo this session's latest decision or note: the flag gets back its state and note (written as a
+        ``flag:undo`` audit row) and the queue shows it."""
+        if not self.undo_stack:
+            self.notify("nothing to undo", severity="warning")
+            return
+        fid, state, note, carried = self.undo_stack.pop()
+        hit = np.flatnonzero(self.flags["id"].to_numpy() == fid) if len(self.flags) else []
+        if len(hit):
+            i = int(hit[0])
+            self.flags.loc[i, ["state", "note"]] = [state, note]
+            if "carried_from" in self.flags:
+                self.flags.loc[i, "carried_from"] = carried if carried is not None else pd.NA
+            if "stored_state" in self.flags:
+                self.flags.loc[i, "stored_state"] = "open" if carried is not None else state
+            where = np.flatnonzero(self.view == i)
+            if where.size:
+                self.pos = int(where[0])
+        # a carried-over decision lives on the earlier flag: this one goes back to open with no note
+        self._save(fid, "open" if carried is not None else state, "" if carried is not None else note, undo=True)
+        self.last_decision = f"#{fid} back to {state}"
+        self.render_current()
+
+    def action_next_open(self) -> None:
+        """n: the next flag still open in this view (wrapping round), whatever the filter."""
+        if not len(self.view):
+            return
+        states = self.flags["state"].to_numpy()[self.view]
+        order = np.r_[np.arange(self.pos + 1, len(self.view)), np.arange(0, self.pos + 1)]
+        hit = order[states[order] == "open"]
+        if not hit.size:
+            self.notify(f"every {self.NOUN.lower()} here is triaged")
+            return
+        self.pos = int(hit[0])
         self.render_current()
 
     def action_note(self) -> None:
@@ -221,6 +276,8 @@ class FlagQueueScreen(BenchScreen):
         def done(note: str | None) -> None:
             if note is None:
                 return
+            self._remember(i)
+            self.last_decision = f"#{fid} note saved"
             self.flags.loc[i, "note"] = note
             self._save(fid, str(self.flags["state"].iloc[i]), note)
             self.render_current()
@@ -228,20 +285,20 @@ class FlagQueueScreen(BenchScreen):
         self.app.push_screen(PromptDialog(f"Note on {self.NOUN.lower()} #{fid}", value=str(self.flags["note"].iloc[i]),
                                           help="Saved with the flag and in the audit log."), done)
 
-    def _save(self, flag_id: int, state: str, note: str | None) -> None:
+    def _save(self, flag_id: int, state: str, note: str | None, *, undo: bool = False) -> None:
         from benchloupe.store import curation
 
         with self._pending_lock:
             old = self._pending.get(flag_id)
             if note is None and old is not None:
                 note = old[1]
-            self._pending[flag_id] = (state, note)
+            self._pending[flag_id] = (state, note, undo)
 
         def write(conn: sqlite3.Connection) -> None:
             with self._pending_lock:
                 latest = self._pending.pop(flag_id, None)
             if latest is not None:
-                curation.set_flag_state(conn, flag_id, latest[0], latest[1])
+                curation.set_flag_state(conn, flag_id, latest[0], latest[1], undo=latest[2])
 
         store_write(self, write, reload=False)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 import sqlite3
 
 import pandas as pd
@@ -28,6 +29,16 @@ RUN_COLUMNS = [Column("id", "run", 5, fmt_int, right=True), Column("kind", "kind
 MOVED_COLUMNS = [Column("model", "model", 30), Column("rank_a", "rank A", 7, fmt_int, right=True),
                  Column("rank_b", "rank B", 7, fmt_int, right=True),
                  Column("moved", "moved", 6, lambda v: f"{int(v):+d}", right=True)]
+
+
+_CITATION = re.compile(r"\s*\((?:[^()]*\b(?:paper|Appendix)\b[^()]*|§[^()]*)\)|,?\s*\bAlgorithm \d+\b|^Table \d+\s+")
+
+
+def plain_title(title: str) -> str:
+    """An analysis' title in words, without the paper citation the code keeps ("Residual anomaly candidates
+    (paper 000 §4.3)" reads "Residual anomaly candidates"): a curator reads what it does, not where it is from."""
+    words = _CITATION.sub("", str(title)).strip(" ,")
+    return words[:1].upper() + words[1:] if words else str(title)
 
 
 def metric_summary(metrics: dict, limit: int = 8) -> str:
@@ -112,7 +123,8 @@ class RunsScreen(BenchScreen):
 
         listed = sorted(ANALYSES.values(), key=lambda a: AREA_ORDER.index(a.area) if a.area in AREA_ORDER
                         else len(AREA_ORDER))
-        an = pd.DataFrame([{"name": a.name, "area": a.area, "inputs": a.inputs, "title": a.title} for a in listed],
+        an = pd.DataFrame([{"name": a.name, "area": a.area, "inputs": a.inputs, "title": plain_title(a.title)}
+                           for a in listed],
                           columns=["name", "area", "inputs", "title"])
         hist = runs.list_runs(conn, benchmark)
         hist["summary"] = [metric_summary(json.loads(m)) if s == "done" else (e or "")
@@ -164,7 +176,9 @@ class RunsScreen(BenchScreen):
             box.update(Text("no runs yet for this benchmark", style="dim"))
             return
         r = hist.frame.iloc[hist.row]
-        text = Text(f"#{r['id']} {r['kind']} · {r['status']}", style="bold")
+        analysis = self.analyses.get(r["kind"])
+        text = Text(f"run #{r['id']}: {plain_title(analysis.title) if analysis else r['kind']} · {r['status']}",
+                    style="bold")
         text.append(f" · seed {r['seed']} · {r['created_at']} → {r['finished_at'] or '…'}\n")
         if r["error"]:
             text.append(f"error: {r['error']}\n", style="red")
@@ -210,7 +224,7 @@ class RunsScreen(BenchScreen):
             self.app.start_job(f"{name} on {target}",
                                analysis_job(self.app.db_path, name, target, conf, values.get("arena")))
 
-        self.app.push_screen(FormDialog(f"Start {name}: {analysis.title}", fields,
+        self.app.push_screen(FormDialog(f"Start {name}: {plain_title(analysis.title)}", fields,
                                         note="Defaults are the paper's; edit any field."), submit)
 
     def action_mark(self) -> None:

@@ -106,3 +106,24 @@ class FormDialog(ModalScreen[dict | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """Ask a yes/no question: ``y`` answers yes, ``n`` or escape no (the safe answer is the default)."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+                Binding("n,escape", "answer(False)", "No", id="confirm.no")]
+
+    def __init__(self, question: str, *, detail: str = "") -> None:
+        super().__init__()
+        self.question, self.detail = question, detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(safe_text(Text(self.question, style="bold")))
+            if self.detail:
+                yield SafeStatic(Text(self.detail, style="dim"))
+            yield SafeStatic(Text("y: yes   n/escape: no", style="dim"))
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

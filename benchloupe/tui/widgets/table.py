@@ -199,6 +199,15 @@ class FrameTable(ScrollView, can_focus=True):
         else:
             self.cursor = min(self.cursor, max(len(self.view) - 1, 0))
 
+    def update_rows(self, rows: list[int]) -> None:
+        """Reformat frame rows *rows* after their values changed in ``self.frame`` (a decision shown at once)."""
+        if not len(rows):
+            return
+        lines = format_lines(self.frame.iloc[list(rows)], self.columns)
+        for r, line in zip(rows, lines):
+            self._lines[r] = line
+        self.refresh()
+
     def set_view(self, index: np.ndarray) -> None:
         """Show only frame rows *index* (in their sorted order); the cursor goes to the top."""
         self._base = np.asarray(index, np.int64)
