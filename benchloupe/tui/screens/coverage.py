@@ -101,7 +101,14 @@ class CoverageScreen(BenchScreen):
             text.append("pass" if not failed else "fail: " + ", ".join(failed),
                         style="bold green" if not failed else "bold red")
         head.update(text)
-        self.query_one("#coverage-notes", SafeStatic).update(notes_text(m))
+        notes = notes_text(m)
+        if self.size.height < 40:  # 80x24: one line per note, so the plot and the gap table keep their room
+            lines = notes.split("\n")
+            for line in lines:
+                line.truncate(max(self.size.width - 2, 20), overflow="ellipsis")
+            notes = Text("\n").join(lines)
+        self._note_lines = notes.plain.count("\n") + 1 if notes.plain else 0
+        self.query_one("#coverage-notes", SafeStatic).update(notes)
         table.set_data(data["gaps"], GAP_COLUMNS, data["lines"])
         table.focus()
         self._plot()
@@ -116,8 +123,10 @@ class CoverageScreen(BenchScreen):
         spans = [(float(lo), float(hi)) for lo, hi in zip(gaps["lo"], gaps["hi"])]
         band = self.data["run"]["metrics"].get("ability_range")
         band = tuple(band) if isinstance(band, list) and len(band) == 2 else None
-        plot = ecdf_plot(self.data["z"], spans, width=max(self.size.width - 2, 40),
-                         height=max(min(self.size.height - 17, 16), 5), selected=table.row, band=band)
+        # The plot's widget has one column of padding on each side; its height leaves the gap table 5 rows.
+        rows = self.size.height - 15 - getattr(self, "_note_lines", 0)
+        plot = ecdf_plot(self.data["z"], spans, width=max(self.size.width - 4, 40),
+                         height=max(min(rows, 16), 4), selected=table.row, band=band)
         self.query_one("#coverage-plot", SafeStatic).update(plot)
 
     def action_run_coverage(self) -> None:
