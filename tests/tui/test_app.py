@@ -298,3 +298,14 @@ async def test_compare_two_runs(demo_db):
         assert "Spearman 0.800" in head and "Kendall 0.667" in head and "2 models changed rank" in head
         moved = app.screen.query_one("#moved").frame
         assert sorted(moved["moved"].tolist()) == [-1, 0, 0, 1]
+
+
+async def test_opens_on_a_benchmark_with_static_results(demo_db):
+    """A new user opening the demo lands on a benchmark whose Coverage and BenchFill screens have content, not on
+    the arena-only set that sorts first (seen in tmux: 7 then showed "no coverage run")."""
+    app = BenchloupeApp(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
+        table = app.screen.query_one("#bench-table")
+        assert table.frame["name"].iloc[0] == "demo-arena"
+        assert app.benchmark == "demo-chem"

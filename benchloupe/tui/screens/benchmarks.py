@@ -73,8 +73,9 @@ class BenchmarksScreen(BenchScreen):
             msg.append(" imports a results file.")
             hint.update(msg)
         else:
-            if self.app.benchmark is None:
-                self.app.benchmark = str(df["name"].iloc[0])
+            if self.app.benchmark is None:  # the first benchmark with static results: every screen has content
+                static = df[df["kind"] != "arena"] if "kind" in df else df
+                self.app.benchmark = str((static if len(static) else df)["name"].iloc[0])
                 self.query_one("TopBar").refresh_bar()
             table.move_to_value("name", self.app.benchmark)
             hint.update(Text(f"{len(df)} benchmarks in {self.app.db_path.name}.  enter opens one, "
