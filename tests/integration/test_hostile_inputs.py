@@ -20,8 +20,6 @@ import random
 import re
 import shutil
 import sqlite3
-import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +27,7 @@ import numpy as np
 import pytest
 
 from benchloupe.cli.main import main
+from tests.warnings_shown import warnings_on_stderr
 
 HOSTILE_TEXT = "\x1b]0;pwned\x07\x1b]52;c;aGk=\x07\x1b[2J[bold red]x[/]\b\b\u202e\x9b31m\u00e9\u4e2d\U0001f600"
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -156,17 +155,6 @@ LOGS = {
                                                                         "model": "openai/" + HOSTILE_TEXT}})}),
 }
 
-
-@contextlib.contextmanager
-def warnings_on_stderr():
-    """Warnings printed as a user would see them (pytest otherwise records them and stderr stays clean)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")  # Python's own defaults: these four are not shown to users
-        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-            warnings.simplefilter("ignore", category)
-        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(
-            warnings.formatwarning(message, category, filename, lineno, line))
-        yield
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:

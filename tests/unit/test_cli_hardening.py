@@ -14,7 +14,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,22 +21,12 @@ import pytest
 
 from benchloupe.cli.main import main
 from benchloupe.store import db as store_db
+from tests.warnings_shown import warnings_on_stderr
 
 ESC_NAME = "evil\x1b]0;pwned\x07\x1b[2J\x9b31m\b"
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 ROOT = Path(__file__).resolve().parents[2]
 
-
-@contextlib.contextmanager
-def warnings_on_stderr():
-    """Warnings printed as a user would see them (pytest otherwise records them and stderr stays clean)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")  # Python's own defaults: these four are not shown to users
-        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-            warnings.simplefilter("ignore", category)
-        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(
-            warnings.formatwarning(message, category, filename, lineno, line))
-        yield
 
 
 def run(argv, stdin: str | None = None) -> tuple[int, str, str]:
