@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchloupe.cli.errors import CliError, db_path
+from benchloupe.cli.errors import CliError, db_path, stored_run
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
 
@@ -24,8 +24,6 @@ def cmd_audit(args) -> int:
     from benchloupe.engine.common import EngineError
     from benchloupe.engine.neartie import AuditConfig
     from benchloupe.jobs.audit import check_report_path
-    from benchloupe.store import runs
-    from benchloupe.store.db import connect
 
     fixed = {"family_from": args.family_from, "protocol": args.protocol,
              "drop_small_families": bool(args.drop_small_families)}
@@ -42,12 +40,7 @@ def cmd_audit(args) -> int:
         raise CliError(str(exc)) from None
     rid = jobs.analysis("neartie").run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
                                        progress=StderrProgress("audit"))
-    conn = connect(db_path(args))
-    try:
-        run = runs.get_run(conn, rid)
-        folds = runs.load_artifact(conn, rid, "folds")
-    finally:
-        conn.close()
+    run, folds = stored_run(args, rid, "folds")
     t1 = run["metrics"]["table1"]
     where = str(report) if report else None
     if args.json:

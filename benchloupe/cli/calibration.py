@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from benchloupe.cli.errors import CliError, connect_db, db_path
+from benchloupe.cli.errors import CliError, connect_db, db_path, stored_run
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
 from benchloupe.textsafe import visible
@@ -278,19 +278,12 @@ register_bootstrap = _diag_command(
 def cmd_evaluate(args) -> int:
     from benchloupe import jobs
     from benchloupe.jobs.calibration import EvaluateConfig
-    from benchloupe.store import runs
-    from benchloupe.store.db import connect
 
     cfg = config_from_args(args, EvaluateConfig)
     rid = jobs.analysis("evaluate").run(db_path(args), args.benchmark, cfg, arena=args.arena,
                                         reward_model=args.reward_model, progress=StderrProgress("evaluate"),
                                         **_external(args))
-    conn = connect(db_path(args))
-    try:
-        run = runs.get_run(conn, rid)
-        tab = runs.load_artifact(conn, rid, "comparison")
-    finally:
-        conn.close()
+    run, tab = stored_run(args, rid, "comparison")
     if args.json:
         print_json({"run_id": rid, "kind": "evaluate", "benchmark": run["benchmark"], "metrics": run["metrics"],
                     "timings": run["timings"], "table": tab})

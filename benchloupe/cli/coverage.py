@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchloupe.cli.errors import CliError, db_path
+from benchloupe.cli.errors import CliError, db_path, stored_run
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
 from benchloupe.cli.output import kv, print_json, table
 
@@ -10,18 +10,10 @@ from benchloupe.cli.output import kv, print_json, table
 def cmd_coverage(args) -> int:
     from benchloupe import jobs
     from benchloupe.jobs.coverage import CoverageConfig
-    from benchloupe.store import runs
-    from benchloupe.store.db import connect
 
     cfg = config_from_args(args, CoverageConfig)
     rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"))
-    conn = connect(db_path(args))
-    try:
-        run = runs.get_run(conn, rid)
-        gaps = runs.load_artifact(conn, rid, "gaps")
-        ecdf = runs.load_artifact(conn, rid, "ecdf")
-    finally:
-        conn.close()
+    run, gaps, ecdf = stored_run(args, rid, "gaps", "ecdf")
     m = run["metrics"]
     if args.json:
         print_json({"run_id": rid, "benchmark": args.benchmark, "metrics": m, "timings": run["timings"],
@@ -112,19 +104,12 @@ def register_coverage(sub, common) -> None:
 def cmd_calibrate(args) -> int:
     from benchloupe import jobs
     from benchloupe.jobs.coverage import CalibrateConfig
-    from benchloupe.store import runs
-    from benchloupe.store.db import connect
 
     if args.cfg_k is not None and args.cfg_k < 1:
         raise CliError(f"--k {args.cfg_k}: keep at least one item (leave --k out to keep half the benchmark)")
     cfg = config_from_args(args, CalibrateConfig)
     rid = jobs.analysis("calibrate").run(db_path(args), args.benchmark, cfg, name=args.name)
-    conn = connect(db_path(args))
-    try:
-        run = runs.get_run(conn, rid)
-        sweep = runs.load_artifact(conn, rid, "sweep")
-    finally:
-        conn.close()
+    run, sweep = stored_run(args, rid, "sweep")
     if args.json:
         print_json({"run_id": rid, "metrics": run["metrics"], "sweep": sweep})
         return 0

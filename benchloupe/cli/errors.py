@@ -31,3 +31,14 @@ def connect_db(args, *, must_exist: bool = True):
 
 def stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def stored_run(args, run_id: int, *artifacts: str) -> tuple:
+    """A just-stored run and the named artifacts, read over one short connection: ``(run, artifact, ...)``."""
+    from benchloupe.store import runs
+
+    conn = connect_db(args)
+    try:
+        return (runs.get_run(conn, run_id), *(runs.load_artifact(conn, run_id, a) for a in artifacts))
+    finally:
+        conn.close()
