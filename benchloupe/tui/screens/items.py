@@ -101,7 +101,7 @@ class ItemsScreen(BenchScreen):
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="items-status", classes="status-line", markup=False)
         yield Input(placeholder="search key, group and text (escape clears)", id="items-search")
-        yield FrameTable(id="items-table")
+        yield FrameTable(id="items-table", searchable=False)
 
     # ------------------------------------------------------------------ data
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:

@@ -1,0 +1,134 @@
+"""Finding and moving around (issue 11, "what a curator expects" 3-6 and "identity must survive 80 columns"):
+``/`` search and ``s``/``S`` sort on every list, from an item or a model to its flags with the flagged model
+marked on the item's curve, switching benchmark in place (remembered per database), export of the shown table
+and of the decisions, the palette's commands, and rows that fill exactly the width of the screen with nothing
+stray at the right edge. Real demo database, keys only."""
+
+from __future__ import annotations
+
+import pytest
+from rich.cells import cell_len
+
+from benchloupe.tui.app import BenchloupeApp
+from benchloupe.tui.widgets.table import FrameTable
+from tests.tui.conftest import loaded, wait_until
+
+pytestmark = pytest.mark.anyio
+SIZE = (80, 24)
+PARTIAL_BLOCKS = set("▁▂▃▄▅▆▇▉▊▋▌▍▎▏")
+
+
+def _screen_lines(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def _type(pilot, text: str) -> None:
+    await pilot.press(*[{" ": "space", "-": "minus", "/": "slash"}.get(ch, ch) for ch in text])
+
+
+# ---------------------------------------------------------------------------------------------- search / sort
+LISTS = {  # screen key, mode, table id, a search text that keeps some but not all rows, a column to find it in
+    "benchmarks": ("1", "benchmarks", "bench-table", "chem", "name"),
+    "runs": ("4", "runs", "history", "neartie", "kind"),
+    "coverage": ("7", "coverage", "gaps", "0.8", "lo"),
+}
+
+
+@pytest.mark.parametrize("name", list(LISTS))
+async def test_slash_searches_and_s_sorts_every_list(flagged_db, name):
+    key, mode, table_id, text, column = LISTS[name]
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(key)
+        await wait_until(pilot, loaded(app, mode), what=mode)
+        table = app.screen.query_one(f"#{table_id}", FrameTable)
+        table.focus()
+        await pilot.pause()
+        total = len(table.view)
+        assert total > 1
+        await pilot.press("slash")
+        await _type(pilot, text)
+        await wait_until(pilot, lambda: table.query == text, what="the search text")
+        kept = table.frame.iloc[table.view]
+        assert 0 < len(kept) < total, (len(kept), total)
+        assert all(text in " ".join(str(v) for v in row).lower() for row in kept.itertuples(index=False))
+        assert f"{len(kept)} of {total}" in " ".join(_screen_lines(app))
+        await pilot.press("enter")
+        assert app.focused is table
+        await pilot.press("escape")
+        assert len(table.view) == total and table.query == ""
+        await pilot.press("s")
+        assert table.sort_key == table.columns[0].key and not table.descending
+        assert "↑" in table.render_line(0).text
+        await pilot.press("s")
+        second = table.columns[1]
+        assert table.sort_key == second.key
+        values = table.frame[second.sort_key or second.key].iloc[table.view].dropna().tolist()
+        assert values == sorted(values)
+        await pilot.press("S")
+        assert table.descending and "↓" in table.render_line(0).text
+        values = table.frame[second.sort_key or second.key].iloc[table.view].dropna().tolist()
+        assert values == sorted(values, reverse=True)
+
+
+async def test_benchfill_sessions_search_and_sort(flagged_db):
+    from benchloupe.store import fill, read
+    from benchloupe.store.db import connect
+
+    conn = connect(flagged_db)
+    try:
+        bid = read.benchmark_id(conn, "demo-math")
+        for lo in (0.1, 0.5, 0.7):
+            fill.create_session(conn, bid, lo, lo + 0.1, lo + 0.05, {})
+    finally:
+        conn.close()
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("8")
+        await wait_until(pilot, loaded(app, "benchfill"), what="benchfill")
+        table = app.screen.query_one("#sessions", FrameTable)
+        table.focus()
+        await pilot.press("slash")
+        await _type(pilot, "0.5")
+        await wait_until(pilot, lambda: table.query == "0.5", what="search")
+        assert len(table.view) == 1
+        await pilot.press("escape", "s", "S")
+        assert table.sort_key == "id" and table.descending
+
+
+# ---------------------------------------------------------------------------------------------- 80 columns
+async def test_rows_fill_the_width_with_nothing_stray_at_the_right_edge(flagged_db):
+    """At 80x24 every Items row is exactly the table's width in cells, a column cut by the screen's edge
+    ends in "…" (it read "acti" for "active"), and the scrollbar thumb is whole cells, not a ▇ glyph that
+    reads as a stray character in the last column (issue 11)."""
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        table = app.screen.query_one("#items-table", FrameTable)
+        width = table.scrollable_content_region.width  # the table's cells less its vertical scrollbar
+        assert width == SIZE[0] - 1
+        for y in range(table.scrollable_content_region.height):
+            strip = table.render_line(y)
+            assert strip.cell_length == width, (y, strip.text)
+            assert cell_len(strip.text) == width
+        lines = _screen_lines(app)
+        assert all(cell_len(line) == SIZE[0] for line in lines)
+        top = table.region.y
+        row = lines[top + 1]
+        assert row[:width] == table.render_line(1).text
+        assert row[width - 1] == "…", row  # the status column is cut by the edge, and says so
+        stray = [(y, line[-1]) for y, line in enumerate(lines) if line[-1] in PARTIAL_BLOCKS]
+        assert not stray, stray
+        assert not PARTIAL_BLOCKS & set("".join(lines)), "a partial block glyph on screen"
+
+
+def test_fixed_width_columns_cut_with_an_ellipsis():
+    import pandas as pd
+
+    from benchloupe.tui.widgets.table import Column, end_cut, format_lines
+
+    cols = [Column("owner", "owner", 8), Column("n", "n", 3)]
+    line = format_lines(pd.DataFrame({"owner": ["meta-llama-research", "ai2"], "n": ["1", "2"]}), cols)
+    assert line[0] == "meta-ll… 1  " and line[1] == "ai2      2  "
+    assert end_cut("🧪🧪🧪🧪🧪", 5) == "🧪🧪…" and cell_len(end_cut("🧪🧪🧪🧪🧪", 5)) <= 5
