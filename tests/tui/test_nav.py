@@ -6,6 +6,7 @@ stray at the right edge. Real demo database, keys only."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from rich.cells import cell_len
 
@@ -124,11 +125,65 @@ async def test_rows_fill_the_width_with_nothing_stray_at_the_right_edge(flagged_
 
 
 def test_fixed_width_columns_cut_with_an_ellipsis():
-    import pandas as pd
-
     from benchloupe.tui.widgets.table import Column, end_cut, format_lines
 
     cols = [Column("owner", "owner", 8), Column("n", "n", 3)]
     line = format_lines(pd.DataFrame({"owner": ["meta-llama-research", "ai2"], "n": ["1", "2"]}), cols)
     assert line[0] == "meta-ll… 1  " and line[1] == "ai2      2  "
     assert end_cut("🧪🧪🧪🧪🧪", 5) == "🧪🧪…" and cell_len(end_cut("🧪🧪🧪🧪🧪", 5)) <= 5
+
+
+# ---------------------------------------------------------------------------------------------- jumps
+def _anomalies(db) -> pd.DataFrame:
+    from benchloupe.store import curation
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        return curation.flags(conn, kind="anomaly")
+    finally:
+        conn.close()
+
+
+async def test_a_on_an_item_shows_that_items_flags(flagged_db):
+    flags = _anomalies(flagged_db)
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        await pilot.press("f")  # only flagged items
+        table = app.screen.query_one("#items-table", FrameTable)
+        await pilot.press("down")
+        item_id = int(table.current_value("id"))
+        assert item_id in set(flags["item_id"])
+        await pilot.press("a")
+        await wait_until(pilot, loaded(app, "anomalies"), what="anomalies")
+        screen = app.screen
+        await wait_until(pilot, lambda: len(screen.view) > 0, what="the item's flags")
+        assert set(screen.flags["item_id"].iloc[screen.view]) == {item_id}
+        assert len(screen.view) == int((flags["item_id"] == item_id).sum())
+        assert "only item" in str(screen.query_one("#queue-status").render())
+
+
+async def test_item_panel_marks_the_flagged_model_on_the_curve(flagged_db):
+    from benchloupe.jobs import ANALYSES
+    from benchloupe.tui.screens.items import show_item
+    from benchloupe.tui.screens.runs import default_config
+
+    ANALYSES["static"].run(flagged_db, "demo-math", default_config(ANALYSES["static"]))  # abilities to plot
+    flag = _anomalies(flagged_db).iloc[0]
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        show_item(app, int(flag["item_id"]), mark_model=int(flag["model_id"]))
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel" and app.screen.detail is not None,
+                         what="panel")
+        plot = str(app.screen.query_one("#item-plot").render())
+        assert plot.count("◆") == 2, plot  # on the curve and in its legend
+        assert f"{flag['model']} (the flagged model)" in plot
+        app.pop_screen()
+        await pilot.press("enter")  # opened from the table: nothing marked
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel" and app.screen.detail is not None,
+                         what="panel")
+        assert "◆" not in str(app.screen.query_one("#item-plot").render())
