@@ -12,7 +12,7 @@ from rich.cells import cell_len
 
 from benchloupe.tui.app import BenchloupeApp
 from benchloupe.tui.widgets.table import FrameTable
-from tests.tui.conftest import loaded, wait_until
+from tests.tui.conftest import idle, loaded, wait_until
 
 pytestmark = pytest.mark.anyio
 SIZE = (80, 24)
@@ -187,3 +187,145 @@ async def test_item_panel_marks_the_flagged_model_on_the_curve(flagged_db):
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel" and app.screen.detail is not None,
                          what="panel")
         assert "◆" not in str(app.screen.query_one("#item-plot").render())
+
+
+# ---------------------------------------------------------------------------------------------- benchmark switch
+async def test_B_switches_benchmark_in_place_and_it_is_remembered(flagged_db):
+    app = BenchloupeApp(flagged_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
+        first = app.benchmark
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        await pilot.press("enter")  # an item panel of the first benchmark: it closes on a switch
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel", what="panel")
+        await pilot.press("B")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "BenchmarkPicker"
+                         and len(app.screen.query_one(FrameTable).view) > 0, what="picker")
+        picker = app.screen.query_one(FrameTable)
+        names = list(picker.frame["name"])
+        target = next(n for n in ("demo-math", "demo-chem") if n != first)
+        while picker.current_value("name") != target:
+            await pilot.press("down")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.benchmark == target and loaded(app, "items")(), what="the switch")
+        assert type(app.screen).__name__ == "ItemsScreen"
+        assert set(app.screen.frame["key"].str.split("-").str[0]) == {target.split("-")[1]}
+        assert target in str(app.screen.query_one("#topbar").render())
+        await pilot.press("3")  # every screen shows the chosen one
+        await wait_until(pilot, loaded(app, "models"), what="models")
+        assert app.screen.shown_token[0] == target
+        await pilot.press("B")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "BenchmarkPicker", what="picker")
+        await pilot.press("escape")  # cancel keeps the benchmark
+        assert app.benchmark == target
+        await wait_until(pilot, idle(app), what="the setting written")
+    assert len(names) >= 3
+    again = BenchloupeApp(flagged_db)  # the next start opens on it
+    assert again.benchmark == target
+    from benchloupe.store import curation
+    from benchloupe.store.db import connect
+
+    conn = connect(flagged_db)
+    try:
+        curation.put_setting(conn, "tui.last_benchmark", "gone-benchmark")
+    finally:
+        conn.close()
+    assert BenchloupeApp(flagged_db).benchmark is None  # gone: the Benchmarks screen's rule picks one
+
+
+# ---------------------------------------------------------------------------------------------- export
+async def test_w_exports_the_filtered_sorted_table_byte_exact(flagged_db, tmp_path, monkeypatch):
+    import csv
+
+    from tests.tui.conftest import EVIL
+
+    monkeypatch.chdir(tmp_path)
+    app = BenchloupeApp(flagged_db, benchmark="literal")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        await pilot.press("s", "S")  # key descending: "plain" before "[b]evil[/b]"
+        await pilot.press("w")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="the path dialog")
+        box = app.screen.query_one("Input")
+        assert box.value == str(tmp_path / "benchloupe-items-literal.csv")
+        await pilot.press("enter")
+        out = tmp_path / "benchloupe-items-literal.csv"
+        await wait_until(pilot, lambda: out.exists() and idle(app)(), what="the file")
+        assert any(str(out) in n.message for n in app._notifications)
+        with out.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        assert [r["key"] for r in rows] == ["plain", "[b]evil[/b]"]
+        assert rows[1]["text"] == EVIL  # the whole text, markup and emoji as stored, not cut or escaped
+        await pilot.press("slash")
+        await _type(pilot, "plain")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(app.screen.query_one(FrameTable).view) == 1, what="search")
+        await pilot.press("w")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="the path dialog")
+        box = app.screen.query_one("Input")
+        box.value = str(tmp_path / "plain.json")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: (tmp_path / "plain.json").exists() and idle(app)(), what="the json")
+        import json
+
+        data = json.loads((tmp_path / "plain.json").read_text(encoding="utf-8"))
+        assert [d["key"] for d in data] == ["plain"]
+        await pilot.press("w")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="the path dialog")
+        app.screen.query_one("Input").value = str(tmp_path / "nope.txt")
+        await pilot.press("enter")
+        assert "end the name in .csv or .json" in str(app.screen.query_one("#dialog-error").render())
+
+
+async def test_W_exports_the_decisions(flagged_db, tmp_path):
+    import csv
+
+    from benchloupe.store import curation
+    from benchloupe.store.db import connect
+
+    flags = _anomalies(flagged_db)
+    note = 'odd "quoted", ,comma\nnewline [b]x[/b] \x1b]0;t\x07'
+    conn = connect(flagged_db)
+    try:
+        curation.set_flag_state(conn, int(flags["id"].iloc[0]), "confirmed", note)
+        curation.set_flag_state(conn, int(flags["id"].iloc[1]), "dismissed")
+    finally:
+        conn.close()
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        await wait_until(pilot, loaded(app, "anomalies"), what="anomalies")
+        await pilot.press("W")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="the path dialog")
+        out = tmp_path / "decisions.csv"
+        app.screen.query_one("Input").value = str(out)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: out.exists() and idle(app)(), what="the file")
+        shown = " ".join(n.message for n in app._notifications)
+        assert str(out) in shown and "\x1b" not in shown
+    with out.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["what"], r["id"], r["state"]) for r in rows} == {
+        ("flag", str(flags["id"].iloc[0]), "confirmed"), ("flag", str(flags["id"].iloc[1]), "dismissed")}
+    assert next(r for r in rows if r["state"] == "confirmed")["note"] == note  # byte-exact, control chars too
+
+
+# ---------------------------------------------------------------------------------------------- palette
+async def test_palette_offers_the_navigation_commands(flagged_db):
+    from benchloupe.tui.palette import WorkbenchCommands
+
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        provider = WorkbenchCommands(app.screen)
+        names = [name for name, _cb, _help in provider.commands()]
+        for wanted in ("items: search", "benchmark: switch", "export: table", "export: decisions",
+                       "items: item's flags"):
+            assert wanted in names, (wanted, names)
+        assert any(n.startswith("flags: next untriaged") for n in names)
+        callback = dict((n, cb) for n, cb, _h in provider.commands())["benchmark: switch"]
+        callback()
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "BenchmarkPicker", what="picker")
