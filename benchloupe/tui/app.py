@@ -21,12 +21,18 @@ from pathlib import Path
 from textual import work
 from textual.app import App, ScreenStackError
 from textual.binding import Binding
+from textual.scrollbar import ScrollBar
 from textual.worker import Worker, WorkerState
 
 from benchloupe.textsafe import visible
 from benchloupe.tui.palette import WorkbenchCommands
 from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
+from benchloupe.tui.widgets.table import WholeCellScrollBar
+
+# Every scrollbar's thumb in whole cells: the default's fractional ends are block glyphs (▇ ▁) that read as
+# stray characters at the right edge of tables and panels at 80x24 (issue 11).
+ScrollBar.renderer = WholeCellScrollBar
 
 WARM_UP_DELAY = 1.0
 PROGRESS_HZ = 4

@@ -122,6 +122,13 @@ async def test_rows_fill_the_width_with_nothing_stray_at_the_right_edge(flagged_
         stray = [(y, line[-1]) for y, line in enumerate(lines) if line[-1] in PARTIAL_BLOCKS]
         assert not stray, stray
         assert not PARTIAL_BLOCKS & set("".join(lines)), "a partial block glyph on screen"
+        for key, mode in (("2", "items"), ("7", "coverage")):  # Coverage's keys overflow the footer
+            await pilot.press(key)
+            await wait_until(pilot, loaded(app, mode), what=mode)
+            await pilot.pause(0.2)
+            footer = _screen_lines(app)[-1]
+            assert footer.endswith("^p palette"), repr(footer)  # flush right: nothing after it, no ▏ before it
+            assert "▏" not in footer
 
 
 def test_fixed_width_columns_cut_with_an_ellipsis():

@@ -228,9 +228,9 @@ class FrameTable(ScrollView, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False),
         Binding("left", "scroll_left", "Left", show=False),
         Binding("right", "scroll_right", "Right", show=False),
-        Binding("s", "sort(1)", "Sort", id="table.sort"),
+        Binding("s", "sort(1)", "Sort", show=False, id="table.sort"),
         Binding("S", "sort(-1)", "Reverse sort", show=False, id="table.reverse"),
-        Binding("slash", "search", "Search", id="table.search"),
+        Binding("slash", "search", "Search", show=False, id="table.search"),
         Binding("escape", "clear_search", "Clear search", show=False, id="table.clear"),
     ]
     COMPONENT_CLASSES = {"frame-table--header", "frame-table--cursor", "frame-table--dim"}
@@ -280,10 +280,6 @@ class FrameTable(ScrollView, can_focus=True):
         self.query = ""
         self._hay: np.ndarray | None = None
         self._match: np.ndarray | None = None
-
-    def on_mount(self) -> None:
-        self.vertical_scrollbar.renderer = WholeCellScrollBar
-        self.horizontal_scrollbar.renderer = WholeCellScrollBar
 
     # ---------------------------------------------------------------- data
     def set_data(self, frame: pd.DataFrame, columns: list[Column], lines: np.ndarray | None = None,
