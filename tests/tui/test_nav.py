@@ -58,6 +58,12 @@ async def test_slash_searches_and_s_sorts_every_list(flagged_db, name):
         assert app.focused is table
         await pilot.press("escape")
         assert len(table.view) == total and table.query == ""
+        await pilot.press("slash")
+        await _type(pilot, text)
+        await wait_until(pilot, lambda: len(table.view) < total, what="the search")
+        await pilot.press("escape")  # from the box itself: cleared, back on the table
+        assert len(table.view) == total and table.query == "" and app.focused is table
+        assert not app.screen.query("TableSearch")
         await pilot.press("s")
         assert table.sort_key == table.columns[0].key and not table.descending
         assert "↑" in table.render_line(0).text
@@ -189,6 +195,9 @@ async def test_item_panel_marks_the_flagged_model_on_the_curve(flagged_db):
         plot = str(app.screen.query_one("#item-plot").render())
         assert plot.count("◆") == 2, plot  # on the curve and in its legend
         assert f"{flag['model']} (the flagged model)" in plot
+        outcomes = app.screen.query_one("#item-outcomes").render()
+        assert str(outcomes).count("◆") == 1  # and in the outcomes list
+        assert any("yellow" in str(span.style) for span in outcomes.spans)
         app.pop_screen()
         await pilot.press("enter")  # opened from the table: nothing marked
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel" and app.screen.detail is not None,

@@ -14,6 +14,7 @@ import sqlite3
 
 import numpy as np
 import pandas as pd
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -25,7 +26,7 @@ from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
 from benchloupe.tui.widgets.safe import SafeStatic
-from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
+from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines, middle_cut
 
 SEARCH_DEBOUNCE = 0.05
 ORIGIN_SHORT = {"original": "orig", "benchfill": "fill", "derived": "deriv"}
@@ -361,19 +362,23 @@ class ItemPanel(BenchScreen):
         if not len(out):
             text.append("no static results for this item", style="dim")
             return text
+        marked, _label = self._mark(out)
         cells = []
         for r in out.itertuples():
             theta = f" {r.theta:+.2f}" if r.theta is not None and np.isfinite(r.theta) else ""
             cells.append((int(r.outcome), str(r.model), theta))
-        width = min(max(len(m) + len(t) for _, m, t in cells) + 4, 48)
+        width = min(max(cell_len(m) + len(t) for _, m, t in cells) + 4, 48)
         per_line = max((self.size.width - 2) // width, 1)
         for k, (outcome, model, theta) in enumerate(cells):
             mark, style = {1: ("●", "green"), 0: ("○", "red")}.get(outcome, ("·", "dim"))
+            if k == marked:  # the flagged model, as on the curve
+                mark, style = "◆", "bold yellow"
             text.append(mark + " ", style=style)
             room = width - 4 - len(theta)
-            text.append(model if len(model) <= room else model[:room - 1] + "…")
+            name = middle_cut(model, room)  # distinct names stay distinct
+            text.append(name, style="bold yellow" if k == marked else "")
             text.append(theta, style="dim")
-            pad = width - 2 - min(len(model), room) - len(theta)
+            pad = width - 2 - cell_len(name) - len(theta)
             text.append("\n" if (k + 1) % per_line == 0 else " " * pad)
         return text
 
