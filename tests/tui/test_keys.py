@@ -36,6 +36,9 @@ class RecordingApp(BenchloupeApp):
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         if self.recording:
+            if (isinstance(action, str) and default_namespace is not None
+                    and self._check_action_state(action, default_namespace) is False):
+                return False  # disabled here (check_action): the key goes on to the next node, as in a real run
             self.recorded.append(action if isinstance(action, str) else str(action))
             return True
         return await super().run_action(action, default_namespace, namespaces)
@@ -85,6 +88,9 @@ async def test_every_advertised_key_reaches_its_action(flagged_db):
         await pilot.press("enter")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel" and idle(app)(), what="panel")
         assert await _walk(pilot, app, "item panel") >= 2
+        await pilot.press("escape", "B")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "BenchmarkPicker" and idle(app)(), what="picker")
+        assert await _walk(pilot, app, "benchmark picker") >= 4  # enter, escape, and the table's s, /
 
 
 async def test_help_lists_the_footer_keys_and_everywhere_keys(flagged_db):

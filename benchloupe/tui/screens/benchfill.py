@@ -103,7 +103,7 @@ class BenchFillScreen(BenchScreen):
         self.summary: dict | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield FrameTable(id="sessions", sortable=False)
+        yield FrameTable(id="sessions")
         yield SafeStatic("", id="fill-summary", classes="status-line", markup=False)
         with VerticalScroll(id="fill-scroll"):
             yield SafeStatic("", id="fill-review", markup=False)

@@ -47,7 +47,7 @@ class CoverageScreen(BenchScreen):
         yield SafeStatic("", id="coverage-head", classes="status-line", markup=False)
         yield SafeStatic("", id="coverage-notes", markup=False)
         yield SafeStatic("", id="coverage-plot", markup=False)
-        yield FrameTable(id="gaps", sortable=False)
+        yield FrameTable(id="gaps")
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import curation, runs, views

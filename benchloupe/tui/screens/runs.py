@@ -112,7 +112,7 @@ class RunsScreen(BenchScreen):
     def compose_body(self) -> ComposeResult:
         yield SafeStatic(Text("Analyses · enter or n starts one with the paper's defaults", style="dim"),
                       classes="status-line")
-        yield FrameTable(id="analyses", sortable=False)
+        yield FrameTable(id="analyses")
         yield SafeStatic("", id="history-title", classes="status-line", markup=False)
         yield FrameTable(id="history")
         yield SafeStatic("", id="run-detail", classes="detail", markup=False)
