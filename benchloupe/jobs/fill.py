@@ -484,6 +484,23 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
     return item_id
 
 
+def undo_candidate(db_path, candidate_id: int, note: str = "") -> dict:
+    """Undo a proposal's accept or reject (store.fill.undo_decision: the accepted item is removed again, or the
+    undo refused when later work uses it); after an accept's undo, coverage is recomputed without the item."""
+    conn = connect(db_path)
+    try:
+        bench = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
+                             " JOIN benchmarks b ON b.id = s.benchmark_id WHERE c.id = ?", (candidate_id,)).fetchone()
+        out = fillstore.undo_decision(conn, candidate_id, note)
+    finally:
+        conn.close()
+    if out["item_id"] is not None:
+        from .coverage import CoverageConfig, run_coverage
+
+        run_coverage(db_path, bench[0], CoverageConfig(uncertainty="none"))
+    return out
+
+
 def session_summary(db_path, session_id: int) -> dict:
     """Live progress of a session: rounds, children, valid, annotated, best distance, Table 2 metrics."""
     conn = connect(db_path)

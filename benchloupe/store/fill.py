@@ -13,6 +13,8 @@ import time
 
 import pandas as pd
 
+from benchloupe.textsafe import has_control
+
 from . import runners
 from .db import StoreError, audit, transaction
 
@@ -253,8 +255,9 @@ def decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: str
         if decision == "accept":
             text = edited_text if edited_text is not None else c["text"]
             answer = edited_answer if edited_answer is not None else c["answer"]
-            if not text.strip():
-                raise StoreError("the accepted text is empty; edit it or reject the proposal")
+            problem = edit_problem(text, answer)
+            if problem:
+                raise StoreError(f"proposal {candidate_id} not accepted: {problem}")
             bid = c["benchmark_id"]
             pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
             parent = conn.execute("SELECT grp, kind, chance FROM items WHERE id = ?", (c["parent_item_id"],)).fetchone()
@@ -275,3 +278,70 @@ def decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: str
         audit(conn, f"fill:{decision}", "fill_candidate", candidate_id,
               json.dumps({"item_id": item_id, "edited": edited_text is not None}), note)
     return item_id
+
+
+def edit_problem(text: str, answer: str) -> str | None:
+    """Why a proposal's text and reference answer (as the LLM wrote them or as the curator edited them) cannot
+    become an item, or None: the rules that make the engine reject a rewrite (engine.benchfill.precheck_child):
+    no empty text or answer, no control characters (terminal escapes, NUL, backspace; newline and tab allowed)."""
+    if not str(text).strip():
+        return "the text is empty; write the question or reject the proposal"
+    if not str(answer).strip():
+        return "the reference answer is empty; give the answer or reject the proposal"
+    for what, value in (("text", text), ("reference answer", answer)):
+        if has_control(str(value)):
+            return (f"the {what} contains control characters (terminal escapes, NUL, backspace); remove them "
+                    "(newline and tab are fine)")
+    return None
+
+
+def undo_decision(conn: sqlite3.Connection, candidate_id: int, note: str = "") -> dict:
+    """Take back the accept or reject of a proposal: it is pending again (note and decision time cleared),
+    audited as ``fill:undo`` with the decision it replaced. Undoing an accept deletes exactly the item the
+    accept inserted (its rows in coverage runs go with it; the caller recomputes coverage) in the same
+    transaction, and is refused, changing nothing, when later work depends on that item: results, preferences
+    or flags on it, an item after it in the benchmark (results are stored by position), an item or a BenchFill
+    session built from it, or a run other than coverage that used it. Returns ``{"from", "item_id"}``."""
+    with transaction(conn):
+        c = conn.execute("SELECT c.*, s.benchmark_id FROM fill_candidates c JOIN fill_sessions s"
+                         " ON s.id = c.session_id WHERE c.id = ?", (candidate_id,)).fetchone()
+        if c is None:
+            raise StoreError(f"no BenchFill candidate {candidate_id}")
+        if c["review_state"] not in ("accepted", "rejected"):
+            raise StoreError(f"proposal {candidate_id} is {c['review_state']}: there is no decision to undo")
+        item_id = c["item_id"] if c["review_state"] == "accepted" else None
+        if item_id is not None:
+            why = _item_dependents(conn, int(item_id), int(c["benchmark_id"]), candidate_id)
+            if why:
+                raise StoreError(f"cannot undo the accept of proposal {candidate_id}: item #{item_id} is already "
+                                 f"used ({why}); retire the item on 2 Items instead")
+            conn.execute("DELETE FROM items WHERE id = ?", (item_id,))
+        conn.execute("UPDATE fill_candidates SET review_state = 'pending', note = '', item_id = NULL,"
+                     " decided_at = NULL WHERE id = ?", (candidate_id,))
+        audit(conn, "fill:undo", "fill_candidate", candidate_id,
+              json.dumps({"from": c["review_state"], "note_from": c["note"], "item_id": item_id}), note)
+    return {"from": c["review_state"], "item_id": item_id}
+
+
+def _item_dependents(conn: sqlite3.Connection, item_id: int, benchmark_id: int, candidate_id: int) -> str:
+    """What, if anything, was built on an accepted BenchFill item since its accept (empty: nothing)."""
+    pos = conn.execute("SELECT pos FROM items WHERE id = ?", (item_id,)).fetchone()
+    if pos is None:
+        return ""
+    checks = (
+        ("a later item in the benchmark", "SELECT count(*) FROM items WHERE benchmark_id = ? AND pos > ?",
+         (benchmark_id, pos[0])),
+        ("static results cover it", "SELECT count(*) FROM static_results WHERE benchmark_id = ? AND n > ?",
+         (benchmark_id, pos[0])),
+        ("arena rewards", "SELECT count(*) FROM arena_rewards WHERE item_id = ?", (item_id,)),
+        ("preferences", "SELECT count(*) FROM preferences WHERE item_id = ?", (item_id,)),
+        ("flags", "SELECT count(*) FROM flags WHERE item_id = ?", (item_id,)),
+        ("an item derived from it", "SELECT count(*) FROM items WHERE parent_id = ?", (item_id,)),
+        ("a BenchFill proposal rewritten from it", "SELECT count(*) FROM fill_candidates WHERE parent_item_id = ?"
+         " AND id != ?", (item_id, candidate_id)),
+        ("a BenchFill session over it", "SELECT count(*) FROM fill_sessions s, json_each(s.config, '$.item_ids') j"
+         " WHERE s.benchmark_id = ? AND j.value = ?", (benchmark_id, item_id)),
+        ("a run other than coverage", "SELECT count(*) FROM run_items x JOIN runs r ON r.id = x.run_id"
+         " WHERE x.item_id = ? AND r.kind != 'coverage'", (item_id,)),
+    )
+    return ", ".join(what for what, sql, args in checks if conn.execute(sql, args).fetchone()[0])
