@@ -317,10 +317,22 @@ class ItemPanel(BenchScreen):
         else:
             plot.append_text(icc_plot(out["theta"].astype(float).to_numpy(), out["outcome"].to_numpy(),
                                       difficulty=b, sharpness=a,
-                                      chance=d.get("chance"), width=width, height=8))
+                                      chance=d.get("chance"), width=width, height=8, mark=self._curve_mark(out)))
         self.query_one("#item-plot", SafeStatic).update(plot)
         self.query_one("#item-outcomes", SafeStatic).update(self._outcomes(out))
         self.query_one("#item-params", SafeStatic).update(self._params(params))
+
+    mark_model: int | None = None  # set by a jump from a flag (screens/queue.py open_item_panel)
+
+    def _curve_mark(self, out: pd.DataFrame) -> tuple[float, str] | None:
+        """The flagged model the panel was opened for, as (ability, name) for the curve (review's jump)."""
+        if self.mark_model is None or "model_id" not in out:
+            return None
+        hit = out[out["model_id"] == self.mark_model]
+        if not len(hit):
+            return None
+        theta = hit["theta"].iloc[0]
+        return (float(theta) if theta is not None and pd.notna(theta) else float("nan"), str(hit["model"].iloc[0]))
 
     def _outcomes(self, out: pd.DataFrame) -> Text:
         text = Text("\nOutcomes by ability (● right ○ wrong · missing)\n", style="bold underline")

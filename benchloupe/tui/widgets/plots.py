@@ -65,10 +65,15 @@ def _labels(height: int, top: str, mid: str, bottom: str) -> list[str]:
     return out
 
 
+MARK = Style(color="magenta", bold=True)
+
+
 def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None, sharpness: float | None,
-             chance: float | None = None, width: int = 60, height: int = 10) -> Text:
+             chance: float | None = None, width: int = 60, height: int = 10,
+             mark: tuple[float, str] | None = None) -> Text:
     """Correct (green ●) answers on the top row and wrong (red ○) on the bottom row at each model's ability;
-    the fitted curve (cyan) when the item has parameters; x axis = ability."""
+    the fitted curve (cyan) when the item has parameters; x axis = ability. *mark* ``(ability, name)``: one
+    model (the flagged one) drawn as a magenta ◆ at its answer and ▲ under the axis, named below."""
     theta = np.asarray(theta, float)
     outcome = np.asarray(outcome)
     keep = np.isfinite(theta) & (outcome >= 0)
@@ -99,8 +104,19 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
                 grid.put(bx, r, "┊", AXIS)
     for c, v in zip(col, y):
         grid.put(int(c), 0 if v else height - 1, "●" if v else "○", RIGHT if v else WRONG)
+    mark_x = None
+    if mark is not None and math.isfinite(mark[0]):
+        mark_x = int(np.clip(round((mark[0] - lo) / (hi - lo) * (plot_w - 1)), 0, plot_w - 1))
+        for r in range(1, height - 1):
+            if grid.chars[r][mark_x] == " ":
+                grid.put(mark_x, r, "┆", MARK)
+        hit = np.flatnonzero(np.isclose(th, mark[0]))
+        if hit.size:
+            grid.put(mark_x, 0 if y[hit[0]] else height - 1, "◆", MARK)
     grid.to_text(left, text)
     axis = " " * (len(left[0]) - 1) + "└" + "─" * plot_w + "\n"
+    if mark_x is not None:
+        axis = axis[:len(left[0]) + mark_x] + "▲" + axis[len(left[0]) + mark_x + 1:]
     text.append(axis, AXIS)
     lo_s, hi_s = f"θ {lo:+.1f}", f"{hi:+.1f}"
     text.append(" " * len(left[0]) + lo_s + " " * max(plot_w - len(lo_s) - len(hi_s), 1) + hi_s, AXIS)
@@ -108,6 +124,12 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
         text.append(f"\n{' ' * len(left[0])}┊ b = {difficulty:+.2f}", AXIS)
         if sharpness is not None and math.isfinite(sharpness):
             text.append(f"   a = {sharpness:.2f}", AXIS)
+    if mark is not None:
+        text.append(f"\n{' ' * len(left[0])}")
+        if mark_x is None:
+            text.append(f"flagged model {mark[1]}: no fitted ability, so not on the curve", AXIS)
+        else:
+            text.append(f"◆ ▲ flagged model {mark[1]} (θ {mark[0]:+.2f})", MARK)
     return text
 
 
