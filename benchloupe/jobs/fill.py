@@ -484,21 +484,60 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
     return item_id
 
 
-def undo_candidate(db_path, candidate_id: int, note: str = "") -> dict:
-    """Undo a proposal's accept or reject (store.fill.undo_decision: the accepted item is removed again, or the
-    undo refused when later work uses it); after an accept's undo, coverage is recomputed without the item."""
+def _benchmark_of(db_path, candidate_id: int) -> str:
     conn = connect(db_path)
     try:
-        bench = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
-                             " JOIN benchmarks b ON b.id = s.benchmark_id WHERE c.id = ?", (candidate_id,)).fetchone()
-        out = fillstore.undo_decision(conn, candidate_id, note)
+        row = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
+                           " JOIN benchmarks b ON b.id = s.benchmark_id WHERE c.id = ?", (candidate_id,)).fetchone()
     finally:
         conn.close()
-    if out["item_id"] is not None:
+    if row is None:
+        raise StoreError(f"no BenchFill candidate {candidate_id}")
+    return row[0]
+
+
+def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: str = "") -> list[int]:
+    """Accept or reject several proposals in one transaction (store.fill.decide_many); coverage is recomputed
+    once after accepts. Returns the new items' ids."""
+    if not candidate_ids:
+        return []
+    bench = _benchmark_of(db_path, candidate_ids[0])
+    if decision == "accept":
+        _coverage_current(db_path, bench)
+    conn = connect(db_path)
+    try:
+        items = fillstore.decide_many(conn, candidate_ids, decision, note)
+    finally:
+        conn.close()
+    if items:
         from .coverage import CoverageConfig, run_coverage
 
-        run_coverage(db_path, bench[0], CoverageConfig(uncertainty="none"))
+        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+    return items
+
+
+def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[dict]:
+    """Undo the accept or reject of proposals in one transaction (store.fill.undo_decisions: an accepted item
+    is removed again, or the whole undo refused when later work uses one); after an accept's undo, coverage
+    is recomputed without the item."""
+    if not candidate_ids:
+        return []
+    bench = _benchmark_of(db_path, candidate_ids[0])
+    conn = connect(db_path)
+    try:
+        out = fillstore.undo_decisions(conn, candidate_ids, note)
+    finally:
+        conn.close()
+    if any(o["item_id"] is not None for o in out):
+        from .coverage import CoverageConfig, run_coverage
+
+        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
     return out
+
+
+def undo_candidate(db_path, candidate_id: int, note: str = "") -> dict:
+    """:func:`undo_candidates` for one proposal."""
+    return undo_candidates(db_path, [candidate_id], note)[0]
 
 
 def session_summary(db_path, session_id: int) -> dict:

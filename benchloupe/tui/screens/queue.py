@@ -45,15 +45,15 @@ class FlagQueueScreen(BenchScreen):
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
     BINDINGS = [
-        Binding("j,down,right", "step(1)", "Next", id="queue.next"),
-        Binding("k,up,left", "step(-1)", "Prev", id="queue.prev"),
+        Binding("j,down,right", "step(1)", "Next", show=False, id="queue.next"),
+        Binding("k,up,left", "step(-1)", "Prev", show=False, id="queue.prev"),
         Binding("c", "decide('confirmed')", "Confirm", id="queue.confirm"),
         Binding("d", "decide('dismissed')", "Dismiss", id="queue.dismiss"),
         Binding("u", "decide('unsure')", "Unsure", id="queue.unsure"),
         Binding("o", "decide('open')", "Reopen", show=False, id="queue.reopen"),
         Binding("n", "next_open", "Next untriaged", id="queue.next_open"),
         Binding("z", "undo", "Undo", id="queue.undo"),
-        Binding("space", "mark", "Mark", id="queue.mark"),
+        Binding("space", "mark", "Mark", show=False, id="queue.mark"),
         Binding("e", "note", "Note", show=False, id="queue.note"),
         Binding("f", "filter", "Filter", show=False, id="queue.filter"),
         Binding("h", "toggle_superseded", "Earlier runs", show=False, id="queue.superseded"),
@@ -174,7 +174,7 @@ class FlagQueueScreen(BenchScreen):
             status.append(f" · {len(self.marked)} marked: c d u o decide them", style="bold magenta")
         if self.last_decision:
             status.append(f" · {self.last_decision} (z undo)", style="bold green")
-        status.append("  e note · f filter · enter item · ? all keys", style="dim")
+        status.append("  j k step · space mark · e note · ? all keys", style="dim")  # the status wraps to 2 lines
         self.query_one("#queue-status", SafeStatic).update(status)
         detail = self.query_one("#queue-detail", SafeStatic)
         if not len(self.view):
