@@ -193,3 +193,27 @@ async def test_jump_from_a_reversal_to_its_driving_item_on_items(flagged_db):
         await pilot.press("i")
         await wait_until(pilot, lambda: getattr(app.screen, "MODE", "") == "items" and idle(app)()
                          and app.screen.query_one("FrameTable").current_value("key") == key, what="driving item")
+
+
+async def test_gaps_marked_then_decided_together_and_undone_together(flagged_db):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await wait_until(pilot, loaded(app, "coverage"), what="coverage")
+        table = app.screen.query_one("FrameTable")
+        ids = [int(table.frame["flag_id"].iloc[table.view[i]]) for i in range(2)]
+        await pilot.press("space", "space")  # marked (● on the row), the cursor moving down
+        assert all(table._lines[table.view[i]].startswith("●") for i in range(2))
+        await pilot.press("d")
+        assert all("dismissed" in table._lines[table.view[i]] and "●" not in table._lines[table.view[i]]
+                   for i in range(2))
+        await wait_until(pilot, loaded(app, "coverage"), what="batch written")
+        flags, log = _flags(flagged_db, "gap")
+        assert set(flags.loc[ids, "state"]) == {"dismissed"}
+        assert all(json.loads(d)["batch"] == 2 for d in log.loc[log["action"] == "flag:dismissed", "detail"])
+        await pilot.press("z")
+        await wait_until(pilot, lambda: loaded(app, "coverage")() and not any(
+            "dismissed" in table._lines[table.view[i]] for i in range(2)), what="undo written")
+    flags, log = _flags(flagged_db, "gap")
+    assert set(flags.loc[ids, "state"]) == {"open"}
+    assert sorted(log.loc[log["action"] == "flag:undo", "entity_id"]) == sorted(ids)
