@@ -89,7 +89,8 @@ class BenchFillScreen(BenchScreen):
         Binding("e", "edit", "Edit+accept", id="fill.edit"),
         Binding("z", "undo", "Undo", id="fill.undo"),
         Binding("l", "skip", "Skip", show=False, id="fill.skip"),
-        Binding("space", "mark", "Mark", show=False, id="fill.mark", priority=True),  # over the table's page
+        Binding("space", "mark", "Mark for batch (a r decide all marked)", show=False, id="fill.mark",
+                priority=True),  # over the table's page
         Binding("X", "reject_rest", "Reject the rest", show=False, id="fill.reject_rest"),
         Binding("f", "filter", "Filter", show=False, id="fill.filter"),
         Binding("n", "new_session", "New session", show=False, id="fill.start"),

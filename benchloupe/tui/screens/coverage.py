@@ -36,7 +36,8 @@ class CoverageScreen(BenchScreen):
                 Binding("c", "decide('confirmed')", "Confirm", id="coverage.confirm"),
                 Binding("d", "decide('dismissed')", "Dismiss", id="coverage.dismiss"),
                 Binding("u", "decide('unsure')", "Unsure", show=False, id="coverage.unsure"),
-                Binding("space", "mark", "Mark gap", show=False, id="coverage.mark", priority=True),
+                Binding("space", "mark", "Mark gap for batch (c d u o decide all marked)", show=False,
+                        id="coverage.mark", priority=True),
                 Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen"),
                 Binding("n", "next_open", "Next untriaged", show=False, id="coverage.next_open"),
                 Binding("z", "undo", "Undo", show=False, id="coverage.undo")]

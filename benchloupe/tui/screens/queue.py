@@ -53,7 +53,7 @@ class FlagQueueScreen(BenchScreen):
         Binding("o", "decide('open')", "Reopen", show=False, id="queue.reopen"),
         Binding("n", "next_open", "Next untriaged", id="queue.next_open"),
         Binding("z", "undo", "Undo", id="queue.undo"),
-        Binding("space", "mark", "Mark", show=False, id="queue.mark"),
+        Binding("space", "mark", "Mark for batch (c d u o decide all marked)", show=False, id="queue.mark"),
         Binding("e", "note", "Note", show=False, id="queue.note"),
         Binding("f", "filter", "Filter", show=False, id="queue.filter"),
         Binding("h", "toggle_superseded", "Earlier runs", show=False, id="queue.superseded"),
