@@ -110,6 +110,7 @@ class BenchFillScreen(BenchScreen):
         self.undo_stack: list[list[int]] = []  # this app session's decisions, latest last (a batch is one entry)
         self.marked: set[int] = set()  # proposal ids marked with space for a batch decision
         self.focus_after: int | None = None  # the proposal to show after the next reload (an undone one)
+        self.writing = 0  # decisions whose write has not finished (they join undo_stack when it has)
 
     def compose_body(self) -> ComposeResult:
         yield FrameTable(id="sessions", sortable=False)
@@ -331,17 +332,28 @@ class BenchFillScreen(BenchScreen):
         leaves nothing to undo and the reload shows the store's state)."""
 
         def write(conn) -> None:
-            fn(conn)
-            self.app.call_from_thread(self.undo_stack.append, list(ids))
+            try:
+                fn(conn)
+                self.app.call_from_thread(self.undo_stack.append, list(ids))
+            except Exception:
+                self.app.call_from_thread(self.reload)  # the card shows the store's state again, not the guess
+                raise
+            finally:
+                self.app.call_from_thread(self._written)
 
+        self.writing += 1
         store_write(self, write, message)
+
+    def _written(self) -> None:
+        self.writing -= 1
 
     def action_undo(self) -> None:
         """z: undo this session's latest accept/reject (or batch): the proposals are pending again and an
         accepted item is removed from the benchmark, or, when later work uses it, nothing changes and the
         message says why."""
         if not self.undo_stack:
-            self.notify("nothing to undo", severity="warning")
+            self.notify("the latest decision is still being saved; press z again in a moment" if self.writing
+                        else "nothing to undo", severity="warning")
             return
         ids = self.undo_stack.pop()
         db = self.app.db_path
