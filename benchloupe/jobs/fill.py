@@ -9,6 +9,7 @@ happens (``fill_events``, ``llm_calls``), valid calibrated children become revie
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
@@ -20,12 +21,14 @@ from benchloupe.engine.benchfill import (
     BenchFillConfig,
     FillItem,
     FillProblem,
+    choice_letter,
     gap_fill_metrics,
     run_baseline,
     run_session,
 )
 from benchloupe.engine.benchfill_types import (
     AnnotationRecord,
+    ChildDraft,
     ChildRecord,
     EstimateRecord,
     EventRecord,
@@ -469,6 +472,18 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
             raise StoreError(f"no BenchFill candidate {candidate_id}")
     finally:
         conn.close()
+    if decision == "accept" and (edited_text is not None or edited_answer is not None):
+        conn = connect(db_path)
+        try:
+            c = conn.execute("SELECT text, answer, payload FROM fill_candidates WHERE id = ?",
+                             (candidate_id,)).fetchone()
+        finally:
+            conn.close()
+        choices = json.loads(c["payload"] or "{}").get("choices") or []
+        problem = edit_problem(c["text"] if edited_text is None else edited_text,
+                               c["answer"] if edited_answer is None else edited_answer, choices)
+        if problem:
+            raise StoreError(f"proposal {candidate_id} not accepted: {problem}")
     if recompute:
         _coverage_current(db_path, row[0])
     conn = connect(db_path)
@@ -482,6 +497,18 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
 
         run_coverage(db_path, row[0], CoverageConfig(uncertainty="none"))
     return item_id
+
+
+def edit_problem(text: str, answer: str, choices=()) -> str | None:
+    """Why a curator's edit of a proposal cannot be accepted, or None: the rules a rewrite from the LLM must
+    pass (store.fill.edit_problem: not empty, no control characters; engine precheck_child: a multiple-choice
+    answer is one of the options, by letter or text)."""
+    problem = fillstore.edit_problem(text, answer)
+    if problem is None and choices and choice_letter(ChildDraft(str(text), str(answer), tuple(choices))) is None:
+        letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(choices)]
+        return f"the reference answer is not one of the {len(choices)} options; give its letter ({letters[0]}-" \
+               f"{letters[-1]}) or its text"
+    return problem
 
 
 def _benchmark_of(db_path, candidate_id: int) -> str:

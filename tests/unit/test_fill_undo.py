@@ -95,3 +95,19 @@ def test_undo_an_accept_removes_exactly_its_item_and_an_edit_is_checked(fake_llm
     with pytest.raises(StoreError, match=r"cannot undo .*\(flags\)"):
         fill.undo_candidate(db, first)
     assert _snapshot(db) == held
+
+
+def test_edit_rules_are_the_rewrite_rules():
+    """An edit passes the checks a rewrite from the LLM must pass (engine precheck_child): text and answer not
+    empty, no control characters (newline and tab allowed), a multiple-choice answer among the options."""
+    from benchloupe.engine.benchfill import ChildDraft, FillItem, precheck_child
+
+    parent = FillItem("p", "What is 1 + 1?", "2", 0.5)
+    cases = [("What is 2 + 2?", "4", ()), ("What is\n\t2 + 2?", "4", ()), ("What \x1b[2J is 2 + 2?", "4", ()),
+             ("What is 2 + 2?", "4\x00", ()), ("", "4", ()), ("What is 2 + 2?", " ", ()),
+             ("Pick one", "B", ("3", "4")), ("Pick one", "4", ("3", "4")), ("Pick one", "5", ("3", "4"))]
+    for text, answer, choices in cases:
+        ours = fill.edit_problem(text, answer, choices)
+        engine = precheck_child(ChildDraft(text, answer, choices), parent, "choice" if choices else "short")
+        assert (ours is None) == (engine is None), (text, answer, choices, ours, engine)
+    assert "not one of the 2 options" in fill.edit_problem("Pick one", "5", ("3", "4"))

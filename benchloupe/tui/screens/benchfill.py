@@ -448,7 +448,8 @@ class BenchFillScreen(BenchScreen):
                 return
             self.action_decide("accept", None if edited == (text, answer) else edited)
 
-        self.app.push_screen(EditDialog(f"Edit proposal #{cid}, then accept", text, answer), done)
+        choices = (c["payload"].get("choices") if isinstance(c["payload"], dict) else None) or []
+        self.app.push_screen(EditDialog(f"Edit proposal #{cid}, then accept", text, answer, choices), done)
 
     # ------------------------------------------------------------------ sessions
     def action_new_session(self) -> None:
@@ -529,16 +530,17 @@ def _parse_annotators(raw: str) -> list[tuple[str, str, int]]:
 
 class EditDialog(ModalScreen[tuple[str, str] | None]):
     """Edit a proposal's text and its reference answer; ctrl+s keeps the edit when it passes the rules an LLM
-    rewrite must pass (store.fill.edit_problem: not empty, no control characters), otherwise the reason shows
+    rewrite must pass (jobs.fill.edit_problem: not empty, no control characters, a multiple-choice answer among
+    the options), otherwise the reason shows
     and the dialog stays; escape cancels. Text arrives here free of control characters (the engine rejects
     rewrites holding them); any left (an imported parent) is shown escaped, never sent to the terminal."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="edit.cancel"),
                 Binding("ctrl+s", "save", "Accept edit", id="edit.save", priority=True)]
 
-    def __init__(self, title: str, text: str, answer: str) -> None:
+    def __init__(self, title: str, text: str, answer: str, choices=()) -> None:
         super().__init__()
-        self.title_text = title
+        self.title_text, self.choices = title, list(choices)
         self.text, self.answer = visible(text, keep_layout=True), visible(answer, keep_layout=True)
 
     def compose(self) -> ComposeResult:
@@ -556,11 +558,11 @@ class EditDialog(ModalScreen[tuple[str, str] | None]):
         self.action_save()
 
     def action_save(self) -> None:
-        from benchloupe.store.fill import edit_problem
+        from benchloupe.jobs.fill import edit_problem
 
         text = self.query_one("#edit-area", TextArea).text
         answer = self.query_one("#edit-answer", Input).value
-        problem = edit_problem(text, answer)
+        problem = edit_problem(text, answer, self.choices)
         if problem:
             self.query_one("#edit-error", SafeStatic).update(Text(problem, style="bold red"))
             return
