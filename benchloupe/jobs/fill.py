@@ -9,6 +9,7 @@ happens (``fill_events``, ``llm_calls``), valid calibrated children become revie
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
@@ -20,12 +21,14 @@ from benchloupe.engine.benchfill import (
     BenchFillConfig,
     FillItem,
     FillProblem,
+    choice_letter,
     gap_fill_metrics,
     run_baseline,
     run_session,
 )
 from benchloupe.engine.benchfill_types import (
     AnnotationRecord,
+    ChildDraft,
     ChildRecord,
     EstimateRecord,
     EventRecord,
@@ -469,6 +472,18 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
             raise StoreError(f"no BenchFill candidate {candidate_id}")
     finally:
         conn.close()
+    if decision == "accept" and (edited_text is not None or edited_answer is not None):
+        conn = connect(db_path)
+        try:
+            c = conn.execute("SELECT text, answer, payload FROM fill_candidates WHERE id = ?",
+                             (candidate_id,)).fetchone()
+        finally:
+            conn.close()
+        choices = json.loads(c["payload"] or "{}").get("choices") or []
+        problem = edit_problem(c["text"] if edited_text is None else edited_text,
+                               c["answer"] if edited_answer is None else edited_answer, choices)
+        if problem:
+            raise StoreError(f"proposal {candidate_id} not accepted: {problem}")
     if recompute:
         _coverage_current(db_path, row[0])
     conn = connect(db_path)
@@ -482,6 +497,74 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
 
         run_coverage(db_path, row[0], CoverageConfig(uncertainty="none"))
     return item_id
+
+
+def edit_problem(text: str, answer: str, choices=()) -> str | None:
+    """Why a curator's edit of a proposal cannot be accepted, or None: the rules a rewrite from the LLM must
+    pass (store.fill.edit_problem: not empty, no control characters; engine precheck_child: a multiple-choice
+    answer is one of the options, by letter or text)."""
+    problem = fillstore.edit_problem(text, answer)
+    if problem is None and choices and choice_letter(ChildDraft(str(text), str(answer), tuple(choices))) is None:
+        letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(choices)]
+        return f"the reference answer is not one of the {len(choices)} options; give its letter ({letters[0]}-" \
+               f"{letters[-1]}) or its text"
+    return problem
+
+
+def _benchmark_of(db_path, candidate_id: int) -> str:
+    conn = connect(db_path)
+    try:
+        row = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
+                           " JOIN benchmarks b ON b.id = s.benchmark_id WHERE c.id = ?", (candidate_id,)).fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        raise StoreError(f"no BenchFill candidate {candidate_id}")
+    return row[0]
+
+
+def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: str = "") -> list[int]:
+    """Accept or reject several proposals in one transaction (store.fill.decide_many); coverage is recomputed
+    once after accepts. Returns the new items' ids."""
+    if not candidate_ids:
+        return []
+    bench = _benchmark_of(db_path, candidate_ids[0])
+    if decision == "accept":
+        _coverage_current(db_path, bench)
+    conn = connect(db_path)
+    try:
+        items = fillstore.decide_many(conn, candidate_ids, decision, note)
+    finally:
+        conn.close()
+    if items:
+        from .coverage import CoverageConfig, run_coverage
+
+        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+    return items
+
+
+def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[dict]:
+    """Undo the accept or reject of proposals in one transaction (store.fill.undo_decisions: an accepted item
+    is removed again, or the whole undo refused when later work uses one); after an accept's undo, coverage
+    is recomputed without the item."""
+    if not candidate_ids:
+        return []
+    bench = _benchmark_of(db_path, candidate_ids[0])
+    conn = connect(db_path)
+    try:
+        out = fillstore.undo_decisions(conn, candidate_ids, note)
+    finally:
+        conn.close()
+    if any(o["item_id"] is not None for o in out):
+        from .coverage import CoverageConfig, run_coverage
+
+        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+    return out
+
+
+def undo_candidate(db_path, candidate_id: int, note: str = "") -> dict:
+    """:func:`undo_candidates` for one proposal."""
+    return undo_candidates(db_path, [candidate_id], note)[0]
 
 
 def session_summary(db_path, session_id: int) -> dict:

@@ -127,3 +127,30 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class ChoiceDialog(ModalScreen[str | None]):
+    """Ask which of a few answers: each choice is ``(key, value, label)`` and its key answers *value*;
+    escape answers None (nothing is done)."""
+
+    def __init__(self, question: str, choices: tuple[tuple[str, str, str], ...], *, detail: str = "") -> None:
+        super().__init__()
+        self.question, self.choices, self.detail = question, choices, detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(safe_text(Text(self.question, style="bold")))
+            if self.detail:
+                yield SafeStatic(Text(self.detail, style="dim"))
+            keys = "   ".join(f"{key}: {label}" for key, _value, label in self.choices)
+            yield SafeStatic(Text(f"{keys}   escape: cancel", style="dim"))
+
+    def on_key(self, event) -> None:
+        for key, value, _label in self.choices:
+            if event.key == key:
+                event.stop()
+                self.dismiss(value)
+                return
+        if event.key == "escape":
+            event.stop()
+            self.dismiss(None)
