@@ -130,14 +130,16 @@ def _solve_newton(problem: _Problem, system, grad: np.ndarray, mu: float) -> np.
 
 def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel):
     """Damped Newton on {mean(theta) = 0}: the full step when it satisfies Armijo on the true objective, halving
-    otherwise (objective values only), Levenberg-Marquardt damping when no step along the direction pays; one fused
-    value/gradient/Hessian pass per accepted step.  Converged when the projected gradient is below ``gtol`` or the
+    otherwise, Levenberg-Marquardt damping when no step along the direction pays.  Each trial point is evaluated
+    value first (``_Problem.evaluate(accept=...)``): a rejected trial costs a value-only evaluation, an accepted one
+    continues to the gradient and Newton system at the same point, so an iteration makes one value evaluation per
+    trial and one derivative evaluation.  Converged when the projected gradient is below ``gtol`` or the
     Newton decrement (the quadratic model's predicted decrease, undamped) is below ``ftol * max(1, |f|)``: items that
-    everyone solves (or fails) then sit far out on an exponential tail whose remaining decrease is below ``ftol``."""
+    everyone solves (or fails) then sit far out on an exponential tail whose remaining decrease is below ``ftol``.
+    The steps keep mean(theta) = 0 up to rounding (the KKT row of the direction); the result is centred."""
     x = x0.copy()
     f, grad, system = problem.evaluate(x)
     mu, it, converged = _MU_START, 0, False
-    full_first = False  # whether the last iteration took its first trial step: the next one likely does too
     while it < config.max_iter:
         check_cancel(cancel)
         pg = grad.copy()
@@ -145,7 +147,7 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
         if float(np.max(np.abs(pg))) < config.gtol:
             converged = True
             break
-        accepted, trials, ahead = False, 0, None
+        accepted, ahead = False, None
         for _ in range(20):  # damping up to 1e-6 * 4^19 ~ 3e5
             try:
                 d = _solve_newton(problem, system, grad, mu)
@@ -159,17 +161,12 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
                 t = 1.0
                 for _ in range(_MAX_HALVINGS):
                     xt = x + t * d
+                    bound = f + 1e-4 * t * gd
                     with np.errstate(over="ignore", invalid="ignore"):
-                        if trials == 0 and full_first:  # the next system in the same evaluation as the test
-                            ahead = problem.evaluate(xt)
-                            fn = ahead[0]
-                        else:
-                            fn = problem.value(xt)
-                    trials += 1
-                    if fn <= f + 1e-4 * t * gd:
+                        ahead = problem.evaluate(xt, accept=lambda fn, bound=bound: fn <= bound)
+                    if ahead[0] <= bound:
                         accepted = True
                         break
-                    ahead = None
                     t *= 0.5
                 if accepted:
                     break
@@ -180,13 +177,8 @@ def _run_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, 
         if not accepted:
             converged = float(np.max(np.abs(pg))) < 1e-6
             break
-        full_first = trials == 1
         x = xt
-        if ahead is not None:  # evaluated at x: the direction keeps mean(theta) = 0 up to rounding
-            f, grad, system = ahead
-        else:
-            x[:problem.M] -= x[:problem.M].mean()
-            f, grad, system = problem.evaluate(x)
+        f, grad, system = ahead
         mu = mu * (_MU_DOWN if t == 1.0 else 1.0) if mu > _MU_MIN else 0.0
         if it % 5 == 0:
             progress(it, config.max_iter, f"Newton iteration {it}: objective {f:.8f}")
