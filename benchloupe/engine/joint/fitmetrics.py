@@ -73,7 +73,8 @@ def pair_probabilities(result: JointResult, pairs: PairSet | None = None) -> np.
     """mu_ijq = sigmoid(gamma (p_iq - p_jq)) for every pair."""
     pairs = pairs if pairs is not None else result.pairs
     P = result.p_arena()
-    return expit(result.gamma * (P[pairs.i, pairs.prompt] - P[pairs.j, pairs.prompt]))
+    flat, n = P.ravel(), P.shape[1]  # flat gathers: the values of P[i, prompt], several times faster
+    return expit(result.gamma * (np.take(flat, pairs.i * n + pairs.prompt) - np.take(flat, pairs.j * n + pairs.prompt)))
 
 
 def ece(pred: np.ndarray, obs: np.ndarray, bins: int = 10, weight: np.ndarray | None = None) -> float:

@@ -56,9 +56,10 @@ class _Problem:
             used = keep & (dec | bbl)
             if not dec.any():
                 raise EngineError("no decisive arena pairs remain after tie/both-bad filtering; lower tie_pct/bb_pct")
-            self.a_items = np.unique(pairs.prompt[keep])
-            has_model[pairs.i[used]] = True
-            has_model[pairs.j[used]] = True
+            # the prompts with a kept pair, ascending (a count per prompt: np.unique's sort is 10x slower here)
+            self.a_items = np.flatnonzero(np.bincount(pairs.prompt[keep], minlength=pairs.z.shape[1]))
+            has_model[np.bincount(pairs.i[used], minlength=n_models) > 0] = True
+            has_model[np.bincount(pairs.j[used], minlength=n_models) > 0] = True
         if not (self.has_static or self.has_arena):
             raise EngineError(f"mode {config.mode!r} needs {'static' if config.uses_static else 'arena'} data")
         self.models = np.flatnonzero(has_model)
@@ -100,7 +101,7 @@ class _Problem:
             mi, mj, qd = mpos[pairs.i[dec]], mpos[pairs.j[dec]], qpos[pairs.prompt[dec]]
             self.dec_i, self.dec_j = qd * self.M + mi, qd * self.M + mj
             self.dec_t = pairs.target[dec]
-            self.dec_q = qpos[pairs.prompt[dec]]
+            self.dec_q = qd
             size = self.M * self.Na
             # per-pair -> per-cell sums as sparse products (several times faster than np.bincount with weights):
             # S_i v = sum of v over the pairs whose first cell is c, S_j v the same for the second cell, S_mm v per
@@ -112,7 +113,7 @@ class _Problem:
                 n_c = len(rows)
                 return csc_matrix((np.ones(n_c), rows, np.arange(n_c + 1)), shape=(n_rows, n_c)).tocsr()
 
-            mm = mpos[pairs.i[dec]] * self.M + mpos[pairs.j[dec]]
+            mm = mi * self.M + mj
             # pair chunks, one per thread on large arenas (numpy and scipy's sparse products release the GIL); each
             # chunk: (slice, S_i, S_j, S_mm) over its pairs, the per-cell sums of a chunk being partial sums
             k = _pair_threads() if n_dec >= _PAIR_THREAD_MIN else 1
