@@ -13,9 +13,12 @@ cancelled through its cancel event, which the engine checks only between iterati
 resident memory passes ``--mem-limit-gb`` is killed and recorded as "memory" (the machine is shared).  A peer is
 skipped at a larger size when it timed out at a smaller one or when its smaller-size time, scaled by the cell
 count, exceeds twice the timeout.  girth runs only up to ``--girth-max-cells`` (1k x 1k) and on GSM8K, as the issue
-says.  Without the peers virtualenv only ours runs, and the JSON says so.
+says.  Without the peers virtualenv only ours runs, and the JSON says so (``bash bench/peers/setup.sh`` builds it).
+``--peers ours-process`` also runs ours under the peers' protocol (``peers/run_ours.py`` with this interpreter), so
+whole process compares with whole process and ``fit_s`` (each runner's own fit time) with fit; every row carries
+the 1-minute load average before and after its runs.
 
-Usage: python bench/bench_static_2pl.py [--sizes 1000x1000,2000x2000] [--peers theta-irt,girth] [--no-gsm8k]
+Usage: python bench/bench_static_2pl.py [--sizes 1000x1000,2000x2000] [--peers ours-process,theta-irt] [--no-gsm8k]
 """
 
 from __future__ import annotations
