@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchloupe.hints import Opt, say
 from benchloupe.store.importers.base import ImportFormatError, ParsedImport
 
 STDIN = "-"
@@ -119,7 +120,8 @@ def _check_overlaps(batch: list[tuple[str, ParsedImport]]) -> None:
                 if other != path:
                     raise ImportFormatError(
                         path, "", f"model {name!r} item {keys[j]!r} of benchmark {parsed.benchmark!r} is also in "
-                        f"{other}", "import the files into separate benchmarks (-b), or choose another --item-key")
+                        f"{other}", say("import the files into separate benchmarks (", Opt("benchmark"), "), or choose another ",
+                        Opt("item_key")))
 
 
 def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, *, replace: bool = False,
