@@ -28,6 +28,80 @@ from benchloupe.store.importers.base import ImportFormatError, ParsedImport
 STDIN = "-"
 
 
+@dataclass(frozen=True)
+class ImportOption:
+    """One option of ``import``: ``name`` is the parser keyword (``model_col``; the CLI flag is ``--model-col``),
+    ``label`` the workbench's field label, ``kind`` "text", "number" or "flag" (a yes/no switch)."""
+
+    name: str
+    label: str
+    help: str
+    kind: str = "text"
+
+
+# Every option the importers take, in the order the CLI lists them and the import dialog shows them. Which apply
+# to a format is read off its parser's keywords (format_options), so the two cannot drift apart.
+OPTIONS: list[ImportOption] = [
+    ImportOption("model_col", "model column", "model column name"),
+    ImportOption("item_col", "item column", "item column name"),
+    ImportOption("correct_col", "0/1 column", "0/1 column name"),
+    ImportOption("successes_col", "successes column", "successes column"),
+    ImportOption("trials_col", "trials column", "trials column"),
+    ImportOption("text_col", "text column", "item text column"),
+    ImportOption("answer_col", "answer column", "answer column"),
+    ImportOption("group_col", "group column", "item group column"),
+    ImportOption("kind_col", "kind column", "item kind column"),
+    ImportOption("chance_col", "chance column", "multiple-choice chance column"),
+    ImportOption("key_col", "key column", "item key column (metadata files)"),
+    ImportOption("reward_col", "reward column", "reward column"),
+    ImportOption("reward_model", "reward model", "reward-model name for arena rewards"),
+    ImportOption("reward_model_col", "reward-model column", "reward-model column"),
+    ImportOption("family_col", "family column", "model family column"),
+    ImportOption("owner_col", "owner column", "model owner column"),
+    ImportOption("models_file", "models file", "CSV with name, family, owner (and arch) per model"),
+    ImportOption("model", "model", "model name (lm-eval / Inspect logs: one model per file)"),
+    ImportOption("metric", "metric", "metric field to score (lm-eval) or scorer (Inspect)"),
+    ImportOption("exclude_models", "exclude models", "regular expression of models to leave out"),
+    ImportOption("prompt_col", "prompt column", "prompt column (arena rewards, preferences)"),
+    ImportOption("model_a_col", "model A column", "first model column (preferences)"),
+    ImportOption("model_b_col", "model B column", "second model column (preferences)"),
+    ImportOption("winner_col", "winner column", "winner column: a / b / tie or a model name (preferences)"),
+    ImportOption("probability_col", "probability column", "P(model_a wins) column (preferences)"),
+    ImportOption("freq_col", "frequency columns", "pattern frequency column(s), comma-separated (classic pattern tables)"),
+    ImportOption("na_values", "missing values", "extra cell values meaning missing, comma-separated (wide)"),
+    ImportOption("key_prefix", "key prefix", "DualEval keys: 'tag' reproduces the reference's tag::key"),
+    ImportOption("filter_name", "filter", "lm-eval filter (e.g. strict-match)"),
+    ImportOption("threshold", "threshold", "score at or above which a cell is correct", "number"),
+    ImportOption("partial", "partial scores", "Inspect 'P' scores: incorrect | correct | error"),
+    ImportOption("scorer", "scorer", "Inspect scorer name"),
+    ImportOption("score_key", "score key", "Inspect score key inside a dict value"),
+    ImportOption("item_key", "item key", "item key field (Inspect: sample field, default id; lm-eval: row field such "
+                 "as doc.id, default the document's own id, else doc_id)"),
+    ImportOption("judge_col", "judge column", "judge column (Chatbot Arena battles; default judge)"),
+    ImportOption("require_status_ok", "status ok only", "DualEval: keep only rows whose status is ok "
+                 "(item_informativeness.py)", "flag"),
+    ImportOption("no_model_col", "no model column", "wide: every column is an item; rows are respondents "
+                 "person_0001 ...", "flag"),
+]
+OPTION_NAMES = [o.name for o in OPTIONS]
+
+
+def format_options(fmt: str | None) -> list[str]:
+    """The names of the OPTIONS the format's parser takes (aliases resolved), in OPTIONS order; for ``None`` or
+    "auto" the options of every format (the CLI passes them all and each parser keeps its own)."""
+    import inspect
+
+    from benchloupe.store.importers.detect import ALIASES, FORMATS
+
+    if fmt in (None, "", "auto"):
+        return list(OPTION_NAMES)
+    parser = FORMATS.get(ALIASES.get(fmt, fmt))
+    if parser is None:
+        return []
+    takes = set(inspect.signature(parser).parameters)
+    return [n for n in OPTION_NAMES if n in takes]
+
+
 @dataclass
 class BatchSummary:
     """What one ``import`` did: per file, per benchmark and per model."""
@@ -208,3 +282,38 @@ def _cells_per_model(parsed: ParsedImport) -> dict[str, int]:
             for n, c in parsed.preferences[col].astype(str).value_counts().items():
                 out[n] = out.get(n, 0) + int(c)
     return out
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def summary_lines(summary: BatchSummary, *, max_models: int | None = None) -> list[str]:
+    """What an import did, in lines: per file when there was one, else per benchmark and per model (the CLI
+    prints them; the workbench shows them in its notification, with at most *max_models* models a benchmark).
+    Text from the files (names, paths, notes) is raw: each face makes it visible."""
+    if len(summary.files) == 1 and not summary.skipped:
+        s = summary.files[0]
+        updated = f", {s['items_updated']} updated" if s["items_updated"] else ""
+        lines = [f"imported {s['path']} into {s['benchmark']!r} ({s['format']}): {s['items_new']} new items{updated}, "
+                 f"{s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
+                 f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else "")]
+        return lines + [f"  note: {note}" for note in s["notes"]]
+    lines = [f"imported {len(summary.files)} files in one transaction"
+             + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else "")]
+    for name, b in summary.benchmarks.items():
+        lines.append(f"{name} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {b['items']} items "
+                     f"({b['items_new']} new), {_n(len(b['models']), 'model')} ({b['models_new']} new), "
+                     f"{b['static_cells']} static cells ({b['cells_changed']} changed), {b['rewards']} rewards, "
+                     f"{b['preferences']} preferences" + (" [replaced]" if b["replaced"] else ""))
+        models = list(b["models"].items())
+        shown = models if max_models is None else models[:max_models]
+        lines += [f"  {model}: {cells}" for model, cells in shown]
+        if len(shown) < len(models):
+            lines.append(f"  ... and {len(models) - len(shown)} more models")
+    for f in summary.files:
+        lines += [f"note: {f['path']}: {note}" for note in f["notes"]]
+    lines += [f"skipped {line}" for line in summary.skipped[:5]]
+    if len(summary.skipped) > 5:
+        lines.append(f"skipped {len(summary.skipped) - 5} more")
+    return lines
