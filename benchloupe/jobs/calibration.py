@@ -16,7 +16,7 @@ import pandas as pd
 from benchloupe.engine import informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.stats import spearman
-from benchloupe.hints import Hinted, Opt, say
+from benchloupe.hints import Alt, Hinted, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
@@ -254,9 +254,9 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
                 return run_preference_bt(db_path, source, preference or PairwiseConfig(), seed=seed,
                                          progress=progress, cancel=cancel)
         if preference is not None:
-            raise EngineError("bootstrap replicates and the prior's alpha apply to Bradley-Terry on pairwise "
+            raise EngineError(say("bootstrap replicates and the prior's alpha apply to Bradley-Terry on pairwise "
                               f"preferences (battles, AlpacaEval pairs); {source!r} is fitted from its arena "
-                              "rewards (for intervals there use `benchloupe bootstrap`)")
+                              "rewards (for intervals there use ", Alt("`benchloupe bootstrap`", "the bootstrap analysis"), ")"))
         t0 = time.perf_counter()
         inputs = load_joint(conn, arena or benchmark, reward_model=reward_model, need_arena=True)
         ext = read_external(external, inputs.models, model_column=external_model, name_map=external_map)

@@ -79,7 +79,8 @@ def parse_target(conn, spec: str):
         other = spec[len("benchmark:"):]
         rid = runs.latest_run(conn, read.benchmark_id(conn, other), ("coverage",))
         if rid is None:
-            raise EngineError(f"target {spec!r}: run `benchloupe coverage {other}` first")
+            raise EngineError(say(f"target {spec!r}: run ", Alt(f"`benchloupe coverage {other}`", f"coverage on {other}"),
+                                  " first"))
         z = runs.run_items(conn, rid)["z"].dropna().to_numpy()
         return coverage.TargetDistribution.from_samples(z, f"benchmark {other}")
     raise EngineError(f"unknown target {spec!r}; use uniform, beta:A,B or benchmark:NAME")
@@ -455,7 +456,8 @@ def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateCo
         bid = read.benchmark_id(conn, benchmark)
         cov = runs.latest_run(conn, bid, ("coverage",))
         if cov is None:
-            raise EngineError(f"no coverage run for {benchmark!r}; run `benchloupe coverage {benchmark}` first")
+            raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
+                                  Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
         ri = runs.run_items(conn, cov)
         target = parse_target(conn, config.target)
         ctx = RunContext(db_path, "calibrate", benchmark, {**config.__dict__, "coverage_run": cov, "export": name},

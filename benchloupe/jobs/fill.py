@@ -114,7 +114,8 @@ def set_endpoint(db_path, role: str, *, scope: str = "database", **fields) -> di
             name = fields.get("name")
             if not any(a["name"] == name for a in eps["annotators"]):
                 where = "the user endpoints file" if scope == "user" else "this database"
-                raise EngineError(f"no annotator {name!r} in {where}; `benchloupe endpoints show` lists them")
+                raise EngineError(say(f"no annotator {name!r} in {where}; ",
+                                      Alt("`benchloupe endpoints show` lists them", "E on the BenchFill screen lists them")))
             eps["annotators"] = [a for a in eps["annotators"] if a["name"] != name]
         if scope == "user":
             endpoints_file.save(eps)
@@ -146,8 +147,8 @@ def _check_endpoints(eps: dict) -> None:
         try:
             _clean("annotator" if role.startswith("annotator") else role, d)
         except EngineError as exc:
-            raise EngineError(f"the {role} endpoint is misconfigured: {exc}; fix it with `benchloupe endpoints "
-                              "set`") from None
+            raise EngineError(say(f"the {role} endpoint is misconfigured: ", exc.args[0] if exc.args else "", "; fix it ",
+                                  Alt("with `benchloupe endpoints set`", "with E on the BenchFill screen"))) from None
 
 
 # ------------------------------------------------------------------------------------------------ journal
@@ -324,7 +325,8 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
         bid = read.benchmark_id(conn, benchmark)
         cov = runs.latest_run(conn, bid, ("coverage",))
         if cov is None:
-            raise EngineError(f"no coverage run for {benchmark!r}; run `benchloupe coverage {benchmark}` first")
+            raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
+                                  Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
         eps = get_endpoints(conn)
         _check_endpoints(eps)
         if isinstance(options.max_stored_chars, bool) or not isinstance(options.max_stored_chars, int) or \

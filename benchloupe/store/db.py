@@ -67,7 +67,8 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
     if p.is_dir():
         raise StoreError(say(f"{p}: is a directory; ", Alt("pass a database file with --db", "open the workbench on a database file")))
     if not create and not p.exists():
-        raise StoreError(f"{p}: no such database; create it with `benchloupe demo --db {p}` or an import")
+        raise StoreError(say(f"{p}: no such database; create it ", Alt(f"with `benchloupe demo --db {p}` or an import",
+                                                                     "with the demo or an import")))
     if create:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)

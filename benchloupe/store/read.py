@@ -54,8 +54,9 @@ def benchmark_id(conn: sqlite3.Connection, name: str) -> int:
     row = conn.execute("SELECT id FROM benchmarks WHERE name = ?", (name,)).fetchone()
     if row is None:
         names = [r[0] for r in conn.execute("SELECT name FROM benchmarks ORDER BY name")]
-        hint = f"known: {', '.join(names)}" if names else "the database has no benchmarks; import one or run `benchloupe demo`"
-        raise StoreError(f"no benchmark named {name!r}; {hint}")
+        hint = f"known: {', '.join(names)}" if names else say(
+            "the database has no benchmarks; import one or ", Alt("run `benchloupe demo`", "build the demo (d on screen 1)"))
+        raise StoreError(say(f"no benchmark named {name!r}; ", hint))
     return int(row[0])
 
 

@@ -140,8 +140,8 @@ def mark_interrupted_runs(conn: sqlite3.Connection) -> list[int]:
                 conn.execute(
                     "UPDATE runs SET status = 'interrupted', error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ',"
                     " 'now') WHERE id = ? AND status = 'running'",
-                    (f"interrupted: its runner ({describe(runner)}) ended without finishing; run it again, or "
-                     f"`benchloupe db remove-run {rid}`", rid))
+                    (say(f"interrupted: its runner ({describe(runner)}) ended without finishing; run it again, or "
+                         "remove it ", Alt(f"with `benchloupe db remove-run {rid}`", "from the command line")), rid))
     return [rid for rid, _ in gone]
 
 

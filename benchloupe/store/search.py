@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from benchloupe.hints import Opt, say
+from benchloupe.hints import Alt, Opt, say
 
 from .db import StoreError
 
@@ -56,7 +56,8 @@ def search_items(conn: sqlite3.Connection, query: str, benchmark: str | None = N
         benchmark = _SURROGATE.sub("\ufffd", str(benchmark))
         row = conn.execute("SELECT id FROM benchmarks WHERE name = ?", (benchmark,)).fetchone()
         if row is None:
-            raise StoreError(f"search: no benchmark named {benchmark!r}; `benchloupe list` shows the names")
+            raise StoreError(say(f"search: no benchmark named {benchmark!r}; ",
+                                 Alt("`benchloupe list` shows the names", "screen 1 lists them")))
         bid = row[0]
     fts = _CONTROL.sub(" ", query).strip() if raw else plain_query(query)
     if not fts:
