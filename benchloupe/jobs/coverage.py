@@ -112,7 +112,7 @@ def _inputs(sm, benchmark: str, config: CoverageConfig):
 
 
 
-def _validate(config: CoverageConfig) -> None:
+def validate_config(config: CoverageConfig) -> None:
     """Bad options get one line before anything is computed or stored."""
     checks = [(config.k >= 1, say(Opt("k"), f" must be at least 1; got {config.k}")),
               (config.interval_gaps >= 1, say(Opt("interval_gaps"), f" must be at least 1; got {config.interval_gaps}")),
@@ -153,7 +153,8 @@ def _refuse_arena(conn, benchmark: str):
         raise EngineError(say(
             f"benchmark {benchmark!r} has arena prompts only ({len(arena)}); paper 003 coverage needs 0/1 results. ",
             Alt(f"Run `benchloupe fit joint STATIC --arena {benchmark}` first",
-                f"Run a joint fit of a static benchmark with its arena benchmark field set to {benchmark} first (4, joint)"),
+                f"Run the joint analysis (screen 4) on a static benchmark with its arena benchmark field set to {benchmark} "
+                "first"),
             ": coverage then uses the joint fit's arena difficulties"))
 
 
@@ -227,7 +228,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
     try:
         t0 = time.perf_counter()
         target = parse_target(conn, config.target)
-        _validate(config)
+        validate_config(config)
         robust = _robustness_set(config.robustness)
         sm = read.load_static(conn, benchmark)
         if not len(sm.items):

@@ -277,7 +277,7 @@ def run_screen(db_path, benchmark: str, config: ScreenConfig = ScreenConfig(), *
         clean = config.run or runs.latest_run(conn, bid, ("static", "joint"))
         if clean is None:
             raise EngineError(say(f"no clean static or joint fit of {benchmark!r}; fit one before importing the new model (",
-                                  Alt(f"`benchloupe fit static {benchmark}`", "4, static"), "), or ", Opt("run", verb="pass")))
+                                  Alt(f"`benchloupe fit static {benchmark}`", "the static analysis on screen 4"), "), or ", Opt("run", verb="pass")))
         clean_run = runs.get_run(conn, clean)
         fitted = set(runs.run_models(conn, clean)["name"])
         sm = read.load_static(conn, benchmark)
