@@ -189,3 +189,33 @@ async def test_every_forms_failures_speak_the_forms_words(demo_db):
             for text in [*new, app.job.outcome]:
                 assert not CLI_WORDS.search(text), (analysis, bench, text)
             await wait_until(pilot, loaded(app, "runs"), what="runs again")
+
+
+PAPER_WORDS = re.compile(r"paper \d{3}|§|Appendix [A-Z]|(?<![\w-])--[a-z]")
+
+
+async def test_runs_list_and_details_use_words(demo_db):
+    """Coverage records its difficulty source as "1PL MAP fit of this benchmark (paper 003 C.3)"; the Runs
+    screen shows the analyses, the history and every run's full detail without such citations."""
+    from benchloupe.jobs import ANALYSES
+    from benchloupe.tui.screens.run_forms import default_config
+
+    for name in ("coverage", "anomalies"):
+        ANALYSES[name].run(demo_db, "demo-math", default_config(ANALYSES[name]))
+    app = BenchloupeApp(demo_db, benchmark="demo-math")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("4")
+        await wait_until(pilot, loaded(app, "runs"), what="runs")
+        titles = " ".join(app.screen.query_one("#analyses").frame["title"])
+        assert not PAPER_WORDS.search(titles), titles
+        hist = app.screen.query_one("#history")
+        hist.focus()
+        await pilot.press("home")
+        details = []
+        for _ in range(len(hist.frame)):
+            await pilot.press("enter")
+            details.append(str(app.screen.query_one("#run-detail").render()))
+            await pilot.press("down")
+        assert len(details) == 2 and "difficulty_source=1PL MAP fit of this benchmark" in " ".join(details)
+        for text in details:
+            assert not PAPER_WORDS.search(text), text

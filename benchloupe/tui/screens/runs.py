@@ -198,6 +198,10 @@ class RunsScreen(BenchScreen):
 
 
 def _short(v) -> str:
+    """A config or metric value in a run's detail: numbers to 4 digits, long lists and dicts as a count, text
+    without the paper citations the jobs record beside it (it reads "1PL MAP fit of this benchmark")."""
+    if isinstance(v, str):
+        return plain_title(v) if _CITATION.search(v) else v
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, list | dict) and len(str(v)) > 40:
