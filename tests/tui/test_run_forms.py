@@ -219,3 +219,37 @@ async def test_runs_list_and_details_use_words(demo_db):
         assert len(details) == 2 and "difficulty_source=1PL MAP fit of this benchmark" in " ".join(details)
         for text in details:
             assert not PAPER_WORDS.search(text), text
+
+
+async def test_benchfill_form_shows_the_seed_with_the_baseline_and_refuses_bad_values(flagged_db):
+    """The seed only draws the best-of-N baseline's parents: hidden until the baseline is on; bad counts and
+    formats get one line naming the field, and no session starts."""
+    from benchloupe.store.db import connect
+
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await wait_until(pilot, loaded(app, "coverage"), what="coverage")
+        await pilot.press("b")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FormDialog", what="fill form")
+        assert "cfg-seed" not in visible_rows(app) and "cfg-n_parents" in visible_rows(app)
+        await set_field(pilot, "baseline", "true")
+        assert "cfg-seed" in visible_rows(app)
+        for field, value, expected in (("gap", "0", "gap (1 = largest): must be at least 1"),
+                                       ("gap", "two", "gap (1 = largest): 'two' is not a whole number"),
+                                       ("answer_format", "essay", "answer format: 'essay' is not one of auto"),
+                                       ("cfg-n_parents", "-3", "n_parents: must be at least 1"),
+                                       ("cfg-tolerance", "nan", "tolerance: 'nan' is not a finite number")):
+            await set_field(pilot, field, value)
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            assert type(app.screen).__name__ == "FormDialog" and not app.job.running
+            line = str(app.screen.query_one("#dialog-error").render()).strip()
+            assert expected in line, line
+            await set_field(pilot, field, {"gap": "1", "answer_format": "auto"}.get(field, "4" if "parents" in field
+                                                                                   else "0.01"))
+    conn = connect(flagged_db)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM fill_sessions").fetchone()[0] == 0
+    finally:
+        conn.close()

@@ -184,19 +184,7 @@ def analysis_fields(analysis, config, benchmark: str) -> list[Field]:
 
 
 def _ranged(name: str, parse: Callable[[str], object]) -> Callable[[str], object]:
-    lo, hi, strict = RANGES.get(name, (None, None, False))
-    if lo is None and hi is None:
-        return parse
-
-    def checked(raw: str):
-        value = parse(raw)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if lo is not None and (value <= lo if strict else value < lo):
-                raise ValueError(f"must be {'above' if strict else 'at least'} {lo:g}, got {value!r}")
-            if hi is not None and value > hi:
-                raise ValueError(f"must be at most {hi:g}, got {value!r}")
-        return value
-    return checked
+    return _ranged_with(RANGES[name], parse) if name in RANGES else parse
 
 
 def _required(raw: str) -> str:
@@ -236,3 +224,46 @@ def form_check(config, db_path: Path) -> Callable[[dict], None]:
         finally:
             conn.close()
     return check
+
+
+# ------------------------------------------------------------------------------------------------ BenchFill form
+
+FILL_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
+    "gap": (1, None, False), "n_parents": (1, None, False), "n_children": (1, None, False),
+    "reference_budget": (1, None, False), "max_rounds": (1, None, False), "tolerance": (0, 1, True),
+    "prompt_scale": (0, None, True), "memory_size": (0, None, False), "max_child_chars": (1, None, False),
+}
+
+
+def fill_fields(config, gap_rank: int) -> list[Field]:
+    """The BenchFill session form: the gap, the answer format, the best-of-N baseline and the search settings;
+    the seed (the baseline's uniform parent draw, paper 003 E.1) only when the baseline runs."""
+    def ranged(name: str, parse):
+        lo_hi = FILL_RANGES.get(name)
+        return parse if lo_hi is None else _ranged_with(lo_hi, parse)
+
+    fields = [Field("gap", "gap (1 = largest)", str(gap_rank), ranged("gap", parser_for(1))),
+              Field("answer_format", "answer format", "auto", str, "auto = choice when items have a chance level",
+                    choices=("auto", "choice", "short")),
+              Field("baseline", "best-of-N baseline", "False", parser_for(False))]
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, int | float | str | bool):
+            applies = (lambda r: parser_for(False)(r.get("baseline", "") or "false")) if f.name == "seed" else None
+            fields.append(Field(f"cfg-{f.name}", f.name, str(value), ranged(f.name, parser_for(value)),
+                                applies=applies))
+    return fields
+
+
+def _ranged_with(lo_hi: tuple[float | None, float | None, bool], parse):
+    lo, hi, strict = lo_hi
+
+    def checked(raw: str):
+        value = parse(raw)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if lo is not None and (value <= lo if strict else value < lo):
+                raise ValueError(f"must be {'above' if strict else 'at least'} {lo:g}, got {value!r}")
+            if hi is not None and value > hi:
+                raise ValueError(f"must be at most {hi:g}, got {value!r}")
+        return value
+    return checked

@@ -15,7 +15,6 @@ from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.screens.run_forms import analysis_fields, build_config, default_config, form_check
-from benchloupe.tui.screens.run_forms import parser_for as parser_for  # the BenchFill form's parser too
 from benchloupe.tui.widgets.dialogs import FormDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
