@@ -202,3 +202,28 @@ async def test_dialog_refuses_bad_values_before_starting(demo_db, tmp_path):
         await set_field(pilot, "paths", f"{REAL / 'lmeval' / 'alpha'} '{tmp_path}/unclosed")
         await refused("files: No closing quotation")
     assert counts(demo_db) == before
+
+
+async def test_pasted_newline_separated_paths_keep_every_line(demo_db, tmp_path):
+    """A list of paths copied from a shell (one per line, one with a space in its folder name) is pasted
+    whole; a plain Input keeps only the first line."""
+    from textual import events
+
+    spaced = tmp_path / "my results"
+    spaced.mkdir()
+    csv = spaced / "extra.csv"
+    csv.write_text("model,item,correct\nm1,i1,1\nm1,i2,0\nm2,i1,0\nm2,i2,1\n")
+    app = BenchloupeApp(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_dialog(pilot, app)
+        field = app.screen.query_one("#field-paths")
+        assert app.focused is field
+        field.post_message(events.Paste(f"{REAL / 'inspect' / 'logs'}\n{csv}\n"))
+        await pilot.pause()
+        assert field.value == f"{REAL / 'inspect' / 'logs'} '{csv}'"
+        await set_field(pilot, "benchmark", "pasted")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, done(app), what="import")
+        assert not app.job.failed, app.job.outcome
+        summary = next(t for t in toasts(app) if "one transaction" in t)
+        assert "pasted (" in summary and "4 files" in summary, summary

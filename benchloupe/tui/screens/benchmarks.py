@@ -235,7 +235,7 @@ def import_fields() -> list[Field]:
     def applies(name: str):
         return lambda raw: (fmt := chosen_format(raw)) is not None and name in format_options(fmt)
 
-    fields = [Field("paths", FORM_LABELS["paths"], "", split_paths, "files, folders or globs (results/*/samples_*.jsonl)"),
+    fields = [Field("paths", FORM_LABELS["paths"], "", split_paths, "files, folders or globs (results/*/samples_*.jsonl)", list_paste=True),
               Field("format", FORM_LABELS["format"], "auto", str, f"auto = detect; or one of {', '.join(sorted(FORMATS))}",
                     choices=formats),
               Field("benchmark", FORM_LABELS["benchmark"], "", lambda v: v or None, "empty = from the file"),

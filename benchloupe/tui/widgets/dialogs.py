@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -73,6 +75,23 @@ class Field:
     help: str = ""
     choices: tuple[str, ...] = ()
     applies: Callable[[Values], bool] | None = None
+    list_paste: bool = False  # pasted lines become space-separated entries (a list of paths copied from a shell)
+
+
+class ListInput(Input):
+    """An Input that takes a pasted list: one entry per line, joined with spaces, an entry holding spaces
+    quoted as a shell would (a plain Input keeps only the first pasted line)."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        entries = [line.strip() for line in event.text.splitlines() if line.strip()]
+        if entries:
+            text = " ".join(shlex.quote(e) if any(c.isspace() for c in e) else e for e in entries)
+            if self.selection.is_empty:
+                self.insert_text_at_cursor(text)
+            else:
+                self.replace(text, *self.selection)
+        event.stop()
+        event.prevent_default()  # Input's own handler would paste the first line again
 
 
 def control_character(raw: str) -> str | None:
@@ -111,8 +130,9 @@ class FormDialog(ModalScreen[dict | None]):
                     hint = " | ".join(f.choices) if f.choices and not f.help else f.help
                     with Horizontal(classes="form-row", id=f"row-{f.name}"):
                         yield Label(Text(f.label), classes="form-label")
-                        yield Input(value=f.value, placeholder=hint, id=f"field-{f.name}", classes="form-input",
-                                    tooltip=hint or None)
+                        widget = ListInput if f.list_paste else Input
+                        yield widget(value=f.value, placeholder=hint, id=f"field-{f.name}", classes="form-input",
+                                     tooltip=hint or None)
             yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
             yield SafeStatic(Text("tab: next field   enter/ctrl+s: start   escape: cancel", style="dim"))
 
