@@ -181,8 +181,8 @@ async def test_every_forms_failures_speak_the_forms_words(demo_db):
             for name, value in fields.items():
                 await set_field(pilot, name, value)
             await pilot.press("ctrl+s")
-            await wait_until(pilot, lambda: app.job is not old_job and not app.job.running and app.job.outcome != "",
-                             what=f"{analysis} on {bench}")
+            await wait_until(pilot, lambda old=old_job: app.job is not old and not app.job.running and
+                             app.job.outcome != "", what=f"{analysis} on {bench}")
             assert app.job.failed, (analysis, bench, app.job.outcome)
             new = [t for t in toasts(app) if t not in seen]
             assert new, (analysis, bench)
