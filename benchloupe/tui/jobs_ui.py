@@ -14,12 +14,6 @@ Progress = Callable[[float, float, str], None]
 JobFn = Callable[[Progress, threading.Event], object]
 
 
-def format_names() -> list[str]:
-    from benchloupe.store.importers.detect import FORMATS
-
-    return sorted(FORMATS)
-
-
 def demo_job(db_path: Path) -> JobFn:
     def run(progress: Progress, cancel: threading.Event) -> dict:
         from benchloupe.hints import render

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import glob
-import math
-import os
-import shlex
 import sqlite3
-from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 
 from rich.text import Text
@@ -16,7 +10,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
-from benchloupe.tui.widgets.dialogs import Field, FormDialog
+from benchloupe.tui.screens.import_form import check_import, import_fields
+from benchloupe.tui.widgets.dialogs import FormDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
@@ -126,7 +121,7 @@ class BenchmarksScreen(BenchScreen):
             self.app.start_job(title, import_job(self.app.db_path, paths, None if fmt == "auto" else fmt, values),
                                on_done=self._imported)
 
-        self.app.push_screen(FormDialog("Import results files", import_fields(), check=_check_import,
+        self.app.push_screen(FormDialog("Import results files", import_fields(), check=check_import,
                                         note="Files, folders or globs, separated by spaces (quote a path with "
                                              "spaces); all are imported in one transaction. Only the options of "
                                              "the chosen (or detected) format are shown."), done)
@@ -134,124 +129,3 @@ class BenchmarksScreen(BenchScreen):
     def _imported(self, result: object) -> None:
         if isinstance(result, dict) and result.get("summary"):
             self.app.notify(str(result["summary"]), title="Imported", timeout=15)
-
-
-# ------------------------------------------------------------------------------------------------ import dialog
-
-def split_paths(raw: str) -> list[str]:
-    """Paths as a shell would split them: spaces or newlines separate, quotes keep a path with spaces whole."""
-    try:
-        paths = shlex.split(raw)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (close the quote)") from None
-    if not paths:
-        raise ValueError("give one or more files, folders or globs")
-    if "-" in paths:
-        raise ValueError("standard input (-) is for the command line; name the files here")
-    return [str(Path(p).expanduser()) for p in paths]
-
-
-@lru_cache(maxsize=16)
-def detected_format(raw_paths: str) -> str | None:
-    """The format ``auto`` would pick for the first file the paths name (a file, a folder's first file, a glob's
-    first match), or None. Reads at most one file's head, so it can run as the user types."""
-    from benchloupe.store.importers.base import ImportFormatError
-    from benchloupe.store.importers.detect import detect_format, wanted
-
-    try:
-        first = Path(shlex.split(raw_paths)[0]).expanduser()
-    except (ValueError, IndexError):
-        return None
-    candidates: list[Path] = []
-    if first.is_file():
-        candidates = [first]
-    elif first.is_dir():
-        for n, (root, dirs, files) in enumerate(os.walk(first)):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            hit = next((Path(root) / f for f in sorted(files) if wanted(Path(root) / f, None)), None)
-            if hit is not None or n > 50:
-                candidates = [hit] if hit is not None else []
-                break
-    elif glob.has_magic(str(first)):
-        candidates = [Path(h) for h in sorted(glob.glob(str(first), recursive=True))[:5] if Path(h).is_file()]
-    for c in candidates:
-        try:
-            return detect_format(c)
-        except (ImportFormatError, OSError):
-            continue
-    return None
-
-
-def chosen_format(raw: Mapping[str, str]) -> str | None:
-    fmt = raw.get("format", "") or "auto"
-    return detected_format(raw.get("paths", "")) if fmt == "auto" else fmt
-
-
-def _parse_option(kind: str):
-    def parse(raw: str):
-        if not raw:
-            return None
-        if kind == "flag":
-            if raw.lower() in ("yes", "y", "true", "on", "1"):
-                return True
-            if raw.lower() in ("no", "n", "false", "off", "0"):
-                return None
-            raise ValueError(f"{raw!r} is not yes or no")
-        if kind == "number":
-            value = float(raw)
-            if not math.isfinite(value):
-                raise ValueError(f"{raw!r} is not a finite number")
-            return value
-        return raw
-    return parse
-
-
-def _existing_file(raw: str) -> str | None:
-    if not raw:
-        return None
-    p = Path(raw).expanduser()
-    if not p.is_file():
-        raise ValueError(f"no such file: {p}")
-    return str(p)
-
-
-def _yes_no(raw: str) -> bool:
-    if raw.lower() in ("yes", "y", "true", "on", "1"):
-        return True
-    if raw.lower() in ("", "no", "n", "false", "off", "0"):
-        return False
-    raise ValueError(f"{raw!r} is not yes or no")
-
-
-def import_fields() -> list[Field]:
-    """The dialog's fields: paths, format, benchmark, replace, then every import option, each shown only when
-    the chosen format (or, for auto, the format detected from the first path) takes it."""
-    from benchloupe.jobs.imports import OPTIONS, format_options
-    from benchloupe.store.importers.detect import ALIASES, FORMATS
-    from benchloupe.tui.wording import FORM_LABELS
-
-    formats = ("auto", *sorted(FORMATS), *sorted(ALIASES))
-
-    def applies(name: str):
-        return lambda raw: (fmt := chosen_format(raw)) is not None and name in format_options(fmt)
-
-    fields = [Field("paths", FORM_LABELS["paths"], "", split_paths, "files, folders or globs (results/*/samples_*.jsonl)", list_paste=True),
-              Field("format", FORM_LABELS["format"], "auto", str, f"auto = detect; or one of {', '.join(sorted(FORMATS))}",
-                    choices=formats),
-              Field("benchmark", FORM_LABELS["benchmark"], "", lambda v: v or None, "empty = from the file"),
-              Field("replace", FORM_LABELS["replace"], "no", _yes_no, "yes replaces the benchmark's results (no = merge)")]
-    for o in OPTIONS:
-        parse = _existing_file if o.name == "models_file" else _parse_option(o.kind)
-        fields.append(Field(o.name, o.label, "", parse, o.help + (" (yes/no)" if o.kind == "flag" else ""),
-                            applies=applies(o.name)))
-    return fields
-
-
-def _check_import(values: dict) -> None:
-    """Every path names something importable (as the CLI checks them) before the job starts."""
-    from benchloupe.jobs.imports import expand_paths
-
-    fmt = values.get("format")
-    if not expand_paths(values["paths"], None if fmt in (None, "auto") else fmt):
-        raise ValueError(f"files: no importable file in {' '.join(values['paths'])}; name the files, or a folder "
-                         "that holds the format's files")
