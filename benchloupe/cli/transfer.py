@@ -13,13 +13,14 @@ from benchloupe.textsafe import visible
 
 def _import_options():
     """(flag, help, is a switch, is a number) per option of ``import``: the jobs layer's table, as flags."""
-    from benchloupe.jobs.imports import OPTIONS
+    from benchloupe.store.importers.options import OPTIONS
 
     return [("--" + o.name.replace("_", "-"), o.help, o.kind == "flag", o.kind == "number") for o in OPTIONS]
 
 
 def cmd_import(args) -> int:
-    from benchloupe.jobs.imports import OPTION_NAMES, import_paths, summary_lines
+    from benchloupe.jobs.imports import import_paths, summary_lines
+    from benchloupe.store.importers.options import OPTION_NAMES
 
     if args.format == "formats":
         from benchloupe.store.importers.detect import ALIASES, FORMATS

@@ -2,7 +2,7 @@
 label of the form field that sets it, so a toast says "set the form's arena benchmark field", never "pass
 --arena BENCHMARK" (issue 11, item 7). Config fields keep their own names as labels (the analysis forms show
 them so); the import dialog's fields and the analysis forms' extra fields are named here and in
-:data:`benchloupe.jobs.imports.OPTIONS`, the one table both the dialog and this module read."""
+:data:`benchloupe.store.importers.options.OPTIONS`, the one table both the dialog and this module read."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ FORM_LABELS = {
 
 
 def _labels() -> dict[str, str]:
-    from benchloupe.jobs.imports import OPTIONS
+    from benchloupe.store.importers.options import OPTIONS
 
     return {**{o.name: o.label for o in OPTIONS}, **FORM_LABELS}
 

@@ -1,5 +1,5 @@
 """The import dialog's fields (issue 11, item 7): the options of ``benchloupe import`` (the jobs layer's table,
-:data:`benchloupe.jobs.imports.OPTIONS`), each shown only when the chosen format's parser takes it (for
+:data:`benchloupe.store.importers.options.OPTIONS`), each shown only when the chosen format's parser takes it (for
 ``auto``, the format detected from the first path), and several paths as the CLI takes them: files, folders,
 globs, separated by spaces or pasted one per line."""
 
