@@ -88,6 +88,11 @@ async def test_dialog_shows_only_the_options_of_the_chosen_format(demo_db):
         assert {"scorer", "score_key", "partial", "item_key", "model"} <= visible_rows(app)
         assert "model_col" not in visible_rows(app)
         assert visible_rows(app) == shown(app)
+        # an lm-eval output folder lists results_*.json (not importable) before the samples: detection looks on
+        await set_field(pilot, "paths", str(REAL / "lmeval" / "alpha"))
+        assert {"model", "filter_name", "metric"} <= visible_rows(app)
+        await set_field(pilot, "format", "")  # empty reads as auto
+        assert {"model", "filter_name"} <= visible_rows(app)
 
 
 async def test_several_folders_import_in_one_transaction_with_the_summary(demo_db):

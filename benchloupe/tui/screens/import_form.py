@@ -29,10 +29,14 @@ def split_paths(raw: str) -> list[str]:
     return [str(Path(p).expanduser()) for p in paths]
 
 
+DETECT_FILES = 8  # files tried for auto-detection as the user types (each read only at its head)
+
+
 @lru_cache(maxsize=16)
 def detected_format(raw_paths: str) -> str | None:
-    """The format ``auto`` would pick for the first file the paths name (a file, a folder's first file, a glob's
-    first match), or None. Reads at most one file's head, so it can run as the user types."""
+    """The format ``auto`` would pick for what the first path names (a file, a folder's first files, a glob's
+    first matches: the first that parses), or None. Reads at most a few files' heads, so it can run as the user
+    types."""
     from benchloupe.store.importers.base import ImportFormatError
     from benchloupe.store.importers.detect import detect_format, wanted
 
@@ -43,16 +47,15 @@ def detected_format(raw_paths: str) -> str | None:
     candidates: list[Path] = []
     if first.is_file():
         candidates = [first]
-    elif first.is_dir():
+    elif first.is_dir():  # the first few files the walk finds (an lm-eval folder starts with results_*.json)
         for n, (root, dirs, files) in enumerate(os.walk(first)):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            hit = next((Path(root) / f for f in sorted(files) if wanted(Path(root) / f, None)), None)
-            if hit is not None or n > 50:
-                candidates = [hit] if hit is not None else []
+            candidates += [Path(root) / f for f in sorted(files) if wanted(Path(root) / f, None)]
+            if len(candidates) >= DETECT_FILES or n > 50:
                 break
     elif glob.has_magic(str(first)):
-        candidates = [Path(h) for h in sorted(glob.glob(str(first), recursive=True))[:5] if Path(h).is_file()]
-    for c in candidates:
+        candidates = [Path(h) for h in sorted(glob.glob(str(first), recursive=True))[:DETECT_FILES] if Path(h).is_file()]
+    for c in candidates[:DETECT_FILES]:
         try:
             return detect_format(c)
         except (ImportFormatError, OSError):
@@ -108,13 +111,13 @@ def import_fields() -> list[Field]:
     from benchloupe.store.importers.detect import ALIASES, FORMATS
     from benchloupe.tui.wording import FORM_LABELS
 
-    formats = ("auto", *sorted(FORMATS), *sorted(ALIASES))
+    formats = ("auto", "", *sorted(FORMATS), *sorted(ALIASES))
 
     def applies(name: str):
         return lambda raw: (fmt := chosen_format(raw)) is not None and name in format_options(fmt)
 
     fields = [Field("paths", FORM_LABELS["paths"], "", split_paths, "files, folders or globs (results/*/samples_*.jsonl)", list_paste=True),
-              Field("format", FORM_LABELS["format"], "auto", str, f"auto = detect; or one of {', '.join(sorted(FORMATS))}",
+              Field("format", FORM_LABELS["format"], "auto", lambda v: v or "auto", f"auto = detect; or one of {', '.join(sorted(FORMATS))}",
                     choices=formats),
               Field("benchmark", FORM_LABELS["benchmark"], "", lambda v: v or None, "empty = from the file"),
               Field("replace", FORM_LABELS["replace"], "no", _yes_no, "yes replaces the benchmark's results (no = merge)")]

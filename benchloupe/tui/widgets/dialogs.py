@@ -64,7 +64,7 @@ Values = Mapping[str, str]
 class Field:
     """One form field: name, label, initial text, and a parser that raises ValueError with a message.
 
-    ``choices``: the only values accepted (shown as the placeholder); ``applies(raw)``: whether the field
+    ``choices``: the only values accepted (shown as the placeholder; "" among them lets the field be empty); ``applies(raw)``: whether the field
     applies given the raw text of every field by name (e.g. an optimiser's learning rate only for "adam"); a
     field that does not apply is hidden and left out of the result, so its default stands."""
 
@@ -175,7 +175,7 @@ class FormDialog(ModalScreen[dict | None]):
                 self._fail(f"{f.label}: contains the control character {bad}; type plain text", f)
                 return
             if f.choices and raw not in f.choices:
-                self._fail(f"{f.label}: {raw!r} is not one of {', '.join(f.choices)}", f)
+                self._fail(f"{f.label}: {raw!r} is not one of {', '.join(c for c in f.choices if c)}", f)
                 return
             try:
                 values[f.name] = f.parse(raw)
