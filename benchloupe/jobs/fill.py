@@ -40,6 +40,7 @@ from benchloupe.engine.benchfill_types import (
 )
 from benchloupe.engine.common import Cancelled, EngineError, Progress, no_progress
 from benchloupe.engine.online import DifficultyScale
+from benchloupe.hints import Alt, Opt, say
 from benchloupe.prompts import endpoints_file, simulated
 from benchloupe.prompts.client import ChatClient, EndpointConfig
 from benchloupe.prompts.llm import LLMAnnotator, LLMJudge, LLMRewriter
@@ -83,14 +84,14 @@ def get_endpoints(conn, *, with_source: bool = False) -> dict:
 def _clean(role: str, fields: dict) -> dict:
     clean = {k: v for k, v in fields.items() if v is not None and (k in ENDPOINT_FIELDS or k in ("name", "trials"))}
     if role in ("rewriter", "judge") and not clean.get("model"):
-        raise EngineError(f"the {role} endpoint needs --model (the model name the server knows)")
+        raise EngineError(say(f"the {role} endpoint needs ", Opt("model"), " (the model name the server knows)"))
     if role == "annotator":
         if not clean.get("name"):
-            raise EngineError("an annotator needs --name: the benchmark model whose ability it has")
+            raise EngineError(say("an annotator needs ", Opt("name"), ": the benchmark model whose ability it has"))
         clean.setdefault("model", clean["name"])
         trials = clean.get("trials", 4)
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise EngineError(f"--trials must be a whole number 1 or more, got {trials!r}")
+            raise EngineError(say(Opt("trials"), f" must be a whole number 1 or more, got {trials!r}"))
         clean["trials"] = trials
     _endpoint(clean)  # the client's own checks: URL, --timeout > 0, --max-retries >= 0, ...
     return clean
@@ -116,7 +117,8 @@ def set_endpoint(db_path, role: str, *, scope: str = "database", **fields) -> di
             name = fields.get("name")
             if not any(a["name"] == name for a in eps["annotators"]):
                 where = "the user endpoints file" if scope == "user" else "this database"
-                raise EngineError(f"no annotator {name!r} in {where}; `benchloupe endpoints show` lists them")
+                raise EngineError(say(f"no annotator {name!r} in {where}; ",
+                                      Alt("`benchloupe endpoints show` lists them", "E on the BenchFill screen lists them")))
             eps["annotators"] = [a for a in eps["annotators"] if a["name"] != name]
         if scope == "user":
             endpoints_file.save(eps)
@@ -133,21 +135,23 @@ def _endpoint(d: dict) -> EndpointConfig:
 
 def _check_endpoints(eps: dict) -> None:
     """Every endpoint is configured and its settings can work (checked before a session starts running)."""
-    hint = ("set it with `benchloupe endpoints set {role} --model NAME [--base-url URL] [--user]` or in the "
-            "BenchFill screen")
+    hint = Alt("set it with `benchloupe endpoints set {role} --model NAME [--base-url URL] [--user]` or in the "
+               "BenchFill screen", "set it with E (endpoints) on the BenchFill screen")
     for role in ("rewriter", "judge"):
         if not eps.get(role) or not eps[role].get("model"):
-            raise EngineError(f"no {role} endpoint configured; " + hint.format(role=role))
+            raise EngineError(say(f"no {role} endpoint configured; ",
+                                  Alt(hint.cli.format(role=role), hint.ui)))
     if not eps.get("annotators"):
-        raise EngineError("no annotator models configured; add the benchmark's models with `benchloupe endpoints "
-                          "set annotator --name MODEL --model NAME_AT_ENDPOINT [--base-url URL]`")
+        raise EngineError(say("no annotator models configured; add the benchmark's models ",
+                              Alt("with `benchloupe endpoints set annotator --name MODEL --model NAME_AT_ENDPOINT "
+                                  "[--base-url URL]`", "as annotators with E (endpoints) on the BenchFill screen")))
     for role, d in [("rewriter", eps["rewriter"]), ("judge", eps["judge"])] + [
             (f"annotator {a['name']}", a) for a in eps["annotators"]]:
         try:
             _clean("annotator" if role.startswith("annotator") else role, d)
         except EngineError as exc:
-            raise EngineError(f"the {role} endpoint is misconfigured: {exc}; fix it with `benchloupe endpoints "
-                              "set`") from None
+            raise EngineError(say(f"the {role} endpoint is misconfigured: ", exc.args[0] if exc.args else "", "; fix it ",
+                                  Alt("with `benchloupe endpoints set`", "with E on the BenchFill screen"))) from None
 
 
 # ------------------------------------------------------------------------------------------------ journal
@@ -267,8 +271,9 @@ class FillStopped(EngineError):
 
     def __init__(self, session_id: int, state: str, message: str):
         what = "ended with no valid child" if state == "no_valid_child" else "failed"
-        then = "" if state == "no_valid_child" else f"; fix it, then `benchloupe fill --resume {session_id}`"
-        super().__init__(f"BenchFill session {session_id} {what}: {message}{then}")
+        then = "" if state == "no_valid_child" else say(
+            "; fix it, then resume it with ", Alt(f"`benchloupe fill --resume {session_id}`", "R on the BenchFill screen"))
+        super().__init__(say(f"BenchFill session {session_id} {what}: ", message, then))
         self.session_id, self.state = session_id, state
 
 
@@ -323,12 +328,14 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
         bid = read.benchmark_id(conn, benchmark)
         cov = runs.latest_run(conn, bid, ("coverage",))
         if cov is None:
-            raise EngineError(f"no coverage run for {benchmark!r}; run `benchloupe coverage {benchmark}` first")
+            raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
+                                  Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
         eps = get_endpoints(conn)
         _check_endpoints(eps)
         if isinstance(options.max_stored_chars, bool) or not isinstance(options.max_stored_chars, int) or \
                 options.max_stored_chars < 0:
-            raise EngineError(f"--max-stored-chars must be a whole number 0 or more, got {options.max_stored_chars!r}")
+            raise EngineError(say(Opt("max_stored_chars"), " must be a whole number 0 or more, got "
+                                  f"{options.max_stored_chars!r}"))
         gaps = runs.load_artifact(conn, cov, "gaps")
         if not 1 <= options.gap <= len(gaps):
             raise EngineError(f"gap {options.gap} does not exist; the coverage run has gaps 1..{len(gaps)}")

@@ -8,6 +8,8 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Alt, say
+
 from .db import StoreError, audit, transaction
 
 FLAG_STATES = ("open", "confirmed", "dismissed", "unsure")
@@ -178,7 +180,8 @@ def alias_models(conn: sqlite3.Connection, model: str, aliases: list[str], note:
 def _alias_one(conn: sqlite3.Connection, model: str, alias: str, note: str) -> dict:
     row = conn.execute("SELECT id FROM models WHERE name = ?", (model,)).fetchone()
     if row is None:
-        raise StoreError(f"no model named {model!r}; `benchloupe show BENCHMARK` lists a benchmark's models")
+        raise StoreError(say(f"no model named {model!r}; ",
+                                 Alt("`benchloupe show BENCHMARK` lists a benchmark's models", "screen 2 lists them")))
     mid = int(row[0])
     other = conn.execute("SELECT id FROM models WHERE name = ?", (alias,)).fetchone()
     merged = False

@@ -13,6 +13,7 @@ import time
 
 import pandas as pd
 
+from benchloupe.hints import Alt, say
 from benchloupe.textsafe import has_control
 
 from . import runners
@@ -56,13 +57,13 @@ def acquire_lease(conn: sqlite3.Connection, session_id: int, runner: dict) -> di
         row = conn.execute("SELECT state, runner, heartbeat, updated_at FROM fill_sessions WHERE id = ?",
                            (session_id,)).fetchone()
         if row is None:
-            raise StoreError(f"no BenchFill session {session_id}; `benchloupe fill --list` shows them")
+            raise StoreError(say(f"no BenchFill session {session_id}; ", Alt("`benchloupe fill --list` shows them", "screen 8 lists them")))
         held = runners.parse(row["runner"])
         if (row["state"] == "running" and held.get("token") != runner["token"]
                 and runners.alive(held, row["heartbeat"])):
-            raise SessionBusy(f"BenchFill session {session_id} is already being run by {runners.describe(held)}"
-                              f" (since {row['updated_at']}); wait for it to finish, or stop it and then"
-                              f" `benchloupe fill --resume {session_id}`")
+            raise SessionBusy(say(f"BenchFill session {session_id} is already being run by {runners.describe(held)}"
+                                  f" (since {row['updated_at']}); wait for it to finish, or stop it and then resume it with ",
+                                  Alt(f"`benchloupe fill --resume {session_id}`", "R on the BenchFill screen (8)")))
         conn.execute("UPDATE fill_sessions SET state = 'running', message = '', runner = ?, heartbeat = ?,"
                      " updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
                      (json.dumps(runner), time.time(), session_id))
@@ -103,7 +104,7 @@ def session(conn: sqlite3.Connection, session_id: int) -> dict:
     row = conn.execute("SELECT s.*, b.name AS benchmark FROM fill_sessions s JOIN benchmarks b ON b.id = s.benchmark_id"
                        " WHERE s.id = ?", (session_id,)).fetchone()
     if row is None:
-        raise StoreError(f"no BenchFill session {session_id}; `benchloupe fill --list` shows them")
+        raise StoreError(say(f"no BenchFill session {session_id}; ", Alt("`benchloupe fill --list` shows them", "screen 8 lists them")))
     d = dict(row)
     d["config"] = json.loads(d["config"])
     d["runner"] = runners.parse(d.get("runner"))

@@ -65,8 +65,11 @@ class ProgressSlot:
 
 
 def one_line(exc: BaseException) -> str:
-    """The first line of an error, or its type when it has no message."""
-    text = str(exc).strip()
+    """The first line of an error in the workbench's words (options named by their form fields, not as CLI
+    flags: :mod:`benchloupe.tui.wording`), or its type when it has no message."""
+    from benchloupe.tui.wording import error_text
+
+    text = error_text(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 

@@ -14,41 +14,48 @@ Progress = Callable[[float, float, str], None]
 JobFn = Callable[[Progress, threading.Event], object]
 
 
-def format_names() -> list[str]:
-    from benchloupe.store.importers.detect import FORMATS
-
-    return sorted(FORMATS)
-
-
 def demo_job(db_path: Path) -> JobFn:
     def run(progress: Progress, cancel: threading.Event) -> dict:
+        from benchloupe.hints import render
         from benchloupe.jobs import build_demo
+        from benchloupe.tui.wording import label
 
         progress(0, 1, "simulating the demo workspace")
         info = build_demo(db_path)
         progress(1, 1, "written")
         if info.get("created"):
             return {"message": f"demo workspace written: {', '.join(info['benchmarks'])}", **info}
-        return info
+        return {**info, "message": render(info["message"], label)}
     return run
 
 
-def import_job(db_path: Path, path: str, fmt: str | None = None, benchmark: str | None = None) -> JobFn:
+def import_job(db_path: Path, paths: list[str], fmt: str | None = None, options: dict | None = None) -> JobFn:
+    """Import *paths* (files, folders, globs: as ``benchloupe import``) in one transaction with the import
+    options *options* (parser keywords plus ``benchmark`` and ``replace``; plain data). The result's
+    ``message`` is one line for the job line, ``summary`` the per-benchmark and per-model lines."""
+    options = dict(options or {})
+
     def run(progress: Progress, cancel: threading.Event) -> dict:
-        from benchloupe.jobs import import_file
+        from benchloupe.jobs.imports import import_paths, summary_lines
 
-        progress(0, 1, f"parsing {Path(path).name}")
-        summary = import_file(db_path, path, fmt, benchmark=benchmark)
+        def parsing(n: int, total: int, label: str) -> None:
+            progress(n - 1, total, f"parsing {Path(label).name}")
+
+        summary = import_paths(db_path, list(paths), fmt, progress=parsing, **options)
         progress(1, 1, "written")
-        d = summary.as_dict()
-        counts = ", ".join(f"{v} {k}" for k, v in d.items() if isinstance(v, int) and not isinstance(v, bool) and v and k != "benchmark_id")
-        return {"message": f"imported into {d.get('benchmark', '?')}: {counts}", **d}
+        lines = summary_lines(summary, max_models=MAX_MODELS_SHOWN)
+        return {"message": lines[0], "summary": "\n".join(lines), **summary.as_dict()}
     return run
 
 
-def analysis_job(db_path: Path, name: str, benchmark: str, config: object, arena: str | None = None) -> JobFn:
+MAX_MODELS_SHOWN = 8  # per benchmark in the notification (metabench has 4,280); the CLI lists them all
+
+
+def analysis_job(db_path: Path, name: str, benchmark: str, config: object, arena: str | None = None,
+                 reward_model: str | None = None) -> JobFn:
     def run(progress: Progress, cancel: threading.Event) -> int:
         from benchloupe.jobs import ANALYSES
 
-        return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel)
+        extra = {"reward_model": reward_model} if reward_model else {}
+        return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel, **extra)
     return run

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from benchloupe.engine.common import EngineError
+from benchloupe.hints import Opt, say
 
 from .config import HALVES, AuditConfig
 
@@ -51,18 +52,18 @@ def build_population(
         if count >= config.min_family_models:
             continue
         if not config.drop_small_families:
-            raise EngineError(f"family {f!r} has {count} model{'s' if count != 1 else ''} after the owner cap, "
+            raise EngineError(say(f"family {f!r} has {count} model{'s' if count != 1 else ''} after the owner cap, "
                               f"{config.min_family_models - count} short of the minimum {config.min_family_models}: "
-                              "add models, lower --min-family-models, or pass --drop-small-families to leave "
-                              "such families out as the paper does")
+                              "add models, lower ", Opt("min_family_models"), ", or ", Opt("drop_small_families", verb="pass"),
+                              " to leave such families out as the paper does"))
         small = fam == f
         why[small] = f"family below minimum {config.min_family_models}"
         kept[small] = False
         family_names.remove(f)
     if len(family_names) < 2:
-        raise EngineError(f"only {len(family_names)} families keep at least {config.min_family_models} models "
-                          f"({', '.join(family_names) or 'none'}): the audit needs 2; add models or lower "
-                          "--min-family-models")
+        raise EngineError(say(f"only {len(family_names)} families keep at least {config.min_family_models} models "
+                          f"({', '.join(family_names) or 'none'}): the audit needs 2; add models or lower ",
+                              Opt("min_family_models")))
     code = {f: i for i, f in enumerate(family_names)}
     kept_idx = np.flatnonzero(kept)
     owner_names = np.unique(own[kept_idx].astype(str))

@@ -25,7 +25,6 @@ from benchloupe.prompts import simulated
 from benchloupe.textsafe import visible
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
-from benchloupe.tui.screens.runs import parser_for
 from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
@@ -575,15 +574,10 @@ class EditDialog(ModalScreen[tuple[str, str] | None]):
 def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
     """Ask for a session's options (the paper's defaults) and start it as the app's job."""
     from benchloupe.engine.benchfill import BenchFillConfig
+    from benchloupe.tui.screens.run_forms import fill_fields
 
     config = BenchFillConfig()
-    fields = [Field("gap", "gap (1 = largest)", str(gap_rank), int),
-              Field("answer_format", "answer format", "auto", str, "auto, choice or short"),
-              Field("baseline", "best-of-N baseline", "False", parser_for(False))]
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if isinstance(value, int | float | str | bool):
-            fields.append(Field(f"cfg-{f.name}", f.name, str(value), parser_for(value)))
+    fields = fill_fields(config, gap_rank)
     app = screen.app
     db = app.db_path
 
@@ -611,5 +605,12 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
         if app.start_job(f"BenchFill gap {values['gap']} of {benchmark}", job, on_done=finished):
             app.switch_mode("benchfill")
 
-    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields,
-                               note="Defaults are paper 003's (section 4.2, Appendix E.1)."), done)
+    def check(values: dict) -> None:
+        from benchloupe.jobs import fill as jobs_fill
+
+        dataclasses.replace(config, **{k[4:]: v for k, v in values.items() if k.startswith("cfg-")})
+        jobs_fill.FillOptions(values["gap"], values["answer_format"], values["baseline"])
+
+    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields, check=check,
+                               note="Defaults are the paper's; the seed (the baseline's parent draw) shows when "
+                                    "the best-of-N baseline runs."), done)

@@ -236,7 +236,9 @@ class ItemsScreen(BenchScreen):
             hits = search_items(conn, value, benchmark=benchmark, limit=MAX_LIMIT, marks=("", ""))
             ids, error = np.array([h["item_id"] for h in hits], np.int64), ""
         except StoreError as exc:
-            ids, error = np.zeros(0, np.int64), str(exc)
+            from benchloupe.tui.wording import error_text
+
+            ids, error = np.zeros(0, np.int64), error_text(exc)
         finally:
             conn.close()
         self.app.call_from_thread(self._fts_done, value, ids, error)
