@@ -47,6 +47,9 @@ OFFSET_CLIP = 6.0
 # ----------------------------------------------------------------------------- randomized SVD (C.2)
 
 
+F32_SVD_CELLS = 1 << 24  # ~16.8 M cells: above this the randomized SVD's power iterations run in float32
+
+
 def randomized_svd(
     matrix: np.ndarray, n_components: int, *, seed: int, n_iter: int = 5, n_oversamples: int = 10
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -60,10 +63,15 @@ def randomized_svd(
     a = matrix.T if transpose else matrix
     rng = np.random.RandomState(seed)
     q = rng.normal(size=(a.shape[1], size))
+    # Large matrices: the power iterations (the range finder) run in float32, the final projection, QR and
+    # SVD in float64.  Below F32_SVD_CELLS (every shared real set) everything is float64 as in the reference.
+    a_iter = a.astype(np.float32) if a.size >= F32_SVD_CELLS else a
+    q = q.astype(a_iter.dtype, copy=False)
     for _ in range(n_iter):
-        q, _ = scipy.linalg.lu(_matmul(a, q), permute_l=True, check_finite=False)
-        q, _ = scipy.linalg.lu(_matmul(a.T, q), permute_l=True, check_finite=False)
-    q, _ = scipy.linalg.qr(_matmul(a, q), mode="economic", check_finite=False)
+        q, _ = scipy.linalg.lu(_matmul(a_iter, q), permute_l=True, check_finite=False)
+        q, _ = scipy.linalg.lu(_matmul(a_iter.T, q), permute_l=True, check_finite=False)
+    del a_iter
+    q, _ = scipy.linalg.qr(_matmul(a, q.astype(a.dtype, copy=False)), mode="economic", check_finite=False)
     b = _matmul(q.T, a)
     u_hat, s, vt = scipy.linalg.svd(b, full_matrices=False, lapack_driver="gesdd", check_finite=False)
     u = q @ u_hat
@@ -109,8 +117,12 @@ def item_rates(y: np.ndarray, obs: np.ndarray | None) -> tuple[np.ndarray, np.nd
 
 
 def working(y: np.ndarray, obs: np.ndarray | None, p: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Standardised working matrix (Y - p)/s, zero at missing cells."""
-    w = (y - p[:, None]) / s[:, None]
+    """Standardised working matrix (Y - p)/s, zero at missing cells.
+
+    Y is 0/1, so each item row takes one of two values, (1 - p)/s or (0 - p)/s: picked per cell, the same
+    floating-point values as the elementwise formula in one pass without temporaries.
+    """
+    w = np.where(y != 0, ((1.0 - p) / s)[:, None], ((0.0 - p) / s)[:, None])
     if obs is not None:
         w *= obs
     return w
@@ -208,10 +220,12 @@ def select_dimension(
     s_eval = s[evaluation][:, None]
     y_eval = y_val[evaluation]
     o_eval = None if o_val is None else o_val[evaluation]
+    w_val_cal = w_val[calibration]
+    del w_val, w_fit
     rows = []
     for k in feasible:
         fc = f_cal[:, :k]
-        coords = np.linalg.solve(fc.T @ fc + ridge * np.eye(k), fc.T @ w_val[calibration])
+        coords = np.linalg.solve(fc.T @ fc + ridge * np.eye(k), fc.T @ w_val_cal)
         logits = base + np.clip((f_eval[:, :k] @ coords) / s_eval, -OFFSET_CLIP, OFFSET_CLIP)
         # Bernoulli log loss, stable form: log(1 + e^z) - y z
         cell = np.logaddexp(0.0, logits) - y_eval * logits

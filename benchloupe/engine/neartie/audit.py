@@ -106,7 +106,8 @@ def _check_config(config: AuditConfig) -> None:
 
 
 def _validate(responses, mask, model_ids, families, owners, item_groups):
-    y = np.asarray(responses, dtype=float)
+    raw = np.asarray(responses)
+    y = np.asarray(raw, dtype=float)
     if y.ndim != 2:
         raise EngineError("responses must be a models x items matrix")
     n_models, n_items = y.shape
@@ -126,9 +127,13 @@ def _validate(responses, mask, model_ids, families, owners, item_groups):
             raise EngineError(f"{int((obs.sum(axis=1) == 0).sum())} models have no observed item: drop them")
         if obs.all():
             obs = None
+    if raw.dtype.kind in "biu" and obs is None:  # integers: a range check on the small dtype
+        if raw.size and (raw.min() < 0 or raw.max() > 1):
+            raise EngineError("responses must be 0/1")
+        return y, obs
     if np.isnan(y).any():
         raise EngineError("responses contain missing values: pass a mask marking the observed cells")
-    if not np.isin(y, (0.0, 1.0)).all():
+    if not ((y == 0.0) | (y == 1.0)).all():
         raise EngineError("responses must be 0/1")
     return y, obs
 
