@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from scipy.stats import kendalltau
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.dif import DimensionSelection, purify, select_dimension
 
 from .config import FULL_BOOTSTRAP, FULL_FRACTIONS, FULL_GAP_CURVE, HALVES, AuditConfig
+from .exactstats import kendall_tau_b
 from .population import build_population
 from .results import AuditResult, FoldResult, ProtocolInputs
 from .scoring import (
@@ -175,7 +175,7 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
     scale = exact_scale(pur.cells, pur.selected, y_all.shape[1]) if config.anchor_ties == "exact" else None
     ref_float = config.anchor_ties == "float" and o_t is None
     low = float_scores(y_t, pur.weights) if ref_float else _scores(y_t, o_t, pur.weights, scale)
-    tau = float(kendalltau(full, low, variant="b").statistic)
+    tau = kendall_tau_b(full, low)
     if not np.isfinite(tau):
         raise EngineError(f"Kendall tau-b is undefined for the {target_rows.size} representatives scored by the "
                           f"{audit_half} audit half (all full or anchor scores equal): add models or items")
