@@ -174,7 +174,13 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
     full = _scores(y_t, o_t, np.ones(y_all.shape[1]))
     scale = exact_scale(pur.cells, pur.selected, y_all.shape[1]) if config.anchor_ties == "exact" else None
     ref_float = config.anchor_ties == "float" and o_t is None
-    low = float_scores(y_t, pur.weights) if ref_float else _scores(y_t, o_t, pur.weights, scale)
+    if ref_float:  # the reference's row layout: representatives sorted by (family, owner), see float_scores
+        layout = np.lexsort((owner_arr[target_rows], fam_code[target_rows]))
+        y_layout = y_t[layout]
+        low = np.empty(target_rows.size)
+        low[layout] = float_scores(y_layout, pur.weights)
+    else:
+        low = _scores(y_t, o_t, pur.weights, scale)
     tau = kendall_tau_b(full, low)
     if not np.isfinite(tau):
         raise EngineError(f"Kendall tau-b is undefined for the {target_rows.size} representatives scored by the "
@@ -186,7 +192,11 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
         counts[f"{name}_pairs"], counts[f"{name}_reversals"] = int(ok[0]), int(flips[0])
     check_cancel(cancel)
     ctrl_w = control_weights(pur.cells, pur.selected, config.controls, config.control_seed + fold)
-    control_low = float_scores(y_t, ctrl_w) if ref_float else _scores(y_t, o_t, ctrl_w, scale)
+    if ref_float:
+        control_low = np.empty((target_rows.size, ctrl_w.shape[1]))
+        control_low[layout] = float_scores(y_layout, ctrl_w)
+    else:
+        control_low = _scores(y_t, o_t, ctrl_w, scale)
     ok, flips = count_reversals(pairs, control_low, pairs.cross & pairs.close)
     return FoldResult(audit_half, audit_rows, selection, pur, target_rows, full, low, tau, counts, control_low,
                       np.stack([ok, flips], axis=1))
