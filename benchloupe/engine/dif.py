@@ -68,11 +68,11 @@ def randomized_svd(
     a_iter = a.astype(np.float32) if a.size >= F32_SVD_CELLS else a
     q = q.astype(a_iter.dtype, copy=False)
     for _ in range(n_iter):
-        q, _ = scipy.linalg.lu(_matmul(a_iter, q), permute_l=True, check_finite=False)
-        q, _ = scipy.linalg.lu(_matmul(a_iter.T, q), permute_l=True, check_finite=False)
+        q, _ = scipy.linalg.lu(threaded_matmul(a_iter, q), permute_l=True, check_finite=False)
+        q, _ = scipy.linalg.lu(threaded_matmul(a_iter.T, q), permute_l=True, check_finite=False)
     del a_iter
-    q, _ = scipy.linalg.qr(_matmul(a, q.astype(a.dtype, copy=False)), mode="economic", check_finite=False)
-    b = _matmul(q.T, a)
+    q, _ = scipy.linalg.qr(threaded_matmul(a, q.astype(a.dtype, copy=False)), mode="economic", check_finite=False)
+    b = threaded_matmul(q.T, a)
     u_hat, s, vt = scipy.linalg.svd(b, full_matrices=False, lapack_driver="gesdd", check_finite=False)
     u = q @ u_hat
     if not transpose:
@@ -89,7 +89,7 @@ def randomized_svd(
 _THREADED_FLOPS = 2e8  # multiply-adds above which a product is split over threads
 
 
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def threaded_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b``, split by rows of ``a`` over threads when large (the CLI runs BLAS single-threaded).  Each
     output row is the same BLAS dot product either way; small products (the shared real sets) are one call."""
     n = a.shape[0]
@@ -146,8 +146,8 @@ def offsets_from_working(w: np.ndarray, s: np.ndarray, anchors: np.ndarray, k: i
         )
     _, _, vt = randomized_svd(w[anchors], k, seed=seed)
     axes = vt.T
-    scores = _matmul(w, axes)
-    offsets = _matmul(scores, (axes if column_order is None else axes[column_order]).T)
+    scores = threaded_matmul(w, axes)
+    offsets = threaded_matmul(scores, (axes if column_order is None else axes[column_order]).T)
     offsets /= s[:, None]
     return np.clip(offsets, -OFFSET_CLIP, OFFSET_CLIP, out=offsets)
 
