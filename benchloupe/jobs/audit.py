@@ -250,5 +250,53 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
         conn.close()
 
 
+ROBUSTNESS_ARTIFACT = "protocol_table9_population_robustness"
+
+
+def latest_full_protocol_run(conn, benchmark: str) -> int:
+    """The newest finished near-tie run of ``benchmark`` that ran ``--protocol full`` (it holds Table 9)."""
+    rows = conn.execute("SELECT id, config FROM runs WHERE benchmark_id = ? AND kind = 'neartie' AND status = 'done' "
+                        "ORDER BY id DESC", (read.benchmark_id(conn, benchmark),)).fetchall()
+    for rid, config in rows:
+        if json.loads(config or "{}").get("protocol") == "full" and ROBUSTNESS_ARTIFACT in runs.artifact_names(conn, rid):
+            return int(rid)
+    raise EngineError(f"benchmark {benchmark!r} has no finished `--protocol full` near-tie run "
+                      f"({len(rows)} primary-only); run `benchloupe audit neartie {benchmark} --protocol full` first")
+
+
+def robustness_across(db_path, benchmarks: list[str], *, need: int = 3, alpha: float = 0.05,
+                      report: str | Path | None = None) -> dict:
+    """Paper 002 D.2's pass rule (eqs. 59-61) across benchmarks, read from each one's latest ``--protocol full``
+    near-tie run: Table 9 with one column per benchmark, G_dir, G_sig and pass/fail per specification.
+
+    Read-only (no run is stored); ``report`` also writes the Markdown section to that file.  Returns
+    ``{"runs": {benchmark: run_id}, "table": DataFrame, "markdown": str, "need": ..., "alpha": ...}``.
+    """
+    from benchloupe.engine.neartie.perturb import cross_benchmark_table
+    from benchloupe.engine.neartie.report import cross_benchmark_markdown
+
+    if not benchmarks:
+        raise EngineError("name at least one benchmark, e.g. `benchloupe audit robustness arc gsm8k truthfulqa`")
+    dup = sorted({b for b in benchmarks if benchmarks.count(b) > 1})
+    if dup:
+        raise EngineError(f"benchmark {dup[0]!r} is named twice: name each benchmark once")
+    if need < 1:
+        raise EngineError(f"--need must be at least 1, not {need}")
+    if not 0 < alpha < 1:
+        raise EngineError(f"--alpha must be in (0, 1), not {alpha}")
+    report_path = check_report_path(report)
+    conn = connect(db_path)
+    try:
+        run_ids = {b: latest_full_protocol_run(conn, b) for b in benchmarks}
+        tables = {b: runs.load_artifact(conn, rid, ROBUSTNESS_ARTIFACT) for b, rid in run_ids.items()}
+    finally:
+        conn.close()
+    table = cross_benchmark_table(tables, alpha, need)
+    text = cross_benchmark_markdown(table, run_ids, alpha, need)
+    if report_path is not None:
+        report_path.write_text(text, encoding="utf-8")
+    return {"runs": run_ids, "table": table, "markdown": text, "need": need, "alpha": alpha}
+
+
 register(Analysis("neartie", "Family-DIF near-tie audit (paper 002)", "audit", AuditConfig, "static",
                   lambda db, bench, config=None, **kw: run_neartie(db, bench, config or AuditConfig(), **kw)))

@@ -75,13 +75,10 @@ def build_population(
     f_of = np.array([code[f] for f in fam[kept_idx]])
     counts = np.zeros((owner_names.size, n_fam), dtype=np.int64)
     np.add.at(counts, (g_of, f_of), 1)
-    exact = _exact_accuracy(accuracy, correct, observed)
-    denominator = 1
-    for row in kept_idx:
-        denominator = math.lcm(denominator, exact[row].denominator)
+    numerators, denominator = _scaled_accuracy(accuracy, correct, observed, kept_idx)
     sums = [[0] * n_fam for _ in owner_names]
-    for row, g, f in zip(kept_idx.tolist(), g_of.tolist(), f_of.tolist(), strict=True):
-        sums[g][f] += exact[row].numerator * (denominator // exact[row].denominator)
+    for num, g, f in zip(numerators, g_of.tolist(), f_of.tolist(), strict=True):
+        sums[g][f] += num
     ties = np.array([rng.uniform() for _ in owner_names])
     side_of, side_counts = split_owners(counts, sums, denominator, ties, rng)
     for side in (0, 1):
@@ -111,11 +108,23 @@ def build_population(
 
 
 
-def _exact_accuracy(accuracy, correct, observed) -> list[Fraction]:
+def _scaled_accuracy(accuracy, correct, observed, rows: np.ndarray) -> tuple[list[int], int]:
+    """The kept rows' accuracies as integers over one common denominator N (exact: a_i = numerator_i / N).
+
+    With counts, a_i = k_i / n_i and N = lcm of the distinct n_i (N = n for complete data); the split's costs
+    scale by the same factor whatever common N is used, so its decisions and exact ties do not depend on it."""
     if correct is None:
-        return [Fraction(float(a)) for a in accuracy]
-    n = np.full(len(correct), observed, dtype=np.int64) if np.ndim(observed) == 0 else observed
-    return [Fraction(k, m) for k, m in zip(np.asarray(correct).tolist(), np.asarray(n).tolist(), strict=True)]
+        exact = [Fraction(float(accuracy[r])) for r in rows.tolist()]
+        denominator = 1
+        for q in exact:
+            denominator = math.lcm(denominator, q.denominator)
+        return [q.numerator * (denominator // q.denominator) for q in exact], denominator
+    n = np.full(len(correct), observed, dtype=np.int64) if np.ndim(observed) == 0 else np.asarray(observed)
+    n_rows, k_rows = n[rows].tolist(), np.asarray(correct)[rows].tolist()
+    denominator = 1
+    for m in set(n_rows):
+        denominator = math.lcm(denominator, int(m))
+    return [int(k) * (denominator // int(m)) for k, m in zip(k_rows, n_rows, strict=True)], denominator
 
 
 def split_owners(counts: np.ndarray, sums: list[list[int]], denominator: int, ties: np.ndarray,
