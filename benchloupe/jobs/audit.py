@@ -260,8 +260,9 @@ def latest_full_protocol_run(conn, benchmark: str) -> int:
     for rid, config in rows:
         if json.loads(config or "{}").get("protocol") == "full" and ROBUSTNESS_ARTIFACT in runs.artifact_names(conn, rid):
             return int(rid)
-    raise EngineError(f"benchmark {benchmark!r} has no finished `--protocol full` near-tie run "
-                      f"({len(rows)} primary-only); run `benchloupe audit neartie {benchmark} --protocol full` first")
+    raise EngineError(say(f"benchmark {benchmark!r} has no finished full-protocol near-tie run ({len(rows)} "
+                          "primary-only); ", Alt(f"run `benchloupe audit neartie {benchmark} --protocol full` first",
+                                                 "run the near-tie audit with protocol full first")))
 
 
 def robustness_across(db_path, benchmarks: list[str], *, need: int = 3, alpha: float = 0.05,
@@ -276,14 +277,15 @@ def robustness_across(db_path, benchmarks: list[str], *, need: int = 3, alpha: f
     from benchloupe.engine.neartie.report import cross_benchmark_markdown
 
     if not benchmarks:
-        raise EngineError("name at least one benchmark, e.g. `benchloupe audit robustness arc gsm8k truthfulqa`")
+        raise EngineError(say("name at least one benchmark, e.g. ",
+                              Alt("`benchloupe audit robustness arc gsm8k truthfulqa`", "arc, gsm8k and truthfulqa")))
     dup = sorted({b for b in benchmarks if benchmarks.count(b) > 1})
     if dup:
         raise EngineError(f"benchmark {dup[0]!r} is named twice: name each benchmark once")
     if need < 1:
-        raise EngineError(f"--need must be at least 1, not {need}")
+        raise EngineError(say(Opt("need"), f" must be at least 1, not {need}"))
     if not 0 < alpha < 1:
-        raise EngineError(f"--alpha must be in (0, 1), not {alpha}")
+        raise EngineError(say(Opt("significance"), f" must be in (0, 1), not {alpha}"))
     report_path = check_report_path(report)
     conn = connect(db_path)
     try:

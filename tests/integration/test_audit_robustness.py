@@ -97,7 +97,7 @@ def test_robustness_refuses_benchmarks_without_a_full_run_and_bad_lists(demo_db,
     capsys.readouterr()
     assert main(["audit", "robustness", "demo-chem", "--db", db]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no finished `--protocol full` near-tie run" in err[0] and "--protocol full" in err[0]
+    assert len(err) == 1 and "no finished full-protocol near-tie run" in err[0] and "--protocol full" in err[0]
     assert main(["audit", "robustness", "nosuch", "--db", db]) == 1
     assert "no benchmark named 'nosuch'" in capsys.readouterr().err
     with pytest.raises(EngineError, match="named twice"):

@@ -92,7 +92,7 @@ def test_family_source_is_an_option_and_the_report_names_it(demo_db):
     assert fam[by_name] == {"gemma", "llama", "mistral", "phi", "qwen"}
     assert fam[by_column] == {"gemma", "llama", "mistral", "qwen"}
     assert fam[by_arch] == {"gemma", "llama"}
-    assert "--family-from column" in runs.load_artifact(conn, by_column, "report")
+    assert "(family source column)" in runs.load_artifact(conn, by_column, "report")
     assert "model-name rules" in runs.load_artifact(conn, by_name, "report")
 
 

@@ -129,8 +129,9 @@ def markdown_report(res, bench: str) -> str:
         ran = t[t["excess_pp"].notna()]
         lines += ["", f"Stars: p <= {cfg.significance:g}. Positive in {int(ran['positive'].sum())} of {len(ran)} "
                   f"specifications, significant in {int(ran['significant'].sum())}. The pass rule (eq. 61) counts "
-                  "benchmarks (>= 3 of 5 positive and >= 3 significant per variant): `benchloupe audit robustness "
-                  "B1 B2 ...` applies it to the latest `--protocol full` run of each benchmark.", ""]
+                  "benchmarks (at least 3 of 5 positive and at least 3 significant per variant); the cross-benchmark "
+                  "robustness audit (audit robustness) applies it to the latest full-protocol run of each benchmark.",
+                  ""]
     if "table10_family_shifts" in pr:
         t = pr["table10_family_shifts"]
         lines += ["## Table 10: family mean anchor-minus-full shifts (pp) with owner-bootstrap 95% CIs", ""]
@@ -157,7 +158,7 @@ def cross_benchmark_markdown(table: pd.DataFrame, runs: dict[str, int], alpha: f
     benches = list(runs)
     lines = ["# Population robustness across benchmarks (paper 002 D.2, Table 9)", "",
              "Excess one-point reversal rate (pp) of each specification on each benchmark's latest "
-             "`--protocol full` near-tie run: " + ", ".join(f"{b} (run #{r})" for b, r in runs.items()) + ".", ""]
+             "full-protocol near-tie run: " + ", ".join(f"{b} (run #{r})" for b, r in runs.items()) + ".", ""]
     rows = [[r["variant"], *(str(r[b]) for b in benches), str(r["G_dir"]), str(r["G_sig"]),
              "pass" if r["passes"] else "fail"] for r in table.to_dict("records")]
     lines += _rows(["Variant", *benches, "G_dir", "G_sig", "rule"], rows)
