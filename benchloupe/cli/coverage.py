@@ -12,7 +12,8 @@ def cmd_coverage(args) -> int:
     from benchloupe.jobs.coverage import CoverageConfig
 
     cfg = config_from_args(args, CoverageConfig)
-    rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"))
+    rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"),
+                                        device=args.device)
     run, gaps, ecdf = stored_run(args, rid, "gaps", "ecdf")
     m = run["metrics"]
     if args.json:
@@ -97,6 +98,9 @@ def register_coverage(sub, common) -> None:
     p.add_argument("benchmark")
     p.add_argument("--gaps", type=int, default=10, help="how many gaps to list (default: 10)")
     p.add_argument("--ecdf", action="store_true", help="include the ECDF points in --json output")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="where the C.6 uncertainty draws' metrics run: cuda (torch on a GPU), cpu (numpy), or auto "
+                        "(CUDA when present and the draws are large; default); the run records device and dtype")
     add_config_args(p, CoverageConfig)
     p.set_defaults(func=cmd_coverage)
 
