@@ -34,10 +34,17 @@ def resolve(device: str | Backend = "auto", n_cells: int = 0) -> Backend:
     (tests force ``Backend("torch", "cpu", "float64")``)."""
     if isinstance(device, Backend):
         return device
-    if device == "cuda" and importlib.util.find_spec("torch") is None:
+    if device == "cuda" and not _torch_installed():
         raise EngineError(say(Opt("device", "cuda"), " needs torch, which is not installed: pip install -e '.[gpu]' "
                               "(a CUDA build of torch), or use ", Opt("device", "cpu")))
     return replace(_resolve_fit(device, n_cells), dtype="float64")
+
+
+def _torch_installed() -> bool:
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken or blocked installation counts as none
+        return False
 
 
 def active() -> Backend:
