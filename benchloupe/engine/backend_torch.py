@@ -102,6 +102,8 @@ def _tensor(arr: np.ndarray, device: str, dtype=None, resident: bool = False) ->
 def matmul(a: np.ndarray, b: np.ndarray, device: str) -> np.ndarray:
     """``a @ b`` on the device in numpy's result dtype (integer-valued float64 operands give exact sums)."""
     dt = np.result_type(a, b)
+    if dt.kind != "f":  # integer products keep numpy's integer semantics
+        return a @ b
     tdt = torch.float32 if dt == np.float32 else torch.float64
     with torch.no_grad():
         return (_tensor(a, device, tdt) @ _tensor(b, device, tdt)).cpu().numpy()

@@ -217,3 +217,22 @@ def test_device_auto_without_torch_runs_on_numpy_and_records_it(demo_db, command
     out = json.loads(r.stdout)
     compute = (out["summary"] if command[0] == "audit" else out["metrics"])["compute"]
     assert compute["backend"] == "numpy" and compute["device"] == "cpu" and compute["dtype"] == "float64"
+
+
+def test_numpy_path_does_not_import_torch():
+    """The default path of the audit and the coverage draws never imports torch (seconds of start-up, and an
+    optional extra): checked in a fresh interpreter."""
+    code = """
+import sys
+import numpy as np
+from tests.unit.test_neartie import simulate
+from benchloupe.engine.neartie import AuditConfig, run_audit
+from benchloupe.engine.coverage import UncertaintyConfig, metric_uncertainty
+from benchloupe.engine.irt import fit_1pl
+y, ids, fams, owners, groups = simulate(n_owners=40, n_items=120)
+run_audit(y, ids, fams, owners, groups, AuditConfig(dimensions=(1, 2), controls=19), device="auto")
+metric_uncertainty(fit_1pl(y[:, :60].astype(float)), config=UncertaintyConfig(n_draws=20), device="auto")
+assert "torch" not in sys.modules, "torch was imported"
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
