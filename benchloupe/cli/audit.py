@@ -56,6 +56,9 @@ def cmd_audit(args) -> int:
     print(f"near-tie audit run #{rid} on {args.benchmark}  (Table 1 row)")
     print(kv(t1))
     print(f"families: {run['metrics']['sources']['families']}; item groups: {run['metrics']['sources']['groups']}")
+    comp = run["metrics"].get("compute")
+    if isinstance(comp, dict):
+        print(f"compute: {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}")
     print("\nFolds:")
     cols = [c for c in ("audit_half", "k", "tau_b", "anchors", "close_cross_pairs", "close_cross_reversals",
                         "close_cross_rate", "random_median") if c in folds.columns]

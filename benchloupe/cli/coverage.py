@@ -22,6 +22,9 @@ def cmd_coverage(args) -> int:
         return 0
     print(f"coverage run #{rid} on {args.benchmark}" + (f" (group {cfg.group})" if cfg.group else ""))
     print(f"difficulties: {m.get('difficulty_source', '1PL fit')}")
+    comp = m.get("compute")
+    if isinstance(comp, dict) and "uncertainty" in m:
+        print(f"uncertainty draws computed with {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}")
     keys = ["n_items", "n_models", "target", "ddm", "ddm_sd", "max_gap", "max_gap_sd", "max_gap_ci",
             "max_gap_trusted", "uniform_baseline_max_gap", "baseline", "max_gap_ratio", "k", "topk_sum",
             "topk_sum_sd", "ability_range", "lattice", "n_levels", "sum_score_levels", "ddm_floor", "max_gap_floor",
