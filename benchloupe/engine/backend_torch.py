@@ -95,6 +95,8 @@ def fused_pass(Y, N, theta, b, a, *, rows: bool, cols: bool, loss_only: bool, de
 def _tensor(arr: np.ndarray, device: str, dtype=None, resident: bool = False) -> torch.Tensor:
     """A device tensor of ``arr``; ``resident``: kept on the device while ``arr`` lives (:func:`_on_device`), for
     arrays that several passes read and nobody changes in place meanwhile."""
+    if not arr.flags.writeable:  # torch.from_numpy warns on read-only arrays (np.load, broadcast views)
+        arr = arr.copy()
     t = _on_device(arr, device) if resident else torch.from_numpy(np.ascontiguousarray(arr)).to(device)
     return t if dtype is None else t.to(dtype)
 
