@@ -45,7 +45,7 @@ def cmd_audit(args) -> int:
     except EngineError as exc:
         raise CliError(str(exc)) from None
     rid = jobs.analysis("neartie").run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
-                                       progress=StderrProgress("audit"))
+                                       progress=StderrProgress("audit"), device=args.device)
     run, folds = stored_run(args, rid, "folds")
     t1 = run["metrics"]["table1"]
     where = str(report) if report else None
@@ -56,6 +56,9 @@ def cmd_audit(args) -> int:
     print(f"near-tie audit run #{rid} on {args.benchmark}  (Table 1 row)")
     print(kv(t1))
     print(f"families: {run['metrics']['sources']['families']}; item groups: {run['metrics']['sources']['groups']}")
+    comp = run["metrics"].get("compute")
+    if isinstance(comp, dict):
+        print(f"compute: {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}")
     print("\nFolds:")
     cols = [c for c in ("audit_half", "k", "tau_b", "anchors", "close_cross_pairs", "close_cross_reversals",
                         "close_cross_rate", "random_median") if c in folds.columns]
@@ -125,5 +128,9 @@ def register_audit(sub, common) -> None:
     p.add_argument("--gap-curve", help="secondary: gap thresholds in points, e.g. 0.25,0.5,1,2,5 (Table 7)")
     p.add_argument("--fractions", help="secondary: anchor fractions, e.g. 0.3,0.7 (Table 8)")
     p.add_argument("--k-grid", help="dimension grid (default: 1,2,4,...,256)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="neartie: where control scoring, the DIF Newton passes and the spectral products run: cuda "
+                        "(torch on a GPU, float64), cpu (numpy), or auto (CUDA when present and the matrix is large; "
+                        "default); the run records device and dtype")
     add_config_args(p, AuditConfig, skip=TUPLE_FIELDS + OWN_FLAGS)
     p.set_defaults(func=cmd_audit)

@@ -12,7 +12,8 @@ def cmd_coverage(args) -> int:
     from benchloupe.jobs.coverage import CoverageConfig
 
     cfg = config_from_args(args, CoverageConfig)
-    rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"))
+    rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"),
+                                        device=args.device)
     run, gaps, ecdf = stored_run(args, rid, "gaps", "ecdf")
     m = run["metrics"]
     if args.json:
@@ -21,6 +22,9 @@ def cmd_coverage(args) -> int:
         return 0
     print(f"coverage run #{rid} on {args.benchmark}" + (f" (group {cfg.group})" if cfg.group else ""))
     print(f"difficulties: {m.get('difficulty_source', '1PL fit')}")
+    comp = m.get("compute")
+    if isinstance(comp, dict) and "uncertainty" in m:
+        print(f"uncertainty draws computed with {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}")
     keys = ["n_items", "n_models", "target", "ddm", "ddm_sd", "max_gap", "max_gap_sd", "max_gap_ci",
             "max_gap_trusted", "uniform_baseline_max_gap", "baseline", "max_gap_ratio", "k", "topk_sum",
             "topk_sum_sd", "ability_range", "lattice", "n_levels", "sum_score_levels", "ddm_floor", "max_gap_floor",
@@ -97,6 +101,9 @@ def register_coverage(sub, common) -> None:
     p.add_argument("benchmark")
     p.add_argument("--gaps", type=int, default=10, help="how many gaps to list (default: 10)")
     p.add_argument("--ecdf", action="store_true", help="include the ECDF points in --json output")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="where the C.6 uncertainty draws' metrics run: cuda (torch on a GPU), cpu (numpy), or auto "
+                        "(CUDA when present and the draws are large; default); the run records device and dtype")
     add_config_args(p, CoverageConfig)
     p.set_defaults(func=cmd_coverage)
 

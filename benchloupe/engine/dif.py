@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 import scipy.linalg
 
+from benchloupe.engine import dense
 from benchloupe.engine.common import EngineError, check_cancel
 
 P_CLIP = 1e-4
@@ -65,14 +66,19 @@ def randomized_svd(
     q = rng.normal(size=(a.shape[1], size))
     # Large matrices: the power iterations (the range finder) run in float32, the final projection, QR and
     # SVD in float64.  Below F32_SVD_CELLS (every shared real set) everything is float64 as in the reference.
-    a_iter = a.astype(np.float32) if a.size >= F32_SVD_CELLS else a
-    q = q.astype(a_iter.dtype, copy=False)
-    for _ in range(n_iter):
-        q, _ = scipy.linalg.lu(threaded_matmul(a_iter, q), permute_l=True, check_finite=False)
-        q, _ = scipy.linalg.lu(threaded_matmul(a_iter.T, q), permute_l=True, check_finite=False)
-    del a_iter
-    q, _ = scipy.linalg.qr(threaded_matmul(a, q.astype(a.dtype, copy=False)), mode="economic", check_finite=False)
-    b = threaded_matmul(q.T, a)
+    if dense.on_torch():  # the products, LU normalisations and QR on the device; the small SVD below on the CPU
+        from benchloupe.engine import backend_torch
+
+        q, b = backend_torch.randomized_range(a, q, n_iter, a.size >= F32_SVD_CELLS, dense.active().device)
+    else:
+        a_iter = a.astype(np.float32) if a.size >= F32_SVD_CELLS else a
+        q = q.astype(a_iter.dtype, copy=False)
+        for _ in range(n_iter):
+            q, _ = scipy.linalg.lu(threaded_matmul(a_iter, q), permute_l=True, check_finite=False)
+            q, _ = scipy.linalg.lu(threaded_matmul(a_iter.T, q), permute_l=True, check_finite=False)
+        del a_iter
+        q, _ = scipy.linalg.qr(threaded_matmul(a, q.astype(a.dtype, copy=False)), mode="economic", check_finite=False)
+        b = threaded_matmul(q.T, a)
     u_hat, s, vt = scipy.linalg.svd(b, full_matrices=False, lapack_driver="gesdd", check_finite=False)
     u = q @ u_hat
     if not transpose:
@@ -91,7 +97,12 @@ _THREADED_FLOPS = 2e8  # multiply-adds above which a product is split over threa
 
 def threaded_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b``, split by rows of ``a`` over threads when large (the CLI runs BLAS single-threaded).  Each
-    output row is the same BLAS dot product either way; small products (the shared real sets) are one call."""
+    output row is the same BLAS dot product either way; small products (the shared real sets) are one call.
+    Inside ``dense.use(torch backend)`` the product runs on that device instead."""
+    if dense.on_torch():
+        from benchloupe.engine import backend_torch
+
+        return backend_torch.matmul(a, b, dense.active().device)
     n = a.shape[0]
     k = min(_threads(), n)
     if k < 2 or n * a.shape[1] * b.shape[1] < _THREADED_FLOPS:
@@ -400,7 +411,14 @@ def _spread(work: Callable[[np.ndarray], None], n_rows: int, n_cols: int) -> Non
 def _newton_sums(off_s, obs_s, intercept, effects, blocks, rows, *, by_family):
     """Sums over models of p and p(1 - p) for the ``rows`` items (per family when ``by_family``), with
     p = sigmoid(o + b + delta_f) at observed cells: one fused pass, the same per-item arithmetic as evaluating
-    the whole matrix (the row sums are numpy's pairwise sums of the same contiguous rows)."""
+    the whole matrix (the row sums are numpy's pairwise sums of the same contiguous rows).  On a torch backend
+    the same pass runs on its device (float64; sums in torch's order: within rounding of this one)."""
+    if dense.on_torch():
+        from benchloupe.engine import backend_torch
+
+        bounds = np.array([blocks[0].start] + [blk.stop for blk in blocks])
+        return backend_torch.dif_newton_sums(off_s, obs_s, intercept, effects, bounds, rows, by_family,
+                                             dense.active().device)
     n_fam = len(blocks)
     total = np.empty((rows.size, n_fam) if by_family else rows.size)
     var = np.empty_like(total)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.engine import dense
 from benchloupe.engine.common import EngineError, Progress, no_progress
 from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
 from benchloupe.engine.neartie import AuditConfig, AuditResult, run_audit
@@ -181,8 +182,11 @@ def exact_common_section(table: pd.DataFrame, left: str, right: str) -> list[str
 
 def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *, report: str | Path | None = None,
                 compare: str | None = None, progress: Progress = no_progress,
-                cancel: threading.Event | None = None, **_) -> int:
+                cancel: threading.Event | None = None, device: str = "auto", **_) -> int:
     """The audit (plus the protocol parts the config asks for); returns the run id.
+
+    ``device`` (auto | cpu | cuda, as on the fits) runs control scoring, the DIF Newton passes and the spectral
+    products on numpy or torch (:mod:`benchloupe.engine.dense`); the run's metrics record it under ``compute``.
 
     The report is always stored with the run (artifact ``report``); a file is written only when ``report``
     names one, and that path is checked before the run is created.  ``compare`` names a benchmark whose
@@ -196,6 +200,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
         sm = read.load_static(conn, benchmark)
         if not sm.correct.size:
             raise EngineError(f"benchmark {benchmark!r} has no static results to audit")
+        backend = dense.resolve(device, int(sm.correct.size))  # a missing GPU is refused before the run exists
         families = resolve_families(conn, sm.models, config.family_from)
         owners = [o if isinstance(o, str) and o else infer_owner(n) for o, n in zip(sm.models["owner"], sm.models["name"])]
         groups, group_source = resolve_groups(sm.items)
@@ -206,7 +211,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
         with ctx.guard(conn):
             t_audit = time.perf_counter()
             res = run_audit(sm.correct.astype(float), sm.models["name"].tolist(), families, owners, groups, config,
-                            mask=sm.mask, progress=progress, cancel=cancel)
+                            mask=sm.mask, progress=progress, cancel=cancel, device=backend)
             t_tables = ctx.lap("audit_s", t_audit)
             keys = sm.items["key"].to_numpy()
             items = _item_frame(res, sm.items["id"].to_numpy())
@@ -233,7 +238,8 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
                 artifacts[f"secondary_{name}" if name in res.secondary else f"protocol_{name}"] = table
             flags = _flags(res, sm.models, keys, top)
             ctx.lap("tables_s", t_tables)
-            metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources}
+            metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources,
+                       "compute": dense.provenance(backend)}
             if res.protocol:
                 metrics["protocol"] = protocol_summary(res.protocol)
             t_store = time.perf_counter()

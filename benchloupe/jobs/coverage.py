@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sstats
 
-from benchloupe.engine import coverage
+from benchloupe.engine import coverage, dense
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.coverage import robustness as rb
 from benchloupe.engine.irt import OnePLConfig
@@ -221,14 +221,17 @@ def _run_arena_coverage(conn, db_path, benchmark, config, target, found, progres
 
 
 def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfig(), *,
-                 progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                 progress: Progress = no_progress, cancel: threading.Event | None = None, device: str = "auto",
+                 **_) -> int:
     """1PL fit + coverage report + diagnostics + trust readout (+ uncertainty, + robustness); gap flags for the
-    top-k gaps."""
+    top-k gaps.  ``device`` (auto | cpu | cuda, as on the fits) runs the C.6 uncertainty draws' metrics on numpy
+    or torch (:mod:`benchloupe.engine.dense`); the run's metrics record it under ``compute``."""
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
         target = parse_target(conn, config.target)
         validate_config(config)
+        dense.resolve(device)  # `--device cuda` without a GPU is refused on every path, before anything runs
         robust = _robustness_set(config.robustness)
         sm = read.load_static(conn, benchmark)
         if not len(sm.items):
@@ -242,9 +245,11 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
         mask = sm.mask[:, fitted]
         succ = None if sm.trials is None else sm.successes[:, fitted]
         tri = None if sm.trials is None else sm.trials[:, fitted]
+        n_draws = 0 if config.uncertainty == "none" else config.n_draws
+        backend = dense.resolve(device, int(fitted.sum()) * n_draws)  # before the run exists
         ctx = RunContext(db_path, "coverage", benchmark, config, config.seed)
         ctx.start(conn, fingerprint(y, mask, succ, tri))
-        with ctx.guard(conn):
+        with ctx.guard(conn), dense.use(backend):
             t = time.perf_counter()
             progress(0, 3, "1PL difficulty fit")
             data = dict(successes=succ, trials=tri) if succ is not None else {}
@@ -311,6 +316,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
                        "c3_passed": d.passed, "diagnostic_checks": checks, "diagnostics_passed": all(checks.values()),
                        "prior": prior_info or {"prior": "normal", "mu": 0.0, "sigma": 1.0},
                        **_readout_metrics(readout)}
+            metrics["compute"] = dense.provenance(backend)
             if unc is not None:
                 metrics.update({"uncertainty": unc.method, "ddm_sd": unc.ddm_sd, "max_gap_sd": unc.max_gap_sd,
                                 "max_gap_mean": unc.max_gap_mean, "topk_sum_sd": unc.topk_sum_sd,

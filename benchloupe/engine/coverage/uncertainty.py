@@ -10,6 +10,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from benchloupe.engine import dense
+from benchloupe.engine.backend import Backend
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.irt import OnePLResult, fit_1pl
 
@@ -70,11 +72,21 @@ def metric_uncertainty(
     locations: np.ndarray | None = None,
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
+    device: str | Backend | None = None,
 ) -> MetricUncertainty:
     """Posterior uncertainty of DDM / max gap / top-k sum (C.6) from a MAP :func:`fit_1pl` result.
 
     The bootstrap needs the observation pattern: pass ``mask`` (0/1 data) or ``trials`` (binomial).
+    Inside ``dense.use`` with a torch backend the per-draw metrics (sort, gaps, DDM, location widths) run on its
+    device; the draws themselves come from the same CPU generator, so a seed gives the same draws on every
+    backend and the metrics agree to rounding (the sums' order: <= 1e-12 relative).  ``device`` ("cpu", "cuda",
+    "auto" or a ``backend.Backend``; ``None``: the current context) chooses it.
     """
+    if device is not None:
+        with dense.use(dense.resolve(device, int(fit.b.size) * config.n_draws)):
+            return metric_uncertainty(fit, target=target, config=config, correct=correct, mask=mask,
+                                      successes=successes, trials=trials, locations=locations, progress=progress,
+                                      cancel=cancel)
     if config.n_draws < 2:
         raise EngineError("need at least two draws for an uncertainty estimate")
     rng = np.random.default_rng(config.seed)
@@ -101,6 +113,17 @@ def metric_uncertainty(
             b_draws = np.stack([_bootstrap_b(fit, mask, correct, trials, rng) for _ in range(size)])
         else:
             raise EngineError(f"unknown uncertainty method {config.method!r}; use 'laplace' or 'bootstrap'")
+        if dense.on_torch():  # the same draws (CPU RNG), their metrics on the device
+            from benchloupe.engine import backend_torch
+
+            dd, mg, ts, lw = backend_torch.draw_metrics(b_draws, target_pts, config.k, locations, dense.active().device)
+            if lw is not None:
+                loc_chunks.append(lw)
+            chunks.append(pd.DataFrame({"ddm": dd, "max_gap": mg, "topk_sum": ts,
+                                        "baseline_max_gap": baseline[np.arange(done, done + size) % baseline.size]}))
+            done += size
+            progress(done, n_draws, f"C.6 uncertainty: {done} of {n_draws} draws")
+            continue
         # one sort per draw: min-max normalisation is monotone, and its end gaps are empty (width 0)
         bs = np.sort(b_draws, axis=1)
         lo = bs[:, :1]

@@ -8,6 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from benchloupe.engine import dense
+from benchloupe.engine.backend import Backend
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.dif import DimensionSelection, purify, select_dimension
 
@@ -42,13 +44,20 @@ def run_audit(
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
     fixed_k: tuple[int, int] | None = None,
+    device: str | Backend | None = None,
 ) -> AuditResult:
     """Run the primary audit (and requested secondary analyses) on a models x items 0/1 matrix.
 
     ``mask`` (same shape, 1 = observed) marks missing cells; without it the matrix must be complete 0/1.
     ``fixed_k`` (discovery, validation) skips dimension selection (the D.2 perturbations freeze K).
     With ``config.protocol == "full"`` the robustness protocol (:mod:`.protocol`) runs too.
+    ``device`` ("cpu", "cuda", "auto" or a ``backend.Backend``; ``None``: the current :mod:`~benchloupe.engine.dense`
+    context, numpy by default) runs control scoring, the DIF Newton passes and the spectral products there.
     """
+    if device is not None:
+        with dense.use(dense.resolve(device, int(np.asarray(responses).size))):
+            return run_audit(responses, model_ids, families, owners, item_groups, config, mask=mask,
+                             progress=progress, cancel=cancel, fixed_k=fixed_k)
     _check_config(config)
     if config.protocol == "full":  # the secondary analyses run too, at the paper's settings where unset
         config = replace(config, specificity=True, bootstrap=config.bootstrap or FULL_BOOTSTRAP,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchloupe.engine import dense
 from benchloupe.engine.dif import threaded_matmul
 
 from .config import STATUS_DETECTED, STATUS_INSUFFICIENT, STATUS_NOT_DETECTED, STATUS_UNDEFINED
@@ -30,7 +31,9 @@ def exact_scale(cells: np.ndarray, selected: np.ndarray, n_items: int) -> int | 
 def _scores(y: np.ndarray, obs: np.ndarray | None, weights: np.ndarray, scale: int | None = None) -> np.ndarray:
     """Weighted mean score per model (rows) for one or several weight columns.
 
-    ``scale`` (see :func:`exact_scale`) turns the weights into exact integers for complete data.
+    ``scale`` (see :func:`exact_scale`) turns the weights into exact integers for complete data.  On a torch
+    backend (``dense.use``) the control replicates' products (2-D ``weights``) run on its device: with integer
+    weights the float64 sums are exact there too, so the scores are the same numbers; otherwise within rounding.
     """
     if obs is None:
         if scale is not None:  # integer weights: every sum is exact, so the threaded product is the same number
@@ -38,6 +41,8 @@ def _scores(y: np.ndarray, obs: np.ndarray | None, weights: np.ndarray, scale: i
             product = threaded_matmul(y, weights) if weights.ndim == 2 else y @ weights
             return product / weights.sum(axis=0)
         return (y @ weights) / weights.sum(axis=0)
+    if weights.ndim == 2 and dense.on_torch():
+        return threaded_matmul(y * obs, weights) / threaded_matmul(obs, weights)
     return ((y * obs) @ weights) / (obs @ weights)
 
 
