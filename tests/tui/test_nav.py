@@ -345,3 +345,30 @@ async def test_palette_offers_the_navigation_commands(flagged_db):
         callback = dict((n, cb) for n, cb, _h in provider.commands())["benchmark: switch"]
         callback()
         await wait_until(pilot, lambda: type(app.screen).__name__ == "BenchmarkPicker", what="picker")
+
+
+async def test_a_queue_focus_on_one_item_does_not_outlive_a_benchmark_switch(flagged_db):
+    """A model/item focus belongs to its benchmark: after B the queue shows the new benchmark's flags, not
+    "only item X" over an empty list (seen after the switch landed)."""
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        await pilot.press("a")  # the item's flags on Anomalies, focused on that item
+        await wait_until(pilot, lambda: getattr(app.screen, "MODE", "") == "anomalies" and idle(app)()
+                         and app.screen.focus is not None, what="focused queue")
+        queue = app.screen
+        await pilot.press("B")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "BenchmarkPicker"
+                         and len(app.screen.query_one(FrameTable).view) > 0, what="picker")
+        picker = app.screen.query_one(FrameTable)
+        for key in ["up"] * len(picker.view) + ["down"] * len(picker.view):
+            if picker.current_value("name") == "demo-chem":
+                break
+            await pilot.press(key)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.benchmark == "demo-chem" and app.screen is queue
+                         and queue.shown_token is not None and queue.shown_token[0] == "demo-chem" and idle(app)(),
+                         what="the switch")
+        assert queue.focus is None
+        assert "only " not in str(queue.query_one("#queue-status").render())

@@ -76,6 +76,7 @@ class FlagQueueScreen(BenchScreen):
         self._pending: dict[int, tuple[str, str | None]] = {}
         self._pending_lock = threading.Lock()
         self.focus: tuple[str, int, str] | None = None  # (column, value, label): one model's or item's flags
+        self.focus_benchmark: str | None = None  # the benchmark that model or item belongs to
         # this session's decisions, latest last; one entry per key press (a batch is one entry), each
         # (flag id, state, note, carried_from) it replaced
         self.undo_stack: list[list[tuple[int, str, str, object]]] = []
@@ -92,6 +93,7 @@ class FlagQueueScreen(BenchScreen):
         if jump is not None and jump[0] == self.MODE:
             self.app.flag_focus = None
             self.focus = jump[1:]
+            self.focus_benchmark = self.app.benchmark
             if len(self.flags):
                 self._refilter()
         super().on_screen_resume()
@@ -114,6 +116,8 @@ class FlagQueueScreen(BenchScreen):
 
     def show(self, data: dict) -> None:
         current = self.current_id()
+        if self.focus is not None and self.focus_benchmark != self._token[0]:
+            self.focus = None  # a model or item of the benchmark the curator switched away from
         self.flags = data["flags"].reset_index(drop=True)
         self.context = data["context"]
         self.marked &= set(int(i) for i in self.flags["id"]) if len(self.flags) else set()
