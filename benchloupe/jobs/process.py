@@ -29,16 +29,20 @@ the database is opened (store/runners.py: its runner's pid is gone).
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import os
 import pickle
 import signal
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from benchloupe.engine.common import Cancelled
+from benchloupe.textsafe import visible
 
 SEND_HZ = 20
 JOB_NICE = 5
@@ -75,7 +79,8 @@ _context_lock = threading.Lock()
 
 
 def context() -> multiprocessing.context.BaseContext:
-    """The forkserver context with the job modules preloaded (spawn where there is no forkserver)."""
+    """The forkserver context with the job modules preloaded (spawn where there is no forkserver), its
+    helper processes started."""
     global _context
     with _context_lock:
         if _context is None:
@@ -84,17 +89,39 @@ def context() -> multiprocessing.context.BaseContext:
                 ctx.set_forkserver_preload(PRELOAD)
             else:
                 ctx = multiprocessing.get_context("spawn")
+            _start_helpers(ctx)
             _context = ctx
         return _context
 
 
+def _start_helpers(ctx) -> None:
+    """Start the resource tracker and the forkserver. They are handed ``sys.stderr.fileno()``, which under
+    Textual is a capture object with no file descriptor ("bad value(s) in fds_to_keep"): the real stderr
+    stands in while they start."""
+    from multiprocessing import forkserver, resource_tracker
+
+    captured = sys.stderr
+    real = sys.__stderr__
+    try:
+        if real is not None and _has_fd(real):
+            sys.stderr = real
+        resource_tracker.ensure_running()
+        if ctx.get_start_method() == "forkserver":
+            forkserver.ensure_running()
+    finally:
+        sys.stderr = captured
+
+
+def _has_fd(stream) -> bool:
+    try:
+        return stream.fileno() >= 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def warm_up() -> None:
     """Start the forkserver now (it imports the job modules once), so the first job starts at once."""
-    ctx = context()
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
+    context()
 
 
 # ------------------------------------------------------------------------------------------- the child
@@ -134,8 +161,17 @@ def _watch(shared_cancel, cancel: threading.Event, reporter: _Reporter, parent: 
             cancel.set()
 
 
-def child_main(spec: JobSpec, conn, shared_cancel, env: dict, cwd: str) -> None:
-    """The child's entry point: run *spec* and send its result or its error on *conn*."""
+def child_main(spec: JobSpec, conn, shared_cancel, env: dict, cwd: str, log: str) -> None:
+    """The child's entry point: run *spec* and send its result or its error on *conn*. Its stdout and stderr
+    go to *log* (the app's terminal belongs to the app), where a crash leaves its last words."""
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        faulthandler.enable()
+    except OSError:
+        pass
     os.environ.clear()
     os.environ.update(env)
     try:
@@ -192,8 +228,10 @@ class JobProcess:
         self.spec = spec
         self.cancel = ctx.Event()
         self._conn, child_conn = ctx.Pipe(duplex=False)
+        fd, self._log = tempfile.mkstemp(prefix="benchloupe-job-", suffix=".log")
+        os.close(fd)
         self._process = ctx.Process(target=child_main, name="benchloupe-job", daemon=True,
-                                    args=(spec, child_conn, self.cancel, dict(os.environ), os.getcwd()))
+                                    args=(spec, child_conn, self.cancel, dict(os.environ), os.getcwd(), self._log))
         self._child_conn = child_conn
         self.finished_at: float | None = None  # the child's clock (monotonic: one clock on this machine)
 
@@ -229,9 +267,22 @@ class JobProcess:
         finally:
             self._conn.close()
             self._process.join(timeout=5.0)
-        self._process.join(timeout=5.0)
-        raise JobFailed(f"the job's process {self._died()}; what it committed is kept, and a run it left "
-                        f"running is marked interrupted", "died")
+            last = self._last_words()
+        raise JobFailed(f"the job's process {self._died()}{last}; what it committed is kept, and a run it "
+                        f"left running is marked interrupted", "died")
+
+    def _last_words(self) -> str:
+        """The first line of what the child wrote to its stderr (a fatal error, a traceback's cause), and the
+        log removed."""
+        try:
+            with open(self._log, encoding="utf-8", errors="replace") as fh:
+                lines = [ln.strip() for ln in fh.read()[-20000:].splitlines() if ln.strip()]
+            os.unlink(self._log)
+        except OSError:
+            return ""
+        fatal = [ln for ln in lines if ln.startswith("Fatal Python error")]
+        word = (fatal or lines[-1:] or [""])[0]
+        return f" ({visible(word)[:200]})" if word else ""
 
     def _died(self) -> str:
         code = self._process.exitcode

@@ -53,7 +53,7 @@ async def test_a_job_runs_in_its_own_process_and_on_done_gets_its_result(demo_db
     got = []
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
-        assert app.start_job("who", JobSpec(jobfns.whoami), on_done=got.append)
+        assert app.start_job("who", JobSpec(jobfns.whoami), on_done=got.append), [n.message for n in app._notifications]
         await wait_until(pilot, lambda: not app.job.running, timeout=60, what="the job")
         assert not app.job.failed, app.job.outcome
     assert got and got[0]["pid"] != os.getpid(), got
@@ -66,7 +66,8 @@ async def test_a_closure_is_refused_in_one_line(demo_db):
         await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
         assert not app.start_job("closure", JobSpec(lambda progress, cancel: 1))
         assert not app.job.running
-        assert any("module-level function" in n.message for n in app._notifications)
+        await wait_until(pilot, lambda: any("module-level function" in n.message for n in app._notifications),
+                         what="the refusal, in one line")
 
 
 @pytest.mark.timeout(120, method="thread")
@@ -123,7 +124,8 @@ async def test_a_killed_child_is_reported_failed_and_its_run_interrupted(demo_db
         await wait_until(pilot, lambda: not app.job.running, timeout=30, what="the job line to see the death")
         assert app.job.failed
         assert "killed by SIGKILL" in app.job.outcome and "\n" not in app.job.outcome, app.job.outcome
-        assert any(n.severity == "error" and "SIGKILL" in n.message for n in app._notifications)
+        await wait_until(pilot, lambda: any(n.severity == "error" and "SIGKILL" in n.message
+                                            for n in app._notifications), what="the error toast")
         await pilot.press("1")
         await wait_until(pilot, loaded(app, "benchmarks"), what="the app still answers")
     assert _statuses(demo_db) == ["interrupted"]
