@@ -4,7 +4,7 @@ The real app runs headless (Textual's Pilot, 80x24) over the fake-LLM world of t
 OpenAI-compatible server runs in a *separate process* (``--serve``, started by this script), as a real endpoint
 would, and builds the database there (its hidden world must know the items). Jobs run as the app runs them: in
 a child process (benchloupe/jobs/process.py). For each scenario, switching screens (``3``/``2``) and moving the
-cursor (``j``) are timed from the key press to the first frame the app writes after the key's effect is visible
+cursor (``down``/``up`` in turn) are timed from the key press to the first frame the app writes after the key's effect is visible
 (``App._display`` is timed). Keys are sent as the terminal driver sends them (``driver.send_message(Key)``),
 not through ``pilot.press``: Pilot also waits for the app process's CPU to go idle (up to 1 s), which the job
 line's own repaints and the progress relay keep from returning at once, so it measured the harness (the
@@ -13,20 +13,20 @@ earlier figures in docs/BENCHMARKS.md include it; a cursor move "took" 250 ms un
 - idle: no job;
 - benchfill: a BenchFill session against the fake server with no delay (the worst case for progress events),
   measured until it ends or for at most ``--fill-seconds`` (then cancelled);
-- fit: a static fit with Adam and an epoch budget it cannot finish, measured for ``--keys`` rounds or at most
+- fit: a static fit with Adam and an epoch budget it cannot finish (CPU-bound all along), measured for
   ``--fit-seconds``, then cancelled.
 
 Also: the job line's lag (how long the oldest progress report not yet on the job line has waited, sampled
 after every key: ``ProgressSlot.lag``; and from the child's answer to the job line saying so), the number of
 progress reports and job-line paints, the app process's resident memory at the start and end of each scenario
-and the job process's at its end. Every wait is bounded; the whole run takes about two minutes.
+and the job process's at its end. Every wait is bounded; the whole run takes about a minute.
 
 Why the earlier version printed nothing in 10 minutes: its BenchFill scenario measured ``while app.job.running``
 with no time cap, the session's thread, the fake server's threads and the UI all shared one GIL, and each key
 paid Pilot's CPU-idle wait (~1 s) while the process was busy; on a loaded machine the session (12 annotators x 2
 trials x 3 rounds) did not end within the 10 minutes.
 
-Usage: ``python bench/bench_tui_load.py [--keys 15] [--rounds 3] [--fill-seconds 90] [--fit-seconds 40]``
+Usage: ``python bench/bench_tui_load.py [--keys 15] [--rounds 3] [--fill-seconds 90] [--fit-seconds 20]``
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Keys:
         self.switch: list[float] = []
         self.cursor: list[float] = []
         self.lags: list[float] = []
-        self.timeouts = 0
+        self.timeouts: list[str] = []
 
     async def until(self, pred, limit: float = 30.0) -> bool:
         t = time.perf_counter()
@@ -106,8 +106,8 @@ class Keys:
     async def key_to_paint(self, key: str, effect) -> float | None:
         t = time.perf_counter()
         self.send_key(key)
-        if not await self.until(effect):
-            self.timeouts += 1
+        if not await self.until(effect, limit=10.0):
+            self.timeouts.append(f"{key} on {getattr(self.app.screen, 'MODE', type(self.app.screen).__name__)}")
             return None
         seen = time.perf_counter()
         frames = self.frames
@@ -124,8 +124,10 @@ class Keys:
                 self.switch.append(dt)
         await self.until(lambda: app.screen.shown_token == app.screen.current_token())
         table = app.screen.query_one("#items-table")
+        await self.until(lambda: app.focused is table, limit=10.0)
         before = table.cursor
-        dt = await self.key_to_paint("j", lambda: table.cursor != before)
+        key = "down" if len(self.cursor) % 2 == 0 else "up"  # back and forth: never stuck at the last row
+        dt = await self.key_to_paint(key, lambda: table.cursor != before)
         if dt is not None:
             self.cursor.append(dt)
         if app.job.running:
@@ -213,7 +215,7 @@ async def main(keys: int, rounds: int, fill_seconds: float, fit_seconds: float) 
             conf = default_config(ANALYSES["static"])
             conf = dataclasses.replace(conf, optimizer="adam", epochs=10**8)
             out["fit"] = await run_job(app, pilot, frames, "fit bench", analysis_job(db, "static", bench, conf),
-                                       keys, fit_seconds)
+                                       10**6, fit_seconds)
     finally:
         server.stdin.close()
         server.wait(timeout=10)
@@ -223,10 +225,10 @@ async def main(keys: int, rounds: int, fill_seconds: float, fit_seconds: float) 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--keys", type=int, default=15, help="rounds of (3, 2, j) idle and during the fit")
+    ap.add_argument("--keys", type=int, default=15, help="rounds of (3, 2, down/up) keys idle")
     ap.add_argument("--rounds", type=int, default=3, help="BenchFill rounds")
     ap.add_argument("--fill-seconds", type=float, default=90.0)
-    ap.add_argument("--fit-seconds", type=float, default=40.0)
+    ap.add_argument("--fit-seconds", type=float, default=20.0)
     ap.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve:
