@@ -26,7 +26,9 @@ with no time cap, the session's thread, the fake server's threads and the UI all
 paid Pilot's CPU-idle wait (~1 s) while the process was busy; on a loaded machine the session (12 annotators x 2
 trials x 3 rounds) did not end within the 10 minutes.
 
-Usage: ``python bench/bench_tui_load.py [--keys 15] [--rounds 3] [--fill-seconds 90] [--fit-seconds 20]``
+``--thread`` runs the jobs as the app did before (a thread worker of the app process) for a comparison.
+
+Usage: ``python bench/bench_tui_load.py [--keys 15] [--rounds 3] [--fill-seconds 90] [--fit-seconds 20] [--thread]``
 """
 
 from __future__ import annotations
@@ -166,7 +168,33 @@ async def run_job(app, pilot, frames, title: str, spec, rounds: int, seconds: fl
     return res
 
 
-async def main(keys: int, rounds: int, fill_seconds: float, fit_seconds: float) -> dict:
+def thread_app_class():
+    """``--thread``: the app as it was before jobs moved to a child process (the job's function in a thread
+    worker of the app, sharing its GIL), for a comparison under the same measurement."""
+    import threading
+
+    from textual import work
+
+    from benchloupe.tui.app import BenchloupeApp, ProgressSlot
+    from benchloupe.tui.widgets.jobbar import JobState
+
+    class ThreadJobApp(BenchloupeApp):
+        def start_job(self, title, spec, on_done=None) -> bool:
+            self._cancel, self._on_done, self._progress = threading.Event(), on_done, ProgressSlot()
+            self.job_process, self.job_end_lag = None, None
+            self.job = JobState(title=title, running=True, started=time.monotonic())
+            self._show_job(bindings=True)
+            self._thread_job(spec, self._cancel, self._progress)
+            return True
+
+        @work(thread=True, exclusive=True, group="job", exit_on_error=False)
+        def _thread_job(self, spec, cancel, slot):
+            return spec.fn(slot.put, cancel, *spec.args, **spec.kwargs)
+
+    return ThreadJobApp
+
+
+async def main(keys: int, rounds: int, fill_seconds: float, fit_seconds: float, thread: bool = False) -> dict:
     from benchloupe.engine.benchfill import BenchFillConfig
     from benchloupe.jobs import ANALYSES
     from benchloupe.jobs import fill as jobs_fill
@@ -189,8 +217,9 @@ async def main(keys: int, rounds: int, fill_seconds: float, fit_seconds: float) 
         for j in range(12):
             jobs_fill.set_endpoint(db, "annotator", name=f"annot-{j}", model=f"annot-{j}", trials=2, **common)
 
-        out: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()], "cores": os.cpu_count()}
-        app = BenchloupeApp(db, benchmark=bench)
+        out: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()], "cores": os.cpu_count(),
+                     "jobs": "thread" if thread else "child process"}
+        app = (thread_app_class() if thread else BenchloupeApp)(db, benchmark=bench)
         frames: list[float] = []
         display = app._display
         app._display = lambda screen, renderable: (frames.append(time.perf_counter()), display(screen, renderable))
@@ -229,10 +258,11 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=3, help="BenchFill rounds")
     ap.add_argument("--fill-seconds", type=float, default=90.0)
     ap.add_argument("--fit-seconds", type=float, default=20.0)
+    ap.add_argument("--thread", action="store_true", help="run the jobs in a thread of the app, as before")
     ap.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve:
         serve(a.serve)
     else:
-        print(json.dumps(asyncio.run(main(a.keys, a.rounds, a.fill_seconds, a.fit_seconds)), indent=1,
+        print(json.dumps(asyncio.run(main(a.keys, a.rounds, a.fill_seconds, a.fit_seconds, a.thread)), indent=1,
                          default=str))
