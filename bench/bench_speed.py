@@ -11,7 +11,9 @@ best of ``--repeats`` runs, the fit's provenance (backend, dtype, passes, passes
 Peers: theta-irt and the other IRT peers run from bench/bench_static_2pl.py when /work/peers-venv exists; this
 script records whether it does.
 
-Usage: python bench/bench_speed.py [--quick] [--repeats 3] [--baseline-src PATH] [--no-baseline]
+``--interleave`` alternates the checkouts' runs of the joint fit and the bootstrap (ours, baseline, ours, ...).
+
+Usage: python bench/bench_speed.py [--quick] [--repeats 3] [--baseline-src PATH] [--no-baseline] [--interleave]
 """
 
 from __future__ import annotations
@@ -116,6 +118,26 @@ def best(src: Path, code: str, repeats: int, timeout: float) -> dict:
     return top
 
 
+def interleaved(srcs: dict, code: str, repeats: int, timeout: float) -> dict:
+    """Best of ``repeats`` per checkout with the checkouts' runs alternating (ours, baseline, ours, ...), so a
+    shared machine's load swings hit both alike; each row carries the load before and after all the runs."""
+    before = load()
+    runs: dict = {who: [] for who in srcs}
+    for _ in range(repeats):
+        for who, src in srcs.items():
+            runs[who].append(run_case(src, code, timeout))
+    out = {}
+    for who, rs in runs.items():
+        ok = [r for r in rs if r["status"] == "ok"]
+        if not ok:
+            out[who] = {**rs[-1], "load": [before, load()]}
+            continue
+        top = min(ok, key=lambda r: r["fit_s"])
+        out[who] = {**top, "fit_s": round(top["fit_s"], 3), "runs_s": [round(r["fit_s"], 3) for r in ok],
+                    "interleaved": True, "load": [before, load()]}
+    return out
+
+
 def startup(src: Path, repeats: int, tmp: Path) -> dict:
     """Whole-process wall time of `--help`, `list` and a 4-cell `import long` (best of ``repeats``)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
@@ -147,6 +169,8 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--skip", default="", help="comma-separated: static,joint,bootstrap,startup")
+    ap.add_argument("--interleave", action="store_true",
+                    help="joint and bootstrap: alternate ours and the baseline, best of --repeats each")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     bench = str(ROOT / "bench")
@@ -165,6 +189,17 @@ def main() -> None:
             report["cases"].append({"case": f"static 2PL {m}x{n}", "who": who, **row})
             print(json.dumps(report["cases"][-1]), file=sys.stderr)
     # the joint fit and the bootstrap: best of --repeats for ours, the baseline once (its bootstrap takes ~2x)
+    if args.interleave and not args.quick:
+        for name, code, present in (
+                ("joint AlpacaEval 2 (805 prompts) + its static stand-in", JOINT_CASE.format(bench=bench),
+                 "joint" not in skip and (DATA / "alpacaeval").exists()),
+                ("cluster bootstrap B=100 metabench GSM8K", BOOT_CASE.format(bench=bench, B=100),
+                 "bootstrap" not in skip and (DATA / "metabench").exists())):
+            if present:
+                for who, row in interleaved(srcs, code, args.repeats, args.timeout).items():
+                    report["cases"].append({"case": name, "who": who, **row})
+                    print(json.dumps(report["cases"][-1]), file=sys.stderr)
+        skip |= {"joint", "bootstrap"}
     if not args.quick and "joint" not in skip and (DATA / "alpacaeval").exists():
         for who, src in srcs.items():
             row = best(src, JOINT_CASE.format(bench=bench), args.repeats, args.timeout)

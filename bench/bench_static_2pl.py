@@ -13,9 +13,12 @@ cancelled through its cancel event, which the engine checks only between iterati
 resident memory passes ``--mem-limit-gb`` is killed and recorded as "memory" (the machine is shared).  A peer is
 skipped at a larger size when it timed out at a smaller one or when its smaller-size time, scaled by the cell
 count, exceeds twice the timeout.  girth runs only up to ``--girth-max-cells`` (1k x 1k) and on GSM8K, as the issue
-says.  Without the peers virtualenv only ours runs, and the JSON says so.
+says.  Without the peers virtualenv only ours runs, and the JSON says so (``bash bench/peers/setup.sh`` builds it).
+``--peers ours-process`` also runs ours under the peers' protocol (``peers/run_ours.py`` with this interpreter), so
+whole process compares with whole process and ``fit_s`` (each runner's own fit time) with fit; every row carries
+the 1-minute load average before and after its runs.
 
-Usage: python bench/bench_static_2pl.py [--sizes 1000x1000,2000x2000] [--peers theta-irt,girth] [--no-gsm8k]
+Usage: python bench/bench_static_2pl.py [--sizes 1000x1000,2000x2000] [--peers ours-process,theta-irt] [--no-gsm8k]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from benchloupe.engine.joint import JointConfig, StaticData, fit_joint
 
 HERE = Path(__file__).resolve().parent
 PEERS = {
+    "ours-process": "run_ours.py",  # ours under the peers' protocol, with this interpreter: whole process vs whole process
     "theta-irt": "run_theta_irt.py",
     "mirt": "run_mirt.py",
     "py-irt": "run_py_irt.py",
@@ -187,13 +191,15 @@ def main() -> None:
     args = ap.parse_args()
 
     peers = [p for p in args.peers.split(",") if p]
+    if args.no_ours:
+        peers = [p for p in peers if p != "ours-process"]
     unknown = set(peers) - set(PEERS)
     if unknown:
         ap.error(f"unknown peers {sorted(unknown)}; choose from {list(PEERS)}")
     notes = []
-    if peers and not Path(args.peers_python).exists():
-        notes.append(f"{args.peers_python} absent: ours only (create /work/peers-venv to run the peers)")
-        peers = []
+    if set(peers) - {"ours-process"} and not Path(args.peers_python).exists():
+        notes.append(f"{args.peers_python} absent: ours only (bash bench/peers/setup.sh creates /work/peers-venv)")
+        peers = [p for p in peers if p == "ours-process"]
     report = {
         "benchmark": "static 2PL, ours vs peers (issue 3)",
         "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -201,7 +207,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "python": platform.python_version()},
         "settings": {"repeats": args.repeats, "repeat_only_under_s": REPEAT_UNDER_S, "timeout_s": args.timeout,
                      "mem_limit_gb": args.mem_limit_gb, "seed": args.seed},
-        "peer_versions": peer_versions(args.peers_python, peers) if peers else {},
+        "peer_versions": peer_versions(args.peers_python, [p for p in peers if p != "ours-process"]) if peers else {},
         "notes": notes,
         "results": [],
     }
@@ -238,17 +244,21 @@ def main() -> None:
                     report["results"].append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     continue
-                walls, rec = [], None
+                walls, rec, fits, load_before = [], None, [], os.getloadavg()[0]
                 for rep in range(args.repeats):
                     if method == "ours":
                         rec = run_ours(y, args.timeout)
                     else:
-                        rec = run_peer(args.peers_python, method, matrix, Path(tmp) / f"{method}-{index}-{rep}",
+                        rec = run_peer(sys.executable if method == "ours-process" else args.peers_python, method, matrix, Path(tmp) / f"{method}-{index}-{rep}",
                                        args.timeout, args.mem_limit_gb)
                     walls.append(rec["wall_s"])
+                    if "meta" in rec and "fit_seconds" in rec["meta"]:
+                        fits.append(round(rec["meta"]["fit_seconds"], 3))
                     if rec["status"] != "ok" or rec["wall_s"] > REPEAT_UNDER_S:
                         break
                 row.update(status=rec["status"], wall_s=min(walls), wall_runs=walls,
+                           load=[round(load_before, 2), round(os.getloadavg()[0], 2)],
+                           **({"fit_s": min(fits), "fit_runs": fits} if fits else {}),
                            **{k: rec[k] for k in ("peak_rss_gb", "error", "meta") if k in rec})
                 if rec["status"] == "ok":
                     if data["theta"] is not None:

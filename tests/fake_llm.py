@@ -3,7 +3,7 @@
 ``POST /v1/chat/completions`` with JSON bodies, like a real server: Bearer-key check (401), unknown model
 (404), scripted faults per model (429 with ``Retry-After: 0``, as an HTTP date or as ``retry-after-ms``, 500,
 a hang past the client's timeout, a non-JSON body, a number as the content, ``choices: [null]``, empty
-content, a multi-megabyte reply, control characters in a rewrite, malformed, fenced or truncated model output,
+content, a multi-megabyte reply, control characters in a rewrite or in the judge's reason (``ctrl_reason``), malformed, fenced or truncated model output,
 empty or parent-identical rewrites), occasional 429/500 by request count, JSON mode (``response_format``,
 recorded; refused with 400 when ``json_mode_supported`` is False) and a configurable latency.  Behind it a
 small world with hidden truth:
@@ -189,7 +189,7 @@ class FakeLLM:
         elif model == "rewriter":
             content, finish = self._rewrite(prompt, fault)
         elif model == "judge":
-            content, finish = self._judge(prompt), "stop"
+            content, finish = self._judge(prompt, fault), "stop"
         else:
             content, finish = self._answer(model, prompt), "stop"
         if fault == "huge" and model != "rewriter":  # a runaway reply: the answer, then megabytes of padding
@@ -240,11 +240,14 @@ class FakeLLM:
             return text[: int(len(text) * 0.6)], "length"
         return text, "stop"
 
-    def _judge(self, prompt: str) -> str:
+    def _judge(self, prompt: str, fault: str | None = None) -> str:
         uid = _UID.search(prompt).group(1)
         given = re.search(r"Reference answer: (.*)", prompt).group(1).strip()
         ok = uid in self.truth and given == str(self.truth[uid][1])
-        return json.dumps({"valid": ok, "reason": "answer checks out" if ok else "reference answer is wrong"})
+        reason = "answer checks out" if ok else "reference answer is wrong"
+        if fault == "ctrl_reason":  # terminal escapes and markup in the judge's reason (shown on the review card)
+            reason += " \x1b]0;JUDGED\x07 [bold]sure[/bold] \x1b[2Jwiped"
+        return json.dumps({"valid": ok, "reason": reason})
 
     def _answer(self, model: str, prompt: str) -> str:
         uid = _UID.search(prompt).group(1)

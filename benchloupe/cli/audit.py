@@ -25,6 +25,12 @@ def cmd_audit(args) -> int:
     from benchloupe.engine.neartie import AuditConfig
     from benchloupe.jobs.audit import check_report_path
 
+    if args.kind == "robustness":
+        return cmd_robustness(args)
+    if len(args.benchmarks) != 1:
+        raise CliError(f"audit neartie takes one benchmark, got {len(args.benchmarks)}; "
+                       "`audit robustness B1 B2 ...` combines several")
+    args.benchmark = args.benchmarks[0]
     fixed = {"family_from": args.family_from, "protocol": args.protocol,
              "drop_small_families": bool(args.drop_small_families)}
     if args.gap_curve:
@@ -62,17 +68,51 @@ def cmd_audit(args) -> int:
     return 0
 
 
+def cmd_robustness(args) -> int:
+    """``audit robustness B1 B2 ...``: the D.2 pass rule across benchmarks (paper 002 Table 9, eqs. 59-61)."""
+    from benchloupe.engine.common import EngineError
+    from benchloupe.jobs.audit import robustness_across
+
+    try:
+        out = robustness_across(db_path(args), list(args.benchmarks), need=args.need,
+                                alpha=0.05 if args.cfg_significance is None else args.cfg_significance,
+                                report=args.report)
+    except EngineError as exc:
+        raise CliError(str(exc)) from None
+    t = out["table"]
+    if args.json:
+        print_json({"runs": out["runs"], "need": out["need"], "alpha": out["alpha"], "report": args.report,
+                    "specifications": t.to_dict("records"), "passing": int(t["passes"].sum())})
+        return 0
+    print("population robustness across benchmarks (paper 002 D.2, Table 9): latest --protocol full run of "
+          + ", ".join(f"{b} (#{r})" for b, r in out["runs"].items()))
+    shown = t.assign(rule=t["passes"].map({True: "pass", False: "fail"})).drop(columns="passes")
+    print(table(shown))
+    print(f"\n{int(t['passes'].sum())} of {len(t)} specifications pass: >= {out['need']} benchmarks with positive "
+          f"excess (G_dir) and >= {out['need']} with p <= {out['alpha']:g} (G_sig); stars mark p <= {out['alpha']:g}.")
+    if len(out["runs"]) != 5 or out["need"] != 3:
+        print(f"the paper's rule is >= 3 of its 5 benchmarks; here {len(out['runs'])} benchmarks, need {out['need']}")
+    if args.report:
+        print(f"report written to {args.report}")
+    return 0
+
+
 def register_audit(sub, common) -> None:
-    p = sub.add_parser("audit", help="family-DIF near-tie audit: `audit neartie BENCHMARK`",
+    p = sub.add_parser("audit", help="family-DIF near-tie audit: `audit neartie BENCHMARK`, "
+                                     "`audit robustness B1 B2 ...`",
                        description="Paper 002: owner-disjoint folds, spectral MIRT with one-SE dimension selection, "
                                    "residual family DIF, three purification rounds, low-DIF anchors, near-tie "
-                                   "reversals against 1,000 matched-random controls. Prints the Table 1 row, "
-                                   "stores every near-tie pair for triage and the Markdown report with the run.")
+                                   "reversals against 1,000 matched-random controls. `audit neartie BENCHMARK` prints "
+                                   "the Table 1 row, stores every near-tie pair for triage and the Markdown report "
+                                   "with the run. `audit robustness B1 B2 ...` applies the D.2 pass rule (Table 9, "
+                                   "eqs. 59-61) to each benchmark's latest `--protocol full` run.")
     common(p)
     from benchloupe.engine.neartie import AuditConfig
-    p.add_argument("kind", choices=["neartie"])
-    p.add_argument("benchmark")
+    p.add_argument("kind", choices=["neartie", "robustness"])
+    p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help="one benchmark (neartie) or several (robustness)")
     p.add_argument("--report", help="also write the Markdown report to this file (it is always stored with the run)")
+    p.add_argument("--need", type=int, default=3,
+                   help="robustness: benchmarks that must be positive and significant per variant (paper: 3 of 5)")
     p.add_argument("--family-from", choices=["name", "column", "arch"], default="name",
                    help="model families from the paper's name rules (default), the stored family column, or the "
                         "leaderboard architecture")

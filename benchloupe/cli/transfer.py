@@ -11,43 +11,16 @@ from benchloupe.textsafe import visible
 
 # ------------------------------------------------------------------------------------------------ import
 
-IMPORT_OPTIONS = [
-    ("--model-col", "model column name"), ("--item-col", "item column name"),
-    ("--correct-col", "0/1 column name"), ("--successes-col", "successes column"), ("--trials-col", "trials column"),
-    ("--text-col", "item text column"), ("--answer-col", "answer column"), ("--group-col", "item group column"),
-    ("--kind-col", "item kind column"), ("--chance-col", "multiple-choice chance column"),
-    ("--key-col", "item key column (metadata files)"), ("--reward-col", "reward column"),
-    ("--reward-model", "reward-model name for arena rewards"), ("--reward-model-col", "reward-model column"),
-    ("--family-col", "model family column"), ("--owner-col", "model owner column"),
-    ("--models-file", "CSV with name, family, owner (and arch) per model"),
-    ("--model", "model name (lm-eval / Inspect logs: one model per file)"),
-    ("--metric", "metric field to score (lm-eval) or scorer (Inspect)"),
-    ("--exclude-models", "regular expression of models to leave out"),
-    ("--prompt-col", "prompt column (arena rewards, preferences)"),
-    ("--model-a-col", "first model column (preferences)"), ("--model-b-col", "second model column (preferences)"),
-    ("--winner-col", "winner column: a / b / tie or a model name (preferences)"),
-    ("--probability-col", "P(model_a wins) column (preferences)"),
-    ("--freq-col", "pattern frequency column(s), comma-separated (classic pattern tables)"),
-    ("--na-values", "extra cell values meaning missing, comma-separated (wide)"),
-    ("--key-prefix", "DualEval keys: 'tag' reproduces the reference's tag::key"),
-    ("--filter-name", "lm-eval filter (e.g. strict-match)"), ("--threshold", "score at or above which a cell is correct"),
-    ("--partial", "Inspect 'P' scores: incorrect | correct | error"), ("--scorer", "Inspect scorer name"),
-    ("--score-key", "Inspect score key inside a dict value"),
-    ("--item-key", "item key field (Inspect: sample field, default id; lm-eval: row field such as doc.id, "
-                   "default the document's own id, else doc_id)"),
-    ("--judge-col", "judge column (Chatbot Arena battles; default judge)"),
-]
-NUMERIC_OPTIONS = {"--threshold"}  # checked by argparse: `--threshold abc` is a usage error naming the option
-IMPORT_FLAGS = [("--require-status-ok", "DualEval: keep only rows whose status is ok (item_informativeness.py)"),
-                ("--no-model-col", "wide: every column is an item; rows are respondents person_0001 ...")]
+def _import_options():
+    """(flag, help, is a switch, is a number) per option of ``import``: the jobs layer's table, as flags."""
+    from benchloupe.store.importers.options import OPTIONS
 
-
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
+    return [("--" + o.name.replace("_", "-"), o.help, o.kind == "flag", o.kind == "number") for o in OPTIONS]
 
 
 def cmd_import(args) -> int:
-    from benchloupe.jobs.imports import import_paths
+    from benchloupe.jobs.imports import import_paths, summary_lines
+    from benchloupe.store.importers.options import OPTION_NAMES
 
     if args.format == "formats":
         from benchloupe.store.importers.detect import ALIASES, FORMATS
@@ -60,8 +33,7 @@ def cmd_import(args) -> int:
     if not args.paths:
         raise CliError("import needs a FILE, folder, glob or - (stdin); e.g. "
                        "`benchloupe import wide results.csv --benchmark mybench`")
-    opts = {name.lstrip("-").replace("-", "_"): getattr(args, name.lstrip("-").replace("-", "_"))
-            for name, _ in IMPORT_OPTIONS + IMPORT_FLAGS}
+    opts = {name: getattr(args, name) for name in OPTION_NAMES}
     fmt = None if args.format == "auto" else args.format
     tty = sys.stderr.isatty() and not args.json
 
@@ -79,31 +51,8 @@ def cmd_import(args) -> int:
     if args.json:
         print_json(summary.as_dict())
         return 0
-    if len(summary.files) == 1 and not summary.skipped:
-        s = summary.files[0]
-        updated = f", {s['items_updated']} updated" if s["items_updated"] else ""
-        print(f"imported {visible(s['path'])} into {visible(s['benchmark'])!r} ({s['format']}): {s['items_new']} new "
-              f"items{updated}, {s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
-              f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else ""))
-        for note in s["notes"]:
-            print(f"  note: {visible(note)}")
-        return 0
-    print(f"imported {len(summary.files)} files in one transaction"
-          + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else ""))
-    for name, b in summary.benchmarks.items():
-        print(f"{visible(name)} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {b['items']} items "
-              f"({b['items_new']} new), {_n(len(b['models']), 'model')} ({b['models_new']} new), {b['static_cells']} "
-              f"static cells ({b['cells_changed']} changed), {b['rewards']} rewards, {b['preferences']} preferences"
-              + (" [replaced]" if b["replaced"] else ""))
-        for model, cells in b["models"].items():
-            print(f"  {visible(model)}: {cells}")
-    for f in summary.files:
-        for note in f["notes"]:
-            print(f"note: {visible(f['path'])}: {visible(note)}")
-    for line in summary.skipped[:5]:
-        print(f"skipped {visible(line)}")
-    if len(summary.skipped) > 5:
-        print(f"skipped {len(summary.skipped) - 5} more")
+    for line in summary_lines(summary):
+        print(visible(line))
     return 0
 
 
@@ -120,10 +69,11 @@ def register_import(sub, common) -> None:
                    help="files, folders (walked recursively), globs, or - for standard input")
     p.add_argument("--benchmark", "-b", help="benchmark name (default: from the file name)")
     p.add_argument("--replace", action="store_true", help="replace the benchmark's results instead of merging")
-    for flag, helptext in IMPORT_OPTIONS:
-        p.add_argument(flag, default=None, help=helptext, **({"type": float} if flag in NUMERIC_OPTIONS else {}))
-    for flag, helptext in IMPORT_FLAGS:
-        p.add_argument(flag, action="store_true", default=None, help=helptext)
+    for flag, helptext, switch, number in _import_options():
+        if switch:
+            p.add_argument(flag, action="store_true", default=None, help=helptext)
+        else:  # a number is checked by argparse: `--threshold abc` is a usage error naming the option
+            p.add_argument(flag, default=None, help=helptext, **({"type": float} if number else {}))
     p.set_defaults(func=cmd_import)
 
 

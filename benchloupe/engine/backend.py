@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from benchloupe.engine.common import EngineError
+from benchloupe.hints import Opt, say
 
 DEVICES = ("auto", "cpu", "cuda")
 _BLOCK_CELLS = 1 << 17  # ~128 k cells per row block: the block's float32 temporaries stay in L2 cache
@@ -81,7 +82,8 @@ def resolve(device: str = "auto", n_cells: int = 0) -> Backend:
     dtype = "float32" if n_cells >= F32_MIN_CELLS else "float64"
     if device == "cuda":
         if not cuda_available():
-            raise EngineError("--device cuda: no CUDA device is visible to torch; use --device cpu or auto")
+            raise EngineError(say(Opt("device", "cuda"), ": no CUDA device is visible to torch; use ", Opt("device", "cpu"),
+                                  " or auto"))
         return Backend("torch", "cuda", dtype)
     if device == "auto" and n_cells >= CUDA_MIN_CELLS and cuda_available():
         return Backend("torch", "cuda", dtype)

@@ -25,6 +25,7 @@ from benchloupe import __version__
 from benchloupe.engine.common import Cancelled, EngineError
 from benchloupe.engine.families import infer_family, infer_owner
 from benchloupe.engine.simulate import Workspace, demo_workspace
+from benchloupe.hints import Alt, say
 from benchloupe.store import read, runners, runs
 from benchloupe.store.db import StoreError, connect, transaction
 from benchloupe.store.importers.base import ImportFormatError, ParsedImport
@@ -134,7 +135,7 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
         names = [b.name for b in ws.benchmarks]
         if have & set(names) and not force:
             return {"db": str(db_path), "created": False, "benchmarks": sorted(have & set(names)),
-                    "message": "demo workspace already present (use --force to rebuild it)"}
+                    "message": say("demo workspace already present", Alt(" (use --force to rebuild it)", ""))}
         if force:
             with transaction(conn):
                 conn.executemany("DELETE FROM benchmarks WHERE name = ?", [(n,) for n in names])

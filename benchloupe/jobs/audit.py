@@ -27,6 +27,7 @@ from benchloupe.engine.families import family_from_architecture, infer_family, i
 from benchloupe.engine.neartie import AuditConfig, AuditResult, run_audit
 from benchloupe.engine.neartie.protocol import protocol_summary
 from benchloupe.engine.neartie.shifts import exact_common_shifts
+from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
@@ -53,8 +54,8 @@ def resolve_families(conn, models: pd.DataFrame, source: str) -> list[str | None
             [int(i) for i in models["id"]]).fetchall())
         arch = [json.loads(meta.get(int(i)) or "{}").get("arch") for i in models["id"]]
         if not any(arch):
-            raise EngineError("--family-from arch: no model of this benchmark has a stored architecture "
-                              "(import it with --models-file LEADERBOARD.csv holding an 'arch' column)")
+            raise EngineError(say(Opt("family_from", "arch"), ": no model of this benchmark has a stored architecture "
+                                  "(import it with ", Opt("models_file", "LEADERBOARD.csv"), " holding an 'arch' column)"))
         return [family_from_architecture(a) for a in arch]
     raise EngineError(f"family source must be one of {', '.join(FAMILY_SOURCES)}, not {source!r}")
 
@@ -148,11 +149,11 @@ def check_report_path(report: str | Path | None) -> Path | None:
         return None
     path = Path(report)
     if path.is_dir():
-        raise EngineError(f"--report {path}: is a folder; give a file name, e.g. {path / 'neartie.md'}")
+        raise EngineError(say(Opt("report"), f" {path}: is a folder; give a file name, e.g. {path / 'neartie.md'}"))
     if not path.parent.is_dir():
-        raise EngineError(f"--report {path}: folder {path.parent} does not exist; create it or choose another path")
+        raise EngineError(say(Opt("report"), f" {path}: folder {path.parent} does not exist; create it or choose another path"))
     if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise EngineError(f"--report {path}: not writable; choose a file in a folder you can write to")
+        raise EngineError(say(Opt("report"), f" {path}: not writable; choose a file in a folder you can write to"))
     return path
 
 
@@ -162,8 +163,8 @@ def _compare_population(conn, other: str | None) -> pd.DataFrame | None:
         return None
     rid = runs.latest_run(conn, read.benchmark_id(conn, other), ("neartie",))
     if rid is None:
-        raise EngineError(f"--compare {other}: that benchmark has no finished near-tie run; run "
-                          f"`benchloupe audit neartie {other}` first")
+        raise EngineError(say(Opt("compare"), f" {other}: that benchmark has no finished near-tie run; run ",
+                              Alt(f"`benchloupe audit neartie {other}`", f"neartie on {other}"), " first"))
     return runs.load_artifact(conn, rid, "population")
 
 
@@ -198,7 +199,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
         families = resolve_families(conn, sm.models, config.family_from)
         owners = [o if isinstance(o, str) and o else infer_owner(n) for o, n in zip(sm.models["owner"], sm.models["name"])]
         groups, group_source = resolve_groups(sm.items)
-        sources = {"families": f"{FAMILY_SOURCES[config.family_from]} (--family-from {config.family_from})",
+        sources = {"families": f"{FAMILY_SOURCES[config.family_from]} (family source {config.family_from})",
                    "groups": f"{group_source}, {len(set(groups))} groups"}
         ctx = RunContext(db_path, "neartie", benchmark, config, config.family_seed)
         ctx.start(conn, fingerprint(sm.correct, np.array(families, dtype=object).astype(str)))
@@ -247,6 +248,54 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             return ctx.run_id
     finally:
         conn.close()
+
+
+ROBUSTNESS_ARTIFACT = "protocol_table9_population_robustness"
+
+
+def latest_full_protocol_run(conn, benchmark: str) -> int:
+    """The newest finished near-tie run of ``benchmark`` that ran ``--protocol full`` (it holds Table 9)."""
+    rows = conn.execute("SELECT id, config FROM runs WHERE benchmark_id = ? AND kind = 'neartie' AND status = 'done' "
+                        "ORDER BY id DESC", (read.benchmark_id(conn, benchmark),)).fetchall()
+    for rid, config in rows:
+        if json.loads(config or "{}").get("protocol") == "full" and ROBUSTNESS_ARTIFACT in runs.artifact_names(conn, rid):
+            return int(rid)
+    raise EngineError(f"benchmark {benchmark!r} has no finished `--protocol full` near-tie run "
+                      f"({len(rows)} primary-only); run `benchloupe audit neartie {benchmark} --protocol full` first")
+
+
+def robustness_across(db_path, benchmarks: list[str], *, need: int = 3, alpha: float = 0.05,
+                      report: str | Path | None = None) -> dict:
+    """Paper 002 D.2's pass rule (eqs. 59-61) across benchmarks, read from each one's latest ``--protocol full``
+    near-tie run: Table 9 with one column per benchmark, G_dir, G_sig and pass/fail per specification.
+
+    Read-only (no run is stored); ``report`` also writes the Markdown section to that file.  Returns
+    ``{"runs": {benchmark: run_id}, "table": DataFrame, "markdown": str, "need": ..., "alpha": ...}``.
+    """
+    from benchloupe.engine.neartie.perturb import cross_benchmark_table
+    from benchloupe.engine.neartie.report import cross_benchmark_markdown
+
+    if not benchmarks:
+        raise EngineError("name at least one benchmark, e.g. `benchloupe audit robustness arc gsm8k truthfulqa`")
+    dup = sorted({b for b in benchmarks if benchmarks.count(b) > 1})
+    if dup:
+        raise EngineError(f"benchmark {dup[0]!r} is named twice: name each benchmark once")
+    if need < 1:
+        raise EngineError(f"--need must be at least 1, not {need}")
+    if not 0 < alpha < 1:
+        raise EngineError(f"--alpha must be in (0, 1), not {alpha}")
+    report_path = check_report_path(report)
+    conn = connect(db_path)
+    try:
+        run_ids = {b: latest_full_protocol_run(conn, b) for b in benchmarks}
+        tables = {b: runs.load_artifact(conn, rid, ROBUSTNESS_ARTIFACT) for b, rid in run_ids.items()}
+    finally:
+        conn.close()
+    table = cross_benchmark_table(tables, alpha, need)
+    text = cross_benchmark_markdown(table, run_ids, alpha, need)
+    if report_path is not None:
+        report_path.write_text(text, encoding="utf-8")
+    return {"runs": run_ids, "table": table, "markdown": text, "need": need, "alpha": alpha}
 
 
 register(Analysis("neartie", "Family-DIF near-tie audit (paper 002)", "audit", AuditConfig, "static",

@@ -16,6 +16,7 @@ import pandas as pd
 from benchloupe.engine import informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.stats import spearman
+from benchloupe.hints import Alt, Hinted, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
@@ -58,13 +59,13 @@ def _name_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
-def _csv(path: str, what: str) -> pd.DataFrame:
+def _csv(path: str, what: str | Hinted) -> pd.DataFrame:
     if not Path(path).is_file():
-        raise EngineError(f"{path}: no such file for {what}")
+        raise EngineError(say(f"{path}: no such file for ", what))
     try:
         return pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise EngineError(f"{path}: not a readable CSV for {what} ({str(exc).splitlines()[0]})") from None
+        raise EngineError(say(f"{path}: not a readable CSV for ", what, f" ({str(exc).splitlines()[0]})")) from None
 
 
 def read_external(spec: str | Path | None, models: pd.DataFrame, *, model_column: str | None = None,
@@ -84,17 +85,17 @@ def read_external(spec: str | Path | None, models: pd.DataFrame, *, model_column
     path, column = str(spec), None
     if not Path(path).exists() and ":" in path:
         path, column = path.rsplit(":", 1)
-    df = _csv(path, "--external (CSV with model and score columns)")
+    df = _csv(path, say(Opt("external"), " (CSV with model and score columns)"))
     cols = ", ".join(map(str, df.columns))
     if model_column is not None and model_column not in df.columns:
-        raise EngineError(f"{path}: no model column {model_column!r} for --external-model; columns are {cols}")
+        raise EngineError(say(f"{path}: no model column {model_column!r} for ", Opt("external_model"), f"; columns are {cols}"))
     mcol = model_column or next((c for c in ("model", "name", "model_name") if c in df.columns), None)
     if column is None:
         column = "score" if "score" in df.columns else next(
             (c for c in df.columns if c != mcol and pd.api.types.is_numeric_dtype(df[c])), None)
     if mcol is None or column not in df.columns:
-        raise EngineError(f"{path}: an external ranking needs a model (or name) column and a score column; "
-                          f"columns are {cols}; name them with --external-model COLUMN and FILE:COLUMN")
+        raise EngineError(say(f"{path}: an external ranking needs a model (or name) column and a score column; "
+                              f"columns are {cols}; name them with ", Opt("external_model", "COLUMN"), " and FILE:COLUMN"))
     score = pd.to_numeric(df[column], errors="coerce")
     if score.notna().sum() == 0:
         raise EngineError(f"{path}: score column {column!r} holds no numbers; name another with FILE:COLUMN")
@@ -104,7 +105,7 @@ def read_external(spec: str | Path | None, models: pd.DataFrame, *, model_column
         if str(name_map) in df.columns:
             mapping = {n: str(v) for n, v in zip(ext_names, df[str(name_map)]) if pd.notna(v)}
         else:
-            mp = _csv(str(name_map), "--external-map (CSV: name in the external file, workspace model name)")
+            mp = _csv(str(name_map), say(Opt("external_map"), " (CSV: name in the external file, workspace model name)"))
             if mp.shape[1] < 2:
                 raise EngineError(f"{name_map}: a name map needs two columns (external name, workspace model name)")
             mapping = {str(a): str(b) for a, b in zip(mp.iloc[:, 0], mp.iloc[:, 1]) if pd.notna(a) and pd.notna(b)}
@@ -136,9 +137,9 @@ def read_external(spec: str | Path | None, models: pd.DataFrame, *, model_column
     warnings = []
     if matched < min(MIN_EXTERNAL_MATCHES, len(models)):
         shown = ", ".join(unmatched[:3]) + (" ..." if len(unmatched) > 3 else "")
-        warnings.append(f"--external matched only {matched} of {len(models)} models by name or alias "
-                        f"(unmatched: {shown}); its Spearman is {'blank' if matched < 3 else 'unreliable'}: "
-                        f"map names with --external-map or pick the name column with --external-model")
+        warnings.append(say(Opt("external"), f" matched only {matched} of {len(models)} models by name or alias "
+                            f"(unmatched: {shown}); its Spearman is {'blank' if matched < 3 else 'unreliable'}: "
+                            "map names with ", Opt("external_map"), " or pick the name column with ", Opt("external_model")))
     return ExternalRanking(scores, matched, len(models), unmatched, f"{Path(path).name}:{column}", warnings,
                            int(normalised))
 
@@ -174,9 +175,9 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
                             need_static=config.uses_static and config.mode == "static",
                             need_arena=config.mode == "arena")
         if config.mode == "joint" and (inputs.static is None or inputs.arena is None):
-            raise EngineError(f"a joint fit needs static results and arena rewards; {benchmark!r} has only "
-                              f"{'static' if inputs.static is not None else 'arena'} data: pass --arena BENCHMARK "
-                              "or fit in static/arena mode")
+            raise EngineError(say(f"a joint fit needs static results and arena rewards; {benchmark!r} has only "
+                              f"{'static' if inputs.static is not None else 'arena'} data: ", Opt("arena", "BENCHMARK", verb="pass"),
+                              " or fit in static/arena mode"))
         ext = read_external(external, inputs.models, model_column=external_model, name_map=external_map)
         inputs_list = [(n, role) for n, role in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena"))
                        if n]
@@ -253,9 +254,9 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
                 return run_preference_bt(db_path, source, preference or PairwiseConfig(), seed=seed,
                                          progress=progress, cancel=cancel)
         if preference is not None:
-            raise EngineError("bootstrap replicates and the prior's alpha apply to Bradley-Terry on pairwise "
+            raise EngineError(say("bootstrap replicates and the prior's alpha apply to Bradley-Terry on pairwise "
                               f"preferences (battles, AlpacaEval pairs); {source!r} is fitted from its arena "
-                              "rewards (for intervals there use `benchloupe bootstrap`)")
+                              "rewards (for intervals there use ", Alt("`benchloupe bootstrap`", "the bootstrap analysis"), ")"))
         t0 = time.perf_counter()
         inputs = load_joint(conn, arena or benchmark, reward_model=reward_model, need_arena=True)
         ext = read_external(external, inputs.models, model_column=external_model, name_map=external_map)
@@ -336,7 +337,7 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
             artifacts = {"comparison": table, "comparison_splits": raw}
             if config.ablation:
                 if inputs.arena is None:
-                    raise EngineError("the pair-treatment ablation needs arena rewards; pass --arena BENCHMARK")
+                    raise EngineError(say("the pair-treatment ablation needs arena rewards; ", Opt("arena", "BENCHMARK", verb="pass")))
                 abl = joint.pair_treatment_ablation(inputs.static, inputs.arena, jc, holdout=config.holdout,
                                                     seed=config.seed, progress=progress, cancel=cancel)
                 artifacts["pair_ablation"] = abl

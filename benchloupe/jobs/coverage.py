@@ -22,6 +22,7 @@ from benchloupe.engine import coverage
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.coverage import robustness as rb
 from benchloupe.engine.irt import OnePLConfig
+from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
@@ -78,7 +79,8 @@ def parse_target(conn, spec: str):
         other = spec[len("benchmark:"):]
         rid = runs.latest_run(conn, read.benchmark_id(conn, other), ("coverage",))
         if rid is None:
-            raise EngineError(f"target {spec!r}: run `benchloupe coverage {other}` first")
+            raise EngineError(say(f"target {spec!r}: run ", Alt(f"`benchloupe coverage {other}`", f"coverage on {other}"),
+                                  " first"))
         z = runs.run_items(conn, rid)["z"].dropna().to_numpy()
         return coverage.TargetDistribution.from_samples(z, f"benchmark {other}")
     raise EngineError(f"unknown target {spec!r}; use uniform, beta:A,B or benchmark:NAME")
@@ -110,22 +112,22 @@ def _inputs(sm, benchmark: str, config: CoverageConfig):
 
 
 
-def _validate(config: CoverageConfig) -> None:
+def validate_config(config: CoverageConfig) -> None:
     """Bad options get one line before anything is computed or stored."""
-    checks = [(config.k >= 1, f"--k must be at least 1; got {config.k}"),
-              (config.interval_gaps >= 1, f"--interval-gaps must be at least 1; got {config.interval_gaps}"),
-              (0 < config.delta < 1, f"--delta is a probability in (0, 1) (Theorem B.2); got {config.delta}"),
+    checks = [(config.k >= 1, say(Opt("k"), f" must be at least 1; got {config.k}")),
+              (config.interval_gaps >= 1, say(Opt("interval_gaps"), f" must be at least 1; got {config.interval_gaps}")),
+              (0 < config.delta < 1, say(Opt("delta"), f" is a probability in (0, 1) (Theorem B.2); got {config.delta}")),
               (np.isfinite(config.lipschitz) and config.lipschitz >= 0,
-               f"--lipschitz must be a finite number >= 0; got {config.lipschitz}"),
-              (config.folds == 0 or config.folds >= 2, f"--folds must be 0 (one model at a time) or >= 2; got "
-                                                       f"{config.folds}"),
-              (config.permutations >= 1, f"--permutations must be at least 1; got {config.permutations}"),
-              (config.n_draws >= 2 or config.uncertainty == "none", f"--n-draws must be at least 2; got "
-                                                                     f"{config.n_draws}"),
+               say(Opt("lipschitz"), f" must be a finite number >= 0; got {config.lipschitz}")),
+              (config.folds == 0 or config.folds >= 2, say(Opt("folds"), f" must be 0 (one model at a time) or >= 2; got "
+                                                           f"{config.folds}")),
+              (config.permutations >= 1, say(Opt("permutations"), f" must be at least 1; got {config.permutations}")),
+              (config.n_draws >= 2 or config.uncertainty == "none", say(Opt("n_draws"), f" must be at least 2; got "
+                                                                         f"{config.n_draws}")),
               (config.prior in ("normal", "hierarchical_theta", "hierarchical_b"),
-               f"--prior must be normal, hierarchical_theta or hierarchical_b; got {config.prior!r}"),
+               say(Opt("prior"), f" must be normal, hierarchical_theta or hierarchical_b; got {config.prior!r}")),
               (config.uncertainty in ("laplace", "bootstrap", "none"),
-               f"--uncertainty must be laplace, bootstrap or none; got {config.uncertainty!r}")]
+               say(Opt("uncertainty"), f" must be laplace, bootstrap or none; got {config.uncertainty!r}"))]
     for ok, msg in checks:
         if not ok:
             raise EngineError(msg)
@@ -148,10 +150,12 @@ def _arena_difficulties(conn, benchmark: str):
 def _refuse_arena(conn, benchmark: str):
     arena = read.items(conn, benchmark, kind="arena", status="active", with_text=False)
     if len(arena):
-        raise EngineError(
-            f"benchmark {benchmark!r} has arena prompts only ({len(arena)}); paper 003 coverage needs 0/1 results. "
-            f"Run `benchloupe fit joint STATIC --arena {benchmark}` first: coverage then uses the joint fit's arena "
-            "difficulties")
+        raise EngineError(say(
+            f"benchmark {benchmark!r} has arena prompts only ({len(arena)}); paper 003 coverage needs 0/1 results. ",
+            Alt(f"Run `benchloupe fit joint STATIC --arena {benchmark}` first",
+                f"Run the joint analysis (screen 4) on a static benchmark with its arena benchmark field set to {benchmark} "
+                "first"),
+            ": coverage then uses the joint fit's arena difficulties"))
 
 
 STORED_GAPS = 1000
@@ -224,7 +228,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
     try:
         t0 = time.perf_counter()
         target = parse_target(conn, config.target)
-        _validate(config)
+        validate_config(config)
         robust = _robustness_set(config.robustness)
         sm = read.load_static(conn, benchmark)
         if not len(sm.items):
@@ -249,7 +253,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
             prior_info = None
             if config.prior != "normal":
                 if config.method != "map":
-                    raise EngineError("--prior applies to the MAP fit (--method map)")
+                    raise EngineError(say(Opt("prior"), " applies to the MAP fit (", Opt("method", "map"), ")"))
                 fit_cfg, _, rounds, conv = rb.hierarchical_config(yy, mm, **data, chance=chance,
                                                                   variant=config.prior, cancel=cancel)
                 prior_info = {"prior": config.prior, "rounds": rounds, "converged": conv,
@@ -343,12 +347,12 @@ def _improvement(sm, config) -> dict:
     """E.2 on the benchmark's own results of two models (pre and post training)."""
     names = [x.strip() for x in config.improvement.split(",")]
     if len(names) != 2 or not all(names):
-        raise EngineError(f"--improvement {config.improvement!r}: write PRE_MODEL,POST_MODEL (two model names)")
+        raise EngineError(say(Opt("improvement"), f" {config.improvement!r}: write PRE_MODEL,POST_MODEL (two model names)"))
     known = list(sm.models["name"])
     rows = []
     for nm in names:
         if nm not in known:
-            raise EngineError(f"--improvement: model {nm!r} has no results on {sm.benchmark!r}")
+            raise EngineError(say(Opt("improvement"), f": model {nm!r} has no results on {sm.benchmark!r}"))
         rows.append(known.index(nm))
     if sm.trials is not None:
         s, t = sm.successes.astype(np.int64), sm.trials.astype(np.int64)
@@ -404,7 +408,7 @@ def _reference_scores(conn, benchmark: str, item_ids: np.ndarray, spec: str):
     of each shared model, the mean over the other benchmarks of its mean score there."""
     others = [x.strip() for x in spec.split(",") if x.strip()]
     if not others or benchmark in others:
-        raise EngineError("--reference needs other benchmarks than the source, e.g. --reference bench-a,bench-b")
+        raise EngineError(say(Opt("reference"), " needs other benchmarks than the source, e.g. ", Opt("reference", "bench-a,bench-b")))
     src = read.load_static(conn, benchmark)
     col = {int(i): j for j, i in enumerate(src.items["id"])}
     cols = np.array([col[int(i)] for i in item_ids if int(i) in col])
@@ -453,7 +457,8 @@ def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateCo
         bid = read.benchmark_id(conn, benchmark)
         cov = runs.latest_run(conn, bid, ("coverage",))
         if cov is None:
-            raise EngineError(f"no coverage run for {benchmark!r}; run `benchloupe coverage {benchmark}` first")
+            raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
+                                  Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
         ri = runs.run_items(conn, cov)
         target = parse_target(conn, config.target)
         ctx = RunContext(db_path, "calibrate", benchmark, {**config.__dict__, "coverage_run": cov, "export": name},

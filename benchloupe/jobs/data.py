@@ -9,6 +9,7 @@ import pandas as pd
 
 from benchloupe.engine.common import EngineError
 from benchloupe.engine.joint import ArenaData, StaticData
+from benchloupe.hints import Opt, say
 from benchloupe.store import read
 
 
@@ -76,7 +77,8 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
         candidate = arena or benchmark
         pref_name = candidate if has_preferences(conn, candidate) else None
     if need_arena and am is None and pref_name is None:
-        raise EngineError(f"benchmark {benchmark!r} has no arena rewards; pass --arena BENCHMARK or fit in static mode")
+        raise EngineError(say(f"benchmark {benchmark!r} has no arena rewards; ", Opt("arena", "BENCHMARK", verb="pass"),
+                              " or fit in static mode"))
     pm = read.models(conn, pref_name) if pref_name else None
     frames = [f for f in (sm.models if sm is not None else None, am.models if am is not None else None, pm)
               if f is not None]

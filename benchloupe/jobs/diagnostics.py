@@ -19,6 +19,7 @@ import pandas as pd
 from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.stats import auprc, auroc
+from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import curation, read, runs
 from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
@@ -271,12 +272,12 @@ def run_screen(db_path, benchmark: str, config: ScreenConfig = ScreenConfig(), *
     conn = connect(db_path)
     try:
         if not config.model:
-            raise EngineError("screening needs --model, the newly imported model to check")
+            raise EngineError(say("screening needs ", Opt("model"), ", the newly imported model to check"))
         bid = read.benchmark_id(conn, benchmark)
         clean = config.run or runs.latest_run(conn, bid, ("static", "joint"))
         if clean is None:
-            raise EngineError(f"no clean static or joint fit of {benchmark!r}; fit one before importing the new "
-                              f"model (`benchloupe fit static {benchmark}`), or pass --run")
+            raise EngineError(say(f"no clean static or joint fit of {benchmark!r}; fit one before importing the new model (",
+                                  Alt(f"`benchloupe fit static {benchmark}`", "the static analysis on screen 4"), "), or ", Opt("run", verb="pass")))
         clean_run = runs.get_run(conn, clean)
         fitted = set(runs.run_models(conn, clean)["name"])
         sm = read.load_static(conn, benchmark)
@@ -455,11 +456,11 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             cut = contamination.to_days(_metadata_values(_model_metadata(conn, inputs.models["id"]),
                                                          config.cutoff_key))
             if not np.isfinite(days).any():
-                raise EngineError(f"no item of {benchmark!r} has a {config.date_key!r} date in its metadata; import "
-                                  "an item-metadata file with a date column (or pass --date-key)")
+                raise EngineError(say(f"no item of {benchmark!r} has a {config.date_key!r} date in its metadata; import "
+                                      "an item-metadata file with a date column (or ", Opt("date_key", verb="pass"), ")"))
             if not np.isfinite(cut).any():
-                raise EngineError(f"no model of {benchmark!r} has a {config.cutoff_key!r} cutoff in its metadata; "
-                                  "import a models file with a cutoff column (or pass --cutoff-key)")
+                raise EngineError(say(f"no model of {benchmark!r} has a {config.cutoff_key!r} cutoff in its metadata; "
+                                      "import a models file with a cutoff column (or ", Opt("cutoff_key", verb="pass"), ")"))
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static
             arena_d = inputs.arena if cfg.uses_arena else None

@@ -9,6 +9,7 @@ happens (``fill_events``, ``llm_calls``), valid calibrated children become revie
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
@@ -20,12 +21,14 @@ from benchloupe.engine.benchfill import (
     BenchFillConfig,
     FillItem,
     FillProblem,
+    choice_letter,
     gap_fill_metrics,
     run_baseline,
     run_session,
 )
 from benchloupe.engine.benchfill_types import (
     AnnotationRecord,
+    ChildDraft,
     ChildRecord,
     EstimateRecord,
     EventRecord,
@@ -37,6 +40,7 @@ from benchloupe.engine.benchfill_types import (
 )
 from benchloupe.engine.common import Cancelled, EngineError, Progress, no_progress
 from benchloupe.engine.online import DifficultyScale
+from benchloupe.hints import Alt, Opt, say
 from benchloupe.prompts import endpoints_file, simulated
 from benchloupe.prompts.client import ChatClient, EndpointConfig
 from benchloupe.prompts.llm import LLMAnnotator, LLMJudge, LLMRewriter
@@ -80,14 +84,14 @@ def get_endpoints(conn, *, with_source: bool = False) -> dict:
 def _clean(role: str, fields: dict) -> dict:
     clean = {k: v for k, v in fields.items() if v is not None and (k in ENDPOINT_FIELDS or k in ("name", "trials"))}
     if role in ("rewriter", "judge") and not clean.get("model"):
-        raise EngineError(f"the {role} endpoint needs --model (the model name the server knows)")
+        raise EngineError(say(f"the {role} endpoint needs ", Opt("model"), " (the model name the server knows)"))
     if role == "annotator":
         if not clean.get("name"):
-            raise EngineError("an annotator needs --name: the benchmark model whose ability it has")
+            raise EngineError(say("an annotator needs ", Opt("name"), ": the benchmark model whose ability it has"))
         clean.setdefault("model", clean["name"])
         trials = clean.get("trials", 4)
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise EngineError(f"--trials must be a whole number 1 or more, got {trials!r}")
+            raise EngineError(say(Opt("trials"), f" must be a whole number 1 or more, got {trials!r}"))
         clean["trials"] = trials
     _endpoint(clean)  # the client's own checks: URL, --timeout > 0, --max-retries >= 0, ...
     return clean
@@ -113,7 +117,8 @@ def set_endpoint(db_path, role: str, *, scope: str = "database", **fields) -> di
             name = fields.get("name")
             if not any(a["name"] == name for a in eps["annotators"]):
                 where = "the user endpoints file" if scope == "user" else "this database"
-                raise EngineError(f"no annotator {name!r} in {where}; `benchloupe endpoints show` lists them")
+                raise EngineError(say(f"no annotator {name!r} in {where}; ",
+                                      Alt("`benchloupe endpoints show` lists them", "E on the BenchFill screen lists them")))
             eps["annotators"] = [a for a in eps["annotators"] if a["name"] != name]
         if scope == "user":
             endpoints_file.save(eps)
@@ -130,21 +135,23 @@ def _endpoint(d: dict) -> EndpointConfig:
 
 def _check_endpoints(eps: dict) -> None:
     """Every endpoint is configured and its settings can work (checked before a session starts running)."""
-    hint = ("set it with `benchloupe endpoints set {role} --model NAME [--base-url URL] [--user]` or in the "
-            "BenchFill screen")
+    hint = Alt("set it with `benchloupe endpoints set {role} --model NAME [--base-url URL] [--user]` or in the "
+               "BenchFill screen", "set it with E (endpoints) on the BenchFill screen")
     for role in ("rewriter", "judge"):
         if not eps.get(role) or not eps[role].get("model"):
-            raise EngineError(f"no {role} endpoint configured; " + hint.format(role=role))
+            raise EngineError(say(f"no {role} endpoint configured; ",
+                                  Alt(hint.cli.format(role=role), hint.ui)))
     if not eps.get("annotators"):
-        raise EngineError("no annotator models configured; add the benchmark's models with `benchloupe endpoints "
-                          "set annotator --name MODEL --model NAME_AT_ENDPOINT [--base-url URL]`")
+        raise EngineError(say("no annotator models configured; add the benchmark's models ",
+                              Alt("with `benchloupe endpoints set annotator --name MODEL --model NAME_AT_ENDPOINT "
+                                  "[--base-url URL]`", "as annotators with E (endpoints) on the BenchFill screen")))
     for role, d in [("rewriter", eps["rewriter"]), ("judge", eps["judge"])] + [
             (f"annotator {a['name']}", a) for a in eps["annotators"]]:
         try:
             _clean("annotator" if role.startswith("annotator") else role, d)
         except EngineError as exc:
-            raise EngineError(f"the {role} endpoint is misconfigured: {exc}; fix it with `benchloupe endpoints "
-                              "set`") from None
+            raise EngineError(say(f"the {role} endpoint is misconfigured: ", exc.args[0] if exc.args else "", "; fix it ",
+                                  Alt("with `benchloupe endpoints set`", "with E on the BenchFill screen"))) from None
 
 
 # ------------------------------------------------------------------------------------------------ journal
@@ -264,8 +271,9 @@ class FillStopped(EngineError):
 
     def __init__(self, session_id: int, state: str, message: str):
         what = "ended with no valid child" if state == "no_valid_child" else "failed"
-        then = "" if state == "no_valid_child" else f"; fix it, then `benchloupe fill --resume {session_id}`"
-        super().__init__(f"BenchFill session {session_id} {what}: {message}{then}")
+        then = "" if state == "no_valid_child" else say(
+            "; fix it, then resume it with ", Alt(f"`benchloupe fill --resume {session_id}`", "R on the BenchFill screen"))
+        super().__init__(say(f"BenchFill session {session_id} {what}: ", message, then))
         self.session_id, self.state = session_id, state
 
 
@@ -320,12 +328,14 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
         bid = read.benchmark_id(conn, benchmark)
         cov = runs.latest_run(conn, bid, ("coverage",))
         if cov is None:
-            raise EngineError(f"no coverage run for {benchmark!r}; run `benchloupe coverage {benchmark}` first")
+            raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
+                                  Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
         eps = get_endpoints(conn)
         _check_endpoints(eps)
         if isinstance(options.max_stored_chars, bool) or not isinstance(options.max_stored_chars, int) or \
                 options.max_stored_chars < 0:
-            raise EngineError(f"--max-stored-chars must be a whole number 0 or more, got {options.max_stored_chars!r}")
+            raise EngineError(say(Opt("max_stored_chars"), " must be a whole number 0 or more, got "
+                                  f"{options.max_stored_chars!r}"))
         gaps = runs.load_artifact(conn, cov, "gaps")
         if not 1 <= options.gap <= len(gaps):
             raise EngineError(f"gap {options.gap} does not exist; the coverage run has gaps 1..{len(gaps)}")
@@ -469,6 +479,18 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
             raise StoreError(f"no BenchFill candidate {candidate_id}")
     finally:
         conn.close()
+    if decision == "accept" and (edited_text is not None or edited_answer is not None):
+        conn = connect(db_path)
+        try:
+            c = conn.execute("SELECT text, answer, payload FROM fill_candidates WHERE id = ?",
+                             (candidate_id,)).fetchone()
+        finally:
+            conn.close()
+        choices = json.loads(c["payload"] or "{}").get("choices") or []
+        problem = edit_problem(c["text"] if edited_text is None else edited_text,
+                               c["answer"] if edited_answer is None else edited_answer, choices)
+        if problem:
+            raise StoreError(f"proposal {candidate_id} not accepted: {problem}")
     if recompute:
         _coverage_current(db_path, row[0])
     conn = connect(db_path)
@@ -482,6 +504,74 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
 
         run_coverage(db_path, row[0], CoverageConfig(uncertainty="none"))
     return item_id
+
+
+def edit_problem(text: str, answer: str, choices=()) -> str | None:
+    """Why a curator's edit of a proposal cannot be accepted, or None: the rules a rewrite from the LLM must
+    pass (store.fill.edit_problem: not empty, no control characters; engine precheck_child: a multiple-choice
+    answer is one of the options, by letter or text)."""
+    problem = fillstore.edit_problem(text, answer)
+    if problem is None and choices and choice_letter(ChildDraft(str(text), str(answer), tuple(choices))) is None:
+        letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(choices)]
+        return f"the reference answer is not one of the {len(choices)} options; give its letter ({letters[0]}-" \
+               f"{letters[-1]}) or its text"
+    return problem
+
+
+def _benchmark_of(db_path, candidate_id: int) -> str:
+    conn = connect(db_path)
+    try:
+        row = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
+                           " JOIN benchmarks b ON b.id = s.benchmark_id WHERE c.id = ?", (candidate_id,)).fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        raise StoreError(f"no BenchFill candidate {candidate_id}")
+    return row[0]
+
+
+def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: str = "") -> list[int]:
+    """Accept or reject several proposals in one transaction (store.fill.decide_many); coverage is recomputed
+    once after accepts. Returns the new items' ids."""
+    if not candidate_ids:
+        return []
+    bench = _benchmark_of(db_path, candidate_ids[0])
+    if decision == "accept":
+        _coverage_current(db_path, bench)
+    conn = connect(db_path)
+    try:
+        items = fillstore.decide_many(conn, candidate_ids, decision, note)
+    finally:
+        conn.close()
+    if items:
+        from .coverage import CoverageConfig, run_coverage
+
+        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+    return items
+
+
+def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[dict]:
+    """Undo the accept or reject of proposals in one transaction (store.fill.undo_decisions: an accepted item
+    is removed again, or the whole undo refused when later work uses one); after an accept's undo, coverage
+    is recomputed without the item."""
+    if not candidate_ids:
+        return []
+    bench = _benchmark_of(db_path, candidate_ids[0])
+    conn = connect(db_path)
+    try:
+        out = fillstore.undo_decisions(conn, candidate_ids, note)
+    finally:
+        conn.close()
+    if any(o["item_id"] is not None for o in out):
+        from .coverage import CoverageConfig, run_coverage
+
+        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+    return out
+
+
+def undo_candidate(db_path, candidate_id: int, note: str = "") -> dict:
+    """:func:`undo_candidates` for one proposal."""
+    return undo_candidates(db_path, [candidate_id], note)[0]
 
 
 def session_summary(db_path, session_id: int) -> dict:

@@ -22,9 +22,27 @@ from pathlib import Path
 
 import numpy as np
 
+from benchloupe.hints import Opt, say
 from benchloupe.store.importers.base import ImportFormatError, ParsedImport
+from benchloupe.store.importers.options import OPTION_NAMES, OPTIONS, ImportOption  # noqa: F401 - re-exported
 
 STDIN = "-"
+
+
+def format_options(fmt: str | None) -> list[str]:
+    """The names of the OPTIONS the format's parser takes (aliases resolved), in OPTIONS order; for ``None`` or
+    "auto" the options of every format (the CLI passes them all and each parser keeps its own)."""
+    import inspect
+
+    from benchloupe.store.importers.detect import ALIASES, FORMATS
+
+    if fmt in (None, "", "auto"):
+        return list(OPTION_NAMES)
+    parser = FORMATS.get(ALIASES.get(fmt, fmt))
+    if parser is None:
+        return []
+    takes = set(inspect.signature(parser).parameters)
+    return [n for n in OPTION_NAMES if n in takes]
 
 
 @dataclass
@@ -119,7 +137,8 @@ def _check_overlaps(batch: list[tuple[str, ParsedImport]]) -> None:
                 if other != path:
                     raise ImportFormatError(
                         path, "", f"model {name!r} item {keys[j]!r} of benchmark {parsed.benchmark!r} is also in "
-                        f"{other}", "import the files into separate benchmarks (-b), or choose another --item-key")
+                        f"{other}", say("import the files into separate benchmarks (", Opt("benchmark"), "), or choose another ",
+                        Opt("item_key")))
 
 
 def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, *, replace: bool = False,
@@ -206,3 +225,38 @@ def _cells_per_model(parsed: ParsedImport) -> dict[str, int]:
             for n, c in parsed.preferences[col].astype(str).value_counts().items():
                 out[n] = out.get(n, 0) + int(c)
     return out
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def summary_lines(summary: BatchSummary, *, max_models: int | None = None) -> list[str]:
+    """What an import did, in lines: per file when there was one, else per benchmark and per model (the CLI
+    prints them; the workbench shows them in its notification, with at most *max_models* models a benchmark).
+    Text from the files (names, paths, notes) is raw: each face makes it visible."""
+    if len(summary.files) == 1 and not summary.skipped:
+        s = summary.files[0]
+        updated = f", {s['items_updated']} updated" if s["items_updated"] else ""
+        lines = [f"imported {s['path']} into {s['benchmark']!r} ({s['format']}): {s['items_new']} new items{updated}, "
+                 f"{s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
+                 f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else "")]
+        return lines + [f"  note: {note}" for note in s["notes"]]
+    lines = [f"imported {len(summary.files)} files in one transaction"
+             + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else "")]
+    for name, b in summary.benchmarks.items():
+        lines.append(f"{name} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {b['items']} items "
+                     f"({b['items_new']} new), {_n(len(b['models']), 'model')} ({b['models_new']} new), "
+                     f"{b['static_cells']} static cells ({b['cells_changed']} changed), {b['rewards']} rewards, "
+                     f"{b['preferences']} preferences" + (" [replaced]" if b["replaced"] else ""))
+        models = list(b["models"].items())
+        shown = models if max_models is None else models[:max_models]
+        lines += [f"  {model}: {cells}" for model, cells in shown]
+        if len(shown) < len(models):
+            lines.append(f"  ... and {len(models) - len(shown)} more models")
+    for f in summary.files:
+        lines += [f"note: {f['path']}: {note}" for note in f["notes"]]
+    lines += [f"skipped {line}" for line in summary.skipped[:5]]
+    if len(summary.skipped) > 5:
+        lines.append(f"skipped {len(summary.skipped) - 5} more")
+    return lines

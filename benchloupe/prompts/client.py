@@ -35,6 +35,7 @@ import openai
 
 from benchloupe.engine.benchfill_types import LLMCallRecord, LLMFailure
 from benchloupe.engine.common import EngineError
+from benchloupe.hints import Alt, Opt, say
 from benchloupe.prompts import simulated
 
 NO_KEY = "not-needed"
@@ -47,7 +48,7 @@ def _number(value, name: str, *, minimum: float, integer: bool = False, strict: 
     if not ok:
         what = "a whole number" if integer else "a number"
         bound = f"above {minimum:g}" if strict else f"{minimum:g} or more"
-        raise EngineError(f"{name} must be {what} {bound}, got {value!r}")
+        raise EngineError(say(name, f" must be {what} {bound}, got {value!r}"))
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,13 @@ class EndpointConfig:
                 self.base_url.strip().lower() != simulated.SIMULATED_URL:
             raise EngineError(f"base_url must start with http:// or https:// (or be {simulated.SIMULATED_URL}, "
                               f"the built-in simulated endpoint), got {self.base_url!r}")
-        _number(self.timeout, "--timeout (seconds per request)", minimum=0, strict=True)
-        _number(self.max_retries, "--max-retries", minimum=0, integer=True)
-        _number(self.concurrency, "--concurrency", minimum=1, integer=True)
+        _number(self.timeout, say(Opt("timeout"), " (seconds per request)"), minimum=0, strict=True)
+        _number(self.max_retries, say(Opt("max_retries")), minimum=0, integer=True)
+        _number(self.concurrency, say(Opt("concurrency")), minimum=1, integer=True)
         if self.temperature is not None:
-            _number(self.temperature, "--temperature", minimum=0)
+            _number(self.temperature, say(Opt("temperature")), minimum=0)
         if self.max_tokens is not None:
-            _number(self.max_tokens, "--max-tokens", minimum=1, integer=True)
+            _number(self.max_tokens, say(Opt("max_tokens")), minimum=1, integer=True)
         _number(self.backoff_initial, "backoff_initial", minimum=0)
         _number(self.backoff_max, "backoff_max", minimum=0)
 
@@ -164,8 +165,9 @@ class ChatClient:
             ep = self.endpoint
             url = ep.url
             if not url:
-                raise LLMFailure(f"no endpoint configured for model {ep.model!r}: set its base_url (`benchloupe "
-                                 f"endpoints set ROLE --base-url URL`) or ${BASE_URL_ENV}", fatal=True)
+                raise LLMFailure(say(f"no endpoint configured for model {ep.model!r}: set its base_url (",
+                                     Alt("`benchloupe endpoints set ROLE --base-url URL`", "E on the BenchFill screen"),
+                                     f") or ${BASE_URL_ENV}"), fatal=True)
             if simulated.is_simulated(url):
                 try:
                     url = simulated.resolve(url)
@@ -178,8 +180,9 @@ class ChatClient:
             key = ep.api_key or (os.environ.get(ep.api_key_env) if ep.api_key_env and not simulated.is_simulated(
                 ep.url) else NO_KEY)
             if not key:
-                raise LLMFailure(f"no API key for {ep.model!r} at {url}: set ${ep.api_key_env}, or name another "
-                                 "variable with `benchloupe endpoints set ROLE --api-key-env NAME`", fatal=True)
+                raise LLMFailure(say(f"no API key for {ep.model!r} at {url}: set ${ep.api_key_env}, or name another "
+                                     "variable ", Alt("with `benchloupe endpoints set ROLE --api-key-env NAME`",
+                                                      "in the endpoint's settings (E on the BenchFill screen)")), fatal=True)
             self._key = key
             self._client = openai.OpenAI(api_key=key, base_url=url, timeout=ep.timeout, max_retries=0)
             return self._client
@@ -256,9 +259,10 @@ class ChatClient:
                 raise _Retryable(f"http_{code}", code, f"HTTP {code}: {self._scrub(exc.message)}",
                                  retry_after_seconds(exc.response.headers)) from None
             if json_mode and "response_format" in str(exc.message):
-                raise LLMFailure(f"{ep.url} does not support JSON mode for {ep.model!r} (HTTP {code}): turn it off"
-                                 " with `benchloupe endpoints set ROLE --no-json-mode` "
-                                 f"[{self._scrub(exc.message)}]", fatal=True) from None
+                raise LLMFailure(say(f"{ep.url} does not support JSON mode for {ep.model!r} (HTTP {code}): turn it off ",
+                                     Alt("with `benchloupe endpoints set ROLE --no-json-mode`",
+                                         "in the endpoint's settings (E on the BenchFill screen)"),
+                                     f" [{self._scrub(exc.message)}]"), fatal=True) from None
             raise LLMFailure(f"{ep.url} refused the request for {ep.model!r} (HTTP {code}): "
                              f"{self._scrub(exc.message)}", fatal=True) from None
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:

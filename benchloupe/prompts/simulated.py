@@ -39,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 
 from benchloupe.engine.benchfill_types import FillItem
+from benchloupe.hints import Alt, say
 
 SCHEME = "simulated://"
 SIMULATED_URL = "simulated://demo"
@@ -419,6 +420,6 @@ def resolve(url: str) -> str:
         return url
     server = current()
     if server is None:
-        raise LookupError("the simulated endpoint is not running (it runs while `benchloupe fill` or the app "
-                          "has a demo session open)")
+        raise LookupError(say("the simulated endpoint is not running (it runs while ",
+                              Alt("`benchloupe fill`", "a BenchFill session"), " or the app has a demo session open)"))
     return server.base_url

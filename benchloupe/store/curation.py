@@ -8,6 +8,8 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Alt, say
+
 from .db import StoreError, audit, transaction
 
 FLAG_STATES = ("open", "confirmed", "dismissed", "unsure")
@@ -86,17 +88,29 @@ def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str
 
     The audit row keeps the state and note it replaced (``from``, ``note_from``), so a decision can be undone;
     *undo* marks a write that restores an earlier state (action ``flag:undo``)."""
-    if state not in FLAG_STATES:
-        raise StoreError(f"unknown triage state {state!r}; use one of {', '.join(FLAG_STATES)}")
+    set_flag_states(conn, [(flag_id, state, note)], undo=undo)
+
+
+def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str | None]], *,
+                    undo: bool = False) -> None:
+    """Triage several flags in one transaction (a batch: the marked flags, or every open flag of one model or
+    item): each ``(flag id, state, note or None)`` is written and audited as :func:`set_flag_state` does, all
+    or none. The audit rows of one batch share ``"batch": n`` (the number of flags) in their detail."""
+    for _fid, state, _note in changes:
+        if state not in FLAG_STATES:
+            raise StoreError(f"unknown triage state {state!r}; use one of {', '.join(FLAG_STATES)}")
     with transaction(conn):
-        row = conn.execute("SELECT state, note FROM flags WHERE id = ?", (flag_id,)).fetchone()
-        if row is None:
-            raise StoreError(f"no flag with id {flag_id}")
-        new_note = row["note"] if note is None else note
-        conn.execute("UPDATE flags SET state = ?, note = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now')"
-                     " WHERE id = ?", (state, new_note, flag_id))
-        audit(conn, "flag:undo" if undo else f"flag:{state}", "flag", flag_id,
-              json.dumps({"from": row["state"], "to": state, "note_from": row["note"]}), new_note)
+        for flag_id, state, note in changes:
+            row = conn.execute("SELECT state, note FROM flags WHERE id = ?", (flag_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no flag with id {flag_id}")
+            new_note = row["note"] if note is None else note
+            conn.execute("UPDATE flags SET state = ?, note = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now')"
+                         " WHERE id = ?", (state, new_note, flag_id))
+            detail = {"from": row["state"], "to": state, "note_from": row["note"]}
+            if len(changes) > 1:
+                detail["batch"] = len(changes)
+            audit(conn, "flag:undo" if undo else f"flag:{state}", "flag", flag_id, json.dumps(detail), new_note)
 
 
 def set_item_status(conn: sqlite3.Connection, item_id: int, status: str, note: str = "") -> None:
@@ -166,7 +180,8 @@ def alias_models(conn: sqlite3.Connection, model: str, aliases: list[str], note:
 def _alias_one(conn: sqlite3.Connection, model: str, alias: str, note: str) -> dict:
     row = conn.execute("SELECT id FROM models WHERE name = ?", (model,)).fetchone()
     if row is None:
-        raise StoreError(f"no model named {model!r}; `benchloupe show BENCHMARK` lists a benchmark's models")
+        raise StoreError(say(f"no model named {model!r}; ",
+                                 Alt("`benchloupe show BENCHMARK` lists a benchmark's models", "screen 2 lists them")))
     mid = int(row[0])
     other = conn.execute("SELECT id FROM models WHERE name = ?", (alias,)).fetchone()
     merged = False

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from benchloupe.hints import Alt, say
+
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 
@@ -43,11 +45,11 @@ def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
     if "disk is full" in low or "disk full" in low:
         return f"{path}: the disk is full; nothing was written; free some space and retry"
     if "readonly" in low or "read-only" in low:
-        return (f"{path}: the database is read-only (the file or its folder is not writable); fix the "
-                "permissions or pass another --db")
+        return say(f"{path}: the database is read-only (the file or its folder is not writable); fix the "
+                   "permissions or ", Alt("pass another --db", "open the workbench on another database file"))
     if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
-        return (f"{path}: the database file is damaged ({msg}); restore it from a backup or pass another --db "
-                "(`benchloupe db check` shows the details)")
+        return say(f"{path}: the database file is damaged ({msg}); restore it from a backup or ", Alt("pass another --db", "open the workbench on another database file"),
+                   Alt(" (`benchloupe db check` shows the details)", ""))
     if "unable to open" in low:
         return f"{path}: cannot open the database ({msg}); check that its folder exists and is writable"
     return f"{path}: database error ({msg})"
@@ -63,14 +65,15 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
     """
     p = Path(path)
     if p.is_dir():
-        raise StoreError(f"{p}: is a directory; pass a database file with --db")
+        raise StoreError(say(f"{p}: is a directory; ", Alt("pass a database file with --db", "open the workbench on a database file")))
     if not create and not p.exists():
-        raise StoreError(f"{p}: no such database; create it with `benchloupe demo --db {p}` or an import")
+        raise StoreError(say(f"{p}: no such database; create it ", Alt(f"with `benchloupe demo --db {p}` or an import",
+                                                                     "with the demo or an import")))
     if create:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"{p}: cannot create its folder ({exc.strerror or exc}); pass another --db") from None
+            raise StoreError(say(f"{p}: cannot create its folder ({exc.strerror or exc}); ", Alt("pass another --db", "open the workbench on another database file"))) from None
     conn = None
     try:
         conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -81,9 +84,8 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         foreign = bool(tables) and not set(MARKER_TABLES) <= tables
         if foreign or (version == 0 and tables) or (0 < version <= SCHEMA_VERSION and not tables):
-            raise StoreError(f"{p}: not a benchloupe database (another application's SQLite file, tables: "
-                             f"{', '.join(sorted(tables)[:6]) or 'none'}); it was left untouched; "
-                             "pass another --db")
+            raise StoreError(say(f"{p}: not a benchloupe database (another application's SQLite file, tables: "
+                                 f"{', '.join(sorted(tables)[:6]) or 'none'}); it was left untouched; ", Alt("pass another --db", "open the workbench on another database file")))
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{p}: schema version {version} is newer than this benchloupe ({SCHEMA_VERSION}); upgrade benchloupe"
@@ -102,7 +104,7 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         if conn is not None:
             conn.close()
         if "not a database" in str(exc) or "file is encrypted" in str(exc):
-            raise StoreError(f"{p}: not a usable SQLite database ({exc}); pass another --db path") from None
+            raise StoreError(say(f"{p}: not a usable SQLite database ({exc}); ", Alt("pass another --db", "open the workbench on another database file"))) from None
         raise StoreError(describe_sqlite_error(exc, p)) from exc
     if migrate:
         _mark_interrupted(conn)

@@ -13,6 +13,9 @@ import time
 
 import pandas as pd
 
+from benchloupe.hints import Alt, say
+from benchloupe.textsafe import has_control
+
 from . import runners
 from .db import StoreError, audit, transaction
 
@@ -54,13 +57,13 @@ def acquire_lease(conn: sqlite3.Connection, session_id: int, runner: dict) -> di
         row = conn.execute("SELECT state, runner, heartbeat, updated_at FROM fill_sessions WHERE id = ?",
                            (session_id,)).fetchone()
         if row is None:
-            raise StoreError(f"no BenchFill session {session_id}; `benchloupe fill --list` shows them")
+            raise StoreError(say(f"no BenchFill session {session_id}; ", Alt("`benchloupe fill --list` shows them", "screen 8 lists them")))
         held = runners.parse(row["runner"])
         if (row["state"] == "running" and held.get("token") != runner["token"]
                 and runners.alive(held, row["heartbeat"])):
-            raise SessionBusy(f"BenchFill session {session_id} is already being run by {runners.describe(held)}"
-                              f" (since {row['updated_at']}); wait for it to finish, or stop it and then"
-                              f" `benchloupe fill --resume {session_id}`")
+            raise SessionBusy(say(f"BenchFill session {session_id} is already being run by {runners.describe(held)}"
+                                  f" (since {row['updated_at']}); wait for it to finish, or stop it and then resume it with ",
+                                  Alt(f"`benchloupe fill --resume {session_id}`", "R on the BenchFill screen (8)")))
         conn.execute("UPDATE fill_sessions SET state = 'running', message = '', runner = ?, heartbeat = ?,"
                      " updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
                      (json.dumps(runner), time.time(), session_id))
@@ -101,7 +104,7 @@ def session(conn: sqlite3.Connection, session_id: int) -> dict:
     row = conn.execute("SELECT s.*, b.name AS benchmark FROM fill_sessions s JOIN benchmarks b ON b.id = s.benchmark_id"
                        " WHERE s.id = ?", (session_id,)).fetchone()
     if row is None:
-        raise StoreError(f"no BenchFill session {session_id}; `benchloupe fill --list` shows them")
+        raise StoreError(say(f"no BenchFill session {session_id}; ", Alt("`benchloupe fill --list` shows them", "screen 8 lists them")))
     d = dict(row)
     d["config"] = json.loads(d["config"])
     d["runner"] = runners.parse(d.get("runner"))
@@ -237,41 +240,132 @@ def decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: str
            edited_text: str | None = None, edited_answer: str | None = None) -> int | None:
     """Accept (insert the item, origin benchfill) or reject a proposal; both keep the note and are audited.
 
-    Returns the new item's id on accept. An edit-then-accept stores the curator's text and keeps the
-    proposal's original text in the item's metadata.
+    Returns the new item's id on accept. An edit-then-accept stores the curator's text and answer (checked by
+    :func:`edit_problem`, as the LLM's are) and keeps the proposal's original text in the item's metadata.
     """
+    with transaction(conn):
+        return _decide(conn, candidate_id, decision, note, edited_text, edited_answer)
+
+
+def decide_many(conn: sqlite3.Connection, candidate_ids: list[int], decision: str, note: str = "") -> list[int]:
+    """:func:`decide` for several proposals in one transaction (a batch: the marked ones, the rest of a
+    session): all are decided, or none. Returns the new items' ids (accept)."""
+    with transaction(conn):
+        out = [_decide(conn, cid, decision, note, None, None) for cid in candidate_ids]
+    return [i for i in out if i is not None]
+
+
+def _decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: str, edited_text: str | None,
+            edited_answer: str | None) -> int | None:
     if decision not in ("accept", "reject"):
         raise StoreError(f"unknown decision {decision!r}; use accept or reject")
-    with transaction(conn):
-        c = conn.execute("SELECT c.*, s.benchmark_id, s.target FROM fill_candidates c JOIN fill_sessions s"
-                         " ON s.id = c.session_id WHERE c.id = ?", (candidate_id,)).fetchone()
-        if c is None:
-            raise StoreError(f"no BenchFill candidate {candidate_id}")
-        if c["review_state"] in ("accepted", "rejected"):
-            raise StoreError(f"candidate {candidate_id} was already {c['review_state']}; decisions are final")
-        item_id = None
-        if decision == "accept":
-            text = edited_text if edited_text is not None else c["text"]
-            answer = edited_answer if edited_answer is not None else c["answer"]
-            if not text.strip():
-                raise StoreError("the accepted text is empty; edit it or reject the proposal")
-            bid = c["benchmark_id"]
-            pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
-            parent = conn.execute("SELECT grp, kind, chance FROM items WHERE id = ?", (c["parent_item_id"],)).fetchone()
-            meta = {"benchfill_session": c["session_id"], "candidate": candidate_id, "target": c["target"],
-                    "difficulty_raw": c["difficulty_raw"], "difficulty_norm": c["difficulty_norm"]}
-            if edited_text is not None or edited_answer is not None:
-                meta["proposed_text"], meta["proposed_answer"] = c["text"], c["answer"]
-            key = f"benchfill-{c['session_id']}-{candidate_id}"
-            item_id = conn.execute(
-                "INSERT INTO items (benchmark_id, pos, key, text, answer, grp, kind, chance, origin, parent_id, metadata)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'benchfill', ?, ?)",
-                (bid, pos, key, text, answer, parent["grp"] if parent else "", parent["kind"] if parent else "static",
-                 parent["chance"] if parent else None, c["parent_item_id"], json.dumps(meta)),
-            ).lastrowid
-        conn.execute("UPDATE fill_candidates SET review_state = ?, note = ?, item_id = ?,"
-                     " decided_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
-                     ("accepted" if decision == "accept" else "rejected", note, item_id, candidate_id))
-        audit(conn, f"fill:{decision}", "fill_candidate", candidate_id,
-              json.dumps({"item_id": item_id, "edited": edited_text is not None}), note)
+    c = conn.execute("SELECT c.*, s.benchmark_id, s.target FROM fill_candidates c JOIN fill_sessions s"
+                     " ON s.id = c.session_id WHERE c.id = ?", (candidate_id,)).fetchone()
+    if c is None:
+        raise StoreError(f"no BenchFill candidate {candidate_id}")
+    if c["review_state"] in ("accepted", "rejected"):
+        raise StoreError(f"candidate {candidate_id} was already {c['review_state']}; undo that decision first")
+    item_id = None
+    if decision == "accept":
+        text = edited_text if edited_text is not None else c["text"]
+        answer = edited_answer if edited_answer is not None else c["answer"]
+        problem = edit_problem(text, answer)
+        if problem:
+            raise StoreError(f"proposal {candidate_id} not accepted: {problem}")
+        bid = c["benchmark_id"]
+        pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
+        parent = conn.execute("SELECT grp, kind, chance FROM items WHERE id = ?", (c["parent_item_id"],)).fetchone()
+        meta = {"benchfill_session": c["session_id"], "candidate": candidate_id, "target": c["target"],
+                "difficulty_raw": c["difficulty_raw"], "difficulty_norm": c["difficulty_norm"]}
+        if edited_text is not None or edited_answer is not None:
+            meta["proposed_text"], meta["proposed_answer"] = c["text"], c["answer"]
+        key = f"benchfill-{c['session_id']}-{candidate_id}"
+        item_id = conn.execute(
+            "INSERT INTO items (benchmark_id, pos, key, text, answer, grp, kind, chance, origin, parent_id, metadata)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'benchfill', ?, ?)",
+            (bid, pos, key, text, answer, parent["grp"] if parent else "", parent["kind"] if parent else "static",
+             parent["chance"] if parent else None, c["parent_item_id"], json.dumps(meta)),
+        ).lastrowid
+    conn.execute("UPDATE fill_candidates SET review_state = ?, note = ?, item_id = ?,"
+                 " decided_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
+                 ("accepted" if decision == "accept" else "rejected", note, item_id, candidate_id))
+    audit(conn, f"fill:{decision}", "fill_candidate", candidate_id,
+          json.dumps({"item_id": item_id, "edited": edited_text is not None or edited_answer is not None}), note)
     return item_id
+
+
+def edit_problem(text: str, answer: str) -> str | None:
+    """Why a proposal's text and reference answer (as the LLM wrote them or as the curator edited them) cannot
+    become an item, or None: the rules that make the engine reject a rewrite (engine.benchfill.precheck_child):
+    no empty text or answer, no control characters (terminal escapes, NUL, backspace; newline and tab allowed)."""
+    if not str(text).strip():
+        return "the text is empty; write the question or reject the proposal"
+    if not str(answer).strip():
+        return "the reference answer is empty; give the answer or reject the proposal"
+    for what, value in (("text", text), ("reference answer", answer)):
+        if has_control(str(value)):
+            return (f"the {what} contains control characters (terminal escapes, NUL, backspace); remove them "
+                    "(newline and tab are fine)")
+    return None
+
+
+def undo_decision(conn: sqlite3.Connection, candidate_id: int, note: str = "") -> dict:
+    """Take back the accept or reject of a proposal: it is pending again (note and decision time cleared),
+    audited as ``fill:undo`` with the decision it replaced. Undoing an accept deletes exactly the item the
+    accept inserted (its rows in coverage runs go with it; the caller recomputes coverage) in the same
+    transaction, and is refused, changing nothing, when later work depends on that item: results, preferences
+    or flags on it, an item after it in the benchmark (results are stored by position), an item or a BenchFill
+    session built from it, or a run other than coverage that used it. Returns ``{"from", "item_id"}``."""
+    return undo_decisions(conn, [candidate_id], note)[0]
+
+
+def undo_decisions(conn: sqlite3.Connection, candidate_ids: list[int], note: str = "") -> list[dict]:
+    """:func:`undo_decision` for a batch in one transaction (latest first, so the items a batch of accepts
+    added come off in reverse): all are undone, or none."""
+    with transaction(conn):
+        return [_undo(conn, cid, note) for cid in reversed(candidate_ids)][::-1]
+
+
+def _undo(conn: sqlite3.Connection, candidate_id: int, note: str) -> dict:
+    c = conn.execute("SELECT c.*, s.benchmark_id FROM fill_candidates c JOIN fill_sessions s"
+                     " ON s.id = c.session_id WHERE c.id = ?", (candidate_id,)).fetchone()
+    if c is None:
+        raise StoreError(f"no BenchFill candidate {candidate_id}")
+    if c["review_state"] not in ("accepted", "rejected"):
+        raise StoreError(f"proposal {candidate_id} is {c['review_state']}: there is no decision to undo")
+    item_id = c["item_id"] if c["review_state"] == "accepted" else None
+    if item_id is not None:
+        why = _item_dependents(conn, int(item_id), int(c["benchmark_id"]), candidate_id)
+        if why:
+            raise StoreError(f"cannot undo the accept of proposal {candidate_id}: item #{item_id} is already "
+                             f"used ({why}); retire the item on 2 Items instead")
+        conn.execute("DELETE FROM items WHERE id = ?", (item_id,))
+    conn.execute("UPDATE fill_candidates SET review_state = 'pending', note = '', item_id = NULL,"
+                 " decided_at = NULL WHERE id = ?", (candidate_id,))
+    audit(conn, "fill:undo", "fill_candidate", candidate_id,
+          json.dumps({"from": c["review_state"], "note_from": c["note"], "item_id": item_id}), note)
+    return {"from": c["review_state"], "item_id": item_id}
+
+
+def _item_dependents(conn: sqlite3.Connection, item_id: int, benchmark_id: int, candidate_id: int) -> str:
+    """What, if anything, was built on an accepted BenchFill item since its accept (empty: nothing)."""
+    pos = conn.execute("SELECT pos FROM items WHERE id = ?", (item_id,)).fetchone()
+    if pos is None:
+        return ""
+    checks = (
+        ("a later item in the benchmark", "SELECT count(*) FROM items WHERE benchmark_id = ? AND pos > ?",
+         (benchmark_id, pos[0])),
+        ("static results cover it", "SELECT count(*) FROM static_results WHERE benchmark_id = ? AND n > ?",
+         (benchmark_id, pos[0])),
+        ("arena rewards", "SELECT count(*) FROM arena_rewards WHERE item_id = ?", (item_id,)),
+        ("preferences", "SELECT count(*) FROM preferences WHERE item_id = ?", (item_id,)),
+        ("flags", "SELECT count(*) FROM flags WHERE item_id = ?", (item_id,)),
+        ("an item derived from it", "SELECT count(*) FROM items WHERE parent_id = ?", (item_id,)),
+        ("a BenchFill proposal rewritten from it", "SELECT count(*) FROM fill_candidates WHERE parent_item_id = ?"
+         " AND id != ?", (item_id, candidate_id)),
+        ("a BenchFill session over it", "SELECT count(*) FROM fill_sessions s, json_each(s.config, '$.item_ids') j"
+         " WHERE s.benchmark_id = ? AND j.value = ?", (benchmark_id, item_id)),
+        ("a run other than coverage", "SELECT count(*) FROM run_items x JOIN runs r ON r.id = x.run_id"
+         " WHERE x.item_id = ? AND r.kind != 'coverage'", (item_id,)),
+    )
+    return ", ".join(what for what, sql, args in checks if conn.execute(sql, args).fetchone()[0])

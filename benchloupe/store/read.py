@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Alt, Opt, say
+
 from .db import StoreError
 
 
@@ -52,8 +54,9 @@ def benchmark_id(conn: sqlite3.Connection, name: str) -> int:
     row = conn.execute("SELECT id FROM benchmarks WHERE name = ?", (name,)).fetchone()
     if row is None:
         names = [r[0] for r in conn.execute("SELECT name FROM benchmarks ORDER BY name")]
-        hint = f"known: {', '.join(names)}" if names else "the database has no benchmarks; import one or run `benchloupe demo`"
-        raise StoreError(f"no benchmark named {name!r}; {hint}")
+        hint = f"known: {', '.join(names)}" if names else say(
+            "the database has no benchmarks; import one or ", Alt("run `benchloupe demo`", "build the demo (d on screen 1)"))
+        raise StoreError(say(f"no benchmark named {name!r}; ", hint))
     return int(row[0])
 
 
@@ -148,11 +151,12 @@ def load_arena(conn: sqlite3.Connection, name: str, *, reward_model: str | None 
     bid = benchmark_id(conn, name)
     rms = reward_models(conn, name)
     if not rms:
-        raise StoreError(f"benchmark {name!r} has no arena rewards; import them with `benchloupe import arena`")
+        raise StoreError(say(f"benchmark {name!r} has no arena rewards; import them with ",
+                                 Alt("`benchloupe import arena`", "o on the Benchmarks screen (format arena)")))
     if reward_model is None:
         if len(rms) > 1:
-            raise StoreError(f"benchmark {name!r} has {len(rms)} reward models ({', '.join(rms)}); "
-                             "choose one with --reward-model")
+            raise StoreError(say(f"benchmark {name!r} has {len(rms)} reward models ({', '.join(rms)}); "
+                                 "choose one with ", Opt("reward_model")))
         reward_model = rms[0]
     elif reward_model not in rms:
         raise StoreError(f"benchmark {name!r} has no rewards from {reward_model!r}; known: {', '.join(rms)}")

@@ -21,6 +21,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from benchloupe.hints import Alt, say
+
 from .db import transaction
 
 HEARTBEAT_S = 5.0
@@ -138,8 +140,8 @@ def mark_interrupted_runs(conn: sqlite3.Connection) -> list[int]:
                 conn.execute(
                     "UPDATE runs SET status = 'interrupted', error = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ',"
                     " 'now') WHERE id = ? AND status = 'running'",
-                    (f"interrupted: its runner ({describe(runner)}) ended without finishing; run it again, or "
-                     f"`benchloupe db remove-run {rid}`", rid))
+                    (say(f"interrupted: its runner ({describe(runner)}) ended without finishing; run it again, or "
+                         "remove it ", Alt(f"with `benchloupe db remove-run {rid}`", "from the command line")), rid))
     return [rid for rid, _ in gone]
 
 
@@ -153,6 +155,6 @@ def mark_interrupted_sessions(conn: sqlite3.Connection) -> list[int]:
                 conn.execute(
                     "UPDATE fill_sessions SET state = 'interrupted', message = ?, updated_at ="
                     " strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'",
-                    (f"interrupted: its runner ({describe(runner)}) ended without finishing; "
-                     f"`benchloupe fill --resume {sid}` continues it", sid))
+                    (say(f"interrupted: its runner ({describe(runner)}) ended without finishing; ",
+                         Alt(f"`benchloupe fill --resume {sid}`", "R on the BenchFill screen (8)"), " continues it"), sid))
     return [sid for sid, _ in gone]

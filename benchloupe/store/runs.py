@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Alt, say
+
 from . import runners
 from .db import StoreError, transaction
 from .read import none_for_missing
@@ -203,7 +205,7 @@ def remove_run(conn: sqlite3.Connection, run_id: int) -> None:
     """Delete a run that is not running (with its outputs and flags)."""
     row = conn.execute("SELECT status, runner, heartbeat FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
-        raise StoreError(f"no run {run_id}; `benchloupe list` shows the runs")
+        raise StoreError(say(f"no run {run_id}; ", Alt("`benchloupe list` shows the runs", "screen 4 lists them")))
     if row[0] == "running" and runners.alive(row[1], row[2]):
         raise StoreError(f"run {run_id} is running ({runners.describe(row[1])}); cancel it before removing it")
     if row[0] == "done":

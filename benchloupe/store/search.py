@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from benchloupe.hints import Alt, Opt, say
+
 from .db import StoreError
 
 # bm25 weights per column, in the table's order: benchmark, key, text, answer, grp, metadata
@@ -45,7 +47,7 @@ def search_items(conn: sqlite3.Connection, query: str, benchmark: str | None = N
     Raises :class:`StoreError` with one line for a bad limit, an unknown benchmark or a malformed raw query.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise StoreError(f"search: --limit must be a whole number from 1 to {MAX_LIMIT} (got {limit!r})")
+        raise StoreError(say("search: ", Opt("limit"), f" must be a whole number from 1 to {MAX_LIMIT} (got {limit!r})"))
     if not isinstance(query, str):
         raise StoreError(f"search: the query must be text (got {type(query).__name__})")
     query = _SURROGATE.sub("\ufffd", query)
@@ -54,7 +56,8 @@ def search_items(conn: sqlite3.Connection, query: str, benchmark: str | None = N
         benchmark = _SURROGATE.sub("\ufffd", str(benchmark))
         row = conn.execute("SELECT id FROM benchmarks WHERE name = ?", (benchmark,)).fetchone()
         if row is None:
-            raise StoreError(f"search: no benchmark named {benchmark!r}; `benchloupe list` shows the names")
+            raise StoreError(say(f"search: no benchmark named {benchmark!r}; ",
+                                 Alt("`benchloupe list` shows the names", "screen 1 lists them")))
         bid = row[0]
     fts = _CONTROL.sub(" ", query).strip() if raw else plain_query(query)
     if not fts:
@@ -75,8 +78,8 @@ def search_items(conn: sqlite3.Connection, query: str, benchmark: str | None = N
             raise StoreError("search: this database has no search index; open it with this benchloupe to "
                              "upgrade it") from None
         if raw and not any(word in msg for word in _DATABASE_TROUBLE):
-            raise StoreError(f"search: not a valid FTS5 query ({msg}); drop --raw to search for plain words"
-                             ) from None
+            raise StoreError(say(f"search: not a valid FTS5 query ({msg}); drop ", Opt("raw"),
+                                 " to search for plain words")) from None
         raise
     return [{"item_id": r[0], "benchmark": r[1], "key": r[2], "group": r[3], "status": r[4], "origin": r[5],
              "score": r[6], "snippet": r[7]} for r in rows]

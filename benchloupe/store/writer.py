@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .db import audit, transaction
 from .importers.base import ParsedImport
 
@@ -207,8 +209,8 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
         else:
             if old is not None and old["trials"] is not None:
                 raise ValueError(
-                    f"benchmark {parsed.benchmark!r} holds successes/trials results; import 0/1 results with --replace "
-                    "or into another benchmark"
+                    say(f"benchmark {parsed.benchmark!r} holds successes/trials results; import 0/1 results with ",
+                        Opt("replace"), " or into another benchmark")
                 )
             vec = np.full(n, MISSING, np.int8)
             if old is not None:
@@ -318,7 +320,7 @@ def derive_benchmark(conn: sqlite3.Connection, source: str, name: str, item_ids:
         if src is None:
             raise ValueError(f"no benchmark named {source!r}")
         if conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (name,)).fetchone():
-            raise ValueError(f"a benchmark named {name!r} already exists; choose another --name")
+            raise ValueError(say(f"a benchmark named {name!r} already exists; choose another ", Opt("name")))
         if not item_ids:
             raise ValueError("the subset is empty; nothing to export")
         bid = conn.execute("INSERT INTO benchmarks (name, kind, description, metadata) VALUES (?, ?, ?, ?)",

@@ -23,12 +23,18 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.app import App, ScreenStackError
 from textual.binding import Binding
+from textual.scrollbar import ScrollBar
 from textual.worker import Worker, WorkerState
 
 from benchloupe.textsafe import visible
 from benchloupe.tui.palette import WorkbenchCommands
 from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
+from benchloupe.tui.widgets.table import WholeCellScrollBar
+
+# Every scrollbar's thumb in whole cells: the default's fractional ends are block glyphs (▇ ▁) that read as
+# stray characters at the right edge of tables and panels at 80x24 (issue 11).
+ScrollBar.renderer = WholeCellScrollBar
 
 if TYPE_CHECKING:
     from benchloupe.jobs.process import JobProcess, JobSpec
@@ -70,8 +76,11 @@ class ProgressSlot:
 
 
 def one_line(exc: BaseException) -> str:
-    """The first line of an error, or its type when it has no message."""
-    text = str(exc).strip()
+    """The first line of an error in the workbench's words (options named by their form fields, not as CLI
+    flags: :mod:`benchloupe.tui.wording`), or its type when it has no message."""
+    from benchloupe.tui.wording import error_text
+
+    text = error_text(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
@@ -87,6 +96,9 @@ class BenchloupeApp(App[int]):
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("x", "cancel_job", "Cancel job", id="app.cancel"),
+        Binding("B", "switch_benchmark", "Switch benchmark", show=False, id="app.benchmark"),
+        Binding("w", "export_table", "Export table", show=False, id="app.export"),
+        Binding("W", "export_decisions", "Export decisions", show=False, id="app.export_decisions"),
         *(Binding(key, f"go('{name}')", title, show=False, id=f"go.{name}")
           for name, (_cls, key, title) in SCREENS.items()),
     ]
@@ -94,7 +106,7 @@ class BenchloupeApp(App[int]):
     def __init__(self, db_path: str | Path, *, benchmark: str | None = None) -> None:
         super().__init__()
         self.db_path = Path(db_path)
-        self.benchmark = benchmark
+        self.benchmark = benchmark if benchmark is not None else remembered_benchmark(self.db_path)
         self.data_version = 0
         self.job = JobState()
         self.job_process: JobProcess | None = None
@@ -158,7 +170,103 @@ class BenchloupeApp(App[int]):
 
     def open_benchmark(self, name: str, mode: str = "items") -> None:
         self.benchmark = name
+        self.remember_benchmark(name)
         self.switch_mode(mode)
+
+    # ------------------------------------------------------------------ benchmark switch
+    def action_switch_benchmark(self) -> None:
+        """B: pick the benchmark every screen shows, in place (the screen stays the same)."""
+        from benchloupe.tui.screens.picker import BenchmarkPicker
+
+        if not isinstance(self.screen, BenchmarkPicker):
+            self.push_screen(BenchmarkPicker(self.benchmark),
+                             lambda name: self.call_after_refresh(self.choose_benchmark, name))
+
+    def choose_benchmark(self, name: str | None) -> None:
+        """Show *name* on every screen from now on and remember it for this database; panels about one item
+        or run of the previous benchmark close."""
+        if not name:
+            return
+        from benchloupe.tui.screens.base import BenchScreen, TopBar
+
+        self.benchmark = name
+        self.remember_benchmark(name)
+        modes = tuple(self.MODES.values())
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, modes):
+            self.pop_screen()
+        screen = self.screen
+        if isinstance(screen, BenchScreen):
+            screen.query_one(TopBar).refresh_bar()
+            if screen.current_token() != screen._token:
+                screen.reload()
+        self.notify(f"benchmark {name}", markup=False)
+
+    def remember_benchmark(self, name: str) -> None:
+        """Store *name* as this database's last benchmark (settings table), in a worker."""
+        def write() -> None:
+            from benchloupe.store import curation
+            from benchloupe.store.db import connect
+
+            conn = connect(self.db_path)
+            try:
+                curation.put_setting(conn, LAST_BENCHMARK, name)
+            finally:
+                conn.close()
+
+        self.run_worker(write, thread=True, group="remember", exit_on_error=False)
+
+    # ------------------------------------------------------------------ export (tui/export.py)
+    def action_export_table(self) -> None:
+        """w: write the table on screen (as filtered, searched and sorted) to a CSV or JSON file."""
+        from benchloupe.tui import export
+
+        got = export.screen_table(self.screen)
+        if got is None:
+            self.notify("nothing to export on this screen: w exports the table of a list screen", severity="warning")
+            return
+        frame, name = got[0].copy(), got[1]
+        self._ask_export(f"Export {len(frame)} rows of {name}", export.default_path(name, self.benchmark),
+                         lambda conn: frame)
+
+    def action_export_decisions(self) -> None:
+        """W: write every decision on the open benchmark (flag triage, BenchFill proposals) to a file."""
+        from benchloupe.tui import export
+
+        bench = self.benchmark
+        if not bench:
+            self.notify("no benchmark open: press 1 and choose one", severity="warning")
+            return
+        self._ask_export(f"Export the decisions on {bench}", export.default_path("decisions", bench),
+                         lambda conn: export.decisions(conn, bench))
+
+    def _ask_export(self, title: str, default: Path, rows: Callable) -> None:
+        from benchloupe.tui import export
+        from benchloupe.tui.widgets.dialogs import PromptDialog
+
+        def answered(path: str | None) -> None:
+            if path:
+                self._export_worker(path, rows)
+
+        self.push_screen(PromptDialog(title, value=str(default), validate=export.check_path,
+                                      help="A .csv or .json path (the suffix picks the format); an existing "
+                                           "file is replaced."), answered)
+
+    @work(thread=True, group="export", exit_on_error=False)
+    def _export_worker(self, path: str, rows: Callable) -> None:
+        from benchloupe.store.db import connect
+        from benchloupe.tui import export
+
+        try:
+            conn = connect(self.db_path)
+            try:
+                frame = rows(conn)
+            finally:
+                conn.close()
+            written = export.write_frame(frame, path)
+        except Exception as exc:  # noqa: BLE001 - shown in one line; the app keeps running
+            self.call_from_thread(self.report_error, exc, "export")
+            return
+        self.call_from_thread(self.notify, f"wrote {len(frame)} rows to {written}", title="Exported", timeout=10)
 
     async def action_quit(self) -> None:
         """Quit; while a job runs, ask first: yes cancels the job (its run is recorded as cancelled) and quits,
@@ -306,6 +414,31 @@ def _describe(result: object) -> str:
     if isinstance(result, dict) and result.get("message"):
         return str(result["message"])
     return "done"
+
+
+LAST_BENCHMARK = "tui.last_benchmark"
+
+
+def remembered_benchmark(db_path: Path) -> str | None:
+    """The benchmark last chosen in the workbench on this database, when it still exists (None otherwise:
+    the Benchmarks screen then opens the first benchmark with static results)."""
+    from benchloupe.store import read
+    from benchloupe.store.db import StoreError, connect
+
+    try:
+        conn = connect(db_path, create=False)
+    except StoreError:
+        return None
+    try:
+        name = read.setting(conn, LAST_BENCHMARK)
+        if not isinstance(name, str):
+            return None
+        exists = conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (name,)).fetchone()
+        return name if exists else None
+    except Exception:  # noqa: BLE001 - a damaged setting must not stop the app from opening
+        return None
+    finally:
+        conn.close()
 
 
 def run_app(db_path: str | Path) -> int:

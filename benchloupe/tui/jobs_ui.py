@@ -42,43 +42,46 @@ def session_outcome(db, sid: int) -> dict:
     raise SessionEnded(f"session #{sid} ended {state_word(s['state'])}: {reason}")
 
 
-def format_names() -> list[str]:
-    from benchloupe.store.importers.detect import FORMATS
-
-    return sorted(FORMATS)
-
-
 # ------------------------------------------------------------------------------------ run in the child
 
+MAX_MODELS_SHOWN = 8  # per benchmark in the notification (metabench has 4,280); the CLI lists them all
+
+
 def run_demo(progress: Progress, cancel: threading.Event, db_path: str) -> dict:
+    from benchloupe.hints import render
     from benchloupe.jobs import build_demo
+    from benchloupe.tui.wording import label
 
     progress(0, 1, "simulating the demo workspace")
     info = build_demo(db_path)
     progress(1, 1, "written")
     if info.get("created"):
         return {"message": f"demo workspace written: {', '.join(info['benchmarks'])}", **info}
-    return info
+    return {**info, "message": render(info["message"], label)}
 
 
-def run_import(progress: Progress, cancel: threading.Event, db_path: str, path: str, fmt: str | None = None,
-               benchmark: str | None = None) -> dict:
-    from benchloupe.jobs import import_file
+def run_import(progress: Progress, cancel: threading.Event, db_path: str, paths: list[str], fmt: str | None = None,
+               options: dict | None = None) -> dict:
+    """Import *paths* (files, folders, globs: as ``benchloupe import``) in one transaction with the import
+    options *options* (parser keywords plus ``benchmark`` and ``replace``; plain data). The result's
+    ``message`` is one line for the job line, ``summary`` the per-benchmark and per-model lines."""
+    from benchloupe.jobs.imports import import_paths, summary_lines
 
-    progress(0, 1, f"parsing {Path(path).name}")
-    summary = import_file(db_path, path, fmt, benchmark=benchmark)
+    def parsing(n: int, total: int, label: str) -> None:
+        progress(n - 1, total, f"parsing {Path(label).name}")
+
+    summary = import_paths(db_path, list(paths), fmt, progress=parsing, **dict(options or {}))
     progress(1, 1, "written")
-    d = summary.as_dict()
-    counts = ", ".join(f"{v} {k}" for k, v in d.items()
-                       if isinstance(v, int) and not isinstance(v, bool) and v and k != "benchmark_id")
-    return {"message": f"imported into {d.get('benchmark', '?')}: {counts}", **d}
+    lines = summary_lines(summary, max_models=MAX_MODELS_SHOWN)
+    return {"message": lines[0], "summary": "\n".join(lines), **summary.as_dict()}
 
 
 def run_analysis(progress: Progress, cancel: threading.Event, db_path: str, name: str, benchmark: str,
-                 config: object, arena: str | None = None) -> int:
+                 config: object, arena: str | None = None, reward_model: str | None = None) -> int:
     from benchloupe.jobs import ANALYSES
 
-    return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel)
+    extra = {"reward_model": reward_model} if reward_model else {}
+    return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel, **extra)
 
 
 def run_fill(progress: Progress, cancel: threading.Event, db_path: str, benchmark: str, options: object,
@@ -101,12 +104,13 @@ def demo_job(db_path: Path) -> JobSpec:
     return JobSpec(run_demo, (str(db_path),))
 
 
-def import_job(db_path: Path, path: str, fmt: str | None = None, benchmark: str | None = None) -> JobSpec:
-    return JobSpec(run_import, (str(db_path), str(path), fmt, benchmark))
+def import_job(db_path: Path, paths: list[str], fmt: str | None = None, options: dict | None = None) -> JobSpec:
+    return JobSpec(run_import, (str(db_path), [str(x) for x in paths], fmt, dict(options or {})))
 
 
-def analysis_job(db_path: Path, name: str, benchmark: str, config: object, arena: str | None = None) -> JobSpec:
-    return JobSpec(run_analysis, (str(db_path), name, benchmark, config, arena))
+def analysis_job(db_path: Path, name: str, benchmark: str, config: object, arena: str | None = None,
+                 reward_model: str | None = None) -> JobSpec:
+    return JobSpec(run_analysis, (str(db_path), name, benchmark, config, arena, reward_model))
 
 
 def fill_job(db_path: Path, benchmark: str, options: object, config: object) -> JobSpec:

@@ -49,6 +49,10 @@ class WorkbenchCommands(Provider):
                                 f"key {b.key_display or b.key.split(',')[0]} on {title}"))
         out.append(("benchmarks: build demo workspace", lambda: _on(app, "benchmarks", "demo"), "key d on Benchmarks"))
         out.append(("benchmarks: import a file", lambda: _on(app, "benchmarks", "import_file"), "key o on Benchmarks"))
+        out.append(("benchmark: switch", app.action_switch_benchmark, "key B: every screen shows the chosen one"))
+        out.append(("export: table", app.action_export_table, "key w: the table on screen to CSV/JSON"))
+        out.append(("export: decisions", app.action_export_decisions,
+                    "key W: flag triage and BenchFill decisions to CSV/JSON"))
         out.append(("job: cancel", app.action_cancel_job, "key x"))
         out.append(("help: keys", app.action_help, "key ?"))
         from benchloupe.tui.screens.runs import plain_title

@@ -226,13 +226,13 @@ async def test_import_dialog_validates_and_reports_bad_files(demo_db, tmp_path):
         await wait_until(pilot, lambda: type(app.screen).__name__ == "FormDialog", what="import form")
         await pilot.press(*str(tmp_path / "missing.csv"), "enter")
         assert "no such file" in str(app.screen.query_one("#dialog-error").render())
-        app.screen.query_one("#field-path").value = str(bad)
+        app.screen.query_one("#field-paths").value = str(bad)
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: not app.job.running and app.job.outcome != "", what="bad import")
         assert app.job.failed and "bad.csv" in app.job.outcome and "\n" not in app.job.outcome
         await pilot.press("o")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "FormDialog", what="import form")
-        app.screen.query_one("#field-path").value = str(good)
+        app.screen.query_one("#field-paths").value = str(good)
         app.screen.query_one("#field-benchmark").value = "tiny"
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: not app.job.running and not app.job.failed and app.job.outcome != "",

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.fake_llm import fake_llm  # noqa: F401 - the fixture
+
 pty = pytest.importorskip("pty")
 fcntl = pytest.importorskip("fcntl")
 termios = pytest.importorskip("termios")
@@ -114,3 +116,49 @@ def test_no_escape_sequence_from_data_reaches_the_terminal(tmp_path):
     # the data was drawn, escaped (in panels Rich itself drops BEL and BS; ESC is shown as \x1b)
     for shown in (b"m1\\x1b]0;PWNED", b"m3ok\\x08\\x08", b"zap\\x1b[2J", b"ev\\x1b]0;PW"):
         assert shown in out, f"{shown!r} not drawn"
+
+
+JUDGED = "\x1b]0;JUDGED\x07"
+WIPE = "\x1b[2Jwiped"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+@pytest.mark.timeout(300, method="thread")
+def test_no_escape_sequence_from_an_llm_reply_reaches_the_terminal(tmp_path, monkeypatch, fake_llm):  # noqa: F811
+    """A BenchFill session run by the real job against the local OpenAI-compatible server whose judge puts
+    ESC sequences and markup in every reason; the review card on 8 Fill and the edit dialog draw it escaped.
+    (Rewrites holding control characters never reach review: the engine rejects them, test_benchfill_faults.)"""
+    from benchloupe.engine.benchfill import BenchFillConfig
+    from benchloupe.jobs import fill
+    from tests.fill_world import configure_endpoints, store_world
+
+    db = tmp_path / "fill.db"
+    bench = store_world(fake_llm, db)
+    configure_endpoints(fake_llm, db, monkeypatch)
+    fake_llm.always["judge"] = "ctrl_reason"
+    sid = fill.start_fill(db, bench, fill.FillOptions(gap=1), config=BenchFillConfig(max_rounds=2))
+    from benchloupe.store import fill as fillstore
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        cands = fillstore.candidates(conn, sid)
+    finally:
+        conn.close()
+    assert len(cands) and cands["verdict"].str.contains(JUDGED, regex=False).all(), "the reason is stored as sent"
+    env = {**os.environ, "TERM": "xterm-256color", "XDG_DATA_HOME": str(tmp_path), "COLUMNS": "80", "LINES": "24"}
+    term = Terminal([sys.executable, "-m", "benchloupe", "open", str(db)], env)
+    try:
+        assert term.wait_for(b"Bench", 90), term.out[-2000:]
+        term.read(2.0)
+        term.press("8", 4.0)    # the review queue: the first proposal's card with the judge's reason
+        term.press("e", 2.0)    # the edit dialog over it
+        term.press("\x1b", 1.0)
+        term.press("q", 1.0)
+    finally:
+        term.close()
+    out = bytes(term.out)
+    for raw in (JUDGED, WIPE):
+        assert raw.encode() not in out, f"{raw!r} reached the terminal"
+    assert b"\x1b]0;JUDGED" not in out
+    assert b"\\x1b]0;JUDGED" in out and b"[bold]sure[/bold]" in out, "the reason was not drawn, escaped and literal"

@@ -36,6 +36,9 @@ class RecordingApp(BenchloupeApp):
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         if self.recording:
+            if (isinstance(action, str) and default_namespace is not None
+                    and self._check_action_state(action, default_namespace) is False):
+                return False  # disabled here (check_action): the key goes on to the next node, as in a real run
             self.recorded.append(action if isinstance(action, str) else str(action))
             return True
         return await super().run_action(action, default_namespace, namespaces)
@@ -85,6 +88,9 @@ async def test_every_advertised_key_reaches_its_action(flagged_db):
         await pilot.press("enter")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel" and idle(app)(), what="panel")
         assert await _walk(pilot, app, "item panel") >= 2
+        await pilot.press("escape", "B")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "BenchmarkPicker" and idle(app)(), what="picker")
+        assert await _walk(pilot, app, "benchmark picker") >= 4  # enter, escape, and the table's s, /
 
 
 async def test_help_lists_the_footer_keys_and_everywhere_keys(flagged_db):
@@ -143,3 +149,43 @@ def _anomaly_models(db) -> list[int]:
         return [int(m) for m in curation.flags(conn, kind="anomaly")["model_id"]]
     finally:
         conn.close()
+
+
+async def test_every_footer_key_fits_at_80_columns(flagged_db):
+    """Each key the footer shows is drawn whole inside 80 columns, clear of the palette hint (the queue footer
+    used to cut "e Note"); keys that do not fit are left to help (tested above)."""
+    from textual.widgets._footer import FooterKey
+
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        for mode, (_cls, key, _title) in SCREENS.items():
+            await pilot.press(key)
+            await wait_until(pilot, loaded(app, mode), what=mode)
+            await pilot.pause(0.1)
+            keys = list(app.screen.query(FooterKey))
+            palette = [k for k in keys if k.has_class("-command-palette")]
+            right = palette[0].region.x if palette else SIZE[0]
+            shown = [k for k in keys if k not in palette]
+            assert shown, mode
+            for k in shown:
+                assert k.region.width > 0 and k.region.right <= right, \
+                    f"{mode}: {k.key_display or k.key} {k.description} is cut at 80 columns ({k.region})"
+
+
+async def test_batch_and_jump_keys_are_in_help_on_every_queue(flagged_db):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        for key, mode, wanted in (("5", "anomalies", ("space", "M", "I", "i", "m", "z", "enter")),
+                                  ("6", "reversals", ("space", "i", "m", "z", "enter")),
+                                  ("7", "coverage", ("space", "z", "n")),
+                                  ("8", "benchfill", ("space", "z", "e", "l", "X"))):
+            await pilot.press(key)
+            await wait_until(pilot, loaded(app, mode), what=mode)
+            await pilot.press("question_mark")
+            await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", what="help")
+            text = str(app.screen.query_one("Static").render())
+            own = text.split("Everywhere", 1)[0]
+            for k in wanted:
+                assert any(line.strip().split("  ")[0].split(", ").count(k) for line in own.splitlines()), \
+                    f"{mode}: {k} missing from help:\n{own}"
+            await pilot.press("escape")

@@ -119,3 +119,76 @@ def test_purify_runs_three_rounds_and_refuses_infeasible_k():
     assert pur.weights.sum() == pytest.approx(120)
     with pytest.raises(EngineError, match="K=64"):
         fit_offsets(y, None, pur.selected, 64, seed=1)
+
+
+def _naive_family_dif(y, offsets, codes, n_families, penalty=1.0, cycles=5, newton_iters=30, tol=1e-8):
+    """The block-coordinate Newton of B.4 on whole matrices (the pre-fusion code), for comparison."""
+    from scipy.special import expit
+
+    n_items = y.shape[0]
+    mean = y.mean(axis=1)
+    b = np.log(np.clip(mean, 1e-4, 1 - 1e-4) / (1 - np.clip(mean, 1e-4, 1 - 1e-4))) - offsets.mean(axis=1)
+    e = np.zeros((n_items, n_families))
+    onehot = np.eye(n_families)[codes]
+    for _ in range(cycles):
+        converged = 0
+        for _ in range(newton_iters):
+            p = expit(offsets + b[:, None] + e[:, codes])
+            step = np.clip((y.sum(axis=1) - p.sum(axis=1)) / ((p * (1 - p)).sum(axis=1) + 1e-9), -2, 2)
+            b += step
+            if np.abs(step).max() < tol:
+                converged += 1
+                break
+        for _ in range(newton_iters):
+            p = expit(offsets + b[:, None] + e[:, codes])
+            step = np.clip(((y - p) @ onehot - penalty * e) / ((p * (1 - p)) @ onehot + penalty), -2, 2)
+            e += step
+            if np.abs(step).max() < tol:
+                converged += 1
+                break
+        c = e.mean(axis=1)
+        e -= c[:, None]
+        b += c
+        if converged == 2:  # the reference's early stop: both loops ended below tol
+            break
+    return b, e
+
+
+def test_fused_newton_matches_whole_matrix_newton_and_threads_do_not_change_it(monkeypatch):
+    """The fused, blocked, threaded Newton pass (issue 16) solves the same B.4 problem as the whole-matrix code,
+    and splitting the pass into blocks on threads gives the same numbers bit for bit."""
+    from benchloupe.engine import dif
+
+    y, codes, _, _ = simulate(n_items=300, n_per_family=50)
+    offsets = fit_offsets(y, None, np.ones(y.shape[0], dtype=bool), 3, seed=5)
+    single = fit_family_dif(y, None, offsets, codes, 3)
+    b, e = _naive_family_dif(y, offsets, codes, 3)
+    np.testing.assert_allclose(single.intercept, b, atol=1e-7)
+    np.testing.assert_allclose(single.effects, e, atol=1e-7)
+    monkeypatch.setattr(dif, "_THREADED_CELLS", 1)  # every pass on threads, in small blocks
+    monkeypatch.setattr(dif, "_BLOCK_CELLS", 1000)
+    monkeypatch.setattr(dif, "_threads", lambda: 2)
+    dif._pool.cache_clear()
+    threaded = fit_family_dif(y, None, offsets, codes, 3)
+    dif._pool.cache_clear()
+    assert np.array_equal(threaded.intercept, single.intercept)
+    assert np.array_equal(threaded.effects, single.effects)
+
+
+def test_threaded_product_and_float32_range_finder(monkeypatch):
+    from benchloupe.engine import dif
+
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=(301, 57)), rng.normal(size=(57, 13))
+    monkeypatch.setattr(dif, "_THREADED_FLOPS", 1)
+    monkeypatch.setattr(dif, "_threads", lambda: 2)
+    dif._pool.cache_clear()
+    np.testing.assert_allclose(dif.threaded_matmul(a, b), a @ b, rtol=1e-13)
+    np.testing.assert_allclose(dif.threaded_matmul(a.T, a[:, :5]), a.T @ a[:, :5], rtol=1e-12, atol=1e-12)
+    dif._pool.cache_clear()
+    m = rng.normal(size=(400, 6)) @ rng.normal(size=(6, 150)) + 0.01 * rng.normal(size=(400, 150))
+    _, s64, _ = randomized_svd(m, 6, seed=2)
+    monkeypatch.setattr(dif, "F32_SVD_CELLS", 1)  # power iterations in float32, projection and SVD in float64
+    u, s32, vt = randomized_svd(m, 6, seed=2)
+    assert u.dtype == np.float64 and vt.dtype == np.float64
+    np.testing.assert_allclose(s32, s64, rtol=1e-6)

@@ -255,3 +255,49 @@ def test_item_warnings_count_solved_and_failed_items_with_missing_cells():
     binom = StaticData(np.array([[2, 0], [3, 1]]), np.ones((2, 2), bool), trials=np.array([[2, 1], [3, 1]]))
     (msg,) = _item_warnings(binom, JointConfig(mode="static"))
     assert msg.startswith("1 static items solved by every model and 0 failed")
+
+
+@pytest.mark.parametrize("mode", ["joint", "arena", "static"])
+def test_evaluate_value_first_with_an_acceptance_test(mode):
+    """evaluate(accept=...) (the Newton line search): a rejected point returns the value only, equal to the plain
+    value; an accepted one returns exactly what the full evaluation returns."""
+    _, S, A = simulate(30, 40, 50, seed=4)
+    cfg = JointConfig(mode=mode)
+    pairs = build_pairs(A, cfg) if mode != "static" else None
+    pr = _Problem(S if mode != "arena" else None, pairs, 30, cfg)
+    x = np.random.default_rng(1).normal(size=pr.n_params) * 0.5
+    full = pr.evaluate(x)
+    f, grad, system = pr.evaluate(x, accept=lambda fn: False)
+    assert grad is None and system is None and f == full[0] == pr.value(x)
+    seen = []
+    acc = pr.evaluate(x, accept=lambda fn: seen.append(fn) or True)
+    assert seen == [full[0]] and acc[0] == full[0]
+    np.testing.assert_array_equal(acc[1], full[1])
+    for a, b in zip(acc[2], full[2], strict=True):
+        np.testing.assert_array_equal(a, b)
+    f1, g1, _ = pr.evaluate(x, order=1, accept=lambda fn: True)
+    assert f1 == full[0]
+    np.testing.assert_array_equal(g1, pr.value_grad(x)[1])
+
+
+def test_static_accuracy_dense_and_masked_paths_count_the_same_cells():
+    """The in-sample static accuracy: the dense 0/1 fast path (every cell observed) and the masked path agree
+    with the definition (the share of cells where theta >= b predicts the label), over several row blocks."""
+    from benchloupe.engine.joint.fitmetrics import _static_accuracy
+
+    rng = np.random.default_rng(5)
+    th, b = rng.normal(size=300), rng.normal(size=5000)  # 5,000 items: 209 rows per block, two blocks
+    y = (rng.random((300, 5000)) < 1 / (1 + np.exp(-(th[:, None] - b)))).astype(np.int8)
+    want = np.mean((th[:, None] >= b[None, :]) == (y == 1))
+    got = _static_accuracy(StaticData(y, np.ones(y.shape, bool)), th, b)
+    assert got == {"static_accuracy": pytest.approx(want, rel=1e-15), "n_static_cells": y.size}
+    mask = rng.random(y.shape) > 0.1
+    ym = np.where(mask, y, 0)
+    want_m = np.sum(((th[:, None] >= b[None, :]) == (ym == 1)) & mask) / mask.sum()
+    got_m = _static_accuracy(StaticData(ym, mask), th, b)
+    assert got_m == {"static_accuracy": pytest.approx(want_m, rel=1e-15), "n_static_cells": int(mask.sum())}
+    b_nan = b.copy()
+    b_nan[:10] = np.nan  # an item without a fit drops out of both paths
+    got_n = _static_accuracy(StaticData(y, np.ones(y.shape, bool)), th, b_nan)
+    assert got_n["n_static_cells"] == 300 * 4990
+    assert got_n["static_accuracy"] == pytest.approx(np.mean((th[:, None] >= b[None, 10:]) == (y[:, 10:] == 1)))

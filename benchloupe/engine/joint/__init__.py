@@ -47,16 +47,6 @@ gradient and Hessian blocks), ``optimise`` (Newton, block Newton, L-BFGS, Adam; 
 (held-out calibration and ranking agreement, which refit).
 """
 
-from benchloupe.engine.joint.baselines import average_reward, fit_bradley_terry
-from benchloupe.engine.joint.evaluation import (
-    cross_reward_agreement,
-    heldout_calibration,
-    heldout_comparison,
-    metrics,
-    pair_treatment_ablation,
-    preference_agreement,
-    ranking_agreement,
-)
 from benchloupe.engine.joint.fitmetrics import ece, in_sample_metrics, pair_probabilities
 from benchloupe.engine.joint.inputs import (
     MODES,
@@ -71,6 +61,24 @@ from benchloupe.engine.joint.inputs import (
     standardise_rewards,
 )
 from benchloupe.engine.joint.optimise import fit_abilities, fit_joint, objective
+
+# loaded on first use (PEP 562): the baselines and the held-out evaluation pull in scipy.optimize, scipy.stats and
+# pandas (~0.5 s of a fit's whole process), which a plain fit does not need
+_LAZY = {
+    "average_reward": "baselines", "fit_bradley_terry": "baselines",
+    **{name: "evaluation" for name in ("cross_reward_agreement", "heldout_calibration", "heldout_comparison", "metrics",
+                                       "pair_treatment_ablation", "preference_agreement", "ranking_agreement")},
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"benchloupe.engine.joint.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "MODES", "VARIANTS", "ArenaData", "BaselineResult", "JointConfig", "JointResult", "PairSet", "StaticData",

@@ -16,25 +16,7 @@ def in_sample_metrics(result: JointResult, static: StaticData | None, pair_keep:
     trials predicted right (a predicted success is right on the successes, a predicted failure on the failures)."""
     out: dict = {"objective": result.objective, "iterations": result.iterations, "converged": result.converged}
     if static is not None and np.isfinite(result.b_static).any():
-        right, total, cells = 0.0, 0.0, 0
-        step = max(1, (1 << 20) // max(1, static.shape[1]))  # row blocks: no models x items float temporary
-        for r0 in range(0, static.shape[0], step):
-            sl = slice(r0, r0 + step)
-            ok = static.mask[sl] & np.isfinite(result.b_static)[None, :] & np.isfinite(result.theta[sl])[:, None]
-            with np.errstate(invalid="ignore"):
-                ahead = result.theta[sl, None] >= result.b_static[None, :]  # logit a (theta - b) >= 0, a > 0
-            t = trials(static)
-            if t is None:
-                right += np.count_nonzero(ok & (ahead == (static.correct[sl] == 1)))
-                total += np.count_nonzero(ok)
-            else:  # a predicted success is right on the successes, a predicted failure on the failures
-                n = np.where(ok, t[sl], 0).astype(float)
-                s_ = np.where(ok, static.correct[sl], 0).astype(float)
-                right += float(np.sum(np.where(ahead, s_, n - s_)))
-                total += float(n.sum())
-            cells += int(np.count_nonzero(ok))
-        out["static_accuracy"] = float(right / total) if total else float("nan")
-        out["n_static_cells"] = cells
+        out.update(_static_accuracy(static, result.theta, result.b_static))
     pairs = result.pairs
     if pairs is not None:
         mu = pair_probabilities(result)
@@ -51,11 +33,48 @@ def in_sample_metrics(result: JointResult, static: StaticData | None, pair_keep:
     return out
 
 
+def _static_accuracy(static: StaticData, theta: np.ndarray, b: np.ndarray) -> dict:
+    """Static accuracy (the share of trials predicted right; a cell is predicted a success when its logit
+    a (theta - b) >= 0, i.e. theta >= b as a > 0) and the number of cells it counts, in row blocks (no models x
+    items float temporary).  Dense 0/1 data (every cell observed, every theta and b finite: the common case, e.g.
+    5,000 x 14,000) take three passes per block: theta >= b, equality with the 0/1 label, a count."""
+    t = trials(static)
+    fin_b, fin_t = np.isfinite(b), np.isfinite(theta)
+    dense = t is None and bool(fin_b.all()) and bool(fin_t.all()) and bool(static.mask.all())
+    right, total, cells = 0.0, 0.0, 0
+    step = max(1, (1 << 20) // max(1, static.shape[1]))
+    ahead = None
+    for r0 in range(0, static.shape[0], step):
+        sl = slice(r0, r0 + step)
+        if dense:  # observed 0/1 cells: the int8 labels read as booleans without a copy
+            rows = static.correct[sl]
+            ahead = np.greater_equal(theta[sl, None], b[None, :], out=None if ahead is None else ahead[:len(rows)])
+            labels = rows.view(bool) if rows.dtype.itemsize == 1 and rows.dtype.kind in "biu" else rows == 1
+            right += np.count_nonzero(np.equal(ahead, labels, out=ahead))
+            total += rows.size
+            cells += rows.size
+            continue
+        ok = static.mask[sl] & fin_b[None, :] & fin_t[sl, None]
+        with np.errstate(invalid="ignore"):
+            ahead_b = theta[sl, None] >= b[None, :]  # logit a (theta - b) >= 0, a > 0
+        if t is None:
+            right += np.count_nonzero(ok & (ahead_b == (static.correct[sl] == 1)))
+            total += np.count_nonzero(ok)
+        else:  # a predicted success is right on the successes, a predicted failure on the failures
+            n = np.where(ok, t[sl], 0).astype(float)
+            s_ = np.where(ok, static.correct[sl], 0).astype(float)
+            right += float(np.sum(np.where(ahead_b, s_, n - s_)))
+            total += float(n.sum())
+        cells += int(np.count_nonzero(ok))
+    return {"static_accuracy": float(right / total) if total else float("nan"), "n_static_cells": int(cells)}
+
+
 def pair_probabilities(result: JointResult, pairs: PairSet | None = None) -> np.ndarray:
     """mu_ijq = sigmoid(gamma (p_iq - p_jq)) for every pair."""
     pairs = pairs if pairs is not None else result.pairs
     P = result.p_arena()
-    return expit(result.gamma * (P[pairs.i, pairs.prompt] - P[pairs.j, pairs.prompt]))
+    flat, n = P.ravel(), P.shape[1]  # flat gathers: the values of P[i, prompt], several times faster
+    return expit(result.gamma * (np.take(flat, pairs.i * n + pairs.prompt) - np.take(flat, pairs.j * n + pairs.prompt)))
 
 
 def ece(pred: np.ndarray, obs: np.ndarray, bins: int = 10, weight: np.ndarray | None = None) -> float:

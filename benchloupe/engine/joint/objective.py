@@ -56,9 +56,10 @@ class _Problem:
             used = keep & (dec | bbl)
             if not dec.any():
                 raise EngineError("no decisive arena pairs remain after tie/both-bad filtering; lower tie_pct/bb_pct")
-            self.a_items = np.unique(pairs.prompt[keep])
-            has_model[pairs.i[used]] = True
-            has_model[pairs.j[used]] = True
+            # the prompts with a kept pair, ascending (a count per prompt: np.unique's sort is 10x slower here)
+            self.a_items = np.flatnonzero(np.bincount(pairs.prompt[keep], minlength=pairs.z.shape[1]))
+            has_model[np.bincount(pairs.i[used], minlength=n_models) > 0] = True
+            has_model[np.bincount(pairs.j[used], minlength=n_models) > 0] = True
         if not (self.has_static or self.has_arena):
             raise EngineError(f"mode {config.mode!r} needs {'static' if config.uses_static else 'arena'} data")
         self.models = np.flatnonzero(has_model)
@@ -100,7 +101,7 @@ class _Problem:
             mi, mj, qd = mpos[pairs.i[dec]], mpos[pairs.j[dec]], qpos[pairs.prompt[dec]]
             self.dec_i, self.dec_j = qd * self.M + mi, qd * self.M + mj
             self.dec_t = pairs.target[dec]
-            self.dec_q = qpos[pairs.prompt[dec]]
+            self.dec_q = qd
             size = self.M * self.Na
             # per-pair -> per-cell sums as sparse products (several times faster than np.bincount with weights):
             # S_i v = sum of v over the pairs whose first cell is c, S_j v the same for the second cell, S_mm v per
@@ -112,7 +113,7 @@ class _Problem:
                 n_c = len(rows)
                 return csc_matrix((np.ones(n_c), rows, np.arange(n_c + 1)), shape=(n_rows, n_c)).tocsr()
 
-            mm = mpos[pairs.i[dec]] * self.M + mpos[pairs.j[dec]]
+            mm = mi * self.M + mj
             # pair chunks, one per thread on large arenas (numpy and scipy's sparse products release the GIL); each
             # chunk: (slice, S_i, S_j, S_mm) over its pairs, the per-cell sums of a chunk being partial sums
             k = _pair_threads() if n_dec >= _PAIR_THREAD_MIN else 1
@@ -156,7 +157,11 @@ class _Problem:
     def newton_system(self, x: np.ndarray):
         return self.evaluate(x, order=2)[2]
 
-    def evaluate(self, x: np.ndarray, order: int = 2):
+    def evaluate(self, x: np.ndarray, order: int = 2, accept=None):
+        """The objective at ``x`` and, by ``order``, its gradient and Newton system.  ``accept`` (a predicate on the
+        objective value, e.g. a line search's Armijo test): the arena pair terms are evaluated value first, and
+        when ``accept(f)`` is false the derivatives are not computed (``(f, None, None)``); a trial step then costs
+        a value-only evaluation, and an accepted one no more than a full evaluation."""
         th, bs, ks, ba, ka, g = self.split(x)
         M, Ns, Na = self.M, self.Ns, self.Na
         f = 0.0
@@ -184,8 +189,19 @@ class _Problem:
                     Bb, Bk = hs[1], hs[2]
                 Cbb[:Ns], Cbk[:Ns], Ckk[:Ns] = hs[3], hs[4], hs[5]
         if self.has_arena:
-            fa, ga, ha = self._arena_terms(th, ba, ka, g, order)
+            fa, stage = self._arena_value(th, ba, ka, g, order)
             f += fa
+        # regularisation
+        lam = self.cfg.lambda_reg
+        lt, li = (lam / M, lam / self.n_items) if self.reg_mean else (lam, lam)
+        items = x[M:M + 2 * self.n_items]
+        f += lt * float(th @ th) + li * float(items @ items)
+        if self.has_arena:
+            f += lam * g * g
+        if order == 0 or (accept is not None and not accept(f)):
+            return f, None, None
+        if self.has_arena:
+            ga, ha = self._arena_derivatives(stage, th, ba, order)
             o = M + 2 * Ns
             if order >= 1:
                 grad[:M] += ga[0]
@@ -194,13 +210,6 @@ class _Problem:
                 A += ha[0]
                 Bb[:, Ns:], Bk[:, Ns:] = ha[1], ha[2]
                 Cbb[Ns:], Cbk[Ns:], Ckk[Ns:] = ha[3], ha[4], ha[5]
-        # regularisation
-        lam = self.cfg.lambda_reg
-        lt, li = (lam / M, lam / self.n_items) if self.reg_mean else (lam, lam)
-        items = x[M:M + 2 * self.n_items]
-        f += lt * float(th @ th) + li * float(items @ items)
-        if self.has_arena:
-            f += lam * g * g
         if order >= 1:
             grad[:M] += 2 * lt * th
             grad[M:M + 2 * self.n_items] += 2 * li * items
@@ -337,20 +346,25 @@ class _Problem:
             return PassResult(None, None, loss, *([None] * 5))
         return PassResult(g_th if rows else None, h_th if rows else None, loss, *mom)
 
-    def _pair_chunk(self, chunk, gPf, gdp, Xf, a2, order: int) -> dict:
-        """The pair sums of one chunk of decisive pairs: the preference loss and, by ``order``, the per-cell sums
-        (flat, prompt-major cells) of the gradient and Hessian terms.  ``gPf``, ``gdp``, ``Xf``: gamma p, gamma p'
-        and X per prompt-major cell."""
-        sl, S_i, S_j, S_mm = chunk
+    def _pair_value(self, chunk, gPf) -> tuple[float, tuple[np.ndarray, np.ndarray]]:
+        """The preference loss of one chunk of decisive pairs (unweighted) and what its derivatives reuse:
+        u = gamma (p_i - p_j) and exp(-|u|) per pair.  ``gPf``: gamma p per prompt-major cell."""
+        sl = chunk[0]
         ci, cj, t = self.dec_i[sl], self.dec_j[sl], self.dec_t[sl]
         u = np.take(gPf, ci)
         u -= np.take(gPf, cj)  # gamma (p_i - p_j)
         au = np.abs(u)
         eu = np.negative(au)
         np.exp(eu, out=eu)  # softplus(u) = log1p(exp(-|u|)) + (u + |u|) / 2; sigmoid(u) from the same exp
-        out = {"f": float(np.log1p(eu).sum()) + 0.5 * float(au.sum() + u.sum()) - float(np.dot(t, u))}
-        if order == 0:
-            return out
+        return float(np.log1p(eu).sum()) + 0.5 * float(au.sum() + u.sum()) - float(np.dot(t, u)), (u, eu)
+
+    def _pair_chunk(self, chunk, state, gdp, Xf, a2, order: int) -> dict:
+        """The per-cell sums (flat, prompt-major cells) of one chunk's gradient (``order`` 1) and Hessian terms
+        (``order`` 2) from its :meth:`_pair_value` state.  ``gdp``, ``Xf``: gamma p' and X per prompt-major cell."""
+        sl, S_i, S_j, S_mm = chunk
+        ci, cj, t = self.dec_i[sl], self.dec_j[sl], self.dec_t[sl]
+        u, eu = state
+        out = {}
         wp = self.cfg.lambda_pref / len(self.dec_t)
         su = 1.0 / (1.0 + eu)  # sigmoid(|u|); |u| <= gamma, so 1 - sigmoid(|u|) keeps full relative precision
         su -= 0.5
@@ -389,45 +403,62 @@ class _Problem:
         out["G"], out["suu"] = minus(su_u), float(np.dot(su_u, u))
         return out
 
-    def _pair_sums(self, gPf, gdp, Xf, a2, order: int) -> dict:
+    def _pair_values(self, gPf) -> tuple[float, list]:
+        """:meth:`_pair_value` over every chunk (in threads when there are several): the summed loss and the
+        chunks' states."""
+        if len(self.chunks) == 1:
+            f, state = self._pair_value(self.chunks[0], gPf)
+            return f, [state]
+        parts = list(_pair_pool().map(lambda c: self._pair_value(c, gPf), self.chunks))
+        return sum(p[0] for p in parts), [p[1] for p in parts]
+
+    def _pair_sums(self, states, gdp, Xf, a2, order: int) -> dict:
         """:meth:`_pair_chunk` over every chunk (in threads when there are several), summed."""
         if len(self.chunks) == 1:
-            return self._pair_chunk(self.chunks[0], gPf, gdp, Xf, a2, order)
-        parts = list(_pair_pool().map(lambda c: self._pair_chunk(c, gPf, gdp, Xf, a2, order), self.chunks))
+            return self._pair_chunk(self.chunks[0], states[0], gdp, Xf, a2, order)
+        parts = list(_pair_pool().map(lambda cs: self._pair_chunk(cs[0], cs[1], gdp, Xf, a2, order),
+                                      zip(self.chunks, states, strict=True)))
         return {k: sum(p[k] for p in parts) for k in parts[0]}
 
     def _cells(self, v: np.ndarray) -> np.ndarray:
         """A flat prompt-major per-cell vector as the M x Na cell matrix."""
         return v.reshape(self.Na, self.M).T
 
-    def _arena_terms(self, th, ba, ka, g, order):
+    def _arena_value(self, th, ba, ka, g, order):
+        """The arena terms' value (pairs and both-bad cells) and the state :meth:`_arena_derivatives` continues
+        from (the same point; ``order`` says which per-cell arrays to keep)."""
         cfg = self.cfg
-        M = self.M
         gamma = cfg.gamma0 * math.exp(min(g, 50.0))
         a, X, E = self._logits(th, ba, ka)
         P = self._sigmoid(X, E)
         wp = cfg.lambda_pref / len(self.dec_t)
-        dp = P * (1.0 - P)
         gPf = (gamma * P).T.ravel()  # prompt-major cells
-        gdp, Xf = ((gamma * dp).T.ravel(), X.T.ravel()) if order >= 2 else (None, None)
-        ps = self._pair_sums(gPf, gdp, Xf, a * a, order)
-        f = wp * ps["f"]
+        fp, states = self._pair_values(gPf)
+        f = wp * fp
         cnt = self.bb_cnt
+        q1 = None
         if cnt is not None:  # both-bad loss per cell, weighted by the cell's number of both-bad pairs
             if self.ref:
                 q1 = 1.0 - P + _REF_EPS
                 f -= float(np.sum(cnt * np.log(q1)))
             else:
                 f += float(np.sum(cnt * self._softplus(X, E)))
-        if order == 0:
-            return f, None, None
+        return f, (gamma, a, X, P, q1, states)
+
+    def _arena_derivatives(self, stage, th, ba, order):
+        cnt = self.bb_cnt
+        M = self.M
+        gamma, a, X, P, q1, states = stage
+        dp = P * (1.0 - P)
+        gdp, Xf = ((gamma * dp).T.ravel(), X.T.ravel()) if order >= 2 else (None, None)
+        ps = self._pair_sums(states, gdp, Xf, a * a, order)
         dP = self._cells(ps["r1"]) * gamma
         Rc = dP * dp
         if cnt is not None:
             Rc += cnt * dp / q1 if self.ref else cnt * P
         grads = (*self._cell_grads(th, ba, a, Rc), ps["r1u"])
         if order == 1:
-            return f, grads, None
+            return grads, None
         # exact Hessian: per-cell terms (the pair gradient through P'' and the both-bad cells), the pairs'
         # Gauss-Newton term split into its cell-diagonal part and the cross-cell part of the two models of a pair
         gam2 = gamma * gamma
@@ -455,4 +486,4 @@ class _Problem:
         c_bb -= a * a * Wc.sum(axis=0)
         c_bk += a * (Wc * X).sum(axis=0)
         c_kk -= (Kc * X).sum(axis=0)
-        return f, grads, (A, Bb, Bk, c_bb, c_bk, c_kk)
+        return grads, (A, Bb, Bk, c_bb, c_bk, c_kk)

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from scipy.stats import kendalltau
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.dif import DimensionSelection, purify, select_dimension
 
 from .config import FULL_BOOTSTRAP, FULL_FRACTIONS, FULL_GAP_CURVE, HALVES, AuditConfig
+from .exactstats import kendall_tau_b
 from .population import build_population
 from .results import AuditResult, FoldResult, ProtocolInputs
 from .scoring import (
@@ -106,7 +106,8 @@ def _check_config(config: AuditConfig) -> None:
 
 
 def _validate(responses, mask, model_ids, families, owners, item_groups):
-    y = np.asarray(responses, dtype=float)
+    raw = np.asarray(responses)
+    y = np.asarray(raw, dtype=float)
     if y.ndim != 2:
         raise EngineError("responses must be a models x items matrix")
     n_models, n_items = y.shape
@@ -126,9 +127,13 @@ def _validate(responses, mask, model_ids, families, owners, item_groups):
             raise EngineError(f"{int((obs.sum(axis=1) == 0).sum())} models have no observed item: drop them")
         if obs.all():
             obs = None
+    if raw.dtype.kind in "biu" and obs is None:  # integers: a range check on the small dtype
+        if raw.size and (raw.min() < 0 or raw.max() > 1):
+            raise EngineError("responses must be 0/1")
+        return y, obs
     if np.isnan(y).any():
         raise EngineError("responses contain missing values: pass a mask marking the observed cells")
-    if not np.isin(y, (0.0, 1.0)).all():
+    if not ((y == 0.0) | (y == 1.0)).all():
         raise EngineError("responses must be 0/1")
     return y, obs
 
@@ -169,8 +174,14 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
     full = _scores(y_t, o_t, np.ones(y_all.shape[1]))
     scale = exact_scale(pur.cells, pur.selected, y_all.shape[1]) if config.anchor_ties == "exact" else None
     ref_float = config.anchor_ties == "float" and o_t is None
-    low = float_scores(y_t, pur.weights) if ref_float else _scores(y_t, o_t, pur.weights, scale)
-    tau = float(kendalltau(full, low, variant="b").statistic)
+    if ref_float:  # the reference's row layout: representatives sorted by (family, owner), see float_scores
+        layout = np.lexsort((owner_arr[target_rows], fam_code[target_rows]))
+        y_layout = y_t[layout]
+        low = np.empty(target_rows.size)
+        low[layout] = float_scores(y_layout, pur.weights)
+    else:
+        low = _scores(y_t, o_t, pur.weights, scale)
+    tau = kendall_tau_b(full, low)
     if not np.isfinite(tau):
         raise EngineError(f"Kendall tau-b is undefined for the {target_rows.size} representatives scored by the "
                           f"{audit_half} audit half (all full or anchor scores equal): add models or items")
@@ -181,7 +192,11 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
         counts[f"{name}_pairs"], counts[f"{name}_reversals"] = int(ok[0]), int(flips[0])
     check_cancel(cancel)
     ctrl_w = control_weights(pur.cells, pur.selected, config.controls, config.control_seed + fold)
-    control_low = float_scores(y_t, ctrl_w) if ref_float else _scores(y_t, o_t, ctrl_w, scale)
+    if ref_float:
+        control_low = np.empty((target_rows.size, ctrl_w.shape[1]))
+        control_low[layout] = float_scores(y_layout, ctrl_w)
+    else:
+        control_low = _scores(y_t, o_t, ctrl_w, scale)
     ok, flips = count_reversals(pairs, control_low, pairs.cross & pairs.close)
     return FoldResult(audit_half, audit_rows, selection, pur, target_rows, full, low, tau, counts, control_low,
                       np.stack([ok, flips], axis=1))

@@ -97,6 +97,29 @@ def pass_rule(tables: dict[str, pd.DataFrame], alpha: float = 0.05, need: int = 
     return pd.DataFrame(rows)
 
 
+def cross_benchmark_table(tables: dict[str, pd.DataFrame], alpha: float = 0.05, need: int = 3) -> pd.DataFrame:
+    """Table 9 across benchmarks: one row per specification, one column per benchmark (excess in pp, starred
+    when p <= alpha, "n/a" when the variant did not run there), then G_dir, G_sig and the pass rule (eqs. 59-61:
+    a variant passes when >= ``need`` benchmarks have positive excess and >= ``need`` have p <= alpha; the
+    paper's rule is 3 of its 5 benchmarks)."""
+    if not tables:
+        raise EngineError("the cross-benchmark pass rule needs at least one benchmark's robustness table")
+    rule = pass_rule(tables, alpha, need).set_index("variant")
+    rows = []
+    for v in rule.index:
+        row: dict = {"variant": v}
+        for bench, t in tables.items():
+            hit = t[t["variant"] == v]
+            if not len(hit) or pd.isna(hit["excess_pp"].iloc[0]):
+                row[bench] = "n/a"
+            else:
+                row[bench] = star(float(hit["excess_pp"].iloc[0]), float(hit["p"].iloc[0]), alpha)
+        row.update(G_dir=int(rule.loc[v, "G_dir"]), G_sig=int(rule.loc[v, "G_sig"]),
+                   passes=bool(rule.loc[v, "passes"]))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["variant", *tables, "G_dir", "G_sig", "passes"])
+
+
 def star(excess: float | None, p: float | None, alpha: float = 0.05) -> str:
     if excess is None or (isinstance(excess, float) and np.isnan(excess)):
         return "n/a"

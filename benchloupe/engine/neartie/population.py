@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from benchloupe.engine.common import EngineError
+from benchloupe.hints import Opt, say
 
 from .config import HALVES, AuditConfig
 
@@ -51,18 +52,18 @@ def build_population(
         if count >= config.min_family_models:
             continue
         if not config.drop_small_families:
-            raise EngineError(f"family {f!r} has {count} model{'s' if count != 1 else ''} after the owner cap, "
+            raise EngineError(say(f"family {f!r} has {count} model{'s' if count != 1 else ''} after the owner cap, "
                               f"{config.min_family_models - count} short of the minimum {config.min_family_models}: "
-                              "add models, lower --min-family-models, or pass --drop-small-families to leave "
-                              "such families out as the paper does")
+                              "add models, lower ", Opt("min_family_models"), ", or ", Opt("drop_small_families", verb="pass"),
+                              " to leave such families out as the paper does"))
         small = fam == f
         why[small] = f"family below minimum {config.min_family_models}"
         kept[small] = False
         family_names.remove(f)
     if len(family_names) < 2:
-        raise EngineError(f"only {len(family_names)} families keep at least {config.min_family_models} models "
-                          f"({', '.join(family_names) or 'none'}): the audit needs 2; add models or lower "
-                          "--min-family-models")
+        raise EngineError(say(f"only {len(family_names)} families keep at least {config.min_family_models} models "
+                          f"({', '.join(family_names) or 'none'}): the audit needs 2; add models or lower ",
+                              Opt("min_family_models")))
     code = {f: i for i, f in enumerate(family_names)}
     kept_idx = np.flatnonzero(kept)
     owner_names = np.unique(own[kept_idx].astype(str))
@@ -74,13 +75,10 @@ def build_population(
     f_of = np.array([code[f] for f in fam[kept_idx]])
     counts = np.zeros((owner_names.size, n_fam), dtype=np.int64)
     np.add.at(counts, (g_of, f_of), 1)
-    exact = _exact_accuracy(accuracy, correct, observed)
-    denominator = 1
-    for row in kept_idx:
-        denominator = math.lcm(denominator, exact[row].denominator)
+    numerators, denominator = _scaled_accuracy(accuracy, correct, observed, kept_idx)
     sums = [[0] * n_fam for _ in owner_names]
-    for row, g, f in zip(kept_idx.tolist(), g_of.tolist(), f_of.tolist(), strict=True):
-        sums[g][f] += exact[row].numerator * (denominator // exact[row].denominator)
+    for num, g, f in zip(numerators, g_of.tolist(), f_of.tolist(), strict=True):
+        sums[g][f] += num
     ties = np.array([rng.uniform() for _ in owner_names])
     side_of, side_counts = split_owners(counts, sums, denominator, ties, rng)
     for side in (0, 1):
@@ -110,11 +108,23 @@ def build_population(
 
 
 
-def _exact_accuracy(accuracy, correct, observed) -> list[Fraction]:
+def _scaled_accuracy(accuracy, correct, observed, rows: np.ndarray) -> tuple[list[int], int]:
+    """The kept rows' accuracies as integers over one common denominator N (exact: a_i = numerator_i / N).
+
+    With counts, a_i = k_i / n_i and N = lcm of the distinct n_i (N = n for complete data); the split's costs
+    scale by the same factor whatever common N is used, so its decisions and exact ties do not depend on it."""
     if correct is None:
-        return [Fraction(float(a)) for a in accuracy]
-    n = np.full(len(correct), observed, dtype=np.int64) if np.ndim(observed) == 0 else observed
-    return [Fraction(k, m) for k, m in zip(np.asarray(correct).tolist(), np.asarray(n).tolist(), strict=True)]
+        exact = [Fraction(float(accuracy[r])) for r in rows.tolist()]
+        denominator = 1
+        for q in exact:
+            denominator = math.lcm(denominator, q.denominator)
+        return [q.numerator * (denominator // q.denominator) for q in exact], denominator
+    n = np.full(len(correct), observed, dtype=np.int64) if np.ndim(observed) == 0 else np.asarray(observed)
+    n_rows, k_rows = n[rows].tolist(), np.asarray(correct)[rows].tolist()
+    denominator = 1
+    for m in set(n_rows):
+        denominator = math.lcm(denominator, int(m))
+    return [int(k) * (denominator // int(m)) for k, m in zip(k_rows, n_rows, strict=True)], denominator
 
 
 def split_owners(counts: np.ndarray, sums: list[list[int]], denominator: int, ties: np.ndarray,

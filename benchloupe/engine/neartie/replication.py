@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, rankdata
 
 from benchloupe.engine.dif import difficulty_cells
 
+from .exactstats import average_ranks, binomial_sf_greater
 from .results import AuditResult, ProtocolInputs
 
 PERMUTATION_SEED = 20260827
@@ -39,8 +39,8 @@ def _top(dif: np.ndarray, cell_idx: list[np.ndarray]) -> np.ndarray:
 
 
 def _spearman_cols(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    ra = np.apply_along_axis(rankdata, 0, a)
-    rb = np.apply_along_axis(rankdata, 0, b)
+    ra = np.apply_along_axis(average_ranks, 0, a)
+    rb = np.apply_along_axis(average_ranks, 0, b)
     ra -= ra.mean(axis=0)
     rb -= rb.mean(axis=0)
     den = np.sqrt((ra ** 2).sum(axis=0) * (rb ** 2).sum(axis=0))
@@ -110,7 +110,7 @@ def _group_attribution(eff_d: np.ndarray, eff_v: np.ndarray, inputs: ProtocolInp
     out = pd.DataFrame(rows)
     k = int(out["replicated"].sum())
     out.attrs["sign_replication"] = k / len(out)
-    out.attrs["binomial_p"] = float(binomtest(k, len(out), 0.5, alternative="greater").pvalue)
+    out.attrs["binomial_p"] = binomial_sf_greater(k, len(out), 0.5)
     return out
 
 

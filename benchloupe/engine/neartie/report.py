@@ -129,8 +129,8 @@ def markdown_report(res, bench: str) -> str:
         ran = t[t["excess_pp"].notna()]
         lines += ["", f"Stars: p <= {cfg.significance:g}. Positive in {int(ran['positive'].sum())} of {len(ran)} "
                   f"specifications, significant in {int(ran['significant'].sum())}. The pass rule (eq. 61) counts "
-                  "benchmarks (>= 3 of 5 positive and >= 3 significant per variant): combine runs with "
-                  "`benchloupe.engine.neartie.perturb.pass_rule`.", ""]
+                  "benchmarks (>= 3 of 5 positive and >= 3 significant per variant): `benchloupe audit robustness "
+                  "B1 B2 ...` applies it to the latest `--protocol full` run of each benchmark.", ""]
     if "table10_family_shifts" in pr:
         t = pr["table10_family_shifts"]
         lines += ["## Table 10: family mean anchor-minus-full shifts (pp) with owner-bootstrap 95% CIs", ""]
@@ -150,3 +150,24 @@ def markdown_report(res, bench: str) -> str:
                        [[bench, _pct(s["rate"]), f"{_pct(t['rate_lo'])}-{_pct(t['rate_hi'])}",
                          f"{_f(t['tau_lo'])}-{_f(t['tau_hi'])}", _n(t["replicates"]), _n(t["units"])]]) + [""]
     return "\n".join(lines)
+
+
+def cross_benchmark_markdown(table: pd.DataFrame, runs: dict[str, int], alpha: float, need: int) -> str:
+    """The D.2 pass rule across benchmarks (paper 002 Table 9 and eqs. 59-61) as a Markdown section."""
+    benches = list(runs)
+    lines = ["# Population robustness across benchmarks (paper 002 D.2, Table 9)", "",
+             "Excess one-point reversal rate (pp) of each specification on each benchmark's latest "
+             "`--protocol full` near-tie run: " + ", ".join(f"{b} (run #{r})" for b, r in runs.items()) + ".", ""]
+    rows = [[r["variant"], *(str(r[b]) for b in benches), str(r["G_dir"]), str(r["G_sig"]),
+             "pass" if r["passes"] else "fail"] for r in table.to_dict("records")]
+    lines += _rows(["Variant", *benches, "G_dir", "G_sig", "rule"], rows)
+    passed = int(table["passes"].sum())
+    lines += ["", f"Stars: p <= {alpha:g}; n/a: the variant did not run on that benchmark (too few models or not "
+              f"applicable). G_dir counts benchmarks with positive excess (eq. 59), G_sig those with p <= {alpha:g} "
+              f"(eq. 60); a specification passes when both are >= {need} (eq. 61). {passed} of {len(table)} "
+              "specifications pass."]
+    if len(benches) != 5 or need != 3:
+        lines.append(f"The paper's rule is >= 3 of its 5 benchmarks; here {len(benches)} benchmark"
+                     f"{'s' if len(benches) != 1 else ''} with >= {need} required"
+                     + (", so no specification can pass." if len(benches) < need else "."))
+    return "\n".join(lines) + "\n"

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchloupe.engine.dif import threaded_matmul
+
 from .config import STATUS_DETECTED, STATUS_INSUFFICIENT, STATUS_NOT_DETECTED, STATUS_UNDEFINED
 
 
@@ -31,8 +33,10 @@ def _scores(y: np.ndarray, obs: np.ndarray | None, weights: np.ndarray, scale: i
     ``scale`` (see :func:`exact_scale`) turns the weights into exact integers for complete data.
     """
     if obs is None:
-        if scale is not None:
+        if scale is not None:  # integer weights: every sum is exact, so the threaded product is the same number
             weights = np.rint(weights * scale)
+            product = threaded_matmul(y, weights) if weights.ndim == 2 else y @ weights
+            return product / weights.sum(axis=0)
         return (y @ weights) / weights.sum(axis=0)
     return ((y * obs) @ weights) / (obs @ weights)
 

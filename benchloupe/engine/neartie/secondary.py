@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import kendalltau
 
 from benchloupe.engine.common import check_cancel
 from benchloupe.engine.dif import purify
 
 from .config import FRACTION_INDEX
+from .exactstats import kendall_tau_b
 from .results import FoldResult
 from .scoring import PairSet, _rate, _scores, count_reversals, exact_scale, make_pairs, randomization_test
 
@@ -127,7 +127,7 @@ def _bootstrap(config, folds, y_all, obs_all, groups, owner_arr, fam_code, boot=
     """Composition bootstrap (C.7, Table 11): 2.5/97.5% of the pooled rate and of the fold-mean tau-b."""
     n_units, boot = boot or bootstrap_scores(config, folds, y_all, obs_all, groups)
     rate = bootstrap_rates(config, folds, boot, owner_arr, fam_code, config.gap)
-    taus = np.array([[kendalltau(full[:, r], low[:, r], variant="b").statistic for r in range(config.bootstrap)]
+    taus = np.array([[kendall_tau_b(full[:, r], low[:, r]) for r in range(config.bootstrap)]
                      for full, low in boot])
     tau = taus.mean(axis=0)
     return pd.DataFrame([{"replicates": config.bootstrap, "units": n_units,
@@ -157,7 +157,7 @@ def _fractions(config, folds, y_all, obs_all, groups, owner_arr, fam_code, cance
             o_t = None if obs_all is None else obs_all[f.rep_index]
             scale = exact_scale(pur.cells, pur.selected, y_all.shape[1]) if config.anchor_ties == "exact" else None
             low = _scores(y_all[f.rep_index], o_t, pur.weights, scale)
-            taus.append(float(kendalltau(f.full, low, variant="b").statistic))
+            taus.append(kendall_tau_b(f.full, low))
             ps = _fold_pairs(f, owner_arr, fam_code, config.gap, config.gap_tolerance)
             ok, fl = count_reversals(ps, low, ps.cross & ps.close)
             ok_total += int(ok[0])

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
+from .exactstats import average_ranks
 from .results import AuditResult
 
 OWNER_BOOTSTRAP_SEED = 20261824
@@ -28,8 +28,8 @@ def representative_shifts(population: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for _, part in rep.groupby("half"):
         n = len(part)
-        pct_full = (rankdata(part["full_score"]) - 1) / max(n - 1, 1)
-        pct_low = (rankdata(part["anchor_score"]) - 1) / max(n - 1, 1)
+        pct_full = (average_ranks(part["full_score"].to_numpy()) - 1) / max(n - 1, 1)
+        pct_low = (average_ranks(part["anchor_score"].to_numpy()) - 1) / max(n - 1, 1)
         parts.append(pd.DataFrame({"model_id": part["model_id"].to_numpy(), "family": part["family"].to_numpy(),
                                    "owner": part["owner"].to_numpy(),
                                    "score_shift": (part["anchor_score"] - part["full_score"]).to_numpy(),

@@ -43,7 +43,7 @@ def parse_alpacaeval(path: str | Path, *, benchmark: str | None = None, models_f
     if table.frame.empty:
         raise ImportFormatError(p, "line 1", "no annotations", "pass results/<model>/<annotator>/annotations.json")
     for col in ("instruction", "generator_1", "generator_2", "preference"):
-        table.require(col, f"--{col.replace('_', '-')}-col (AlpacaEval annotations have it)")
+        table.require(col, "an annotations.json written by AlpacaEval")
     gen1 = key_column(table, "generator_1")
     gen2 = key_column(table, "generator_2")
     judges = ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)

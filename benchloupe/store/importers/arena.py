@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt
+
 from .base import ParsedImport
 from .long import cell_codes, default_benchmark, first_per_item
 from .readers import float_column, key_column, models_frame, read_table, text_column
@@ -43,9 +45,9 @@ def parse_arena(
     """Parse arena rewards; items get kind "arena"."""
     prompt_col = item_col or prompt_col  # --item-col works too: the prompt is the item
     table = read_table(path, fmt=fmt)
-    table.require(model_col, "--model-col")
-    table.require(prompt_col, "--prompt-col")
-    table.require(reward_col, "--reward-col")
+    table.require(model_col, Opt("model_col"))
+    table.require(prompt_col, Opt("prompt_col"))
+    table.require(reward_col, Opt("reward_col"))
     models = key_column(table, model_col)
     prompts = key_column(table, prompt_col)
     rm_col = table.optional(reward_model_col)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import say
+
 
 class ImportFormatError(ValueError):
     """A file that cannot be imported. ``str(err)`` is one line: file, where, what, how to fix."""
@@ -20,7 +22,7 @@ class ImportFormatError(ValueError):
     def __init__(self, path: str, where: str, what: str, fix: str):
         self.path, self.where, self.what, self.fix = str(path), where, what, fix
         loc = f"{self.path}:{where}" if where else self.path
-        super().__init__(f"{loc}: {what}; {fix}")
+        super().__init__(say(loc, ": ", what, "; ", fix))
 
 
 def json_kind(value) -> str:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchloupe.hints import Opt
+
 from .base import ImportFormatError, ParsedImport
 from .long import default_benchmark
 from .readers import key_column, models_frame, read_table, text_column
@@ -44,7 +46,7 @@ def parse_battles(path: str | Path, *, benchmark: str | None = None, item_col: s
     a, b = key_column(table, "model_a"), key_column(table, "model_b")
     qcol = table.optional(item_col or prompt_col or "question_id")
     if (item_col or prompt_col) and qcol is None:
-        table.require(item_col or prompt_col, "--item-col")
+        table.require(item_col or prompt_col, Opt("item_col"))
     questions = [None if v is None else str(v) for v in text_column(table, qcol)] if qcol else [None] * len(a)
     judges = [j or "" for j in text_column(table, table.optional(judge_col))] if table.optional(judge_col) \
         else [""] * len(a)

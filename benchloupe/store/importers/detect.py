@@ -15,6 +15,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from benchloupe.hints import Opt, say
+
 from .alpacaeval import parse_alpacaeval
 from .arena import parse_arena
 from .base import ImportFormatError, ParsedImport
@@ -215,5 +217,5 @@ def _by_columns(cols: set[str], p: Path, header: list[str] | None = None) -> str
         p,
         "line 1",
         f"cannot tell the format from columns {sorted(cols)[:8]}",
-        "name it with --format (" + ", ".join(FORMATS) + ")",
+        say("name it with ", Opt("format"), " (" + ", ".join(FORMATS) + ")"),
     )

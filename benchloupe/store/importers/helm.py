@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .base import ImportFormatError, ParsedImport
 from .readers import load_text, models_frame
 
@@ -48,7 +50,7 @@ def _run_spec(p: Path, model: str | None) -> tuple[str, str, str]:
         (a.split("=", 1)[1] for a in args.split(",") if a.startswith("model=")), None)
     if not name:
         raise ImportFormatError(p, "", "no model (no run_spec.json with adapter_spec.model)",
-                                "give the model with --model")
+                                say("give the model with ", Opt("model")))
     return scenario, group, str(name)
 
 
@@ -111,7 +113,7 @@ def parse_helm(path: str | Path, *, benchmark: str | None = None, metric: str | 
             break
     if not trials:
         have = ", ".join(sorted(names_seen)[:10])
-        raise ImportFormatError(p, "", f"no unperturbed '{stat}' stat (stats: {have})", "choose one with --metric")
+        raise ImportFormatError(p, "", f"no unperturbed '{stat}' stat (stats: {have})", say("choose one with ", Opt("metric")))
     keys = list(trials)
     inst = _instances(p)
     info = [inst.get(k.rsplit("/", 1)[-1], {}) for k in keys]

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .archive import ArchiveError, read_member
 from .base import ImportFormatError, ParsedImport, json_kind
 from .names import dotted, harness_models, key_text
@@ -82,13 +84,13 @@ def _score(p: Path, where: str, value, partial: str, threshold: float, score_key
     if isinstance(value, dict):
         if score_key is None or score_key not in value:
             raise ImportFormatError(p, where, f"the score is an object with keys {', '.join(sorted(map(str, value))[:8])}",
-                                    "choose one with --score-key")
+                                    say("choose one with ", Opt("score_key")))
         value, where = value[score_key], f"{where}.{score_key}"
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, float)):
         if not np.isfinite(value):
-            raise ImportFormatError(p, where, f"score {value!r} is not finite", "choose another scorer with --scorer")
+            raise ImportFormatError(p, where, f"score {value!r} is not finite", say("choose another scorer with ", Opt("scorer")))
         return int(value >= threshold)
     if isinstance(value, str):
         v = value.strip().upper()
@@ -96,7 +98,7 @@ def _score(p: Path, where: str, value, partial: str, threshold: float, score_key
             return LETTERS[v]
         if v == "P":
             if partial == "error":
-                raise ImportFormatError(p, where, "partial score 'P'", "choose --partial correct or incorrect")
+                raise ImportFormatError(p, where, "partial score 'P'", say("set ", Opt("partial"), " to correct or incorrect"))
             return int(partial == "correct")
         try:
             x = float(v)
@@ -105,7 +107,7 @@ def _score(p: Path, where: str, value, partial: str, threshold: float, score_key
         if np.isfinite(x):
             return int(x >= threshold)
     raise ImportFormatError(p, where, f"score value {str(value)[:40]!r} is not C/I/P/N, a bool or a number",
-                            "choose another scorer with --scorer")
+                            say("choose another scorer with ", Opt("scorer")))
 
 
 def _text(value) -> str | None:
@@ -159,14 +161,14 @@ def parse_inspect(
     scorer = scorer or metric
     threshold = float(threshold)
     if partial not in {"incorrect", "correct", "error"}:
-        raise ImportFormatError(p, "", f"--partial {partial!r}", "use correct, incorrect or error")
+        raise ImportFormatError(p, "", say(Opt("partial"), f" is {partial!r}"), "use correct, incorrect or error")
     header, samples = _load(p)
     ev = header.get("eval") if isinstance(header, dict) else None
     if not isinstance(ev, dict):
         raise ImportFormatError(p, "eval", f"'eval' is {json_kind(ev)}, not an object", FIX)
     name = model or ev.get("model")
     if not isinstance(name, str) or not name.strip():
-        raise ImportFormatError(p, "eval.model", "no model name in the log", "give the model with --model")
+        raise ImportFormatError(p, "eval.model", "no model name in the log", say("give the model with ", Opt("model")))
     succ: dict[str, int] = {}
     trials: dict[str, int] = {}
     rows: dict[str, dict] = {}
@@ -180,7 +182,7 @@ def parse_inspect(
             raise ImportFormatError(p, f"{where}.scores", f"'scores' is {json_kind(scores)}, not an object", FIX)
         chosen = scorer or next(iter(scores))
         if chosen not in scores:
-            raise ImportFormatError(p, where, f"no scorer '{chosen}' (has {sorted(scores)[:8]})", "pick one with --scorer")
+            raise ImportFormatError(p, where, f"no scorer '{chosen}' (has {sorted(scores)[:8]})", say("pick one with ", Opt("scorer")))
         entry = scores[chosen]
         if not isinstance(entry, dict):
             raise ImportFormatError(p, f"{where}.scores.{chosen}", f"a score is {json_kind(entry)}, not an object",
@@ -193,7 +195,7 @@ def parse_inspect(
             key = None
         if key is None:
             raise ImportFormatError(p, f"{where}.{item_key or 'id'}", "no usable item key (a string or whole number)",
-                                    "name a field that identifies the item with --item-key (e.g. metadata.id)")
+                                    say("name a field that identifies the item with ", Opt("item_key"), " (e.g. metadata.id)"))
         succ[key] = succ.get(key, 0) + v
         trials[key] = trials.get(key, 0) + 1
         if key not in rows:
@@ -236,7 +238,7 @@ def _item_row(p: Path, where: str, s: dict, group_col: str | None) -> dict:
     if group_col:
         if group_col not in meta:
             raise ImportFormatError(p, f"{where}.metadata", f"no metadata field '{group_col}' (has {sorted(meta)[:8]})",
-                                    "name a sample metadata field with --group-col")
+                                    say("name a sample metadata field with ", Opt("group_col")))
         group = None if meta[group_col] is None else str(meta[group_col])
     return {"text": _text(s.get("input")), "answer": answer, "group": group,
             "chance": 1.0 / len(choices) if choices else None, "metadata": meta}

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt
+
 from .base import ParsedImport
 from .long import default_benchmark
 from .readers import duplicate_rows, float_column, key_column, read_table, text_column
@@ -39,7 +41,7 @@ def parse_item_metadata(
 ) -> ParsedImport:
     """Parse an item metadata file; a repeated key, a bad kind or a chance outside [0, 1) is an error."""
     table = read_table(path, fmt=fmt)
-    table.require(key_col, "--key-col")
+    table.require(key_col, Opt("key_col"))
     keys = key_column(table, key_col)
     dup = duplicate_rows(keys)
     if dup:

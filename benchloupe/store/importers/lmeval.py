@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .base import ImportFormatError, ParsedImport, json_kind
 from .names import dotted, key_text
 from .readers import Table, base_suffix, load_text, models_frame, read_table
@@ -71,7 +73,7 @@ def model_from_results(path: Path) -> str | None:
     config = res.get("config") if isinstance(res.get("config"), dict) else {}
     if config.get("model") == "dummy" or res.get("model_source") == "dummy":
         raise ImportFormatError(path, "", "written by lm-eval's dummy model, whose name is random each run",
-                                "name the model with --model NAME")
+                                say("name the model with ", Opt("model", "NAME")))
     if isinstance(res.get("model_name"), str) and res["model_name"].strip():
         return res["model_name"].strip()
     args = config.get("model_args") or ""
@@ -167,7 +169,7 @@ def parse_lmeval(
     name = model or model_from_results(p)
     if not name:
         raise ImportFormatError(p, "", "no model name (no results_*.json next to the file)",
-                                "give the model with --model NAME")
+                                say("give the model with ", Opt("model", "NAME")))
     chosen_filter = filter_name
     kept: list[tuple[int, dict]] = []
     for i, row in enumerate(records):
@@ -176,7 +178,7 @@ def parse_lmeval(
         if row_filter is None or row_filter == chosen_filter:
             kept.append((i, row))
     if not kept:
-        raise ImportFormatError(p, "", f"no rows for filter {chosen_filter!r}", "pick a filter with --filter-name")
+        raise ImportFormatError(p, "", f"no rows for filter {chosen_filter!r}", say("pick a filter with ", Opt("filter_name")))
     key_field = _key_field([r for _, r in kept], item_key)
     keys: dict[str, int] = {}
     values: list[int] = []
@@ -187,7 +189,7 @@ def parse_lmeval(
         field = metric or (names[0] if names else None)
         if field is None or field not in row or row[field] is None:
             raise table.error(i, field or "metrics", f"no metric field '{field}'",
-                              "choose the metric with --metric (e.g. acc, exact_match)")
+                              say("choose the metric with ", Opt("metric"), " (e.g. acc, exact_match)"))
         value = row[field]
         if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
             score = int(value)
@@ -195,17 +197,17 @@ def parse_lmeval(
             score = int(float(value) >= threshold)
         else:
             raise table.error(i, field, f"metric '{field}' = {str(value)[:30]!r} is not 0/1",
-                              "pick a 0/1 metric with --metric or pass --threshold")
+                              say("pick a 0/1 metric with ", Opt("metric"), " or ", Opt("threshold", verb="pass")))
         try:
             key = key_text(_lookup(row, key_field))
         except KeyError:
             key = None
         if key is None:
             raise table.error(i, key_field, f"no usable item key at '{key_field}'",
-                              "name a field that identifies the item with --item-key (e.g. doc.id)")
+                              say("name a field that identifies the item with ", Opt("item_key"), " (e.g. doc.id)"))
         if key in keys:
             raise table.error(i, key_field, f"item key {key} appears twice for filter {chosen_filter!r}",
-                              "pick one filter with --filter-name, or another --item-key")
+                              say("pick one filter with ", Opt("filter_name"), ", or another item key with ", Opt("item_key")))
         keys[key] = len(values)
         values.append(score)
         items.append(_item_row(table, i, row, group_col))
@@ -253,7 +255,7 @@ def _item_row(table: Table, i: int, row: dict, group_col: str | None) -> dict:
             g = _lookup(row, group_col)
         except KeyError:
             raise table.error(i, group_col, f"no document field '{group_col}'",
-                              "name a field of the document with --group-col") from None
+                              say("name a field of the document with ", Opt("group_col"))) from None
         group = None if g is None else str(g)
     return {"text": _prompt_text(args[0][0] if args and args[0] else None),
             "answer": choices[idx] if choices else (None if target is None else str(target)),

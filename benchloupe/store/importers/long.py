@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .base import ImportFormatError, ParsedImport
 from .readers import (
     Table,
@@ -96,20 +98,20 @@ def parse_long(
     ``models_file`` adds family/owner/arch/metadata per model (see readers.read_models_file).
     """
     table = read_table(path, fmt=fmt)
-    table.require(model_col, "--model-col")
-    table.require(item_col, "--item-col")
+    table.require(model_col, Opt("model_col"))
+    table.require(item_col, Opt("item_col"))
     if exclude_models:
         try:
             pattern = re.compile(exclude_models)
         except re.error as exc:
             raise ImportFormatError(
-                path, "", f"bad --exclude-models pattern ({exc})", "give a Python regular expression"
+                path, "", say("bad ", Opt("exclude_models"), f" pattern ({exc})"), "give a Python regular expression"
             ) from None
         names = table.frame[model_col].astype(str).tolist()
         table.keep_rows(~np.array([pattern.search(n) is not None for n in names], dtype=bool))
     binomial = correct_col not in table.frame.columns and successes_col in table.frame.columns
     if not binomial:
-        table.require(correct_col, "--correct-col (or give successes and trials columns)")
+        table.require(correct_col, say(Opt("correct_col"), " (or give successes and trials columns)"))
     models = key_column(table, model_col)
     items = key_column(table, item_col)
     m_codes, i_codes, m_names, i_keys = cell_codes(table, models, items, model_col, item_col)
@@ -118,7 +120,7 @@ def parse_long(
         benchmark=benchmark or default_benchmark(path), kind="static", source=f"long:{path}"
     )
     if binomial:
-        table.require(trials_col, "--trials-col")
+        table.require(trials_col, Opt("trials_col"))
         succ = int_column(table, successes_col)
         trials = int_column(table, trials_col, minimum=1)
         over = np.flatnonzero(succ > trials)

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .base import ParsedImport
 from .battles import repeat_keys
 from .long import default_benchmark, first_per_item
@@ -51,9 +53,9 @@ def parse_preferences(
     prompt_col = item_col or prompt_col  # --item-col works too: the prompt is the item
     table = read_table(path, fmt=fmt)
     for col, opt in (
-        (model_a_col, "--model-a-col"),
-        (model_b_col, "--model-b-col"),
-        (prompt_col, "--prompt-col"),
+        (model_a_col, Opt("model_a_col")),
+        (model_b_col, Opt("model_b_col")),
+        (prompt_col, Opt("prompt_col")),
     ):
         table.require(col, opt)
     a = key_column(table, model_a_col)
@@ -73,7 +75,7 @@ def parse_preferences(
                 "give P(model_a beats model_b)",
             )
     else:
-        table.require(winner_col, "--winner-col (or give a probability column)")
+        table.require(winner_col, say(Opt("winner_col"), " (or give a probability column)"))
         prob = np.empty(len(a))
         for i, w in enumerate(text_column(table, winner_col)):
             word = (w or "").strip()

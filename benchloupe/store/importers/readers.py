@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .base import ImportFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -216,8 +218,9 @@ class Table:
     def error(self, row: int, column: str | None, what: str, fix: str) -> ImportFormatError:
         return ImportFormatError(self.path, self.where(row, column), what, fix)
 
-    def require(self, column: str, option: str) -> str:
-        """Check that ``column`` exists; the error names the columns there are and the option to change."""
+    def require(self, column: str, option: Opt | str) -> str:
+        """Check that ``column`` exists; the error names the columns there are and the option that names it
+        (an :class:`Opt`), or what kind of file has it (a str, for a format's fixed columns)."""
         if column not in self.frame.columns:
             have = ", ".join(self.columns[:12]) + (" ..." if len(self.columns) > 12 else "")
             where = "line 1" if self.kind == "csv" else "line 1, fields"
@@ -225,7 +228,8 @@ class Table:
                 self.path,
                 where,
                 f"no column '{column}' (columns: {have})",
-                f"name the right column with {option} or rename it in the file",
+                say("name the right column with ", option, " or rename it in the file") if isinstance(option, Opt)
+                else f"pass {option}, which has this column",
             )
         return column
 

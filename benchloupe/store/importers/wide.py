@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchloupe.hints import Opt, say
+
 from .base import ImportFormatError, ParsedImport
 from .long import default_benchmark
 from .readers import (
@@ -72,7 +74,7 @@ def parse_wide(
                 path,
                 "line 1",
                 f"no model column '{model_col}'",
-                "name it with --model-col (default: the first column)",
+                say("name it with ", Opt("model_col"), " (default: the first column)"),
             )
     item_cols = [c for c in header if c != model_col]
     if not item_cols:
@@ -282,7 +284,7 @@ def parse_classic_irt(
         return parsed
     table = read_table(path, fmt="csv")
     for c in counts:
-        table.require(c, "--freq-col")
+        table.require(c, Opt("freq_col"))
     item_cols = [c for c in header if c not in counts]
     pattern = _binary_matrix(table, item_cols)
     rows, names, groups = [], [], []

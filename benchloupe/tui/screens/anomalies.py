@@ -7,6 +7,7 @@ import sqlite3
 
 import pandas as pd
 from rich.text import Text
+from textual.binding import Binding
 
 from benchloupe.tui.screens.queue import FlagQueueScreen, count, fmt_value, item_text, payload_rest
 
@@ -18,6 +19,12 @@ class AnomaliesScreen(FlagQueueScreen):
     KIND = "anomaly"
     NOUN = "Anomaly"
     PLURAL = "anomalies"
+    BINDINGS = [Binding("M", "decide_all('model_id')", "Decide all of model", show=False, id="anomalies.all_model"),
+                Binding("I", "decide_all('item_id')", "Decide all of item", show=False, id="anomalies.all_item")]
+
+    def action_decide_all(self, column: str) -> None:
+        """M / I: every open anomaly of this flag's model / item, after a confirmation with the count."""
+        self.decide_all_of(column, "model" if column == "model_id" else "item")
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
         from benchloupe.store import views

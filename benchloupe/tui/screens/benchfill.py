@@ -1,7 +1,9 @@
 """BenchFill: a session's live progress (round, children, valid, annotated, best distance to the target) and
 its review queue: each proposal against its parent as a word diff, the judge's verdict, the estimated
-difficulty against the target; accept, reject, or edit then accept, each with a note; skip (it stays to review)
-and "reject the rest of this session" after a confirmation. Sessions are resumed
+difficulty against the target; accept, reject, or edit the text and the reference answer then accept, each with
+a note; skip (it stays to review), "reject the rest of this session" after a confirmation, space to mark
+proposals that a/r then decide together (one transaction), and z to undo the latest decision or batch (an
+accepted item is removed again, or the undo refused when later work uses it: store/fill.py). Sessions are resumed
 from their journal (engine/jobs/fill.py), so closing the app loses nothing. Endpoint settings (base URL,
 model names; the key is read from the environment variable named there) are edited here too."""
 
@@ -17,13 +19,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import TextArea
+from textual.widgets import Input, TextArea
 
 from benchloupe.prompts import simulated
+from benchloupe.textsafe import visible
 from benchloupe.tui.jobs_ui import state_word  # the job's process decides a session's outcome in these words
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
-from benchloupe.tui.screens.runs import parser_for
 from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
@@ -60,7 +62,10 @@ class BenchFillScreen(BenchScreen):
         Binding("a", "decide('accept')", "Accept", id="fill.accept"),
         Binding("r", "decide('reject')", "Reject", id="fill.reject"),
         Binding("e", "edit", "Edit+accept", id="fill.edit"),
-        Binding("l", "skip", "Skip (later)", id="fill.skip"),
+        Binding("z", "undo", "Undo", id="fill.undo"),
+        Binding("l", "skip", "Skip", show=False, id="fill.skip"),
+        Binding("space", "mark", "Mark for batch (a r decide all marked)", show=False, id="fill.mark",
+                priority=True),  # over the table's page
         Binding("X", "reject_rest", "Reject the rest", show=False, id="fill.reject_rest"),
         Binding("f", "filter", "Filter", show=False, id="fill.filter"),
         Binding("n", "new_session", "New session", show=False, id="fill.start"),
@@ -77,9 +82,13 @@ class BenchFillScreen(BenchScreen):
         self.review_filter = "pending"
         self.endpoints: dict = {}
         self.summary: dict | None = None
+        self.undo_stack: list[list[int]] = []  # this app session's decisions, latest last (a batch is one entry)
+        self.marked: set[int] = set()  # proposal ids marked with space for a batch decision
+        self.focus_after: int | None = None  # the proposal to show after the next reload (an undone one)
+        self.writing = 0  # decisions whose write has not finished (they join undo_stack when it has)
 
     def compose_body(self) -> ComposeResult:
-        yield FrameTable(id="sessions", sortable=False)
+        yield FrameTable(id="sessions")
         yield SafeStatic("", id="fill-summary", classes="status-line", markup=False)
         with VerticalScroll(id="fill-scroll"):
             yield SafeStatic("", id="fill-review", markup=False)
@@ -115,8 +124,10 @@ class BenchFillScreen(BenchScreen):
         if self.session_id is not None:
             table.move_to_value("id", self.session_id)
         self.endpoints = data["endpoints"]
-        current = self.current_candidate()
+        current = self.focus_after if self.focus_after is not None else self.current_candidate()
+        self.focus_after = None
         self.cands = data["cands"]
+        self.marked &= set(int(i) for i in self.cands["id"]) if len(self.cands) else set()
         self._refilter(keep=current)
         self.summary = data["summary"]
         self._summary(self.summary)
@@ -146,8 +157,10 @@ class BenchFillScreen(BenchScreen):
         text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
                     f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
         text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
-        text.append(f"   showing {self.review_filter} · ] [ step · l skip · a r e decide · X reject the rest · "
-                    "f filter", style="dim")
+        if self.marked:
+            text.append(f"   {len(self.marked)} marked: a r decide them", style="bold magenta")
+        text.append(f"   showing {self.review_filter} · ] [ step · l skip · a r e decide · z undo · space mark · "
+                    "X reject the rest · f filter", style="dim")
         if s.get("message"):
             text.append("\n" + str(s["message"]), style="dim")
         box.update(text)
@@ -185,7 +198,8 @@ class BenchFillScreen(BenchScreen):
                             style="dim"))
             return
         c = self.cands.iloc[self.view[self.pos]]
-        text = Text(f"Proposal {self.pos + 1} of {len(self.view)} ", style="bold")
+        text = Text("● marked " if int(c["id"]) in self.marked else "", style="bold magenta")
+        text.append(f"Proposal {self.pos + 1} of {len(self.view)} ", style="bold")
         text.append(f"#{c['id']} ({c['child_key']}) · round {c['round']} · ", style="dim")
         text.append(str(c["review_state"]), style="bold")
         text.append("\nestimated difficulty ")
@@ -223,12 +237,17 @@ class BenchFillScreen(BenchScreen):
         self._refilter(keep=self.current_candidate())
         self._summary(self.summary)
 
-    def action_decide(self, decision: str, edited: str | None = None) -> None:
+    def action_decide(self, decision: str, edited: tuple[str, str] | None = None) -> None:
+        """a / r: accept or reject this proposal with a note; with proposals marked (space), all the marked
+        ones (one transaction, one undo). *edited*: the curator's (text, answer) to accept instead."""
+        if self.marked and edited is None:
+            self._decide_marked(decision)
+            return
         cid = self.current_candidate()
         if cid is None:
             return
         if self.cands["review_state"].iloc[self.view[self.pos]] in ("accepted", "rejected"):
-            self.notify("this proposal is already decided; decisions are final", severity="warning")
+            self.notify("this proposal is already decided; z undoes the latest decision", severity="warning")
             return
         verb = {"accept": "Accept", "reject": "Reject"}[decision]
 
@@ -237,18 +256,106 @@ class BenchFillScreen(BenchScreen):
                 return
             from benchloupe.jobs import fill as jobs_fill
 
-            hit = self.cands.index[self.cands["id"] == cid]  # the decision and its note show at once
-            self.cands.loc[hit, "review_state"] = decision + "ed"
-            self.cands.loc[hit, "note"] = note
-            self.render_current()
+            self._show_decided([cid], decision, note)
             db = self.app.db_path
-            store_write(self, lambda conn: jobs_fill.decide_candidate(db, cid, decision, note, edited_text=edited),
-                        f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else ""))
+            text, answer = edited if edited is not None else (None, None)
+            self._write_decisions([cid], lambda conn: jobs_fill.decide_candidate(
+                db, cid, decision, note, edited_text=text, edited_answer=answer),
+                f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else "") + " (z undo)")
 
         self.app.push_screen(PromptDialog(f"{verb} proposal #{cid}" + (" as edited" if edited else ""),
                                           placeholder="a note for the audit log",
                                           help="An accepted proposal becomes an item (origin benchfill); "
                                                "coverage is recomputed."), done)
+
+    def _decide_marked(self, decision: str) -> None:
+        ids = [i for i in self.cands["id"].astype(int) if i in self.marked]
+        undecided = set(int(self.cands["id"].iloc[i]) for i in self._undecided())
+        ids = [i for i in ids if i in undecided]
+        self.marked = set()
+        if not ids:
+            self.notify("none of the marked proposals is still to review", markup=False)
+            self.render_current()
+            return
+        verb = {"accept": "Accept", "reject": "Reject"}[decision]
+
+        def done(note: str | None) -> None:
+            if note is None:
+                return
+            from benchloupe.jobs import fill as jobs_fill
+
+            self._show_decided(ids, decision, note)
+            db = self.app.db_path
+            self._write_decisions(ids, lambda conn: jobs_fill.decide_candidates(db, ids, decision, note),
+                                  f"{len(ids)} marked proposals {decision}ed (z undo)")
+
+        self.app.push_screen(PromptDialog(f"{verb} the {len(ids)} marked proposals",
+                                          placeholder="one note for all of them (audit log)",
+                                          help="One transaction: all of them or none; z undoes them together."),
+                             done)
+
+    def _show_decided(self, ids: list[int], decision: str, note: str) -> None:
+        """The decision and its note on the proposals at once, before the write lands."""
+        hit = self.cands.index[self.cands["id"].isin(ids)]
+        self.cands.loc[hit, "review_state"] = decision + "ed"
+        self.cands.loc[hit, "note"] = note
+        self.render_current()
+        self._summary(self.summary)
+
+    def _write_decisions(self, ids: list[int], fn, message: str) -> None:
+        """Write decisions on *ids* in a worker; they become one undo entry once written (a refused write
+        leaves nothing to undo and the reload shows the store's state)."""
+
+        def write(conn) -> None:
+            try:
+                fn(conn)
+                self.app.call_from_thread(self.undo_stack.append, list(ids))
+            except Exception:
+                self.app.call_from_thread(self.reload)  # the card shows the store's state again, not the guess
+                raise
+            finally:
+                self.app.call_from_thread(self._written)
+
+        self.writing += 1
+        store_write(self, write, message)
+
+    def _written(self) -> None:
+        self.writing -= 1
+
+    def action_undo(self) -> None:
+        """z: undo this session's latest accept/reject (or batch): the proposals are pending again and an
+        accepted item is removed from the benchmark, or, when later work uses it, nothing changes and the
+        message says why."""
+        if not self.undo_stack:
+            self.notify("the latest decision is still being saved; press z again in a moment" if self.writing
+                        else "nothing to undo", severity="warning")
+            return
+        ids = self.undo_stack.pop()
+        db = self.app.db_path
+        self.focus_after = ids[0]
+
+        def write(conn) -> None:
+            from benchloupe.jobs import fill as jobs_fill
+
+            try:
+                jobs_fill.undo_candidates(db, ids)
+            except Exception:
+                self.app.call_from_thread(self.undo_stack.append, ids)  # still there to undo once fixed
+                raise
+
+        what = f"proposal #{ids[0]}" if len(ids) == 1 else f"{len(ids)} proposals"
+        store_write(self, write, f"{what} back to review")
+
+    def action_mark(self) -> None:
+        """space: mark this proposal for a batch accept/reject (again: unmark) and move on."""
+        cid = self.current_candidate()
+        if cid is None:
+            return
+        self.marked ^= {cid}
+        if cid in self.marked and self.pos < len(self.view) - 1:
+            self.pos += 1
+        self.render_current()
+        self._summary(self.summary)
 
     def _undecided(self) -> list[int]:
         """Positions in ``cands`` of this session's proposals still waiting for a decision."""
@@ -293,27 +400,31 @@ class BenchFillScreen(BenchScreen):
             self._summary(self.summary)
             db = self.app.db_path
 
-            def write(conn) -> None:
-                for cid in ids:
-                    jobs_fill.decide_candidate(db, cid, "reject", note)
-
-            store_write(self, write, f"session #{sid}: {len(ids)} proposals rejected")
+            self._write_decisions(ids, lambda conn: jobs_fill.decide_candidates(db, ids, "reject", note),
+                                  f"session #{sid}: {len(ids)} proposals rejected (z undo)")
 
         self.app.push_screen(ConfirmDialog(f"Reject the {len(ids)} proposals of session #{sid} still to review?",
-                                           detail="Decisions are final; each is kept in the audit log."),
+                                           detail="One transaction; z undoes it; each is kept in the audit log."),
                              confirmed)
 
     def action_edit(self) -> None:
+        """e: edit the proposal's text and reference answer, then accept the edited version (with a note)."""
         cid = self.current_candidate()
         if cid is None:
             return
-        text = str(self.cands["text"].iloc[self.view[self.pos]])
+        c = self.cands.iloc[self.view[self.pos]]
+        if c["review_state"] in ("accepted", "rejected"):
+            self.notify("this proposal is already decided; z undoes the latest decision", severity="warning")
+            return
+        text, answer = str(c["text"]), str(c["answer"])
 
-        def done(edited: str | None) -> None:
-            if edited is not None:
-                self.action_decide("accept", edited)
+        def done(edited: tuple[str, str] | None) -> None:
+            if edited is None:
+                return
+            self.action_decide("accept", None if edited == (text, answer) else edited)
 
-        self.app.push_screen(EditDialog(f"Edit proposal #{cid}, then accept", text), done)
+        choices = (c["payload"].get("choices") if isinstance(c["payload"], dict) else None) or []
+        self.app.push_screen(EditDialog(f"Edit proposal #{cid}, then accept", text, answer, choices), done)
 
     # ------------------------------------------------------------------ sessions
     def action_new_session(self) -> None:
@@ -387,24 +498,45 @@ def _parse_annotators(raw: str) -> list[tuple[str, str, int]]:
     return out
 
 
-class EditDialog(ModalScreen[str | None]):
-    """Edit a proposal's text; ctrl+s keeps the edit, escape cancels."""
+class EditDialog(ModalScreen[tuple[str, str] | None]):
+    """Edit a proposal's text and its reference answer; ctrl+s keeps the edit when it passes the rules an LLM
+    rewrite must pass (jobs.fill.edit_problem: not empty, no control characters, a multiple-choice answer among
+    the options), otherwise the reason shows
+    and the dialog stays; escape cancels. Text arrives here free of control characters (the engine rejects
+    rewrites holding them); any left (an imported parent) is shown escaped, never sent to the terminal."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="edit.cancel"),
                 Binding("ctrl+s", "save", "Accept edit", id="edit.save", priority=True)]
 
-    def __init__(self, title: str, text: str) -> None:
+    def __init__(self, title: str, text: str, answer: str, choices=()) -> None:
         super().__init__()
-        self.title_text, self.text = title, text
+        self.title_text, self.choices = title, list(choices)
+        self.text, self.answer = visible(text, keep_layout=True), visible(answer, keep_layout=True)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
             yield SafeStatic(Text(self.title_text, style="bold"))
+            yield SafeStatic(Text("text", style="dim"))
             yield TextArea(self.text, id="edit-area", soft_wrap=True)
-            yield SafeStatic(Text("ctrl+s: accept the edited text   escape: cancel", style="dim"))
+            yield SafeStatic(Text("reference answer", style="dim"))
+            yield Input(self.answer, id="edit-answer")
+            yield SafeStatic("", id="edit-error", classes="error-line", markup=False)
+            yield SafeStatic(Text("tab: next field   ctrl+s: accept the edited text   escape: cancel", style="dim"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_save()
 
     def action_save(self) -> None:
-        self.dismiss(self.query_one(TextArea).text)
+        from benchloupe.jobs.fill import edit_problem
+
+        text = self.query_one("#edit-area", TextArea).text
+        answer = self.query_one("#edit-answer", Input).value
+        problem = edit_problem(text, answer, self.choices)
+        if problem:
+            self.query_one("#edit-error", SafeStatic).update(Text(problem, style="bold red"))
+            return
+        self.dismiss((text, answer))
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -413,15 +545,10 @@ class EditDialog(ModalScreen[str | None]):
 def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
     """Ask for a session's options (the paper's defaults) and start it as the app's job."""
     from benchloupe.engine.benchfill import BenchFillConfig
+    from benchloupe.tui.screens.run_forms import fill_fields
 
     config = BenchFillConfig()
-    fields = [Field("gap", "gap (1 = largest)", str(gap_rank), int),
-              Field("answer_format", "answer format", "auto", str, "auto, choice or short"),
-              Field("baseline", "best-of-N baseline", "False", parser_for(False))]
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if isinstance(value, int | float | str | bool):
-            fields.append(Field(f"cfg-{f.name}", f.name, str(value), parser_for(value)))
+    fields = fill_fields(config, gap_rank)
     app = screen.app
     db = app.db_path
 
@@ -448,5 +575,12 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
                          on_done=finished):
             app.switch_mode("benchfill")
 
-    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields,
-                               note="Defaults are paper 003's (section 4.2, Appendix E.1)."), done)
+    def check(values: dict) -> None:
+        from benchloupe.jobs import fill as jobs_fill
+
+        dataclasses.replace(config, **{k[4:]: v for k, v in values.items() if k.startswith("cfg-")})
+        jobs_fill.FillOptions(values["gap"], values["answer_format"], values["baseline"])
+
+    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields, check=check,
+                               note="Defaults are the paper's; the seed (the baseline's parent draw) shows when "
+                                    "the best-of-N baseline runs."), done)

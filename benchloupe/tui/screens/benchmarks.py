@@ -10,7 +10,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
-from benchloupe.tui.widgets.dialogs import Field, FormDialog
+from benchloupe.tui.screens.import_form import check_import, import_fields
+from benchloupe.tui.widgets.dialogs import FormDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
@@ -22,15 +23,6 @@ COLUMNS = [
     Column("results", "results", 8, fmt_int, right=True),
     Column("last_run", "last run", 24),
 ]
-
-
-def _existing_file(raw: str) -> str:
-    p = Path(raw).expanduser()
-    if not raw:
-        raise ValueError("give the path of a results file")
-    if not p.is_file():
-        raise ValueError(f"no such file: {p}")
-    return str(p)
 
 
 class BenchmarksScreen(BenchScreen):
@@ -118,21 +110,22 @@ class BenchmarksScreen(BenchScreen):
         self.app.start_job("demo workspace", demo_job(self.app.db_path))
 
     def action_import_file(self) -> None:
-        from benchloupe.tui.jobs_ui import format_names, import_job
-
-        formats = format_names()
-
-        def fmt(raw: str) -> str | None:
-            if raw and raw not in formats:
-                raise ValueError(f"unknown format {raw!r}; use one of {', '.join(formats)} or leave empty")
-            return raw or None
-
-        fields = [Field("path", "file", "", _existing_file, "CSV, JSONL, wide matrix, npz, lm-eval samples"),
-                  Field("fmt", "format", "", fmt, "empty = detect"),
-                  Field("benchmark", "benchmark name", "", lambda s: s or None, "empty = from the file")]
+        """The import dialog: the options of ``benchloupe import`` that apply to the chosen format."""
+        from benchloupe.tui.jobs_ui import import_job
 
         def done(values: dict | None) -> None:
-            if values:
-                self.app.start_job(f"import {Path(values['path']).name}", import_job(self.app.db_path, **values))
+            if not values:
+                return
+            paths, fmt = values.pop("paths"), values.pop("format")
+            title = f"import {Path(paths[0]).name}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+            self.app.start_job(title, import_job(self.app.db_path, paths, None if fmt == "auto" else fmt, values),
+                               on_done=self._imported)
 
-        self.app.push_screen(FormDialog("Import a results file", fields), done)
+        self.app.push_screen(FormDialog("Import results files", import_fields(), check=check_import,
+                                        note="Files, folders or globs, separated by spaces (quote a path with "
+                                             "spaces); all are imported in one transaction. Only the options of "
+                                             "the chosen (or detected) format are shown."), done)
+
+    def _imported(self, result: object) -> None:
+        if isinstance(result, dict) and result.get("summary"):
+            self.app.notify(str(result["summary"]), title="Imported", timeout=15)

@@ -2,8 +2,9 @@
 shaded (a terminal plot) and the models' ability range as a band under the axis, DDM, max gap, top-5 sum and
 the diagnostics from the latest coverage run; the lattice and tail warnings and the robustness summary
 (paper 003 C.3, C.5); each gap with its C.6 interval and status (gap, uncertain, tail, lattice). Gap flags are
-triaged like every other flag (c confirm, d dismiss, u unsure, o reopen, z undo, n next open); b starts a BenchFill session on the
-selected gap."""
+triaged like every other flag (c confirm, d dismiss, u unsure, o reopen, z undo, n next open; space marks gaps
+that the next decision then takes together, in one transaction and one undo); b starts a BenchFill session on
+the selected gap."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from benchloupe.tui.widgets.plots import ecdf_plot
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
 
-GAP_COLUMNS = [Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
+GAP_COLUMNS = [Column("mark", "", 1), Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
                Column("hi", "to", 6, fmt_num(3), right=True), Column("width", "width", 6, fmt_num(3), right=True),
                Column("interval", "95% interval", 13), Column("status", "status", 9),
                Column("state", "state", 10)]
@@ -32,22 +33,25 @@ class CoverageScreen(BenchScreen):
     MODE = "coverage"
     BINDINGS = [Binding("r", "run_coverage", "Run coverage", id="coverage.run"),
                 Binding("b", "fill", "BenchFill gap", id="coverage.fill"),
-                Binding("c", "decide('confirmed')", "Confirm gap", id="coverage.confirm"),
-                Binding("d", "decide('dismissed')", "Dismiss gap", id="coverage.dismiss"),
-                Binding("u", "decide('unsure')", "Unsure", id="coverage.unsure"),
+                Binding("c", "decide('confirmed')", "Confirm", id="coverage.confirm"),
+                Binding("d", "decide('dismissed')", "Dismiss", id="coverage.dismiss"),
+                Binding("u", "decide('unsure')", "Unsure", show=False, id="coverage.unsure"),
+                Binding("space", "mark", "Mark gap for batch (c d u o decide all marked)", show=False,
+                        id="coverage.mark", priority=True),
                 Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen"),
                 Binding("n", "next_open", "Next untriaged", show=False, id="coverage.next_open"),
                 Binding("z", "undo", "Undo", show=False, id="coverage.undo")]
 
     def __init__(self) -> None:
         super().__init__()
-        self.undo_stack: list[tuple[int, str]] = []  # (flag id, state it replaced), latest last
+        self.undo_stack: list[list[tuple[int, str]]] = []  # per decision or batch: (flag id, state it replaced)
+        self.marked: set[int] = set()  # gap flag ids marked with space
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="coverage-head", classes="status-line", markup=False)
         yield SafeStatic("", id="coverage-notes", markup=False)
         yield SafeStatic("", id="coverage-plot", markup=False)
-        yield FrameTable(id="gaps", sortable=False)
+        yield FrameTable(id="gaps")
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import curation, runs, views
@@ -66,6 +70,7 @@ class CoverageScreen(BenchScreen):
                          "width": p.get("width"), "interval": interval, "status": str(p.get("status", "")),
                          "state": r.state})
         gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "interval", "status", "state"])
+        gap_df.insert(0, "mark", "")
         gap_df = gap_df.sort_values("width", ascending=False, kind="stable").reset_index(drop=True)
         gap_df["rank"] = gap_df["rank"].fillna(pd.Series(range(1, len(gap_df) + 1))).astype(int)
         items = runs.run_items(conn, rid)
@@ -109,6 +114,10 @@ class CoverageScreen(BenchScreen):
             notes = Text("\n").join(lines)
         self._note_lines = notes.plain.count("\n") + 1 if notes.plain else 0
         self.query_one("#coverage-notes", SafeStatic).update(notes)
+        self.marked &= set(int(i) for i in data["gaps"]["flag_id"])
+        if self.marked:  # marks survive a reload
+            data["gaps"]["mark"] = ["●" if int(i) in self.marked else "" for i in data["gaps"]["flag_id"]]
+            data["lines"] = format_lines(data["gaps"], GAP_COLUMNS)
         table.set_data(data["gaps"], GAP_COLUMNS, data["lines"])
         table.focus()
         self._plot()
@@ -150,39 +159,62 @@ class CoverageScreen(BenchScreen):
         start_fill_dialog(self, self.app.benchmark, int(table.frame["rank"].iloc[table.row]))
 
     def action_decide(self, state: str) -> None:
+        """c/d/u/o: decide the selected gap, or every marked gap (space) in one transaction and one undo."""
         table = self.query_one(FrameTable)
         if getattr(self, "data", {}).get("run") is None or table.row is None or not len(table.frame):
             self.notify("no gap selected: run coverage first (r)", severity="warning")
             return
-        row = table.row
-        flag_id = int(table.frame["flag_id"].iloc[row])
-        self.undo_stack.append((flag_id, str(table.frame["state"].iloc[row])))
-        self._write(flag_id, state, undo=False)
+        frame = table.frame
+        if self.marked:
+            ids = [int(i) for i in frame["flag_id"] if int(i) in self.marked]
+            self.marked = set()
+        else:
+            ids = [int(frame["flag_id"].iloc[table.row])]
+        before = dict(zip(frame["flag_id"].astype(int), frame["state"].astype(str)))
+        self.undo_stack.append([(fid, before[fid]) for fid in ids])
+        self._write([(fid, state) for fid in ids], undo=False)
 
-    def _write(self, flag_id: int, state: str, *, undo: bool) -> None:
-        """Show *state* on the gap's row at once, then write it (audited; ``flag:undo`` when *undo*)."""
+    def action_mark(self) -> None:
+        """space: mark the selected gap for a batch decision (again: unmark) and move down."""
+        table = self.query_one(FrameTable)
+        if getattr(self, "data", {}).get("run") is None or table.row is None or not len(table.frame):
+            return
+        fid = int(table.frame["flag_id"].iloc[table.row])
+        self.marked ^= {fid}
+        table.frame.loc[table.row, "mark"] = "●" if fid in self.marked else ""
+        table.update_rows([table.row])
+        if fid in self.marked:
+            table.cursor = min(table.cursor + 1, len(table.view) - 1)
+
+    def _write(self, changes: list[tuple[int, str]], *, undo: bool) -> None:
+        """Show each gap's new state on its row at once, then write them in one transaction (audited;
+        ``flag:undo`` when *undo*)."""
         from benchloupe.store import curation
         from benchloupe.tui.screens.base import store_write
 
         table = self.query_one(FrameTable)
-        hit = np.flatnonzero(table.frame["flag_id"].to_numpy() == flag_id)
-        rank = flag_id
-        if hit.size:
-            row = int(hit[0])
-            table.frame.loc[row, "state"] = state
-            table.update_rows([row])
-            rank = int(table.frame["rank"].iloc[row])
-            self.data["gaps"].loc[self.data["gaps"]["flag_id"] == flag_id, "state"] = state
-        store_write(self, lambda conn: curation.set_flag_state(conn, flag_id, state, undo=undo),
-                    f"gap {rank}: {'back to ' if undo else ''}{state}{'' if undo else ' (z undo)'}")
+        ranks = []
+        for flag_id, state in changes:
+            hit = np.flatnonzero(table.frame["flag_id"].to_numpy() == flag_id)
+            if hit.size:
+                row = int(hit[0])
+                table.frame.loc[row, ["state", "mark"]] = [state, ""]
+                table.update_rows([row])
+                ranks.append(int(table.frame["rank"].iloc[row]))
+                self.data["gaps"].loc[self.data["gaps"]["flag_id"] == flag_id, "state"] = state
+        what = f"gap {ranks[0]}" if len(changes) == 1 and ranks else f"{len(changes)} gaps"
+        state = changes[0][1] if len({s for _f, s in changes}) == 1 else "restored"
+        store_write(self, lambda conn: curation.set_flag_states(conn, [(f, s, None) for f, s in changes], undo=undo),
+                    f"{what}: {'back to ' if undo else ''}{state}{'' if undo else ' (z undo)'}")
 
     def action_undo(self) -> None:
+        """z: undo the latest decision or batch on this screen."""
         if not self.undo_stack:
             self.notify("nothing to undo", severity="warning")
             return
-        flag_id, state = self.undo_stack.pop()
-        self.query_one(FrameTable).move_to_value("flag_id", flag_id)
-        self._write(flag_id, state, undo=True)
+        entry = self.undo_stack.pop()
+        self.query_one(FrameTable).move_to_value("flag_id", entry[0][0])
+        self._write(entry, undo=True)
 
     def action_next_open(self) -> None:
         """n: the next gap still open (wrapping round)."""

@@ -19,9 +19,14 @@ GENERAL = (("1-8", "switch screen: Bench, Items, Models, Runs, Anomalies, Revers
            ("?", "this help"),
            ("q", "quit (asks first while a job runs)"),
            ("x", "cancel the running job"),
+           ("B", "switch benchmark (remembered for this database)"),
+           ("w", "export the table shown (filtered, sorted): CSV/JSON"),
+           ("W", "export the decisions (flags, proposals): CSV/JSON"),
            ("ctrl+p", "command palette (\"area: verb\" commands)"),
            ("tab / shift+tab", "move between panes and fields"),
-           ("j k ↑ ↓ pgup pgdn home end", "move in tables"))
+           ("j k ↑ ↓ pgup pgdn home end", "move in tables"),
+           ("/", "search a table as you type (esc clears)"),
+           ("s / S", "sort a table by the next column / reverse (↑↓)"))
 
 
 def key_label(key: str) -> str:

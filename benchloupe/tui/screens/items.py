@@ -14,6 +14,7 @@ import sqlite3
 
 import numpy as np
 import pandas as pd
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -25,7 +26,7 @@ from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
 from benchloupe.tui.widgets.safe import SafeStatic
-from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
+from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines, middle_cut
 
 SEARCH_DEBOUNCE = 0.05
 ORIGIN_SHORT = {"original": "orig", "benchfill": "fill", "derived": "deriv"}
@@ -85,6 +86,7 @@ class ItemsScreen(BenchScreen):
         Binding("o", "cycle('origin')", "Origin", show=False, id="items.origin"),
         Binding("t", "cycle('status')", "Status", show=False, id="items.status"),
         Binding("f", "cycle('flagged')", "Flagged", id="items.flagged"),
+        Binding("a", "item_flags", "Item's flags", id="items.flags"),
     ]
 
     def __init__(self) -> None:
@@ -101,7 +103,7 @@ class ItemsScreen(BenchScreen):
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="items-status", classes="status-line", markup=False)
         yield Input(placeholder="search key, group and text (escape clears)", id="items-search")
-        yield FrameTable(id="items-table")
+        yield FrameTable(id="items-table", searchable=False)
 
     # ------------------------------------------------------------------ data
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
@@ -234,7 +236,9 @@ class ItemsScreen(BenchScreen):
             hits = search_items(conn, value, benchmark=benchmark, limit=MAX_LIMIT, marks=("", ""))
             ids, error = np.array([h["item_id"] for h in hits], np.int64), ""
         except StoreError as exc:
-            ids, error = np.zeros(0, np.int64), str(exc)
+            from benchloupe.tui.wording import error_text
+
+            ids, error = np.zeros(0, np.int64), error_text(exc)
         finally:
             conn.close()
         self.app.call_from_thread(self._fts_done, value, ids, error)
@@ -257,7 +261,22 @@ class ItemsScreen(BenchScreen):
 
     def on_frame_table_selected(self, event: FrameTable.Selected) -> None:
         item_id = int(self.frame["id"].iloc[event.row])
-        self.app.push_screen(ItemPanel(item_id))
+        show_item(self.app, item_id)
+
+    # ------------------------------------------------------------------ jumps
+    def action_item_flags(self) -> None:
+        """a: the highlighted item's anomaly flags on 5 Anomalies (the model's are enter on 3 Models)."""
+        table = self.query_one(FrameTable)
+        if table.row is None:
+            return
+        row = self.frame.iloc[table.row]
+        self.app.show_flags("anomalies", "item_id", int(row["id"]), f"item {row['key']}")
+
+
+def show_item(app, item_id: int, mark_model: int | None = None) -> None:
+    """Open the item panel of item *item_id*; *mark_model* (a model id, e.g. the model of the flag it was
+    opened from) is marked on the item's curve and named under it."""
+    app.push_screen(ItemPanel(item_id, mark_model=mark_model))
 
 
 class ItemPanel(BenchScreen):
@@ -267,13 +286,15 @@ class ItemPanel(BenchScreen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="item.back"),
         Binding("t", "toggle_status", "Retire/restore", id="item.status"),
+        Binding("a", "item_flags", "Item's flags", id="item.flags"),
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
 
-    def __init__(self, item_id: int) -> None:
+    def __init__(self, item_id: int, *, mark_model: int | None = None) -> None:
         super().__init__()
         self.item_id = item_id
+        self.mark_model = mark_model  # a model id: the flagged model, marked on the curve
         self.detail: dict | None = None
 
     def compose_body(self) -> ComposeResult:
@@ -315,31 +336,51 @@ class ItemPanel(BenchScreen):
         if not len(out):
             plot.append("no static results for this item, so no curve to draw", style="dim")
         else:
+            mark, label = self._mark(out)
             plot.append_text(icc_plot(out["theta"].astype(float).to_numpy(), out["outcome"].to_numpy(),
                                       difficulty=b, sharpness=a,
-                                      chance=d.get("chance"), width=width, height=8))
+                                      chance=d.get("chance"), width=width, height=8, mark=mark, mark_label=label))
         self.query_one("#item-plot", SafeStatic).update(plot)
         self.query_one("#item-outcomes", SafeStatic).update(self._outcomes(out))
         self.query_one("#item-params", SafeStatic).update(self._params(params))
+
+    def _mark(self, out: pd.DataFrame) -> tuple[int | None, str]:
+        """The position in *out* of the model to mark and how to name it ("" when none is marked)."""
+        if self.mark_model is None or "model_id" not in out:
+            return None, ""
+        hit = np.flatnonzero(out["model_id"].to_numpy() == self.mark_model)
+        if not hit.size:
+            return None, ""
+        return int(hit[0]), f"{out['model'].iloc[int(hit[0])]} (the flagged model)"
+
+    def action_item_flags(self) -> None:
+        """a: this item's anomaly flags on 5 Anomalies."""
+        if self.detail is not None:
+            self.app.pop_screen()
+            self.app.show_flags("anomalies", "item_id", self.item_id, f"item {self.detail['key']}")
 
     def _outcomes(self, out: pd.DataFrame) -> Text:
         text = Text("\nOutcomes by ability (● right ○ wrong · missing)\n", style="bold underline")
         if not len(out):
             text.append("no static results for this item", style="dim")
             return text
+        marked, _label = self._mark(out)
         cells = []
         for r in out.itertuples():
             theta = f" {r.theta:+.2f}" if r.theta is not None and np.isfinite(r.theta) else ""
             cells.append((int(r.outcome), str(r.model), theta))
-        width = min(max(len(m) + len(t) for _, m, t in cells) + 4, 48)
+        width = min(max(cell_len(m) + len(t) for _, m, t in cells) + 4, 48)
         per_line = max((self.size.width - 2) // width, 1)
         for k, (outcome, model, theta) in enumerate(cells):
             mark, style = {1: ("●", "green"), 0: ("○", "red")}.get(outcome, ("·", "dim"))
+            if k == marked:  # the flagged model, as on the curve
+                mark, style = "◆", "bold yellow"
             text.append(mark + " ", style=style)
             room = width - 4 - len(theta)
-            text.append(model if len(model) <= room else model[:room - 1] + "…")
+            name = middle_cut(model, room)  # distinct names stay distinct
+            text.append(name, style="bold yellow" if k == marked else "")
             text.append(theta, style="dim")
-            pad = width - 2 - min(len(model), room) - len(theta)
+            pad = width - 2 - cell_len(name) - len(theta)
             text.append("\n" if (k + 1) % per_line == 0 else " " * pad)
         return text
 

@@ -70,7 +70,7 @@ class ModelsScreen(BenchScreen):
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="models-status", classes="status-line", markup=False)
         yield Input(placeholder="search name, family and owner (escape clears)", id="models-search")
-        yield FrameTable(id="models-table")
+        yield FrameTable(id="models-table", searchable=False)
         yield SafeStatic("", id="models-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:

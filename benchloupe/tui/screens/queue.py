@@ -4,6 +4,12 @@ queue moves on, the decision named in the status line; ``z`` undoes this session
 and note it replaced come back, audited as ``flag:undo``), ``n`` goes to the next open flag; a filter by state
 and a "12 of 87 triaged" line.
 
+Batch triage: space marks flags (``●`` on the card, "3 marked" in the status line); c/d/u/o then decide every
+marked flag at once, and on Anomalies ``M``/``I`` decide every open flag of the current flag's model/item after a
+confirmation that gives the count. A batch is written in one transaction (store.curation.set_flag_states) and
+one ``z`` undoes all of it. Jumps: enter opens the item panel (its curve marks the flag's model), ``i`` selects
+the item on 2 Items, ``m`` the model on 3 Models (:func:`select_on_screen`).
+
 A decision changes the flag shown immediately and is written by a worker with its own connection; writes
 are serialised and always store the latest decision for a flag, so quick successive keys cannot land out
 of order.
@@ -23,7 +29,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
-from benchloupe.tui.widgets.dialogs import PromptDialog
+from benchloupe.tui.widgets.dialogs import ChoiceDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 
 STATE_FILTERS = ("all", "open", "confirmed", "dismissed", "unsure")
@@ -39,18 +45,21 @@ class FlagQueueScreen(BenchScreen):
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
     BINDINGS = [
-        Binding("j,down,right", "step(1)", "Next", id="queue.next"),
-        Binding("k,up,left", "step(-1)", "Prev", id="queue.prev"),
+        Binding("j,down,right", "step(1)", "Next", show=False, id="queue.next"),
+        Binding("k,up,left", "step(-1)", "Prev", show=False, id="queue.prev"),
         Binding("c", "decide('confirmed')", "Confirm", id="queue.confirm"),
         Binding("d", "decide('dismissed')", "Dismiss", id="queue.dismiss"),
         Binding("u", "decide('unsure')", "Unsure", id="queue.unsure"),
         Binding("o", "decide('open')", "Reopen", show=False, id="queue.reopen"),
         Binding("n", "next_open", "Next untriaged", id="queue.next_open"),
         Binding("z", "undo", "Undo", id="queue.undo"),
-        Binding("e", "note", "Note", id="queue.note"),
+        Binding("space", "mark", "Mark for batch (c d u o decide all marked)", show=False, id="queue.mark"),
+        Binding("e", "note", "Note", show=False, id="queue.note"),
         Binding("f", "filter", "Filter", show=False, id="queue.filter"),
         Binding("h", "toggle_superseded", "Earlier runs", show=False, id="queue.superseded"),
         Binding("enter", "open_item", "Item panel", show=False, id="queue.item"),
+        Binding("i", "select_item", "Item on 2 Items", show=False, id="queue.select_item"),
+        Binding("m", "select_model", "Model on 3 Models", show=False, id="queue.select_model"),
         Binding("escape", "clear_focus", "All models/items", show=False, id="queue.all"),
         Binding("pagedown", "scroll_detail(1)", "Scroll", show=False),
         Binding("pageup", "scroll_detail(-1)", "Scroll", show=False),
@@ -67,8 +76,10 @@ class FlagQueueScreen(BenchScreen):
         self._pending: dict[int, tuple[str, str | None]] = {}
         self._pending_lock = threading.Lock()
         self.focus: tuple[str, int, str] | None = None  # (column, value, label): one model's or item's flags
-        # this session's decisions, latest last: (flag id, state, note, carried_from) each replaced
-        self.undo_stack: list[tuple[int, str, str, object]] = []
+        # this session's decisions, latest last; one entry per key press (a batch is one entry), each
+        # (flag id, state, note, carried_from) it replaced
+        self.undo_stack: list[list[tuple[int, str, str, object]]] = []
+        self.marked: set[int] = set()  # flag ids marked with space for a batch decision
         self.last_decision = ""
 
     def compose_body(self) -> ComposeResult:
@@ -105,6 +116,7 @@ class FlagQueueScreen(BenchScreen):
         current = self.current_id()
         self.flags = data["flags"].reset_index(drop=True)
         self.context = data["context"]
+        self.marked &= set(int(i) for i in self.flags["id"]) if len(self.flags) else set()
         with self._pending_lock:
             for fid, (state, note, _undo) in self._pending.items():
                 hit = self.flags.index[self.flags["id"] == fid]
@@ -158,9 +170,11 @@ class FlagQueueScreen(BenchScreen):
         if self.focus is not None:
             status.append(f" · only {self.focus[2]} (esc: all)", style="bold yellow")
         status.append(f" · {triaged} of {total} triaged", style="bold")
+        if self.marked:
+            status.append(f" · {len(self.marked)} marked: c d u o decide them", style="bold magenta")
         if self.last_decision:
             status.append(f" · {self.last_decision} (z undo)", style="bold green")
-        status.append("  n next open · f filter · enter item", style="dim")
+        status.append("  j k step · space mark · e note · ? all keys", style="dim")  # the status wraps to 2 lines
         self.query_one("#queue-status", SafeStatic).update(status)
         detail = self.query_one("#queue-detail", SafeStatic)
         if not len(self.view):
@@ -168,6 +182,8 @@ class FlagQueueScreen(BenchScreen):
             return
         row = self.flags.iloc[self.view[self.pos]]
         text = Text()
+        if int(row["id"]) in self.marked:
+            text.append("● marked ", style="bold magenta")
         text.append(f"#{row['id']} ", style="dim")
         text.append(str(row["state"]), style=STATE_STYLE.get(row["state"], ""))
         text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
@@ -209,50 +225,105 @@ class FlagQueueScreen(BenchScreen):
         self.reload()
 
     def action_decide(self, state: str) -> None:
+        """c/d/u/o: decide the current flag and move on; with flags marked (space), decide all the marked ones
+        at once (one transaction, one undo)."""
+        if self.marked:
+            ids = sorted(self.marked)
+            self.marked = set()
+            self._decide_many(ids, state, f"{len(ids)} marked {self.PLURAL}")
+            return
         fid = self.current_id()
         if fid is None:
             return
-        i = self.view[self.pos]
-        self._remember(i)
-        self.flags.loc[i, "state"] = state
-        if "stored_state" in self.flags:
-            self.flags.loc[i, "stored_state"] = state
-        if "carried_from" in self.flags:
-            self.flags.loc[i, "carried_from"] = pd.NA  # decided here now
-        self._save(fid, state, None)
-        self.last_decision = f"#{fid} {state}"
+        self._decide_many([fid], state, f"#{fid}")
         if self.pos < len(self.view) - 1 and state != "open":
             self.pos += 1
         self.render_current()
 
-    def _remember(self, i: int) -> None:
+    def _decide_many(self, ids: list[int], state: str, what: str) -> None:
+        """Show *state* on every flag of *ids* at once, remember what each replaced as one undo entry, and write
+        them in one transaction."""
+        rows = [int(np.flatnonzero(self.flags["id"].to_numpy() == fid)[0]) for fid in ids]
+        self.undo_stack.append([self._before(i) for i in rows])
+        for i in rows:
+            self.flags.loc[i, "state"] = state
+            if "stored_state" in self.flags:
+                self.flags.loc[i, "stored_state"] = state
+            if "carried_from" in self.flags:
+                self.flags.loc[i, "carried_from"] = pd.NA  # decided here now
+        self._save([(fid, state, None) for fid in ids])
+        self.last_decision = f"{what} {state}"
+        self.render_current()
+
+    def _before(self, i: int) -> tuple[int, str, str, object]:
         row = self.flags.iloc[i]
         carried = row.get("carried_from")
-        self.undo_stack.append((int(row["id"]), str(row["state"]), str(row["note"]),
-                                carried if carried is not None and pd.notna(carried) else None))
+        return (int(row["id"]), str(row["state"]), str(row["note"]),
+                carried if carried is not None and pd.notna(carried) else None)
+
+    def _remember(self, i: int) -> None:
+        self.undo_stack.append([self._before(i)])
 
     def action_undo(self) -> None:
-        """z: undo this session's latest decision or note: the flag gets back its state and note (written as a
-        ``flag:undo`` audit row) and the queue shows it."""
+        """z: undo this session's latest decision, note or batch: each flag gets back its state and note
+        (written in one transaction as ``flag:undo`` audit rows) and the queue shows it."""
         if not self.undo_stack:
             self.notify("nothing to undo", severity="warning")
             return
-        fid, state, note, carried = self.undo_stack.pop()
-        hit = np.flatnonzero(self.flags["id"].to_numpy() == fid) if len(self.flags) else []
-        if len(hit):
-            i = int(hit[0])
-            self.flags.loc[i, ["state", "note"]] = [state, note]
-            if "carried_from" in self.flags:
-                self.flags.loc[i, "carried_from"] = carried if carried is not None else pd.NA
-            if "stored_state" in self.flags:
-                self.flags.loc[i, "stored_state"] = "open" if carried is not None else state
-            where = np.flatnonzero(self.view == i)
-            if where.size:
-                self.pos = int(where[0])
-        # a carried-over decision lives on the earlier flag: this one goes back to open with no note
-        self._save(fid, "open" if carried is not None else state, "" if carried is not None else note, undo=True)
-        self.last_decision = f"#{fid} back to {state}"
+        entry = self.undo_stack.pop()
+        changes = []
+        for fid, state, note, carried in entry:
+            hit = np.flatnonzero(self.flags["id"].to_numpy() == fid) if len(self.flags) else []
+            if len(hit):
+                i = int(hit[0])
+                self.flags.loc[i, ["state", "note"]] = [state, note]
+                if "carried_from" in self.flags:
+                    self.flags.loc[i, "carried_from"] = carried if carried is not None else pd.NA
+                if "stored_state" in self.flags:
+                    self.flags.loc[i, "stored_state"] = "open" if carried is not None else state
+                where = np.flatnonzero(self.view == i)
+                if where.size:
+                    self.pos = int(where[0])
+            # a carried-over decision lives on the earlier flag: this one goes back to open with no note
+            changes.append((fid, "open" if carried is not None else state, "" if carried is not None else note))
+        self._save(changes, undo=True)
+        fid, state = entry[0][0], entry[0][1]
+        self.last_decision = f"#{fid} back to {state}" if len(entry) == 1 else f"{len(entry)} {self.PLURAL} back"
         self.render_current()
+
+    def action_mark(self) -> None:
+        """space: mark the current flag for a batch decision (again: unmark) and move on."""
+        fid = self.current_id()
+        if fid is None:
+            return
+        self.marked ^= {fid}
+        if fid in self.marked and self.pos < len(self.view) - 1:
+            self.pos += 1
+        self.render_current()
+
+    def decide_all_of(self, column: str, label: str) -> None:
+        """Decide every open flag whose *column* (model_id, item_id) is the current flag's, after a
+        confirmation that names the count (one transaction, one undo)."""
+        if not len(self.view):
+            return
+        row = self.flags.iloc[self.view[self.pos]]
+        value = row[column]
+        if pd.isna(value):
+            self.notify(f"this {self.NOUN.lower()} has no {label}", severity="warning")
+            return
+        hit = (self.flags[column] == value) & (self.flags["state"] == "open")
+        ids = [int(i) for i in self.flags.loc[hit, "id"]]
+        if not ids:
+            self.notify(f"no open {self.PLURAL} left on this {label}")
+            return
+        name = row["model"] if column == "model_id" else row["item_key"]
+        question = f"Decide the {len(ids)} open {self.PLURAL} of {label} {name}?"
+
+        def chosen(state: str | None) -> None:
+            if state:
+                self._decide_many(ids, state, f"{len(ids)} of {label} {name}")
+
+        self.app.push_screen(ChoiceDialog(question, DECISIONS, detail="One z undoes all of them."), chosen)
 
     def action_next_open(self) -> None:
         """n: the next flag still open in this view (wrapping round), whatever the filter."""
@@ -279,26 +350,31 @@ class FlagQueueScreen(BenchScreen):
             self._remember(i)
             self.last_decision = f"#{fid} note saved"
             self.flags.loc[i, "note"] = note
-            self._save(fid, str(self.flags["state"].iloc[i]), note)
+            self._save([(fid, str(self.flags["state"].iloc[i]), note)])
             self.render_current()
 
         self.app.push_screen(PromptDialog(f"Note on {self.NOUN.lower()} #{fid}", value=str(self.flags["note"].iloc[i]),
                                           help="Saved with the flag and in the audit log."), done)
 
-    def _save(self, flag_id: int, state: str, note: str | None, *, undo: bool = False) -> None:
+    def _save(self, changes: list[tuple[int, str, str | None]], *, undo: bool = False) -> None:
+        """Write ``(flag id, state, note or None)`` changes in one transaction, in a worker; a flag decided
+        again before its write ran is written with its latest decision."""
         from benchloupe.store import curation
 
+        ids = [fid for fid, _s, _n in changes]
         with self._pending_lock:
-            old = self._pending.get(flag_id)
-            if note is None and old is not None:
-                note = old[1]
-            self._pending[flag_id] = (state, note, undo)
+            for flag_id, state, note in changes:
+                old = self._pending.get(flag_id)
+                if note is None and old is not None:
+                    note = old[1]
+                self._pending[flag_id] = (state, note, undo)
 
         def write(conn: sqlite3.Connection) -> None:
             with self._pending_lock:
-                latest = self._pending.pop(flag_id, None)
-            if latest is not None:
-                curation.set_flag_state(conn, flag_id, latest[0], latest[1], undo=latest[2])
+                latest = [(fid, self._pending.pop(fid)) for fid in ids if fid in self._pending]
+            if latest:
+                curation.set_flag_states(conn, [(fid, st, note) for fid, (st, note, _u) in latest],
+                                         undo=latest[0][1][2])
 
         store_write(self, write, reload=False)
 
@@ -309,17 +385,74 @@ class FlagQueueScreen(BenchScreen):
             return bool(self._pending)
 
     def action_open_item(self) -> None:
+        """Enter: the flag's item panel, its curve marking the flag's model."""
         if not len(self.view):
             return
-        item_id = self.flags["item_id"].iloc[self.view[self.pos]]
-        if pd.notna(item_id):
-            from benchloupe.tui.screens.items import ItemPanel
+        row = self.flags.iloc[self.view[self.pos]]
+        if pd.notna(row["item_id"]):
+            open_item_panel(self.app, int(row["item_id"]), row["model_id"])
+        else:
+            self.notify(f"this {self.NOUN.lower()} is about no single item", severity="warning")
 
-            self.app.push_screen(ItemPanel(int(item_id)))
+    def action_select_item(self) -> None:
+        """i: the flag's item selected on 2 Items."""
+        if len(self.view):
+            item_id = self.flags["item_id"].iloc[self.view[self.pos]]
+            if pd.isna(item_id):
+                self.notify(f"this {self.NOUN.lower()} is about no single item", severity="warning")
+                return
+            select_on_screen(self.app, "items", int(item_id))
+
+    def action_select_model(self) -> None:
+        """m: the flag's model (model A of a pair) selected on 3 Models."""
+        if len(self.view):
+            model_id = self.flags["model_id"].iloc[self.view[self.pos]]
+            if pd.isna(model_id):
+                self.notify(f"this {self.NOUN.lower()} has no model", severity="warning")
+                return
+            select_on_screen(self.app, "models", int(model_id))
 
     def action_scroll_detail(self, direction: int) -> None:
         scroll = self.query_one("#queue-scroll", VerticalScroll)
         scroll.scroll_to(y=scroll.scroll_y + direction * max(scroll.size.height - 2, 1), animate=False)
+
+
+DECISIONS = (("c", "confirmed", "confirm"), ("d", "dismissed", "dismiss"), ("u", "unsure", "unsure"))
+
+
+def open_item_panel(app, item_id: int, model_id=None) -> None:
+    """Push the item panel of *item_id*; its curve marks *model_id* (the flagged model) when given."""
+    from benchloupe.tui.screens.items import show_item
+
+    show_item(app, item_id, mark_model=None if model_id is None or pd.isna(model_id) else int(model_id))
+
+
+SELECT_TIMEOUT = 30.0
+
+
+def select_on_screen(app, mode: str, row_id: int) -> None:
+    """Switch to the *mode* screen (items, models) and move its table's cursor to the row whose ``id`` is
+    *row_id* once the screen has shown its data; says so when a search or filter there hides the row."""
+    from benchloupe.tui.widgets.table import FrameTable
+
+    app.switch_mode(mode)
+    state = {"waited": 0.0}
+
+    def attempt() -> None:
+        state["waited"] += 0.05
+        screen = app.screen
+        here = getattr(screen, "MODE", None) == mode and type(screen).__name__ != "ItemPanel"
+        if not here and state["waited"] > 1.0:
+            timer.stop()  # the curator went elsewhere
+            return
+        if not here or (screen.shown_token != screen.current_token() and state["waited"] < SELECT_TIMEOUT):
+            return
+        timer.stop()
+        if not screen.query_one(FrameTable).move_to_value("id", row_id):
+            app.notify("that row is hidden on this screen by its search or filters (escape clears them)",
+                       severity="warning")
+
+    timer = app.set_interval(0.05, attempt)
 
 
 def fmt_value(v, digits: int = 2, signed: bool = False) -> str:

@@ -9,7 +9,14 @@ import numpy as np
 import pandas as pd
 from rich.text import Text
 
-from benchloupe.tui.screens.queue import STATE_FILTERS, FlagQueueScreen, fmt_value, payload_rest
+from benchloupe.tui.screens.queue import (
+    STATE_FILTERS,
+    FlagQueueScreen,
+    fmt_value,
+    open_item_panel,
+    payload_rest,
+    select_on_screen,
+)
 
 SHOWN = {"model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full", "anchor", "full_a", "full_b",
          "anchor_a", "anchor_b", "reversed", "top_items", "items"}
@@ -56,9 +63,17 @@ class ReversalsScreen(FlagQueueScreen):
         if item_id is None:
             self.notify("this pair has no driving item recorded", severity="warning")
             return
-        from benchloupe.tui.screens.items import ItemPanel
+        open_item_panel(self.app, item_id, self.flags["model_id"].iloc[self.view[self.pos]])
 
-        self.app.push_screen(ItemPanel(item_id))
+    def action_select_item(self) -> None:
+        """i: the item that drove the reversal most, selected on 2 Items."""
+        if not len(self.view):
+            return
+        item_id = self.driving_item(self.flags.iloc[self.view[self.pos]])
+        if item_id is None:
+            self.notify("this pair has no driving item recorded", severity="warning")
+            return
+        select_on_screen(self.app, "items", item_id)
 
     def render_flag(self, row: pd.Series) -> Text:
         p = row["payload"]

@@ -4,8 +4,6 @@ configs and metrics, and compare two runs (rank correlation, the models that mov
 
 from __future__ import annotations
 
-import ast
-import dataclasses
 import json
 import re
 import sqlite3
@@ -16,7 +14,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
-from benchloupe.tui.widgets.dialogs import Field, FormDialog
+from benchloupe.tui.screens.run_forms import analysis_fields, build_config, default_config, form_check
+from benchloupe.tui.widgets.dialogs import FormDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
@@ -53,47 +52,6 @@ def metric_summary(metrics: dict, limit: int = 8) -> str:
     return " ".join(parts)
 
 
-def parser_for(default: object):
-    """Parse a form value back to the type of the field's default (None allowed where the default is None)."""
-    def parse(raw: str):
-        if isinstance(default, bool):
-            if raw.lower() in ("true", "yes", "1", "on"):
-                return True
-            if raw.lower() in ("false", "no", "0", "off"):
-                return False
-            raise ValueError(f"{raw!r} is not true/false")
-        if default is None:
-            if raw in ("", "None", "none"):
-                return None
-            try:
-                return ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
-                return raw
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-        if isinstance(default, tuple | list | dict):
-            value = ast.literal_eval(raw)
-            if not isinstance(value, type(default)):
-                raise ValueError(f"expected a {type(default).__name__}")
-            return value
-        return raw
-    return parse
-
-
-def default_config(analysis) -> object:
-    """The config the form starts from: the paper's defaults (with ``mode`` set to the analysis when the
-    config has one, e.g. a static-only DualEval fit)."""
-    names = {f.name for f in dataclasses.fields(analysis.config_cls)}
-    if "mode" in names:
-        try:
-            return analysis.config_cls(mode=analysis.name)
-        except Exception:  # noqa: BLE001 - not a valid mode for this config: keep its own default
-            pass
-    return analysis.config_cls()
-
-
 class RunsScreen(BenchScreen):
     MODE = "runs"
     BINDINGS = [
@@ -112,7 +70,7 @@ class RunsScreen(BenchScreen):
     def compose_body(self) -> ComposeResult:
         yield SafeStatic(Text("Analyses · enter or n starts one with the paper's defaults", style="dim"),
                       classes="status-line")
-        yield FrameTable(id="analyses", sortable=False)
+        yield FrameTable(id="analyses")
         yield SafeStatic("", id="history-title", classes="status-line", markup=False)
         yield FrameTable(id="history")
         yield SafeStatic("", id="run-detail", classes="detail", markup=False)
@@ -197,22 +155,14 @@ class RunsScreen(BenchScreen):
             return
         analysis = self.analyses[name]
         config = default_config(analysis)
-        fields = [Field("benchmark", "benchmark", self.app.benchmark or "", _required)]
-        if "arena" in analysis.inputs:
-            fields.append(Field("arena", "arena benchmark", "", lambda s: s or None,
-                                "empty = the same benchmark"))
-        for f in dataclasses.fields(config):
-            value = getattr(config, f.name)
-            fields.append(Field(f"cfg-{f.name}", f.name, "" if value is None else str(value), parser_for(value)))
         bench = self.app.benchmark
 
         def submit(values: dict | None) -> None:
             if values is None:
                 return
-            cfg = {k[4:]: v for k, v in values.items() if k.startswith("cfg-")}
             try:
-                conf = dataclasses.replace(config, **cfg)
-            except Exception as exc:  # noqa: BLE001 - the config's own validation message
+                conf = build_config(config, values)
+            except Exception as exc:  # noqa: BLE001 - the config's own validation message (the form checked it)
                 self.app.report_error(exc, f"{name} config")
                 return
             from benchloupe.tui.jobs_ui import analysis_job
@@ -222,10 +172,13 @@ class RunsScreen(BenchScreen):
                 self.app.benchmark = target
                 self.query_one("TopBar").refresh_bar()
             self.app.start_job(f"{name} on {target}",
-                               analysis_job(self.app.db_path, name, target, conf, values.get("arena")))
+                               analysis_job(self.app.db_path, name, target, conf, values.get("arena"),
+                                            values.get("reward_model")))
 
-        self.app.push_screen(FormDialog(f"Start {name}: {plain_title(analysis.title)}", fields,
-                                        note="Defaults are the paper's; edit any field."), submit)
+        self.app.push_screen(FormDialog(f"Start {name}: {plain_title(analysis.title)}",
+                                        analysis_fields(analysis, config, bench or ""),
+                                        note="Defaults are the paper's; only the fields of the chosen method "
+                                             "are shown.", check=form_check(config, self.app.db_path)), submit)
 
     def action_mark(self) -> None:
         hist = self.query_one("#history", FrameTable)
@@ -243,13 +196,11 @@ class RunsScreen(BenchScreen):
         self.app.push_screen(CompareScreen(self.marked, int(run_id)))
 
 
-def _required(raw: str) -> str:
-    if not raw:
-        raise ValueError("required")
-    return raw
-
-
 def _short(v) -> str:
+    """A config or metric value in a run's detail: numbers to 4 digits, long lists and dicts as a count, text
+    without the paper citations the jobs record beside it (it reads "1PL MAP fit of this benchmark")."""
+    if isinstance(v, str):
+        return plain_title(v) if _CITATION.search(v) else v
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, list | dict) and len(str(v)) > 40:

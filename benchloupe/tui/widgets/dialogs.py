@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shlex
+import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -42,7 +45,9 @@ class PromptDialog(ModalScreen[str | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         value = event.value.strip()
-        error = self.validate(value) if self.validate else None
+        bad = control_character(value)
+        error = f"contains the control character {bad}; type plain text" if bad else \
+            self.validate(value) if self.validate else None
         if error:
             self.query_one("#dialog-error", SafeStatic).update(Text(error))
             return
@@ -52,27 +57,68 @@ class PromptDialog(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+Values = Mapping[str, str]
+
+
 @dataclass(frozen=True)
 class Field:
-    """One form field: name, label, initial text, and a parser that raises ValueError with a message."""
+    """One form field: name, label, initial text, and a parser that raises ValueError with a message.
+
+    ``choices``: the only values accepted (shown as the placeholder; "" among them lets the field be empty); ``applies(raw)``: whether the field
+    applies given the raw text of every field by name (e.g. an optimiser's learning rate only for "adam"); a
+    field that does not apply is hidden and left out of the result, so its default stands."""
 
     name: str
     label: str
     value: str
     parse: Callable[[str], object]
     help: str = ""
+    choices: tuple[str, ...] = ()
+    applies: Callable[[Values], bool] | None = None
+    list_paste: bool = False  # pasted lines become space-separated entries (a list of paths copied from a shell)
+
+
+class ListInput(Input):
+    """An Input that takes a pasted list: one entry per line, joined with spaces, an entry holding spaces
+    quoted as a shell would (a plain Input keeps only the first pasted line)."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        entries = [line.strip() for line in event.text.splitlines() if line.strip()]
+        if entries:
+            text = " ".join(shlex.quote(e) if any(c.isspace() for c in e) else e for e in entries)
+            if self.selection.is_empty:
+                self.insert_text_at_cursor(text)
+            else:
+                self.replace(text, *self.selection)
+        event.stop()
+        event.prevent_default()  # Input's own handler would paste the first line again
+
+
+def control_character(raw: str) -> str | None:
+    """The first control or format character of *raw* (ESC, NUL, a bidi override ...) as U+XXXX, or None: no
+    form field takes one (they would reach the terminal, the database and the files written from it)."""
+    for ch in raw:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            return f"U+{ord(ch):04X}"
+    return None
 
 
 class FormDialog(ModalScreen[dict | None]):
-    """A form of text fields; ctrl+s or enter on the last field submits, escape cancels."""
+    """A form of text fields; ctrl+s or enter on the last field submits, escape cancels.
+
+    Only the fields that apply to the values typed so far are shown (``Field.applies``, re-read on every
+    change). Submitting parses each shown field; a bad value (not a number, out of range, a control character)
+    shows one line naming the field and keeps the form open, and so does a failing ``check(values)`` (the
+    config's own validation): nothing is started until every value is good."""
 
     AUTO_FOCUS = "Input"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="form.cancel"),
                 Binding("ctrl+s", "submit", "Start", id="form.submit", priority=True)]
 
-    def __init__(self, title: str, fields: list[Field], *, note: str = "") -> None:
+    def __init__(self, title: str, fields: list[Field], *, note: str = "",
+                 check: Callable[[dict], None] | None = None) -> None:
         super().__init__()
-        self.title_text, self.fields, self.note = title, fields, note
+        self.title_text, self.fields, self.note, self.check = title, fields, note, check
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
@@ -81,31 +127,78 @@ class FormDialog(ModalScreen[dict | None]):
                 yield SafeStatic(Text(self.note, style="dim"))
             with VerticalScroll(id="form-fields", can_focus=False):
                 for f in self.fields:
-                    with Horizontal(classes="form-row"):
+                    hint = " | ".join(f.choices) if f.choices and not f.help else f.help
+                    with Horizontal(classes="form-row", id=f"row-{f.name}"):
                         yield Label(Text(f.label), classes="form-label")
-                        yield Input(value=f.value, placeholder=f.help, id=f"field-{f.name}", classes="form-input",
-                                    tooltip=f.help or None)
+                        widget = ListInput if f.list_paste else Input
+                        yield widget(value=f.value, placeholder=hint, id=f"field-{f.name}", classes="form-input",
+                                     tooltip=hint or None)
             yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
             yield SafeStatic(Text("tab: next field   enter/ctrl+s: start   escape: cancel", style="dim"))
+
+    def on_mount(self) -> None:
+        self._show_applicable()
+
+    def raw_values(self) -> dict[str, str]:
+        return {f.name: self.query_one(f"#field-{f.name}", Input).value.strip() for f in self.fields}
+
+    def shown(self) -> list[Field]:
+        """The fields that apply to what is typed now."""
+        raw = self.raw_values()
+        return [f for f in self.fields if f.applies is None or _applies(f, raw)]
+
+    def _show_applicable(self) -> None:
+        shown = {f.name for f in self.shown()}
+        for f in self.fields:
+            self.query_one(f"#row-{f.name}", Horizontal).display = f.name in shown
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._show_applicable()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.action_submit()
 
+    def _fail(self, message: str, field: Field | None = None) -> None:
+        self.query_one("#dialog-error", SafeStatic).update(Text(message))
+        if field is not None:
+            self.query_one(f"#field-{field.name}", Input).focus()
+
     def action_submit(self) -> None:
+        from benchloupe.tui.wording import error_text
+
         values = {}
-        for f in self.fields:
+        for f in self.shown():
             raw = self.query_one(f"#field-{f.name}", Input).value.strip()
+            bad = control_character(raw)
+            if bad:
+                self._fail(f"{f.label}: contains the control character {bad}; type plain text", f)
+                return
+            if f.choices and raw not in f.choices:
+                self._fail(f"{f.label}: {raw!r} is not one of {', '.join(c for c in f.choices if c)}", f)
+                return
             try:
                 values[f.name] = f.parse(raw)
+            except (ValueError, TypeError, OverflowError) as exc:
+                self._fail(f"{f.label}: {error_text(exc) or 'not a valid value'}", f)
+                return
+        if self.check is not None:
+            try:
+                self.check(values)
             except (ValueError, TypeError) as exc:
-                self.query_one("#dialog-error", SafeStatic).update(Text(f"{f.label}: {exc}"))
-                self.query_one(f"#field-{f.name}", Input).focus()
+                self._fail(error_text(exc))
                 return
         self.dismiss(values)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def _applies(field: Field, raw: Values) -> bool:
+    try:
+        return bool(field.applies(raw))
+    except (ValueError, TypeError):  # a half-typed number the rule cannot read yet: keep the field in view
+        return True
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -127,3 +220,30 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class ChoiceDialog(ModalScreen[str | None]):
+    """Ask which of a few answers: each choice is ``(key, value, label)`` and its key answers *value*;
+    escape answers None (nothing is done)."""
+
+    def __init__(self, question: str, choices: tuple[tuple[str, str, str], ...], *, detail: str = "") -> None:
+        super().__init__()
+        self.question, self.choices, self.detail = question, choices, detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(safe_text(Text(self.question, style="bold")))
+            if self.detail:
+                yield SafeStatic(Text(self.detail, style="dim"))
+            keys = "   ".join(f"{key}: {label}" for key, _value, label in self.choices)
+            yield SafeStatic(Text(f"{keys}   escape: cancel", style="dim"))
+
+    def on_key(self, event) -> None:
+        for key, value, _label in self.choices:
+            if event.key == key:
+                event.stop()
+                self.dismiss(value)
+                return
+        if event.key == "escape":
+            event.stop()
+            self.dismiss(None)

@@ -65,13 +65,21 @@ def _labels(height: int, top: str, mid: str, bottom: str) -> list[str]:
     return out
 
 
+MARK = Style(color="yellow", bold=True, reverse=True)
+
+
 def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None, sharpness: float | None,
-             chance: float | None = None, width: int = 60, height: int = 10) -> Text:
+             chance: float | None = None, width: int = 60, height: int = 10, mark: int | None = None,
+             mark_label: str = "") -> Text:
     """Correct (green ●) answers on the top row and wrong (red ○) on the bottom row at each model's ability;
-    the fitted curve (cyan) when the item has parameters; x axis = ability."""
+    the fitted curve (cyan) when the item has parameters; x axis = ability. *mark* (a position in *theta*)
+    is the model a flag is about: its answer is drawn as a yellow ◆ over the others, with a dashed line down
+    its column, and *mark_label* names it under the axis."""
     theta = np.asarray(theta, float)
     outcome = np.asarray(outcome)
     keep = np.isfinite(theta) & (outcome >= 0)
+    if mark is not None and not (0 <= mark < len(theta)):
+        mark = None
     text = Text(no_wrap=True, overflow="crop")
     if not keep.any():
         text.append("no fitted abilities yet: run a calibration (4: Runs) to see this item's curve", AXIS)
@@ -99,6 +107,13 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
                 grid.put(bx, r, "┊", AXIS)
     for c, v in zip(col, y):
         grid.put(int(c), 0 if v else height - 1, "●" if v else "○", RIGHT if v else WRONG)
+    mark_col = None
+    if mark is not None and keep[mark]:
+        mark_col = int(np.clip(round((theta[mark] - lo) / (hi - lo) * (plot_w - 1)), 0, plot_w - 1))
+        for r in range(1, height - 1):
+            if grid.chars[r][mark_col] in (" ", "┊"):
+                grid.put(mark_col, r, "╎", Style(color="yellow"))
+        grid.put(mark_col, 0 if outcome[mark] else height - 1, "◆", MARK)
     grid.to_text(left, text)
     axis = " " * (len(left[0]) - 1) + "└" + "─" * plot_w + "\n"
     text.append(axis, AXIS)
@@ -108,6 +123,12 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
         text.append(f"\n{' ' * len(left[0])}┊ b = {difficulty:+.2f}", AXIS)
         if sharpness is not None and math.isfinite(sharpness):
             text.append(f"   a = {sharpness:.2f}", AXIS)
+    if mark is not None and mark_label:
+        text.append("\n" + " " * len(left[0]))
+        text.append("◆", MARK)
+        where = (f" at θ {theta[mark]:+.2f}, answered {'right' if outcome[mark] else 'wrong'}" if mark_col is not None
+                 else " has no ability estimate in this run, so it is not on the curve")
+        text.append(f" {mark_label}{where}", Style(color="yellow"))
     return text
 
 

@@ -12,19 +12,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
+from textual.widgets import Input
 
-from benchloupe.tui.widgets.safe import cell_text
+from benchloupe.tui.widgets.safe import SafeStatic, cell_text
 
 
 def fmt_num(digits: int = 2, signed: bool = False) -> Callable[[object], str]:
@@ -95,12 +99,22 @@ def fit_columns(columns: list[Column], width: int, *, most: int = 60) -> list[Co
             if c.identity else c for c in columns]
 
 
+def end_cut(text: str, width: int) -> str:
+    """*text* in at most *width* cells, cut at the end with an ellipsis (a cut owner or status says so)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if text.isascii():
+        return text[:width - 1] + "…"
+    return set_cell_size(text, width - 1) + "…"
+
+
 def _cell(text: str, width: int, right: bool, identity: bool = False) -> str:
-    if identity:
-        text = middle_cut(text, width)
+    """*text* in exactly *width* cells: an identity cut in the middle, any other too-long text at the end,
+    both with an ellipsis (never silently)."""
+    text = middle_cut(text, width) if identity else end_cut(text, width)
     if text.isascii():  # one cell per character: plain string operations
-        if len(text) >= width:
-            return text[:width]
         return text.rjust(width) if right else text.ljust(width)
     n = cell_len(text)
     if right and n < width:
@@ -119,21 +133,90 @@ def format_lines(frame: pd.DataFrame, columns: list[Column]) -> np.ndarray:
 
 
 def header_line(columns: list[Column], sort_key: str | None = None, descending: bool = False) -> str:
+    """The column labels; the sorted column's label ends in ↑ (ascending) or ↓ (descending), kept even when
+    the label has to be cut to make room for it."""
     cells = []
     for c in columns:
         label = c.label
         if c.key == sort_key:
-            label = label + ("↓" if descending else "↑")
+            label = end_cut(label, max(c.width - 1, 0)) + ("↓" if descending else "↑")
         cells.append(_cell(label, c.width, c.right))
     return " ".join(cells)
 
 
-class FrameTable(ScrollView, can_focus=True):
-    """Rows of a frame under a fixed header; j/k/arrows move, s/S sort; ``action_select`` posts Selected (the
-    screen binds enter with a description of what it does there, so no screen advertises an enter that does
-    nothing).
+def column_bounds(columns: list[Column]) -> list[tuple[int, int]]:
+    """(first cell, end cell) of each column in a formatted line (one space between columns)."""
+    out, x = [], 0
+    for c in columns:
+        out.append((x, x + c.width))
+        x += c.width + 1
+    return out
 
-    ``set_data(frame, columns, lines)`` loads; ``set_view(index)`` shows a subset (positions into frame).
+
+class WholeCellScrollBar(ScrollBarRender):
+    """A scrollbar whose thumb is whole cells of colour. Textual's default draws the thumb's fractional ends as
+    block glyphs (▇ ▆ ▉); on a 1-cell bar beside thousands of rows the thumb is one such glyph, which read as a
+    stray character at the right edge of the Items rows (issue 11) and as a letter in ``tmux capture-pane``."""
+
+    VERTICAL_BARS: ClassVar[list[str]] = [" "] * 8
+    HORIZONTAL_BARS: ClassVar[list[str]] = [" "] * 8
+
+
+class TableSearch(Horizontal):
+    """The one-line ``/`` search box a :class:`FrameTable` mounts above itself: typing filters the table as
+    you type (every row holding the text, case-insensitive, in any shown column), enter keeps the filter and
+    goes back to the table, escape clears it. The count on the right says how many rows match."""
+
+    DEFAULT_CSS = """
+    TableSearch { height: 1; margin: 0 1; }
+    TableSearch > Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
+    TableSearch > Input:focus { background: $primary 30%; }
+    TableSearch > .table-search--count { width: auto; height: 1; padding: 0 1; color: $text-muted; }
+    """
+    BINDINGS = [Binding("escape", "close", "Clear search", id="table.search_close")]
+
+    def __init__(self, table: FrameTable) -> None:
+        super().__init__(classes="table-search")
+        self.table = table
+
+    def compose(self):
+        yield Input(value=self.table.query, placeholder="search this table (enter keeps, escape clears)")
+        yield SafeStatic("", classes="table-search--count", markup=False)
+
+    def on_mount(self) -> None:
+        self.show_count()
+
+    def focus_input(self) -> None:
+        self.query_one(Input).focus()
+
+    def show_count(self) -> None:
+        t = self.table
+        self.query_one(SafeStatic).update(f"{len(t.view)} of {len(t._base)}" if t.query else "")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.table.set_query(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if not event.value:
+            self.action_close()
+        else:
+            self.table.focus()
+
+    def action_close(self) -> None:
+        self.table.action_clear_search()
+
+
+class FrameTable(ScrollView, can_focus=True):
+    """Rows of a frame under a fixed header; j/k/arrows move, s/S sort, ``/`` searches; ``action_select``
+    posts Selected (the screen binds enter with a description of what it does there, so no screen advertises
+    an enter that does nothing).
+
+    ``set_data(frame, columns, lines)`` loads; ``set_view(index)`` shows a subset (positions into frame, the
+    screen's own filters); ``set_query(text)`` keeps the rows of that subset holding *text* in any shown
+    column (full values, not the cut ones). Sorting and searching work on every table; a screen with a search
+    of its own (Items' full-text search) builds its table with ``searchable=False`` and its ``/`` applies.
     """
 
     BINDINGS = [
@@ -145,8 +228,10 @@ class FrameTable(ScrollView, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False),
         Binding("left", "scroll_left", "Left", show=False),
         Binding("right", "scroll_right", "Right", show=False),
-        Binding("s", "sort(1)", "Sort", id="table.sort"),
+        Binding("s", "sort(1)", "Sort", show=False, id="table.sort"),
         Binding("S", "sort(-1)", "Reverse sort", show=False, id="table.reverse"),
+        Binding("slash", "search", "Search", show=False, id="table.search"),
+        Binding("escape", "clear_search", "Clear search", show=False, id="table.clear"),
     ]
     COMPONENT_CLASSES = {"frame-table--header", "frame-table--cursor", "frame-table--dim"}
     DEFAULT_CSS = """
@@ -169,11 +254,21 @@ class FrameTable(ScrollView, can_focus=True):
     class Selected(Highlighted):
         """Enter was pressed on a row."""
 
-    def __init__(self, *, sortable: bool = True, id: str | None = None, classes: str | None = None) -> None:
+    class Searched(Message):
+        """The table's ``/`` search text changed (the screen may say so in its status line)."""
+
+        def __init__(self, table: FrameTable) -> None:
+            super().__init__()
+            self.table = table
+
+    def __init__(self, *, sortable: bool = True, searchable: bool = True, id: str | None = None,
+                 classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.frame = pd.DataFrame()
         self.columns: list[Column] = []
         self.sortable = sortable
+        self.searchable = searchable
+        self.export_keys: list[str] | None = None  # the frame columns an export writes (default: those shown)
         self._lines = np.array([], dtype=object)
         self._dim = np.zeros(0, bool)
         self._base = np.zeros(0, np.int64)
@@ -181,6 +276,10 @@ class FrameTable(ScrollView, can_focus=True):
         self.sort_key: str | None = None
         self.descending = False
         self._header = ""
+        self._bounds: list[tuple[int, int]] = []
+        self.query = ""
+        self._hay: np.ndarray | None = None
+        self._match: np.ndarray | None = None
 
     # ---------------------------------------------------------------- data
     def set_data(self, frame: pd.DataFrame, columns: list[Column], lines: np.ndarray | None = None,
@@ -192,6 +291,8 @@ class FrameTable(ScrollView, can_focus=True):
         self._lines = format_lines(self.frame, columns) if lines is None else lines
         self._dim = np.zeros(len(self.frame), bool) if dim is None else np.asarray(dim, bool)
         self._base = np.arange(len(self.frame))
+        self._hay = None
+        self._match = self._matches(self.query)
         self._apply_sort()
         if current is not None and keep_key in self.frame.columns:
             hit = np.flatnonzero(self.frame[keep_key].to_numpy()[self.view] == current)
@@ -206,6 +307,7 @@ class FrameTable(ScrollView, can_focus=True):
         lines = format_lines(self.frame.iloc[list(rows)], self.columns)
         for r, line in zip(rows, lines):
             self._lines[r] = line
+        self._hay = None
         self.refresh()
 
     def set_view(self, index: np.ndarray) -> None:
@@ -214,8 +316,66 @@ class FrameTable(ScrollView, can_focus=True):
         self._apply_sort()
         self.cursor = 0
 
+    # ---------------------------------------------------------------- search
+    def _matches(self, query: str) -> np.ndarray | None:
+        """Which frame rows hold *query* (case-insensitive) in a shown column; None when there is no query."""
+        q = query.strip().lower()
+        if not q:
+            return None
+        if self._hay is None or len(self._hay) != len(self.frame):
+            parts = [self.frame[c.key].astype(str).where(self.frame[c.key].notna(), "")
+                     for c in self.columns if c.key in self.frame.columns]
+            hay = parts[0].str.cat(parts[1:], sep="\n") if parts else pd.Series([""] * len(self.frame))
+            self._hay = hay.str.lower().to_numpy(dtype=object)
+        return pd.Series(self._hay, dtype=object).str.contains(q, regex=False).to_numpy(bool)
+
+    def set_query(self, query: str) -> None:
+        """Keep the rows holding *query*; the cursor stays on its row when that row still matches."""
+        keep = self.row
+        self.query = query
+        self._match = self._matches(query)
+        self._apply_sort()
+        hit = np.flatnonzero(self.view == keep) if keep is not None else []
+        self.cursor = int(hit[0]) if len(hit) else 0
+        for box in self._search_boxes():
+            box.show_count()
+        self.post_message(self.Searched(self))
+
+    def _search_boxes(self) -> list[TableSearch]:
+        parent = self.parent
+        if parent is None:
+            return []
+        return [w for w in parent.children if isinstance(w, TableSearch) and w.table is self]
+
+    def action_search(self) -> None:
+        """/: open the search box above the table (or go back to it)."""
+        boxes = self._search_boxes()
+        if boxes:
+            boxes[0].focus_input()
+            return
+        box = TableSearch(self)
+        self.parent.mount(box, before=self)
+        self.call_after_refresh(box.focus_input)
+
+    def action_clear_search(self) -> None:
+        """escape: drop the search text and its box."""
+        for box in self._search_boxes():
+            box.remove()
+        if self.query:
+            self.set_query("")
+        self.focus()
+
+    def export_frame(self) -> pd.DataFrame:
+        """The rows as shown (the screen's filters, the search, the sort) with full, unformatted values of
+        ``export_keys`` (default: the shown columns), for writing to a file."""
+        keys = self.export_keys or [c.key for c in self.columns]
+        keys = [k for k in dict.fromkeys(keys) if k in self.frame.columns]
+        return self.frame.iloc[self.view][keys].reset_index(drop=True)
+
     def _apply_sort(self) -> None:
         base = self._base
+        if self._match is not None and len(self._match) == len(self.frame):
+            base = base[self._match[base]]
         by = next((c.sort_key or c.key for c in self.columns if c.key == self.sort_key), self.sort_key)
         if by is not None and by in self.frame.columns and len(base):
             col = self.frame[by].iloc[base]
@@ -225,10 +385,10 @@ class FrameTable(ScrollView, can_focus=True):
             base = base[order]
         self.view = base
         self._header = header_line(self.columns, self.sort_key, self.descending)
-        width = max((len(self._header), *(len(s) for s in self._lines[:1])), default=0)
+        self._bounds = column_bounds(self.columns)
+        width = max((cell_len(self._header), *(cell_len(s) for s in self._lines[:1])), default=0)
         self.virtual_size = Size(width, len(self.view) + 1)
         self.refresh()
-
     @property
     def row(self) -> int | None:
         """Frame position of the cursor row, or None when the view is empty."""
@@ -278,6 +438,10 @@ class FrameTable(ScrollView, can_focus=True):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "sort":
             return self.sortable
+        if action == "search":
+            return self.searchable
+        if action == "clear_search":  # otherwise escape is the screen's (back, clear a focus)
+            return bool(self.query) or bool(self._search_boxes())
         return True
 
     def action_sort(self, direction: int) -> None:
@@ -311,8 +475,15 @@ class FrameTable(ScrollView, can_focus=True):
         """Cells at the left that do not scroll sideways: the identity column when it comes first."""
         return self.columns[0].width + 1 if self.columns and self.columns[0].identity else 0
 
+    @property
+    def visible_width(self) -> int:
+        """The cells a row really has on screen: the widget's width less the vertical scrollbar. Rows were
+        drawn ``size.width`` wide, so their last cell went under the scrollbar (issue 11's stray character at
+        the right edge of Items rows was the bar's thumb glyph over a row one cell too wide)."""
+        return self.scrollable_content_region.width
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.visible_width
         x = int(self.scroll_offset.x)
         frozen = self.frozen
         if y == 0:
@@ -329,9 +500,24 @@ class FrameTable(ScrollView, can_focus=True):
                 style = self.rich_style + self.get_component_rich_style("frame-table--dim")
             else:
                 style = self.rich_style
-        strip = Strip([Segment(text, style)])
+        line = Strip([Segment(text, style)])
         if x and frozen:
-            strip = Strip.join([strip.crop(0, frozen), strip.crop(frozen + x, frozen + x + width)])
-        elif x:
-            strip = strip.crop(x, x + width)
-        return strip.extend_cell_length(width, style).crop(0, width)
+            start = frozen + x
+            strip = Strip.join([line.crop(0, frozen), line.crop(start, start + width - frozen)])
+            end = start + width - frozen
+        else:
+            start, end = x, x + width
+            strip = line.crop(start, end) if x else line
+        strip = strip.extend_cell_length(width, style).crop(0, width)
+        return self._mark_cut(strip, line, start, end, width, style)
+
+    def _mark_cut(self, strip: Strip, line: Strip, start: int, end: int, width: int, style) -> Strip:
+        """End the row in "…" when the screen's right edge cuts a column's text (a status read "acti" for
+        "active"); a column that ends at the edge, or blank on either side of it, is left as it is."""
+        col = next(((a, b) for a, b in self._bounds if a < end < b), None)
+        if col is None or width < 2:
+            return strip
+        shown, hidden = line.crop(max(col[0], start), end).text, line.crop(end, col[1]).text
+        if not (shown.strip() and hidden.strip()):
+            return strip
+        return Strip.join([strip.crop(0, width - 1), Strip([Segment("…", style)])])

@@ -1,0 +1,109 @@
+"""Export from the workbench (issue 11, "what a curator expects" 6): the table on screen, as filtered, searched
+and sorted, with full unformatted values, and every triage decision of the open benchmark (flags and BenchFill
+proposals), to CSV or JSON at a path the curator confirms. The file gets the data byte for byte (csv quoting
+only, no escaping, no cutting); only what is drawn on the terminal is escaped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+FORMATS = (".csv", ".json")
+FLAG_COLUMNS = ["id", "kind", "state", "note", "item_key", "model", "model_b", "score", "run_id"]
+DECISION_COLUMNS = ["what", "kind", "id", "state", "note", "item", "model", "model_b", "score", "run_id",
+                    "session_id", "text", "updated_at"]
+
+
+def default_path(what: str, benchmark: str | None, cwd: Path | None = None) -> Path:
+    """``benchloupe-<what>-<benchmark>.csv`` in the current directory (the name made safe for a file)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", benchmark or "all").strip("._") or "benchmark"
+    return (cwd or Path.cwd()) / f"benchloupe-{what}-{safe}.csv"
+
+
+def check_path(raw: str) -> str | None:
+    """Why *raw* cannot be written to (None when it can): a .csv or .json file in an existing folder."""
+    if not raw.strip():
+        return "give a file path ending in .csv or .json"
+    p = Path(raw).expanduser()
+    if p.suffix.lower() not in FORMATS:
+        return f"{p.name}: end the name in .csv or .json (the format follows the suffix)"
+    if p.is_dir():
+        return f"{p}: is a folder; give a file name"
+    if not p.parent.exists():
+        return f"{p.parent}: no such folder"
+    return None
+
+
+def screen_table(screen) -> tuple[pd.DataFrame, str] | None:
+    """What *screen* shows as a table, rows in the order shown, and a name for the file; None when it shows
+    none. A screen's focused table wins over its others (Runs has the analyses and the history); a triage
+    queue exports the flags it steps through (its state filter and model/item focus)."""
+    from benchloupe.tui.widgets.table import FrameTable
+
+    tables = list(screen.query(FrameTable))
+    if tables:
+        table = screen.focused if isinstance(screen.focused, FrameTable) else tables[0]
+        name = screen.MODE if len(tables) == 1 or table is tables[0] else f"{screen.MODE}-{table.id}"
+        return table.export_frame(), name
+    flags = getattr(screen, "flags", None)
+    view = getattr(screen, "view", None)
+    if isinstance(flags, pd.DataFrame) and view is not None and hasattr(screen, "current_id"):
+        shown = flags.iloc[np.asarray(view, np.int64)] if len(flags) else flags
+        keys = [k for k in FLAG_COLUMNS if k in shown.columns]
+        return shown[keys].reset_index(drop=True), screen.MODE
+    return None
+
+
+def decisions(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
+    """Every decision on *benchmark*: each flag triaged or annotated (anomalies, reversals, gaps; its own
+    stored state, earlier runs' too) and each BenchFill proposal accepted or rejected, with its note."""
+    from benchloupe.store import curation, fill, read
+
+    bid = read.benchmark_id(conn, benchmark)
+    f = curation.flags(conn, benchmark_id=bid)
+    f = f[(f["state"] != "open") | (f["note"] != "")]
+    rows = [{"what": "flag", "kind": r.kind, "id": int(r.id), "state": r.state, "note": r.note,
+             "item": r.item_key, "model": r.model, "model_b": r.model_b, "score": r.score, "run_id": r.run_id,
+             "session_id": None, "text": None, "updated_at": r.updated_at} for r in f.itertuples()]
+    c = fill.candidates(conn, reviewable_only=False)
+    c = c[(c["benchmark"] == benchmark) & c["review_state"].isin(("accepted", "rejected"))]
+    rows += [{"what": "proposal", "kind": "benchfill", "id": int(r.id), "state": r.review_state, "note": r.note,
+              "item": r.child_key, "model": None, "model_b": None, "score": r.distance, "run_id": None,
+              "session_id": int(r.session_id), "text": r.text, "updated_at": r.decided_at} for r in c.itertuples()]
+    return pd.DataFrame(rows, columns=DECISION_COLUMNS)
+
+
+def _plain(v):
+    """A cell as a JSON/CSV value: numpy scalars as Python ones, missing as None."""
+    if v is None or v is pd.NA or v is pd.NaT:
+        return None
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def write_frame(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write *frame* to *path* (.csv: a header row then one row per record; .json: a list of records),
+    UTF-8, values exactly as stored; the absolute path written."""
+    p = Path(path).expanduser().resolve()
+    records = [[_plain(v) for v in row] for row in frame.itertuples(index=False, name=None)]
+    columns = [str(c) for c in frame.columns]
+    if p.suffix.lower() == ".json":
+        data = [dict(zip(columns, r)) for r in records]
+        p.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+    else:
+        with p.open("w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(columns)
+            w.writerows([["" if v is None else v for v in r] for r in records])
+    return p
