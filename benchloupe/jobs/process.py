@@ -62,15 +62,20 @@ class JobFailed(RuntimeError):
 @dataclass(frozen=True)
 class JobSpec:
     """``fn(progress, cancel, *args, **kwargs)``, to be run in a child: *fn* a module-level function, the
-    arguments plain values (they are pickled)."""
+    arguments plain values (they are pickled). *error_text* says an error in the caller's words (the TUI names
+    options by their form fields, not as CLI flags); ``str`` when None."""
 
     fn: Callable[..., object]
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
+    error_text: Callable[[BaseException], str] | None = None  # an error in the caller's words (module-level)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+def _one_line(exc: BaseException, error_text: Callable[[BaseException], str] | None = None) -> str:
+    try:
+        text = (error_text or str)(exc).strip()
+    except Exception:  # noqa: BLE001 - the wording must not hide the error
+        text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
@@ -196,7 +201,7 @@ def child_main(spec: JobSpec, conn, shared_cancel, env: dict, cwd: str, log: str
         from benchloupe.jobs import Terminated
 
         kind = "cancelled" if isinstance(exc, Cancelled | Terminated | KeyboardInterrupt) else "failed"
-        message = ("error", kind, type(exc).__name__, _one_line(exc), time.monotonic())
+        message = ("error", kind, type(exc).__name__, _one_line(exc, spec.error_text), time.monotonic())
     finished.set()
     watcher.join()
     try:

@@ -321,10 +321,13 @@ class BenchloupeApp(App[int]):
             self.notify(f"{self.job.title} is still running; press x to cancel it first", severity="warning",
                         markup=False)
             return False
+        import dataclasses
+
         from benchloupe.jobs.process import JobProcess
+        from benchloupe.tui.wording import error_text
 
         try:
-            handle = JobProcess(spec)
+            handle = JobProcess(spec if spec.error_text else dataclasses.replace(spec, error_text=error_text))
         except Exception as exc:  # noqa: BLE001 - e.g. no semaphores (a locked-down /dev/shm): one line
             self.report_error(exc, title)
             return False
