@@ -2,21 +2,23 @@
 
 Screens read the store in thread workers with their own connection (store/db.py: a connection belongs to its
 thread) and post what they read back as messages; long work (fits, imports, the demo build, BenchFill) runs
-through :meth:`BenchloupeApp.start_job`, which owns the cancel event. The job's ``progress(done, total, message)``
-calls only overwrite one :class:`ProgressSlot` (a worker may call it thousands of times a second, e.g. a BenchFill
-session against a fast endpoint); a UI timer reads the slot ``PROGRESS_HZ`` times a second and repaints the job
-line when it changed. Nothing per progress call touches the footer or the bindings: those are refreshed only
-when a job starts or ends (issue 11: per-message ``refresh_bindings()`` froze the app for minutes).
-A failing worker never takes the app down: its error is shown in one line and the app keeps running.
+through :meth:`BenchloupeApp.start_job` in a *child process* (jobs/process.py): a job's Python code in a thread
+held the GIL against the UI thread (issue 11: a screen switch took 1.1 s during a BenchFill session). A thread
+worker of the app only waits on the child's pipe (it holds no GIL while it waits) and overwrites one
+:class:`ProgressSlot` with each report; the child already coalesces its reports to a few dozen a second, and a
+UI timer reads the slot ``PROGRESS_HZ`` times a second and repaints the job line when it changed. Nothing per
+progress report touches the footer or the bindings: those are refreshed only when a job starts or ends (issue
+11: per-message ``refresh_bindings()`` froze the app for minutes). A failing job, or a child that dies, never
+takes the app down: its error is shown in one line and the app keeps running; quitting stops the child.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, ScreenStackError
@@ -34,34 +36,43 @@ from benchloupe.tui.widgets.table import WholeCellScrollBar
 # stray characters at the right edge of tables and panels at 80x24 (issue 11).
 ScrollBar.renderer = WholeCellScrollBar
 
+if TYPE_CHECKING:
+    from benchloupe.jobs.process import JobProcess, JobSpec
+
 WARM_UP_DELAY = 1.0
 PROGRESS_HZ = 4
-# While a job's thread computes, the UI thread waits for the GIL after each of its many event-loop wake-ups;
-# with CPython's default 5 ms switch interval a screen switch under a fit took 2.2 s instead of 0.12 s
-# (bench/bench_tui_load.py). A shorter interval while a job runs gives the keys back their time.
-JOB_SWITCH_INTERVAL = 0.0005
-IDLE_SWITCH_INTERVAL = sys.getswitchinterval()
-JobFn = Callable[[Callable[[float, float, str], None], threading.Event], object]
 
 
 class ProgressSlot:
-    """The latest ``(done, total, stage)`` a job reported; written by the worker, read by the UI timer."""
+    """The latest ``(done, total, stage)`` a job reported; written by the job's relay thread, read by the UI
+    timer. ``calls`` is the number of reports the job made; :meth:`lag` how long the oldest report not yet on
+    the job line has waited (bench/bench_tui_load.py)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latest: tuple[float, float, str] | None = None
+        self._since: float | None = None
         self.calls = 0
 
-    def put(self, done: float, total: float, stage: str) -> None:
+    def put(self, done: float, total: float, stage: str, since: float | None = None, count: int | None = None) -> None:
+        """A report; *since* is when (``time.monotonic()``, in any process) the oldest report it stands for was
+        made, *count* how many the job made so far."""
         with self._lock:
             self._latest = (done, total, stage)
-            self.calls += 1
+            if self._since is None:
+                self._since = time.monotonic() if since is None else since
+            self.calls = self.calls + 1 if count is None else count
 
     def take(self) -> tuple[float, float, str] | None:
         """The latest report since the last take, or None when nothing new came."""
         with self._lock:
-            latest, self._latest = self._latest, None
+            latest, self._latest, self._since = self._latest, None, None
         return latest
+
+    def lag(self) -> float:
+        """Seconds the oldest report not yet taken has waited (0 when the job line shows the latest)."""
+        with self._lock:
+            return 0.0 if self._since is None else max(0.0, time.monotonic() - self._since)
 
 
 def one_line(exc: BaseException) -> str:
@@ -98,6 +109,8 @@ class BenchloupeApp(App[int]):
         self.benchmark = benchmark if benchmark is not None else remembered_benchmark(self.db_path)
         self.data_version = 0
         self.job = JobState()
+        self.job_process: JobProcess | None = None
+        self.job_end_lag: float | None = None
         self._cancel = threading.Event()
         self._on_done: Callable[[object], None] | None = None
         self._warming = False
@@ -127,6 +140,8 @@ class BenchloupeApp(App[int]):
     def on_unmount(self) -> None:
         from benchloupe.prompts import simulated
 
+        if self.job_process is not None and self.job_process.is_alive():
+            self.job_process.stop()  # cancel, then SIGTERM, then SIGKILL: no job outlives the app
         with self._simulated_lock:
             self._simulated_closed = True
             if self.simulated_held:
@@ -135,10 +150,10 @@ class BenchloupeApp(App[int]):
 
     # ------------------------------------------------------------------ start-up
     def warm_up(self, delay: float = WARM_UP_DELAY) -> None:
-        """Import the engine (torch, the analyses registry) in a thread *delay* seconds after the first screen
-        is up, so the Runs screen, the palette and the first fit do not pay for it while the curator waits,
-        and the first paint does not compete with it."""
-        if "benchloupe.jobs" not in sys.modules and not self._warming:
+        """Import the engine (the analyses registry) and start the jobs' forkserver in a thread *delay* seconds
+        after the first screen is up, so the Runs screen, the palette and the first job do not pay for it while
+        the curator waits, and the first paint does not compete with it."""
+        if not self._warming:
             self._warming = True
             self.set_timer(delay, lambda: self.run_worker(_import_engine, thread=True, group="warm-up",
                                                           exit_on_error=False))
@@ -299,24 +314,35 @@ class BenchloupeApp(App[int]):
         self.notify(prefix + one_line(exc), title="Failed", severity="error", timeout=10, markup=False)
 
     # ------------------------------------------------------------------ jobs
-    def start_job(self, title: str, fn: JobFn, on_done: Callable[[object], None] | None = None) -> bool:
-        """Run ``fn(progress, cancel)`` in a thread worker; False (and a notice) when a job is running."""
+    def start_job(self, title: str, spec: JobSpec, on_done: Callable[[object], None] | None = None) -> bool:
+        """Run *spec* (``fn(progress, cancel, *args)``, jobs/process.py) in a child process; *on_done* gets its
+        result here. False (and a notice) when a job is running."""
         if self.job.running:
             self.notify(f"{self.job.title} is still running; press x to cancel it first", severity="warning",
                         markup=False)
             return False
-        self._cancel = threading.Event()
-        self._on_done = on_done
+        import dataclasses
+
+        from benchloupe.jobs.process import JobProcess
+        from benchloupe.tui.wording import error_text
+
+        try:
+            handle = JobProcess(spec if spec.error_text else dataclasses.replace(spec, error_text=error_text))
+        except Exception as exc:  # noqa: BLE001 - e.g. no semaphores (a locked-down /dev/shm): one line
+            self.report_error(exc, title)
+            return False
+        self.job_process, self._cancel, self._on_done = handle, handle.cancel, on_done
         self._progress = ProgressSlot()
+        self.job_end_lag = None
         self.job = JobState(title=title, running=True, started=time.monotonic())
         self._show_job(bindings=True)
-        sys.setswitchinterval(JOB_SWITCH_INTERVAL)
-        self._job_worker(fn, self._cancel, self._progress)
+        self._job_worker(handle, self._progress)
         return True
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def _job_worker(self, fn: JobFn, cancel: threading.Event, slot: ProgressSlot) -> object:
-        return fn(slot.put, cancel)
+    def _job_worker(self, handle: JobProcess, slot: ProgressSlot) -> object:
+        """Start the child and relay its reports (this thread waits on the pipe, holding no GIL)."""
+        return handle.start().wait(slot.put)
 
     def _drain_progress(self) -> None:
         """Repaint the job line with the job's latest report, if it sent one since the last tick."""
@@ -356,8 +382,9 @@ class BenchloupeApp(App[int]):
         if worker.group != "job" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR,
                                                          WorkerState.CANCELLED):
             return
-        sys.setswitchinterval(IDLE_SWITCH_INTERVAL)
         self.job.running = False
+        if self.job_process is not None and self.job_process.finished_at is not None:
+            self.job_end_lag = max(0.0, time.monotonic() - self.job_process.finished_at)
         if event.state == WorkerState.SUCCESS:
             result = worker.result
             self.job.outcome = _describe(result)
@@ -378,7 +405,10 @@ class BenchloupeApp(App[int]):
 
 
 def _import_engine() -> None:
-    import benchloupe.jobs  # noqa: F401 - imported for its side effect: a warm module cache
+    """A warm module cache for the screens (the analyses registry) and a running forkserver for the jobs."""
+    from benchloupe.jobs import process
+
+    process.warm_up()
 
 
 def _describe(result: object) -> str:

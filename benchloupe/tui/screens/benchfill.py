@@ -23,36 +23,12 @@ from textual.widgets import Input, TextArea
 
 from benchloupe.prompts import simulated
 from benchloupe.textsafe import visible
+from benchloupe.tui.jobs_ui import state_word  # the job's process decides a session's outcome in these words
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
-
-STATE_WORDS = {"running": "running", "proposed": "proposals ready", "no_valid_child": "no valid proposal",
-               "failed": "failed", "cancelled": "cancelled", "interrupted": "interrupted"}
-
-
-def state_word(state: object) -> str:
-    """A session's state in words (``no_valid_child`` reads "no valid proposal")."""
-    return STATE_WORDS.get(str(state), str(state).replace("_", " "))
-
-
-class SessionEnded(Exception):
-    """A BenchFill session stopped without proposals to review (failed, no valid child, cancelled)."""
-
-
-def session_outcome(db, sid: int) -> dict:
-    """What the job line says when a session's search returns: its proposals, or why there are none (the job
-    then fails with the session's own reason instead of saying it finished)."""
-    from benchloupe.jobs import fill as jobs_fill
-
-    s = jobs_fill.session_summary(db, sid)
-    if s["state"] == "proposed":
-        return {"message": f"session #{sid}: {s['pending']} proposals to review on 8 Fill", "session": sid}
-    reason = str(s.get("message") or "no reason recorded").strip()
-    raise SessionEnded(f"session #{sid} ended {state_word(s['state'])}: {reason}")
-
 
 SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14, state_word),
                    Column("gap", "gap", 13), Column("target", "target", 6, fmt_num(3), right=True),
@@ -458,14 +434,9 @@ class BenchFillScreen(BenchScreen):
         sid = self.session_id
         if sid is None:
             return
-        db = self.app.db_path
+        from benchloupe.tui.jobs_ui import resume_job
 
-        def job(progress, cancel):
-            from benchloupe.jobs import fill as jobs_fill
-
-            return session_outcome(db, jobs_fill.resume_fill(db, sid, progress=progress, cancel=cancel))
-
-        self.app.start_job(f"BenchFill #{sid}", job)
+        self.app.start_job(f"BenchFill #{sid}", resume_job(self.app.db_path, sid))
 
     def action_endpoints(self) -> None:
         eps = self.endpoints or {}
@@ -593,16 +564,15 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
             app.report_error(exc, "BenchFill options")
             return
 
-        def job(progress, cancel):
-            sid = jobs_fill.start_fill(db, benchmark, options, config=cfg, progress=progress, cancel=cancel)
-            return session_outcome(db, sid)
-
         def finished(result: dict) -> None:
             if isinstance(app.screen, BenchFillScreen):  # show the new session's review queue
                 app.screen.session_id = result["session"]
                 app.screen.reload()
 
-        if app.start_job(f"BenchFill gap {values['gap']} of {benchmark}", job, on_done=finished):
+        from benchloupe.tui.jobs_ui import fill_job
+
+        if app.start_job(f"BenchFill gap {values['gap']} of {benchmark}", fill_job(db, benchmark, options, cfg),
+                         on_done=finished):
             app.switch_mode("benchfill")
 
     def check(values: dict) -> None:
