@@ -17,9 +17,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
+from benchloupe.tui.widgets.footer import KeyFooter
 from benchloupe.tui.widgets.jobbar import JobBar
 from benchloupe.tui.widgets.safe import SafeStatic
 
@@ -80,7 +80,7 @@ class BenchScreen(Screen):
         yield TopBar(self.MODE)
         yield from self.compose_body()
         yield JobBar()
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def compose_body(self) -> ComposeResult:
         yield from ()
