@@ -16,7 +16,7 @@ class KeyFooter(Footer):
     def compose(self):
         watchers = getattr(self, "__watchers", None)
         if watchers:
-            for name, entries in watchers.items():
+            for entries in watchers.values():
                 entries[:] = [(node, callback) for node, callback in entries
                               if node is self or (node.is_attached and not node._closing)]
         yield from super().compose()
