@@ -253,3 +253,15 @@ async def test_benchfill_form_shows_the_seed_with_the_baseline_and_refuses_bad_v
         assert conn.execute("SELECT COUNT(*) FROM fill_sessions").fetchone()[0] == 0
     finally:
         conn.close()
+
+
+def test_form_labels_are_whole_or_cut_with_an_ellipsis():
+    """A fixed 20-cell label column cut "min_family_models_per_half" to "min_family_models_pe" (seen in tmux)."""
+    from benchloupe.tui.widgets.dialogs import LABEL_MAX, Field, cut_label, label_width
+
+    fields = [Field("a", "min_family_models_per_half", "2", int), Field("b", "gap", "0.01", float)]
+    assert label_width(fields) == len("min_family_models_per_half") + 1
+    long = "x" * 20 + "_tail_of_a_long_label"
+    assert label_width([Field("c", long, "", str)]) == LABEL_MAX
+    cut = cut_label(long, LABEL_MAX - 1)
+    assert len(cut) == LABEL_MAX - 1 and "…" in cut and cut.startswith("xxx") and cut.endswith("label")

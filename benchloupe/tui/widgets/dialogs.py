@@ -103,6 +103,24 @@ def control_character(raw: str) -> str | None:
     return None
 
 
+LABEL_MAX = 30  # at 80 columns the dialog keeps ~40 cells for the value
+
+
+def label_width(fields) -> int:
+    """The label column of a form: its longest label and a space, at most LABEL_MAX (was a fixed 20 that cut
+    "min_family_models_per_half" to "min_family_models_pe" with nothing to say so)."""
+    return min(LABEL_MAX, max((len(f.label) for f in fields), default=10) + 1)
+
+
+def cut_label(label: str, width: int) -> str:
+    """*label* in *width* cells, cut in the middle with an ellipsis so both its start and its end stay."""
+    if len(label) <= width:
+        return label
+    keep = width - 1
+    head = (keep + 1) // 2
+    return label[:head] + "…" + label[len(label) - (keep - head):]
+
+
 class FormDialog(ModalScreen[dict | None]):
     """A form of text fields; ctrl+s or enter on the last field submits, escape cancels.
 
@@ -125,11 +143,14 @@ class FormDialog(ModalScreen[dict | None]):
             yield Label(safe_text(Text(self.title_text, style="bold")))
             if self.note:
                 yield SafeStatic(Text(self.note, style="dim"))
+            width = label_width(self.fields)
             with VerticalScroll(id="form-fields", can_focus=False):
                 for f in self.fields:
                     hint = " | ".join(f.choices) if f.choices and not f.help else f.help
                     with Horizontal(classes="form-row", id=f"row-{f.name}"):
-                        yield Label(Text(f.label), classes="form-label")
+                        label = Label(Text(cut_label(f.label, width - 1)), classes="form-label")
+                        label.styles.width = width
+                        yield label
                         widget = ListInput if f.list_paste else Input
                         yield widget(value=f.value, placeholder=hint, id=f"field-{f.name}", classes="form-input",
                                      tooltip=hint or None)
