@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from benchloupe.engine.common import EngineError
+from benchloupe.engine.common import EngineError, thread_pool, usable_cores
 from benchloupe.hints import Opt, say
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -88,18 +87,6 @@ def resolve(device: str = "auto", n_cells: int = 0) -> Backend:
     if device == "auto" and n_cells >= CUDA_MIN_CELLS and cuda_available():
         return Backend("torch", "cuda", dtype)
     return Backend("numpy", "cpu", dtype)
-
-
-def _threads() -> int:
-    try:
-        return max(1, min(8, len(os.sched_getaffinity(0))))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, min(8, os.cpu_count() or 1))
-
-
-@lru_cache(maxsize=1)
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="benchloupe-pass")
 
 
 @dataclass
@@ -208,9 +195,9 @@ def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> P
                     acc[5:8] += W @ V
         return acc, out_rows
 
-    k = min(_threads(), len(blocks))
+    k = min(usable_cores(), len(blocks))
     if k > 1 and M * n >= 1 << 20:
-        parts = list(_pool().map(work, [blocks[i::k] for i in range(k)]))
+        parts = list(thread_pool("pass").map(work, [blocks[i::k] for i in range(k)]))
     else:
         parts = [work(blocks)]
     acc = sum(p[0] for p in parts)
@@ -236,7 +223,7 @@ def describe(backend: Backend) -> dict:
         import torch
 
         out["device_name"] = torch.cuda.get_device_name(0)
-    out["threads"] = _threads() if backend.kind == "numpy" else None
+    out["threads"] = usable_cores() if backend.kind == "numpy" else None
     return out
 
 

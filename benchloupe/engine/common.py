@@ -6,8 +6,11 @@ they call :func:`check_cancel` between stages so the UI can stop them.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 
 Progress = Callable[[float, float, str], None]
 
@@ -28,3 +31,20 @@ def check_cancel(cancel: threading.Event | None) -> None:
     """Raise :class:`Cancelled` if the run was asked to stop."""
     if cancel is not None and cancel.is_set():
         raise Cancelled("cancelled by the user")
+
+
+def usable_cores(cap: int = 8) -> int:
+    """The CPU cores this process may run on (its affinity, not the machine's count), at most *cap*: how many
+    threads a blocked numpy pass splits its rows over (numpy releases the GIL inside the ufuncs and BLAS)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(cap, n))
+
+
+@cache
+def thread_pool(name: str, cap: int = 8) -> ThreadPoolExecutor:
+    """One long-lived pool per kind of pass (the static/joint pass, the DIF Newton, the pair sums): separate
+    pools, so a pass running in one never waits for threads its caller holds in the same pool."""
+    return ThreadPoolExecutor(max_workers=usable_cores(cap), thread_name_prefix=f"benchloupe-{name}")

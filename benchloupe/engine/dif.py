@@ -27,19 +27,16 @@ silent:
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 import scipy.linalg
 
 from benchloupe.engine import dense
-from benchloupe.engine.common import EngineError, check_cancel
+from benchloupe.engine.common import EngineError, check_cancel, thread_pool, usable_cores
 
 P_CLIP = 1e-4
 OFFSET_CLIP = 6.0
@@ -104,13 +101,13 @@ def threaded_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
         return backend_torch.matmul(a, b, dense.active().device)
     n = a.shape[0]
-    k = min(_threads(), n)
+    k = min(usable_cores(), n)
     if k < 2 or n * a.shape[1] * b.shape[1] < _THREADED_FLOPS:
         return a @ b
     out = np.empty((n, b.shape[1]), dtype=np.result_type(a, b))
     edges = np.linspace(0, n, k + 1).astype(int)
     parts = [slice(edges[i], edges[i + 1]) for i in range(k)]
-    list(_pool().map(lambda sl: np.matmul(a[sl], b, out=out[sl]), parts))
+    list(thread_pool("dif").map(lambda sl: np.matmul(a[sl], b, out=out[sl]), parts))
     return out
 
 
@@ -383,26 +380,14 @@ _BLOCK_CELLS = 1 << 16  # cells per block: its float64 temporaries stay in L2 ca
 _THREADED_CELLS = 1 << 20  # below this a pass runs in the calling thread
 
 
-def _threads() -> int:
-    try:
-        return max(1, min(8, len(os.sched_getaffinity(0))))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, min(8, os.cpu_count() or 1))
-
-
-@lru_cache(maxsize=1)
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="benchloupe-dif")
-
-
 def _spread(work: Callable[[np.ndarray], None], n_rows: int, n_cols: int) -> None:
     """Run ``work(row_indices)`` over cache-sized blocks of ``range(n_rows)``, on threads for large passes
     (numpy releases the GIL inside ufuncs and BLAS)."""
     step = max(1, _BLOCK_CELLS // max(1, n_cols))
     chunks = [np.arange(r, min(n_rows, r + step)) for r in range(0, n_rows, step)]
-    k = min(_threads(), len(chunks))
+    k = min(usable_cores(), len(chunks))
     if k > 1 and n_rows * n_cols >= _THREADED_CELLS:
-        list(_pool().map(lambda part: [work(c) for c in part], [chunks[i::k] for i in range(k)]))
+        list(thread_pool("dif").map(lambda part: [work(c) for c in part], [chunks[i::k] for i in range(k)]))
     else:
         for c in chunks:
             work(c)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from benchloupe.engine.common import EngineError
+from benchloupe.engine.common import EngineError, thread_pool
 from benchloupe.engine.dif import (
     anchor_weights,
     difficulty_cells,
@@ -167,10 +167,10 @@ def test_fused_newton_matches_whole_matrix_newton_and_threads_do_not_change_it(m
     np.testing.assert_allclose(single.effects, e, atol=1e-7)
     monkeypatch.setattr(dif, "_THREADED_CELLS", 1)  # every pass on threads, in small blocks
     monkeypatch.setattr(dif, "_BLOCK_CELLS", 1000)
-    monkeypatch.setattr(dif, "_threads", lambda: 2)
-    dif._pool.cache_clear()
+    monkeypatch.setattr(dif, "usable_cores", lambda cap=8: 2)
+    thread_pool.cache_clear()
     threaded = fit_family_dif(y, None, offsets, codes, 3)
-    dif._pool.cache_clear()
+    thread_pool.cache_clear()
     assert np.array_equal(threaded.intercept, single.intercept)
     assert np.array_equal(threaded.effects, single.effects)
 
@@ -181,11 +181,11 @@ def test_threaded_product_and_float32_range_finder(monkeypatch):
     rng = np.random.default_rng(4)
     a, b = rng.normal(size=(301, 57)), rng.normal(size=(57, 13))
     monkeypatch.setattr(dif, "_THREADED_FLOPS", 1)
-    monkeypatch.setattr(dif, "_threads", lambda: 2)
-    dif._pool.cache_clear()
+    monkeypatch.setattr(dif, "usable_cores", lambda cap=8: 2)
+    thread_pool.cache_clear()
     np.testing.assert_allclose(dif.threaded_matmul(a, b), a @ b, rtol=1e-13)
     np.testing.assert_allclose(dif.threaded_matmul(a.T, a[:, :5]), a.T @ a[:, :5], rtol=1e-12, atol=1e-12)
-    dif._pool.cache_clear()
+    thread_pool.cache_clear()
     m = rng.normal(size=(400, 6)) @ rng.normal(size=(6, 150)) + 0.01 * rng.normal(size=(400, 150))
     _, s64, _ = randomized_svd(m, 6, seed=2)
     monkeypatch.setattr(dif, "F32_SVD_CELLS", 1)  # power iterations in float32, projection and SVD in float64

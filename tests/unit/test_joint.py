@@ -231,7 +231,7 @@ def test_pair_sums_split_over_threads_equal_one_chunk(monkeypatch):
     monkeypatch.setattr(obj, "_PAIR_THREAD_MIN", 10**12)
     one = _Problem(S, pairs, 40, cfg)
     monkeypatch.setattr(obj, "_PAIR_THREAD_MIN", 1)
-    monkeypatch.setattr(obj, "_pair_threads", lambda: 3)
+    monkeypatch.setattr(obj, "usable_cores", lambda cap=8: 3)
     many = _Problem(S, pairs, 40, cfg)
     assert len(one.chunks) == 1 and len(many.chunks) == 3
     x = np.random.default_rng(0).normal(size=one.n_params) * 0.5

@@ -3,30 +3,15 @@
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 
 import numpy as np
 from scipy.sparse import csc_matrix
 
 from benchloupe.engine.backend import Backend, PassResult, fused_pass
-from benchloupe.engine.common import EngineError
+from benchloupe.engine.common import EngineError, thread_pool, usable_cores
 from benchloupe.engine.joint.inputs import _REF_EPS, JointConfig, PairSet, StaticData
 
 _PAIR_THREAD_MIN = 200_000  # decisive pairs from which the pair sums are split over threads
-
-
-def _pair_threads() -> int:
-    try:
-        return max(1, min(4, len(os.sched_getaffinity(0))))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, min(4, os.cpu_count() or 1))
-
-
-@lru_cache(maxsize=1)
-def _pair_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=_pair_threads(), thread_name_prefix="benchloupe-pairs")
 
 
 # ------------------------------------------------------------------------------------------------ the objective
@@ -116,7 +101,7 @@ class _Problem:
             mm = mi * self.M + mj
             # pair chunks, one per thread on large arenas (numpy and scipy's sparse products release the GIL); each
             # chunk: (slice, S_i, S_j, S_mm) over its pairs, the per-cell sums of a chunk being partial sums
-            k = _pair_threads() if n_dec >= _PAIR_THREAD_MIN else 1
+            k = usable_cores(4) if n_dec >= _PAIR_THREAD_MIN else 1
             edges = np.linspace(0, n_dec, k + 1).astype(int)
             self.chunks = []
             for lo, hi in zip(edges[:-1], edges[1:]):
@@ -409,14 +394,14 @@ class _Problem:
         if len(self.chunks) == 1:
             f, state = self._pair_value(self.chunks[0], gPf)
             return f, [state]
-        parts = list(_pair_pool().map(lambda c: self._pair_value(c, gPf), self.chunks))
+        parts = list(thread_pool("pairs", 4).map(lambda c: self._pair_value(c, gPf), self.chunks))
         return sum(p[0] for p in parts), [p[1] for p in parts]
 
     def _pair_sums(self, states, gdp, Xf, a2, order: int) -> dict:
         """:meth:`_pair_chunk` over every chunk (in threads when there are several), summed."""
         if len(self.chunks) == 1:
             return self._pair_chunk(self.chunks[0], states[0], gdp, Xf, a2, order)
-        parts = list(_pair_pool().map(lambda cs: self._pair_chunk(cs[0], cs[1], gdp, Xf, a2, order),
+        parts = list(thread_pool("pairs", 4).map(lambda cs: self._pair_chunk(cs[0], cs[1], gdp, Xf, a2, order),
                                       zip(self.chunks, states, strict=True)))
         return {k: sum(p[k] for p in parts) for k in parts[0]}
 
