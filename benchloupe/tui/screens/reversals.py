@@ -55,25 +55,26 @@ class ReversalsScreen(FlagQueueScreen):
             return None if hit is None else int(hit)
         return None
 
-    def action_open_item(self) -> None:
-        """Enter: the panel of the item that drove the reversal most."""
+    def _current_driving_item(self) -> int | None:
+        """The current pair's driving item, or None (and a warning) when there is no pair or none was recorded."""
         if not len(self.view):
-            return
+            return None
         item_id = self.driving_item(self.flags.iloc[self.view[self.pos]])
         if item_id is None:
             self.notify("this pair has no driving item recorded", severity="warning")
-            return
-        open_item_panel(self.app, item_id, self.flags["model_id"].iloc[self.view[self.pos]])
+        return item_id
+
+    def action_open_item(self) -> None:
+        """Enter: the panel of the item that drove the reversal most."""
+        item_id = self._current_driving_item()
+        if item_id is not None:
+            open_item_panel(self.app, item_id, self.flags["model_id"].iloc[self.view[self.pos]])
 
     def action_select_item(self) -> None:
         """i: the item that drove the reversal most, selected on 2 Items."""
-        if not len(self.view):
-            return
-        item_id = self.driving_item(self.flags.iloc[self.view[self.pos]])
-        if item_id is None:
-            self.notify("this pair has no driving item recorded", severity="warning")
-            return
-        select_on_screen(self.app, "items", item_id)
+        item_id = self._current_driving_item()
+        if item_id is not None:
+            select_on_screen(self.app, "items", item_id)
 
     def render_flag(self, row: pd.Series) -> Text:
         p = row["payload"]
