@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from benchloupe.cli.errors import CliError, db_path, stored_run
+from benchloupe.cli.errors import CliError, db_path, stored_run, stored_table
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
-from benchloupe.cli.output import kv, print_json, table
+from benchloupe.cli.output import kv, print_json, table, table_rows
 
 TUPLE_FIELDS = ("dimensions", "gap_curve", "fraction_sensitivity")
 OWN_FLAGS = ("drop_small_families", "family_from", "protocol")
@@ -46,7 +46,7 @@ def cmd_audit(args) -> int:
         raise CliError(str(exc)) from None
     rid = jobs.analysis("neartie").run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
                                        progress=StderrProgress("audit"), device=args.device)
-    run, folds = stored_run(args, rid, "folds")
+    (run,) = stored_run(args, rid)
     t1 = run["metrics"]["table1"]
     where = str(report) if report else None
     if args.json:
@@ -60,9 +60,10 @@ def cmd_audit(args) -> int:
     if isinstance(comp, dict):
         print(f"compute: {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}")
     print("\nFolds:")
+    folds = stored_table(args, rid, "folds")
     cols = [c for c in ("audit_half", "k", "tau_b", "anchors", "close_cross_pairs", "close_cross_reversals",
                         "close_cross_rate", "random_median") if c in folds.columns]
-    print(table(folds[cols]))
+    print(table_rows(cols, folds.rows(cols)))
     if where:
         print(f"\nreport written to {where} (also stored with run #{rid})")
     else:

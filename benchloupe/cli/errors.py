@@ -33,6 +33,17 @@ def stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def stored_table(args, run_id: int, name: str):
+    """One table artifact of a stored run as Columns (no pandas), or None."""
+    from benchloupe.store import runs
+
+    conn = connect_db(args)
+    try:
+        return runs.load_table(conn, run_id, name)
+    finally:
+        conn.close()
+
+
 def stored_run(args, run_id: int, *artifacts: str) -> tuple:
     """A just-stored run and the named artifacts, read over one short connection: ``(run, artifact, ...)``."""
     from benchloupe.store import runs

@@ -113,17 +113,15 @@ def matmul(a: np.ndarray, b: np.ndarray, device: str) -> np.ndarray:
 
 def randomized_range(a: np.ndarray, q: np.ndarray, n_iter: int, float32: bool, device: str):
     """The randomized SVD's range finder and projection (dif.randomized_svd) on the device: ``n_iter``
-    LU-normalised power iterations (float32 when ``float32``), the QR of ``a q`` and ``b = q^T a``, in float64.
+    QR-normalised power iterations (float32 when ``float32``), the QR of ``a q`` and ``b = q^T a``, in float64.
     Returns ``(q, b)`` as numpy arrays; the small SVD of ``b`` stays on the CPU."""
     with torch.no_grad():
         A = _tensor(a, device, torch.float64)
         Ai = A.to(torch.float32) if float32 else A
         Q = torch.from_numpy(q).to(device=device, dtype=Ai.dtype)
         for _ in range(n_iter):
-            P, L, _u = torch.linalg.lu(Ai @ Q)
-            Q = P @ L
-            P, L, _u = torch.linalg.lu(Ai.T @ Q)
-            Q = P @ L
+            Q = torch.linalg.qr(Ai @ Q, mode="reduced").Q
+            Q = torch.linalg.qr(Ai.T @ Q, mode="reduced").Q
         del Ai
         Q, _r = torch.linalg.qr(A @ Q.to(torch.float64), mode="reduced")
         B = Q.T @ A

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from benchloupe import __version__
 from benchloupe.engine.common import Cancelled, EngineError
@@ -28,10 +28,12 @@ from benchloupe.engine.simulate import Workspace, demo_workspace
 from benchloupe.hints import Alt, say
 from benchloupe.store import read, runners, runs
 from benchloupe.store.db import StoreError, connect, transaction
-from benchloupe.store.importers.base import ImportFormatError, ParsedImport
-from benchloupe.store.writer import ImportSummary, write_import
 
-JobError = (EngineError, StoreError, ImportFormatError, ValueError)
+if TYPE_CHECKING:  # the import modules load pandas: imported where a file is parsed or written
+    from benchloupe.store.importers.base import ParsedImport
+    from benchloupe.store.writer import ImportSummary
+
+JobError = (EngineError, StoreError, ValueError)  # ValueError covers store.importers.base.ImportFormatError
 
 
 def code_version() -> str:
@@ -75,6 +77,7 @@ def parse_file(path: str | Path, fmt: str | None = None, **options) -> tuple[str
     """Parse (and validate) a file without touching any database; families from names or architectures."""
     from benchloupe.engine.families import family_from_architecture
     from benchloupe.store.importers import detect
+    from benchloupe.store.importers.base import ImportFormatError
 
     fmt = detect.detect_format(path) if fmt in (None, "auto") else detect.ALIASES.get(fmt, fmt)
     if fmt not in detect.FORMATS:
@@ -91,6 +94,7 @@ def import_file(db_path: str | Path, path: str | Path, fmt: str | None = None, *
     """Parse, validate, then write in one transaction. A bad file leaves the database untouched (it is not
     even opened before the file has parsed)."""
     from benchloupe.store.importers.readers import read_sha256
+    from benchloupe.store.writer import write_import
 
     fmt, parsed = parse_file(path, fmt, **options)
     sha = read_sha256(path) or file_sha256(path)  # the bytes parsed, even if the file grew since (issue 10)
@@ -104,6 +108,10 @@ def import_file(db_path: str | Path, path: str | Path, fmt: str | None = None, *
 # --------------------------------------------------------------------------------------------- demo
 
 def _parsed_from_sim(ws: Workspace, bench) -> ParsedImport:
+    import pandas as pd
+
+    from benchloupe.store.importers.base import ParsedImport
+
     items = pd.DataFrame({
         "key": bench.item_keys, "text": bench.item_text, "answer": bench.item_answer, "group": bench.item_group,
         "kind": bench.kind, "chance": bench.item_chance,
@@ -128,6 +136,8 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
     With ``analyses`` the showcase runs follow (calibrations, anomalies, coverage, the near-tie audit), so every
     screen has something to show on first open.
     """
+    from benchloupe.store.writer import write_import
+
     ws = demo_workspace(seed)
     conn = connect(db_path)
     try:

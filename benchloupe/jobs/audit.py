@@ -18,21 +18,23 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from benchloupe.columns import Columns
 from benchloupe.engine import dense
 from benchloupe.engine.common import EngineError, Progress, no_progress
 from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
-from benchloupe.engine.neartie import AuditConfig, AuditResult, run_audit
-from benchloupe.engine.neartie.protocol import protocol_summary
-from benchloupe.engine.neartie.shifts import exact_common_shifts
+from benchloupe.engine.neartie import HALVES, AuditConfig, AuditResult, run_audit
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
 from . import Analysis, RunContext, fingerprint, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FAMILY_SOURCES = {"name": "the paper's model-name rules (C.1)", "column": "the stored family labels",
                   "arch": "the leaderboard architecture (model metadata 'arch')"}
@@ -43,7 +45,7 @@ def _labels(series) -> list[str | None]:
     return [v if isinstance(v, str) and v.strip() else None for v in series]
 
 
-def resolve_families(conn, models: pd.DataFrame, source: str) -> list[str | None]:
+def resolve_families(conn, models: Columns | pd.DataFrame, source: str) -> list[str | None]:
     """One family (or None) per model from the chosen source (see the module docstring)."""
     if source == "name":
         return [infer_family(str(n)) for n in models["name"]]
@@ -61,7 +63,7 @@ def resolve_families(conn, models: pd.DataFrame, source: str) -> list[str | None
     raise EngineError(f"family source must be one of {', '.join(FAMILY_SOURCES)}, not {source!r}")
 
 
-def resolve_groups(items: pd.DataFrame) -> tuple[list[str], str]:
+def resolve_groups(items: Columns | pd.DataFrame) -> tuple[list[str], str]:
     """Item groups and where they came from: stored, from ``<subject>.<index>`` ids, or one group."""
     stored = _labels(items["group"])
     if any(stored):
@@ -72,52 +74,65 @@ def resolve_groups(items: pd.DataFrame) -> tuple[list[str], str]:
     return ["all"] * len(items), "one group (no stored groups)"
 
 
-def _item_frame(result: AuditResult, item_ids: np.ndarray) -> pd.DataFrame:
-    """One row per item: DIF range averaged over the two audit halves, per-half cell/anchor/weight in extra."""
-    it = result.items.copy()
-    it["item_id"] = item_ids[it["item"].to_numpy(int)]
-    effects = [c for c in it.columns if c.startswith("effect_")]
-    agg = it.groupby("item_id").agg(dif_range=("dif_range", "mean"), **{c: (c, "mean") for c in effects})
-    for half, part in it.groupby("audit_half"):
-        part = part.set_index("item_id")
-        agg[f"anchor_{half}"] = part["anchor"].astype(bool)
-        agg[f"weight_{half}"] = part["weight"]
-        agg[f"cell_{half}"] = part["cell"]
-    return agg.reset_index()
+def _item_frame(result: AuditResult, item_ids: np.ndarray) -> Columns:
+    """One row per item: DIF range and family effects averaged over the two audit halves, per-half
+    cell/anchor/weight (they go to the stored item row's extra)."""
+    it = result.tables["items"]
+    n = len(item_ids)
+    item = np.asarray(it["item"], dtype=int)
+    halves = [h for h in HALVES if (it["audit_half"] == h).any()]
+    rows = {h: np.flatnonzero(it["audit_half"] == h) for h in halves}
+    out: dict = {"item_id": np.asarray(item_ids)}
+    for c in ["dif_range", *(c for c in it.columns if c.startswith("effect_"))]:
+        per_half = np.full((len(halves), n), np.nan)
+        for k, h in enumerate(halves):
+            per_half[k, item[rows[h]]] = it[c][rows[h]]
+        seen = np.isfinite(per_half)
+        total = np.where(seen, per_half, 0.0).sum(axis=0)
+        out[c] = np.where(seen.any(axis=0), total / np.maximum(seen.sum(axis=0), 1), np.nan)
+    for h in halves:
+        for c in ("anchor", "weight", "cell"):
+            values = it[c][rows[h]]
+            col = np.zeros(n, dtype=values.dtype)
+            col[item[rows[h]]] = values
+            out[f"{c}_{h}"] = col
+    return Columns(out)
 
 
 def _top_items(result: AuditResult, item_keys: np.ndarray) -> dict[tuple, list[dict]]:
     """(fold, model_a, model_b) -> the stored top items, built in one pass over the contributions table."""
-    c = result.contributions
+    c = result.tables["contributions"]
     if not len(c):
         return {}
-    keys = list(zip(c["fold"].to_numpy().tolist(), c["model_a"].tolist(), c["model_b"].tolist(), strict=True))
+    keys = list(zip(np.asarray(c["fold"], dtype=int).tolist(), c["model_a"].tolist(), c["model_b"].tolist(),
+                    strict=True))
     recs = [{"item": str(item_keys[i]), "weight": w, "y_a": a, "y_b": b, "contribution": v}
-            for i, w, a, b, v in zip(c["item"].to_numpy(int).tolist(), c["weight"].to_numpy(float).tolist(),
-                                     c["y_a"].to_numpy(int).tolist(), c["y_b"].to_numpy(int).tolist(),
-                                     c["contribution"].to_numpy(float).tolist(), strict=True)]
+            for i, w, a, b, v in zip(np.asarray(c["item"], dtype=int).tolist(),
+                                     np.asarray(c["weight"], dtype=float).tolist(),
+                                     np.asarray(c["y_a"], dtype=int).tolist(), np.asarray(c["y_b"], dtype=int).tolist(),
+                                     np.asarray(c["contribution"], dtype=float).tolist(), strict=True)]
     out: dict[tuple, list[dict]] = {}
     for key, rec in zip(keys, recs, strict=True):
         out.setdefault(key, []).append(rec)
     return out
 
 
-def _flags(result: AuditResult, models: pd.DataFrame, item_keys: np.ndarray, top: dict | None = None) -> pd.DataFrame:
+def _flags(result: AuditResult, models: Columns, item_keys: np.ndarray, top: dict | None = None) -> Columns:
     """One ``reversal`` flag per non-tied near-tie pair; the payload holds the pair row (with
     ``random_reversal_fraction`` / ``random_tie_fraction``, the per-pair robustness) and its top items."""
-    ids = dict(zip(models["name"], models["id"], strict=True))
-    p = result.pairs[~result.pairs["tied"].to_numpy(bool)]
-    p = p.iloc[np.argsort(~p["reversed"].to_numpy(bool), kind="stable")]
+    ids = dict(zip(models["name"].tolist(), models["id"].tolist(), strict=True))
+    p = result.tables["pairs"]
+    p = p.take(~np.asarray(p["tied"], dtype=bool))
+    p = p.take(np.argsort(~np.asarray(p["reversed"], dtype=bool), kind="stable"))
     top = _top_items(result, item_keys) if top is None else top
-    cols = list(p.columns)
-    values = [p[c].to_numpy().tolist() for c in cols]
-    payloads = [dict(zip(cols, row, strict=True)) for row in zip(*values, strict=True)]
+    cols = p.columns
+    payloads = [dict(zip(cols, row, strict=True)) for row in p.rows()]
     for pl in payloads:
         pl["top_items"] = top.get((pl["fold"], pl["model_a"], pl["model_b"]), [])
-    return pd.DataFrame({"kind": "reversal", "model_id": [ids[a] for a in p["model_a"]],
-                         "model_b_id": [ids[b] for b in p["model_b"]],
-                         "score": p["reversed"].to_numpy(float), "payload": payloads},
-                        columns=["kind", "model_id", "model_b_id", "score", "payload"])
+    return Columns({"kind": "reversal", "model_id": [ids[a] for a in p["model_a"].tolist()],
+                    "model_b_id": [ids[b] for b in p["model_b"].tolist()],
+                    "score": np.asarray(p["reversed"], dtype=float), "payload": payloads},
+                   columns=["kind", "model_id", "model_b_id", "score", "payload"])
 
 
 def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray, missing: int,
@@ -129,16 +144,17 @@ def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys:
                   " (passed to the audit as a mask: item rates, Newton sums and held-out losses use observed cells "
                   "only; scores are weighted means over each model's observed items; docs/NEARTIE.md)." if missing
                   else "."), ""]
-    pairs = result.pairs
-    rev = pairs[pairs["reversed"] & ~pairs["tied"]]
+    pairs = result.tables["pairs"]
+    rev = pairs.take(np.asarray(pairs["reversed"], dtype=bool) & ~np.asarray(pairs["tied"], dtype=bool))
     top = _top_items(result, item_keys) if top is None else top
     lines += [f"## Reversed near-tie pairs ({len(rev)})", "",
               "Robustness: the share of the matched-random recompositions in which the pair also reverses.", ""]
-    for p in rev.head(50).itertuples(index=False):
-        lines.append(f"- fold {p.fold}: **{p.model_a}** ({p.family_a}, {p.owner_a}) full {p.full_a:.4f} / anchor "
-                     f"{p.anchor_a:.4f} vs **{p.model_b}** ({p.family_b}, {p.owner_b}) full {p.full_b:.4f} / anchor "
-                     f"{p.anchor_b:.4f}; reverses in {100 * p.random_reversal_fraction:.0f}% of random recompositions")
-        items = top.get((p.fold, p.model_a, p.model_b), [])[:5]
+    for p in rev.take(np.arange(min(len(rev), 50))).records():
+        lines.append(f"- fold {p['fold']}: **{p['model_a']}** ({p['family_a']}, {p['owner_a']}) full {p['full_a']:.4f}"
+                     f" / anchor {p['anchor_a']:.4f} vs **{p['model_b']}** ({p['family_b']}, {p['owner_b']}) full "
+                     f"{p['full_b']:.4f} / anchor {p['anchor_b']:.4f}; reverses in "
+                     f"{100 * p['random_reversal_fraction']:.0f}% of random recompositions")
+        items = top.get((p["fold"], p["model_a"], p["model_b"]), [])[:5]
         if items:
             lines.append("  - items driving it: " + ", ".join(f"{r['item']} ({r['contribution']:+.4f})" for r in items))
     return "\n".join(lines) + "\n"
@@ -197,7 +213,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
     conn = connect(db_path)
     try:
         other = _compare_population(conn, compare)
-        sm = read.load_static(conn, benchmark)
+        sm = read.load_static_columns(conn, benchmark)
         if not sm.correct.size:
             raise EngineError(f"benchmark {benchmark!r} has no static results to audit")
         backend = dense.resolve(device, int(sm.correct.size))  # a missing GPU is refused before the run exists
@@ -213,25 +229,26 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             res = run_audit(sm.correct.astype(float), sm.models["name"].tolist(), families, owners, groups, config,
                             mask=sm.mask, progress=progress, cancel=cancel, device=backend)
             t_tables = ctx.lap("audit_s", t_audit)
-            keys = sm.items["key"].to_numpy()
-            items = _item_frame(res, sm.items["id"].to_numpy())
-            pop = res.population.merge(sm.models[["name", "id"]], left_on="model_id", right_on="name")
-            models = pd.DataFrame({"model_id": pop["id"], "theta": pop["full_score"], "anchor_score": pop["anchor_score"],
-                                   "half": pop["half"], "kept": pop["kept"], "why": pop["why"],
-                                   "representative": pop["representative"], "family": pop["family"]})
+            keys = sm.items["key"]
+            items = _item_frame(res, sm.items["id"])
+            pop = res.tables["population"]  # one row per model, in the order of sm.models
+            models = Columns({"model_id": sm.models["id"], "theta": pop["full_score"],
+                              "anchor_score": pop["anchor_score"], "half": pop["half"], "kept": pop["kept"],
+                              "why": pop["why"], "representative": pop["representative"], "family": pop["family"]})
             missing = int((~sm.mask).sum())
             top = _top_items(res, keys)
             text = report_markdown(res, benchmark, ctx.run_id, keys, missing, sources, top)
             common = None
             if other is not None:
+                from benchloupe.engine.neartie.shifts import exact_common_shifts
+
                 common = exact_common_shifts(other, res.population)
                 text += "\n" + "\n".join(exact_common_section(common, compare, benchmark))
-            contributions = res.contributions
-            if len(contributions):
-                contributions = contributions.assign(item_key=keys[contributions["item"].to_numpy(int)])
-            artifacts = {"population": res.population, "dimension_curves": res.dimension_curves,
-                         "purification": res.purification, "folds": res.folds, "pairs": res.pairs,
-                         "contributions": contributions, "controls": res.controls, "report": text}
+            contributions = res.tables["contributions"]
+            contributions = contributions.assign(item_key=keys[np.asarray(contributions["item"], dtype=int)])
+            artifacts = {**{name: res.tables[name] for name in ("population", "dimension_curves", "purification",
+                                                                "folds", "pairs", "controls")},
+                         "contributions": contributions, "report": text}
             if common is not None:
                 artifacts["protocol_table10_exact_common"] = common.assign(left=compare, right=benchmark)
             for name, table in {**res.secondary, **res.protocol}.items():
@@ -241,6 +258,8 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources,
                        "compute": dense.provenance(backend)}
             if res.protocol:
+                from benchloupe.engine.neartie.protocol import protocol_summary
+
                 metrics["protocol"] = protocol_summary(res.protocol)
             t_store = time.perf_counter()
             timings = {**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}

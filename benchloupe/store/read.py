@@ -2,6 +2,9 @@
 
 Row order of every matrix is the benchmark's model order (``benchmark_models.pos``); column order is the
 item order (``items.pos``), restricted to the items asked for (active static items by default).
+:func:`load_static_columns` gives the same matrix with items and models as :class:`~benchloupe.columns.Columns`,
+for paths that must not pay pandas' import (the primary near-tie audit, issue 13); pandas is imported by the
+functions that return frames.
 """
 
 from __future__ import annotations
@@ -9,13 +12,17 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from benchloupe.columns import Columns
 from benchloupe.hints import Alt, Opt, say
 
 from .db import StoreError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -27,7 +34,7 @@ class StaticMatrix:
     """
 
     benchmark: str
-    items: pd.DataFrame
+    items: pd.DataFrame  # Columns from load_static_columns
     models: pd.DataFrame
     correct: np.ndarray
     mask: np.ndarray
@@ -63,6 +70,8 @@ def benchmark_id(conn: sqlite3.Connection, name: str) -> int:
 def items(conn: sqlite3.Connection, name: str, *, kind: str | None = None, status: str | None = None,
           with_text: bool = True) -> pd.DataFrame:
     """A benchmark's items in position order."""
+    import pandas as pd
+
     bid = benchmark_id(conn, name)
     cols = "id, pos, key, grp, kind, chance, origin, parent_id, status, metadata"
     if with_text:
@@ -81,6 +90,8 @@ def items(conn: sqlite3.Connection, name: str, *, kind: str | None = None, statu
 
 def models(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
     """A benchmark's models in their import order, with family, owner and aliases."""
+    import pandas as pd
+
     bid = benchmark_id(conn, name)
     df = pd.read_sql_query(
         "SELECT m.id, m.name, m.family, m.owner, bm.pos,"
@@ -107,35 +118,71 @@ def load_static(conn: sqlite3.Connection, name: str, *, include_retired: bool = 
     bid = benchmark_id(conn, name)
     its = items(conn, name, kind="static", status=None if include_retired else "active", with_text=with_text)
     ms = models(conn, name)
-    rows = {r["model_id"]: r for r in conn.execute(
-        "SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?", (bid,))}
+    rows = _static_rows(conn, bid)
     ms = ms[ms["id"].isin(rows.keys())].reset_index(drop=True)
-    pos = its["pos"].to_numpy(np.int64)
+    return StaticMatrix(name, its.reset_index(drop=True), ms,
+                        *_static_matrix(conn, bid, rows, ms["id"].tolist(), its["pos"].to_numpy(np.int64)))
+
+
+ITEM_COLUMNS = ("id", "pos", "key", "group", "kind", "chance", "origin", "parent_id", "status", "metadata")
+MODEL_COLUMNS = ("id", "name", "family", "owner", "pos", "aliases")
+
+
+def load_static_columns(conn: sqlite3.Connection, name: str, *, include_retired: bool = False) -> StaticMatrix:
+    """:func:`load_static` without pandas: the same matrix and rows, ``items`` (ITEM_COLUMNS, no text) and
+    ``models`` (MODEL_COLUMNS; NULL family/owner as None, no aliases as "") as Columns."""
+    bid = benchmark_id(conn, name)
+    sql = ("SELECT id, pos, key, grp, kind, chance, origin, parent_id, status, metadata FROM items"
+           " WHERE benchmark_id = ? AND kind = 'static'" + ("" if include_retired else " AND status = 'active'")
+           + " ORDER BY pos")
+    its = _columns(conn.execute(sql, (bid,)).fetchall(), ITEM_COLUMNS)
+    rows = _static_rows(conn, bid)
+    ms = _columns([r for r in conn.execute(
+        "SELECT m.id, m.name, m.family, m.owner, bm.pos,"
+        " coalesce((SELECT group_concat(alias, '|') FROM model_aliases a WHERE a.model_id = m.id), '')"
+        " FROM benchmark_models bm JOIN models m ON m.id = bm.model_id WHERE bm.benchmark_id = ? ORDER BY bm.pos",
+        (bid,)).fetchall() if r[0] in rows], MODEL_COLUMNS)
+    return StaticMatrix(name, its, ms, *_static_matrix(conn, bid, rows, ms["id"].tolist(),
+                                                       its["pos"].astype(np.int64)))
+
+
+def _columns(rows: list, names: tuple[str, ...]) -> Columns:
+    values = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    return Columns({n: (np.array(v, dtype=np.int64) if n in ("id", "pos") else list(v))
+                    for n, v in zip(names, values, strict=True)}, columns=names)
+
+
+def _static_rows(conn: sqlite3.Connection, bid: int) -> dict:
+    return {r[0]: r for r in conn.execute(
+        "SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?", (bid,))}
+
+
+def _static_matrix(conn: sqlite3.Connection, bid: int, rows: dict, model_ids: list[int], pos: np.ndarray):
+    """(correct, mask, successes, trials) of the given models (in order) at the given item positions."""
     n_all = int(conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0])
-    binomial = any(r["trials"] is not None for r in rows.values())
-    full = np.full((len(ms), n_all), -1, np.int8)
+    binomial = any(r[4] is not None for r in rows.values())
+    full = np.full((len(model_ids), n_all), -1, np.int8)
     succ = tri = None
     if binomial:
-        succ = np.zeros((len(ms), n_all), np.int32)
-        tri = np.zeros((len(ms), n_all), np.int32)
-    for i, mid in enumerate(ms["id"].tolist()):
-        r = rows[mid]
-        n = r["n"]
-        if r["correct"] is not None:
-            full[i, :n] = np.frombuffer(r["correct"], np.int8)
+        succ = np.zeros((len(model_ids), n_all), np.int32)
+        tri = np.zeros((len(model_ids), n_all), np.int32)
+    for i, mid in enumerate(model_ids):
+        _, n, packed, successes, trials = rows[mid]
+        if packed is not None:
+            full[i, :n] = np.frombuffer(packed, np.int8)
             if binomial:
                 seen = full[i, :n] >= 0
                 succ[i, :n][seen] = full[i, :n][seen]
                 tri[i, :n][seen] = 1
         else:
-            s = np.frombuffer(r["successes"], np.int32)
-            t = np.frombuffer(r["trials"], np.int32)
+            s = np.frombuffer(successes, np.int32)
+            t = np.frombuffer(trials, np.int32)
             succ[i, :n], tri[i, :n] = s, t
             full[i, :n] = np.where(t > 0, (2 * s >= t).astype(np.int8), -1)
     correct = full[:, pos]
     if binomial:
         succ, tri = succ[:, pos], tri[:, pos]
-    return StaticMatrix(name, its.reset_index(drop=True), ms, correct, correct >= 0, succ, tri)
+    return correct, correct >= 0, succ, tri
 
 
 def reward_models(conn: sqlite3.Connection, name: str) -> list[str]:
@@ -148,6 +195,8 @@ def reward_models(conn: sqlite3.Connection, name: str) -> list[str]:
 def load_arena(conn: sqlite3.Connection, name: str, *, reward_model: str | None = None,
                include_retired: bool = False) -> ArenaMatrix:
     """The arena reward matrix (models x prompts) of one reward model."""
+    import pandas as pd
+
     bid = benchmark_id(conn, name)
     rms = reward_models(conn, name)
     if not rms:
@@ -176,6 +225,8 @@ def load_arena(conn: sqlite3.Connection, name: str, *, reward_model: str | None 
 
 
 def load_preferences(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
+    import pandas as pd
+
     bid = benchmark_id(conn, name)
     return pd.read_sql_query(
         "SELECT i.key AS item, ma.name AS model_a, mb.name AS model_b, p.judge, p.prob_a FROM preferences p"
@@ -185,6 +236,8 @@ def load_preferences(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
 
 def benchmark_summaries(conn: sqlite3.Connection) -> pd.DataFrame:
     """One row per benchmark: counts and the last run, for ``list`` and the Benchmarks screen."""
+    import pandas as pd
+
     from .summary import SUMMARY_SQL
 
     return pd.read_sql_query(SUMMARY_SQL, conn)
@@ -198,6 +251,8 @@ def static_cell_count(conn: sqlite3.Connection, name: str) -> int:
 
 def truth(conn: sqlite3.Connection, name: str, entity: str) -> pd.DataFrame:
     """Stored ground truth (demo workspace): long frame key, name, value."""
+    import pandas as pd
+
     bid = benchmark_id(conn, name)
     return pd.read_sql_query("SELECT key, name, value FROM truth WHERE benchmark_id = ? AND entity = ?", conn,
                              params=[bid, entity])

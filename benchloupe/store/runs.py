@@ -15,17 +15,22 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from benchloupe.columns import Columns
 from benchloupe.hints import Alt, say
 
 from . import runners
 from .db import StoreError, transaction
 from .read import none_for_missing
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MODEL_COLS = ("theta", "se", "lo", "hi", "rank", "rank_lo", "rank_hi")
 ITEM_COLS = ("difficulty", "sharpness", "fisher", "dif_range")
@@ -68,23 +73,28 @@ def create_run(conn: sqlite3.Connection, kind: str, benchmark_id: int | None, *,
 class RunOutputs:
     """What a job hands to :func:`save_outputs`.
 
-    models/items: frames with a ``model_id``/``item_id`` column plus any of MODEL_COLS/ITEM_COLS; other columns
-    go to the row's ``extra`` JSON. artifacts: name -> DataFrame (stored as JSON records), dict (JSON), str
-    (text) or dict of arrays (npz). flags: frame with kind, item_id, model_id, model_b_id, score, payload (dict).
+    models/items: frames (pandas DataFrames or :class:`~benchloupe.columns.Columns`) with a ``model_id``/``item_id``
+    column plus any of MODEL_COLS/ITEM_COLS; other columns go to the row's ``extra`` JSON. artifacts: name ->
+    frame (stored as JSON ``split`` records and read back as a DataFrame), dict (JSON), str (text) or dict of
+    arrays (npz). flags: frame with kind, item_id, model_id, model_b_id, score, payload (dict).
     """
 
     metrics: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
-    models: pd.DataFrame | None = None
-    items: pd.DataFrame | None = None
+    models: pd.DataFrame | Columns | None = None
+    items: pd.DataFrame | Columns | None = None
     artifacts: dict = field(default_factory=dict)
-    flags: pd.DataFrame | None = None
+    flags: pd.DataFrame | Columns | None = None
 
 
-def _rows(df: pd.DataFrame, key: str, cols: tuple[str, ...]):
+def _records(table) -> list[dict]:
+    return table.records() if isinstance(table, Columns) else table.to_dict("records")
+
+
+def _rows(df, key: str, cols: tuple[str, ...]):
     extra_cols = [c for c in df.columns if c != key and c not in cols]
     present = [c for c in cols if c in df.columns]
-    recs = df.to_dict("records")
+    recs = _records(df)
     for r in recs:
         vals = []
         for c in cols:
@@ -117,7 +127,7 @@ def save_outputs(conn: sqlite3.Connection, run_id: int, out: RunOutputs) -> None
                          (run_id, name, fmt, data))
         if out.flags is not None and len(out.flags):
             bid = conn.execute("SELECT benchmark_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
-            recs = out.flags.to_dict("records")
+            recs = _records(out.flags)
             conn.executemany(
                 "INSERT INTO flags (run_id, kind, benchmark_id, item_id, model_id, model_b_id, score, payload)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -151,7 +161,10 @@ def _float(v):
 
 
 def _encode(value) -> tuple[str, bytes | str]:
-    if isinstance(value, pd.DataFrame):
+    if isinstance(value, Columns):
+        return "json", json.dumps(value.to_split(), default=_default)
+    pd = sys.modules.get("pandas")  # a DataFrame exists only when pandas is loaded: never import it for this
+    if pd is not None and isinstance(value, pd.DataFrame):
         return "json", value.to_json(orient="split", index=False, double_precision=15)
     if isinstance(value, str):
         return "text", value
@@ -175,8 +188,22 @@ def load_artifact(conn: sqlite3.Connection, run_id: int, name: str):
             return {k: z[k] for k in z.files}
     obj = json.loads(data)
     if isinstance(obj, dict) and set(obj) == {"columns", "data"}:
+        import pandas as pd
+
         return pd.DataFrame(obj["data"], columns=obj["columns"])
     return obj
+
+
+def load_table(conn: sqlite3.Connection, run_id: int, name: str) -> Columns | None:
+    """A table artifact as :class:`~benchloupe.columns.Columns` (no pandas); None when absent or not a table."""
+    row = conn.execute("SELECT format, data FROM run_artifacts WHERE run_id = ? AND name = ?", (run_id, name)).fetchone()
+    if row is None or row[0] != "json":
+        return None
+    obj = json.loads(row[1])
+    if not (isinstance(obj, dict) and set(obj) == {"columns", "data"}):
+        return None
+    values = list(zip(*obj["data"], strict=True)) if obj["data"] else [()] * len(obj["columns"])
+    return Columns({c: list(v) for c, v in zip(obj["columns"], values, strict=True)}, columns=obj["columns"])
 
 
 def artifact_names(conn: sqlite3.Connection, run_id: int) -> list[str]:
@@ -226,6 +253,8 @@ def status_counts(conn: sqlite3.Connection) -> dict[str, int]:
 
 
 def list_runs(conn: sqlite3.Connection, benchmark: str | None = None, kind: str | None = None) -> pd.DataFrame:
+    import pandas as pd
+
     sql = ("SELECT r.id, r.kind, b.name AS benchmark, r.status, r.seed, r.created_at, r.finished_at, r.metrics,"
            " r.timings, r.config, r.error, r.label FROM runs r LEFT JOIN benchmarks b ON b.id = r.benchmark_id WHERE 1")
     args: list = []
@@ -259,6 +288,8 @@ def latest_run(conn: sqlite3.Connection, benchmark_id: int, kinds: tuple[str, ..
 
 
 def run_models(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
+    import pandas as pd
+
     df = pd.read_sql_query(
         "SELECT rm.*, m.name, m.family, m.owner FROM run_models rm JOIN models m ON m.id = rm.model_id"
         " WHERE rm.run_id = ? ORDER BY rm.rank, rm.theta DESC", conn, params=[run_id])
@@ -266,6 +297,8 @@ def run_models(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
 
 
 def run_items(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
+    import pandas as pd
+
     df = pd.read_sql_query(
         "SELECT ri.*, i.key, i.grp AS \"group\" FROM run_items ri JOIN items i ON i.id = ri.item_id"
         " WHERE ri.run_id = ? ORDER BY i.pos", conn, params=[run_id])
@@ -273,6 +306,8 @@ def run_items(conn: sqlite3.Connection, run_id: int) -> pd.DataFrame:
 
 
 def _expand_extra(df: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     if df.empty:
         return df.drop(columns=["extra"], errors="ignore")
     extra = pd.DataFrame([json.loads(x) for x in df["extra"]], index=df.index)

@@ -46,6 +46,40 @@ def test_randomized_svd_matches_exact_svd_on_low_rank_matrix():
     assert np.array_equal(a, b)
 
 
+def _lu_normalised_svd(matrix, k, seed, n_iter=5, oversamples=10):
+    """The reference's randomized SVD (scikit-learn 1.6: LU-normalised power iterations, scipy.linalg)."""
+    import scipy.linalg
+
+    a = matrix.T if matrix.shape[0] < matrix.shape[1] else matrix
+    q = np.random.RandomState(seed).normal(size=(a.shape[1], k + oversamples))
+    for _ in range(n_iter):
+        q, _ = scipy.linalg.lu(a @ q, permute_l=True)
+        q, _ = scipy.linalg.lu(a.T @ q, permute_l=True)
+    q, _ = scipy.linalg.qr(a @ q, mode="economic")
+    u_hat, s, vt = scipy.linalg.svd(q.T @ a, full_matrices=False, lapack_driver="gesdd")
+    u = q @ u_hat
+    if a is matrix:  # svd_flip: U-based signs, on the transposed problem V-based (the original's U)
+        signs = np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(u.shape[1])])
+    else:
+        signs = np.sign(vt[np.arange(vt.shape[0]), np.argmax(np.abs(vt), axis=1)])
+    u, vt = u * signs, vt * signs[:, None]
+    return (vt[:k].T, s[:k], u[:, :k].T) if a is not matrix else (u[:, :k], s[:k], vt[:k])
+
+
+@pytest.mark.parametrize("shape", [(400, 120), (90, 300)])
+def test_qr_normalised_power_iterations_give_the_reference_lu_result(shape):
+    """Our power iterations normalise by QR (numpy) where the reference uses LU (scipy): both span the same
+    column space, so on a full-rank noisy matrix (not exactly low rank: the iterations matter) U, S, V agree up
+    to rounding, signs included."""
+    rng = np.random.default_rng(4)
+    m = rng.normal(size=(shape[0], 8)) @ rng.normal(size=(8, shape[1])) + 0.3 * rng.normal(size=shape)
+    u, s, vt = randomized_svd(m, 6, seed=12)
+    u_ref, s_ref, vt_ref = _lu_normalised_svd(m, 6, seed=12)
+    np.testing.assert_allclose(s, s_ref, rtol=1e-10)
+    np.testing.assert_allclose(u, u_ref, atol=1e-8)
+    np.testing.assert_allclose(vt, vt_ref, atol=1e-8)
+
+
 def test_residual_dif_recovers_injected_effects():
     y, codes, delta, owners = simulate()
     offsets = fit_offsets(y, None, np.ones(y.shape[0], dtype=bool), 3, seed=11)
@@ -102,7 +136,7 @@ def test_dimension_selection_one_se_rule_and_true_rank():
     y, codes, _, owners = simulate(n_items=300, n_per_family=60, dif_sd=0.0, k=4, seed=2)
     groups = np.array([f"g{i % 3}" for i in range(y.shape[0])])
     sel = select_dimension(y, None, owners, groups, (1, 2, 4, 8, 16, 32), owner_seed=5, svd_seed=5)
-    curve = sel.curve
+    curve = sel.curve.frame()
     threshold = curve["mean_log_loss"].min() + curve.loc[curve["mean_log_loss"].idxmin(), "se"]
     assert sel.threshold == pytest.approx(threshold)
     assert sel.k == curve.loc[curve["mean_log_loss"] <= threshold, "dimension"].min()

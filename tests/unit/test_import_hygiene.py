@@ -126,3 +126,16 @@ def test_help_imports_no_engine_module():
                          capture_output=True, text=True, check=True)
     engine = [ln.rsplit("|", 1)[-1].strip() for ln in out.stderr.splitlines() if "benchloupe.engine" in ln]
     assert engine == [], f"--help imported {engine}"
+
+
+@pytest.mark.parametrize("json_out", [True, False])
+def test_the_primary_neartie_audit_process_loads_neither_pandas_nor_scipy(demo_db, json_out):
+    """Issue 13: the whole `benchloupe audit neartie` process must run in 20x less time than the reference (ARC:
+    0.415 s, interpreter start included); importing pandas (~0.15 s) or scipy.linalg (~0.1 s) alone breaks it.
+    The audit's tables are :class:`benchloupe.columns.Columns` and the store writes them as they are."""
+    argv = ["audit", "neartie", "demo-chem", "--db", str(demo_db)] + (["--json"] if json_out else [])
+    code = ("import sys\nfrom benchloupe.cli.main import main\n"
+            f"rc = main({argv!r})\n"
+            "print('RC', rc, 'LOADED', *[m for m in ('pandas', 'scipy', 'pyarrow') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "RC 0 LOADED", out[-2000:]

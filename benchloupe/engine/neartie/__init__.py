@@ -15,8 +15,9 @@ Paper vs reference (REFERENCE-IMPLEMENTATIONS.md B.1, B.6, B.7, B.11); the refer
   1 pp band.  ``gap_tolerance`` > 0 is a named option that widens the comparison (``<= gap + tolerance``).
 - Ties under either score are excluded per rule; rates pool counts, never fold rates.  Anchor scores are
   computed with integer-scaled weights (``anchor_ties="exact"``, our default) so a tie is a true rational tie;
-  ``anchor_ties="float"`` is the reference's plain float arithmetic, whose tie count depends on the BLAS
-  summation order (on ARC it counts 134 pairs where 130 are not truly tied).
+  ``anchor_ties="float"`` is the reference's plain float arithmetic, whose tie count depends on the summation
+  order: :func:`.scoring.float_scores` adds in the order of the reference's BLAS call (OpenBLAS dgemv_t, two
+  threads), on any machine, so it gives the reference's counts (on ARC 134 pairs where 130 are not truly tied).
 - Seeds: population 20260821, nested owner/SVD 20260826 + fold, controls 20260825 + fold, composition
   bootstrap 20260824 + fold, purification 20260826 + 1000 fold + 100 x fraction index (the maintainer uses
   index 1 for every fraction: ``fraction_seed_index``; the fraction-sensitivity analysis uses 0/1/2 for

@@ -6,8 +6,8 @@ import threading
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 
+from benchloupe.columns import Columns
 from benchloupe.engine import dense
 from benchloupe.engine.backend import Backend
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
@@ -29,7 +29,6 @@ from .scoring import (
     pool_folds,
     randomization_test,
 )
-from .secondary import secondary_analyses
 
 
 def run_audit(
@@ -71,17 +70,17 @@ def run_audit(
     observed = n_items if obs_all is None else np.rint(obs_all.sum(axis=1)).astype(np.int64)
     population = build_population(accuracy, list(model_ids), list(families), list(owners), config,
                                   correct=correct, observed=observed)
-    kept = population["kept"].to_numpy()
-    fam_names = sorted(set(population.loc[kept, "family"]))
-    fam_code = population["family"].map({f: i for i, f in enumerate(fam_names)}).to_numpy(dtype=float)
-    owner_arr = population["owner"].to_numpy().astype(str)
-    half_arr = population["half"].to_numpy()
+    kept = population["kept"]
+    fam_names = sorted(set(population["family"][kept].tolist()))
+    code = {f: float(i) for i, f in enumerate(fam_names)}
+    fam_code = np.array([code.get(f, np.nan) for f in population["family"].tolist()])
+    owner_arr = population["owner"].astype(str)
+    half_arr = population["half"]
     folds = []
     for fold, audit_half in enumerate(HALVES):
         check_cancel(cancel)
         audit_rows = np.flatnonzero(kept & (half_arr == audit_half))
-        target_rows = np.flatnonzero(population["representative"].to_numpy() & (half_arr != audit_half)
-                                     & kept)
+        target_rows = np.flatnonzero(population["representative"] & (half_arr != audit_half) & kept)
         folds.append(run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, len(fam_names),
                               owner_arr, groups, config, cancel, progress,
                               None if fixed_k is None else fixed_k[fold]))
@@ -164,7 +163,7 @@ def run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code
 
     step(0, "choosing K")
     if fixed_k is not None:  # D.2: K frozen from the primary run, not reselected
-        selection = DimensionSelection(int(fixed_k), int(fixed_k), float("nan"), pd.DataFrame())
+        selection = DimensionSelection(int(fixed_k), int(fixed_k), float("nan"), Columns())
     else:
         selection = select_dimension(y, obs, owner_arr[audit_rows], groups, config.dimensions, owner_seed=seed,
                                      svd_seed=seed, ridge=config.coordinate_ridge,
@@ -225,11 +224,11 @@ def _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner
             "(0 of at least 1 needed): widen the gap or add models"
         )
     test = randomization_test(pairs, flips, ctrl_pairs, ctrl_flips, config.significance)
-    ids = population["model_id"].to_numpy()
-    kept = population["kept"].to_numpy()
+    ids = population["model_id"]
+    kept = population["kept"]
     summary = {
         "items": int(y_all.shape[1]), "input_models": int(len(ids)), "capped_models": int(kept.sum()),
-        "owners": int(population.loc[kept, "owner"].nunique()), "families": len(fam_names),
+        "owners": len(set(population["owner"][kept].tolist())), "families": len(fam_names),
         "item_groups": int(np.unique(groups).size),
         "representatives": int(sum(f.rep_index.size for f in folds)),
         "k_discovery": folds[0].selection.k, "k_validation": folds[1].selection.k,
@@ -250,44 +249,49 @@ def _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner
         curves.append(f.selection.curve.assign(audit_half=f.audit_half))
         rounds.append(f.purification.rounds.assign(audit_half=f.audit_half, dimension=f.selection.k))
         fin = f.purification.final
-        item_table = pd.DataFrame({
-            "audit_half": f.audit_half, "item": np.arange(y_all.shape[1]), "item_group": groups,
+        items.append(Columns({
+            "audit_half": f.audit_half, "item": np.arange(y_all.shape[1]), "item_group": groups.astype(object),
             "cell": f.purification.cells, "anchor": f.purification.selected, "weight": f.purification.weights,
-            "dif_range": fin.dif_range, "intercept": fin.intercept})
-        for k, name in enumerate(fam_names):
-            item_table[f"effect_{name}"] = fin.effects[:, k]
-        items.append(item_table)
+            "dif_range": fin.dif_range, "intercept": fin.intercept,
+            **{f"effect_{name}": fin.effects[:, k] for k, name in enumerate(fam_names)}}))
         pr, ct = _pair_tables(fold, f, y_all, obs_all, ids, population, config)
         pair_rows.append(pr)
         contrib.append(ct)
-    controls = pd.DataFrame({"replicate": np.arange(ctrl_pairs.size), "eligible_pairs": ctrl_pairs,
-                             "reversals": ctrl_flips,
-                             "reversal_rate": np.where(ctrl_pairs > 0, ctrl_flips / np.maximum(ctrl_pairs, 1), np.nan)})
-    secondary = secondary_analyses(config, folds, y_all, obs_all, groups, fam_code, owner_arr, cancel)
-    scores = {int(r): (s_full, s_low) for f in folds for r, s_full, s_low in zip(f.rep_index, f.full, f.low,
-                                                                                strict=True)}
-    population = population.assign(
-        full_score=[scores.get(i, (np.nan, np.nan))[0] for i in range(len(ids))],
-        anchor_score=[scores.get(i, (np.nan, np.nan))[1] for i in range(len(ids))])
-    return AuditResult(config, population, pd.concat(curves, ignore_index=True),
-                       pd.concat(rounds, ignore_index=True), pd.DataFrame(fold_rows),
-                       pd.concat(items, ignore_index=True), pd.concat(pair_rows, ignore_index=True),
-                       pd.concat(contrib, ignore_index=True), controls, summary, secondary, tuple(folds))
+    controls = Columns({"replicate": np.arange(ctrl_pairs.size), "eligible_pairs": ctrl_pairs,
+                        "reversals": ctrl_flips,
+                        "reversal_rate": np.where(ctrl_pairs > 0, ctrl_flips / np.maximum(ctrl_pairs, 1), np.nan)})
+    secondary = {}
+    if config.specificity or config.bootstrap or config.gap_curve or config.fraction_sensitivity:
+        from .secondary import secondary_analyses
+
+        secondary = secondary_analyses(config, folds, y_all, obs_all, groups, fam_code, owner_arr, cancel)
+    full_score = np.full(len(ids), np.nan)
+    anchor_score = np.full(len(ids), np.nan)
+    for f in folds:
+        full_score[f.rep_index] = f.full
+        anchor_score[f.rep_index] = f.low
+    population = population.assign(full_score=full_score, anchor_score=anchor_score)
+    tables = {"population": population, "dimension_curves": Columns.concat(curves),
+              "purification": Columns.concat(rounds),
+              "folds": Columns({k: [r[k] for r in fold_rows] for k in fold_rows[0]}),
+              "items": Columns.concat(items), "pairs": Columns.concat(pair_rows),
+              "contributions": Columns.concat(contrib, CONTRIBUTION_COLUMNS), "controls": controls}
+    return AuditResult(config, tables, summary, secondary, tuple(folds))
 
 
 
-def _pair_tables(fold, f: FoldResult, y_all, obs_all, ids, population, config) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _pair_tables(fold, f: FoldResult, y_all, obs_all, ids, population, config) -> tuple[Columns, Columns]:
     """Near-tie pairs of one fold and, for reversed pairs, the top per-item contributions to dL - dF."""
     rows = f.rep_index
-    owner = population["owner"].to_numpy()[rows]
-    family = population["family"].to_numpy()[rows]
+    owner = population["owner"][rows]
+    family = population["family"][rows]
     ps = make_pairs(f.full, owner, family, config.gap, config.gap_tolerance)
     m = ps.cross & ps.close
     i, j = ps.i[m], ps.j[m]
     d_full, d_low = f.full[i] - f.full[j], f.low[i] - f.low[j]
     tied = (d_full == 0) | (d_low == 0)
     reversed_ = ~tied & (d_full * d_low < 0)
-    table = pd.DataFrame({
+    table = Columns({
         "fold": fold, "target_half": HALVES[1 - fold], "model_a": ids[rows[i]], "model_b": ids[rows[j]],
         "family_a": family[i], "family_b": family[j], "owner_a": owner[i], "owner_b": owner[j],
         "full_a": f.full[i], "full_b": f.full[j], "anchor_a": f.low[i], "anchor_b": f.low[j],
@@ -296,7 +300,7 @@ def _pair_tables(fold, f: FoldResult, y_all, obs_all, ids, population, config) -
     ra, rb, df = rows[i[reversed_]], rows[j[reversed_]], d_full[reversed_]
     parts = [_contributions(fold, ra[c:c + 256], rb[c:c + 256], df[c:c + 256], f.purification.weights, y_all,
                             obs_all, ids, config.top_items) for c in range(0, ra.size, 256)]
-    return table, (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=CONTRIBUTION_COLUMNS))
+    return table, Columns.concat(parts, CONTRIBUTION_COLUMNS)
 
 
 def pair_robustness(d_full: np.ndarray, control_low: np.ndarray, i: np.ndarray, j: np.ndarray) -> dict:
@@ -320,7 +324,7 @@ CONTRIBUTION_COLUMNS = ["fold", "model_a", "model_b", "item", "weight", "y_a", "
                         "anchor_contribution", "contribution"]
 
 
-def _contributions(fold, ra, rb, df, w, y_all, obs_all, ids, top_items) -> pd.DataFrame:
+def _contributions(fold, ra, rb, df, w, y_all, obs_all, ids, top_items) -> Columns:
     """Per-item terms of (anchor gap - full gap) for reversed pairs; the top items pushing toward the reversal.
 
     Term of item i: w_i y_ai / W_a - w_i y_bi / W_b - (y_ai / n_a - y_bi / n_b), W and n summed over each
@@ -343,7 +347,7 @@ def _contributions(fold, ra, rb, df, w, y_all, obs_all, ids, top_items) -> pd.Da
     item = top.ravel()
     keep = toward[pair, item] > 0
     pair, item = pair[keep], item[keep]
-    return pd.DataFrame({
+    return Columns({
         "fold": fold, "model_a": ids[ra[pair]], "model_b": ids[rb[pair]], "item": item, "weight": w[item],
         "y_a": ya[pair, item].astype(int), "y_b": yb[pair, item].astype(int),
         "full_contribution": full[pair, item], "anchor_contribution": anchor[pair, item],

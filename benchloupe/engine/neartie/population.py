@@ -6,8 +6,8 @@ import math
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 
+from benchloupe.columns import Columns
 from benchloupe.engine.common import EngineError
 from benchloupe.hints import Opt, say
 
@@ -17,7 +17,7 @@ from .config import HALVES, AuditConfig
 def build_population(
     accuracy: np.ndarray, model_ids: list[str], families: list[str | None], owners: list[str], config: AuditConfig,
     *, correct: np.ndarray | None = None, observed: np.ndarray | None = None,
-) -> pd.DataFrame:
+) -> Columns:
     """Cap, split and pick representatives: one row per input model with kept/why/half/representative.
 
     ``correct`` / ``observed`` (integer counts per model) make the split's accuracy sums exact rationals
@@ -101,9 +101,9 @@ def build_population(
         acc = accuracy[members]
         dist = np.abs(acc - np.median(acc))
         representative[min(zip(dist, (model_ids[i] for i in members), members, strict=True))[2]] = True
-    return pd.DataFrame({"model_id": list(model_ids), "family": [f or None for f in fam], "owner": own,
-                         "accuracy": accuracy, "half": half, "kept": kept, "why": why,
-                         "representative": representative})
+    return Columns({"model_id": list(model_ids), "family": [f or None for f in fam], "owner": own,
+                    "accuracy": np.asarray(accuracy, dtype=float), "half": half, "kept": kept, "why": why,
+                    "representative": representative})
 
 
 

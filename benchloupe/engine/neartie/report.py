@@ -3,10 +3,14 @@ can hold it beside the paper (one benchmark per run, so one row where the paper 
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from .perturb import star
+import numpy as np
+
+from benchloupe.columns import Columns
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SENSITIVITY = "*Sensitivity analysis: its p-values are descriptive, not confirmatory (paper 002 D.1).*"
 
@@ -21,7 +25,7 @@ def _pct(x) -> str:
     return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.1f}"
 
 
-def md_table(table: pd.DataFrame) -> str:
+def md_table(table: pd.DataFrame | Columns) -> str:
     """A plain Markdown table (no optional ``tabulate`` dependency); floats to 4 significant digits."""
     def cell(value) -> str:
         if isinstance(value, float | np.floating):
@@ -30,12 +34,13 @@ def md_table(table: pd.DataFrame) -> str:
 
     head = "| " + " | ".join(map(str, table.columns)) + " |"
     rule = "|" + "---|" * len(table.columns)
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    values = table.rows() if isinstance(table, Columns) else table.itertuples(index=False)
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in values]
     return "\n".join([head, rule, *rows])
 
 
 def _n(x) -> str:
-    return "" if x is None or pd.isna(x) else str(int(x))
+    return "" if x is None or (isinstance(x, float | np.floating) and np.isnan(x)) else str(int(x))
 
 
 def _rows(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -54,7 +59,7 @@ def markdown_report(res, bench: str) -> str:
                    [[bench, f"{s['k_discovery']}/{s['k_validation']}", _f(s["tau_b"]), str(s["eligible_pairs"]),
                      _pct(s["rate"]), _pct(s["random_median"]), _f(s["excess_pp"], "+.1f"), _f(s["p"])]])
     lines += ["", f"Reversals {s['reversals']} of {s['eligible_pairs']}; R = {s['controls']} blueprint-matched "
-              f"controls ({s['undefined_controls']} undefined).", "", "### Folds", "", md_table(res.folds), ""]
+              f"controls ({s['undefined_controls']} undefined).", "", "### Folds", "", md_table(res.tables["folds"]), ""]
     pr = res.protocol
     if "table2_replication" in pr:
         t = pr["table2_replication"].iloc[0]
@@ -120,6 +125,8 @@ def markdown_report(res, bench: str) -> str:
         lines += ["## Table 8: sensitivity to the retained anchor fraction (tau_b / rate)", "", SENSITIVITY, ""]
         lines += _rows(["Benchmark", *keys], [[bench] + [fr[k] for k in keys]]) + [""]
     if "table9_population_robustness" in pr:
+        from .perturb import star
+
         t = pr["table9_population_robustness"]
         lines += ["## Table 9: excess one-point reversal rate (pp) under nine population perturbations", ""]
         rows = [[r.variant, star(r.excess_pp, r.p, cfg.significance), _n(r.pairs), _f(r.p), _n(r.controls),

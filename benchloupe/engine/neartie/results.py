@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
+from benchloupe.columns import Columns
 from benchloupe.engine.dif import DimensionSelection, Purification
 
 from .config import AuditConfig
@@ -47,23 +48,36 @@ class ProtocolInputs:
     fam_names: list
 
 
+TABLES = ("population", "dimension_curves", "purification", "folds", "items", "pairs", "contributions", "controls")
+
+
 @dataclass(frozen=True)
 class AuditResult:
-    """Everything the curator sees (see docs/NEARTIE.md for field meanings)."""
+    """Everything the curator sees (see docs/NEARTIE.md for field meanings).
+
+    ``tables`` holds the audit's tables (names in ``TABLES``) as :class:`~benchloupe.columns.Columns`, which
+    the store writes without pandas; the same names as attributes (``result.pairs``) give pandas DataFrames,
+    built on first use.
+    """
 
     config: AuditConfig
-    population: pd.DataFrame
-    dimension_curves: pd.DataFrame
-    purification: pd.DataFrame
-    folds: pd.DataFrame
-    items: pd.DataFrame
-    pairs: pd.DataFrame
-    contributions: pd.DataFrame
-    controls: pd.DataFrame
+    tables: dict[str, Columns]
     summary: dict
     secondary: dict = field(default_factory=dict)
     fold_results: tuple = field(default=(), repr=False, compare=False)  # the FoldResults (scores, controls)
     protocol: dict = field(default_factory=dict)  # robustness protocol tables (protocol.py), by name
+
+    def _frame(self, name: str):
+        return self.tables[name].frame()
+
+    population = cached_property(lambda self: self._frame("population"))
+    dimension_curves = cached_property(lambda self: self._frame("dimension_curves"))
+    purification = cached_property(lambda self: self._frame("purification"))
+    folds = cached_property(lambda self: self._frame("folds"))
+    items = cached_property(lambda self: self._frame("items"))
+    pairs = cached_property(lambda self: self._frame("pairs"))
+    contributions = cached_property(lambda self: self._frame("contributions"))
+    controls = cached_property(lambda self: self._frame("controls"))
 
     @property
     def fold_controls(self) -> list[np.ndarray]:
