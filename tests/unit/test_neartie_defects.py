@@ -161,9 +161,9 @@ def test_float_mode_scores_each_control_in_the_reference_order():
     """anchor_ties='float' reproduces the reference's float arithmetic on ARC (weights 25/12, not exact in
     binary): every exported low_dif_score bit for bit in both target halves, both folds' per-replicate control
     counts (pairs and reversals, 1,000 of 1,000 each), hence the pooled random median and p (.154) exactly.
-    Before, one BLAS product per replicate in the local kernel's order gave 309 of 310 scores and 933 of 1,000
-    fold-1 replicates (p .153): the reference's dgemv_t runs on two threads, whose row ranges change which rows
-    fall in the 2-lane tail (docs/NEARTIE.md)."""
+    Before, one BLAS product per replicate in the local kernel's order gave 309 of 310 scores and 942 of 1,000
+    fold-1 control pair counts (933 with the reversals; p .153): the reference's dgemv_t runs on two threads,
+    whose row ranges change which rows fall in the 2-lane tail (docs/NEARTIE.md)."""
     y, ids, fam, own, groups = _load("arc")
     res = run_audit(y, ids, fam, own, groups, AuditConfig(anchor_ties="float"))
     scored = pd.read_csv(REF / "arc" / "scored_models.csv", dtype={"low_dif_score": str})
