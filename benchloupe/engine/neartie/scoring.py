@@ -46,22 +46,87 @@ def _scores(y: np.ndarray, obs: np.ndarray | None, weights: np.ndarray, scale: i
     return ((y * obs) @ weights) / (obs @ weights)
 
 
-def float_scores(y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Anchor scores in the reference's float arithmetic (``anchor_ties="float"``, complete data only).
+# The reference's BLAS call, emulated (anchor_ties="float"; docs/NEARTIE.md, "Float mode").  It scores with
+# ``weights @ responses[:, reps]``: a Fortran-ordered items x models matrix, so numpy calls OpenBLAS dgemv_t (one dot
+# product per model) and OpenBLAS (Haswell/Zen kernel) splits the models over two threads above its size threshold.
+_GEMV_THREADS = 2
+_GEMV_THREAD_MIN_CELLS = 2304 * 4  # OpenBLAS interface/gemv.c: one thread when items x models < 2304 * 4
+_GEMV_ITEM_BLOCK = 2048  # dgemv_t_4.c NBMAX: items are summed in blocks of 2048, each block added to the result
+_REPLICATE_CHUNK = 128  # replicates per pass, so the accumulators stay in cache
 
-    ``y @ w / sum(w)`` with ``y`` the representatives x items matrix (rows contiguous), one weight vector (one
-    control replicate) at a time: float ties depend on the summation order, and this matrix-vector product
-    is the one that reproduces the reference's outputs best (ARC: the control pair count of 63% / 94% of the
-    replicates per fold, every replicate on GSM8K; the rest is BLAS kernel rounding, docs/NEARTIE.md).  One
-    matrix product for all replicates rounds differently (ARC fold 0: 8% equal).
+
+def _gemv_row_ranges(m: int, n_items: int) -> list[tuple[int, int]]:
+    """The model ranges of OpenBLAS's threaded gemv_t (gemv_thread.c): widths ceil(rest / threads left), >= 4."""
+    threads = 1 if m * n_items < _GEMV_THREAD_MIN_CELLS else _GEMV_THREADS
+    ranges, start = [], 0
+    for k in range(threads):
+        width = min(max(-(-(m - start) // (threads - k)), 4), m - start)
+        if width > 0:
+            ranges.append((start, start + width))
+            start += width
+    return ranges
+
+
+def _two_lane_rows(ranges: list[tuple[int, int]]) -> np.ndarray:
+    """Rows that dgemv_t's 2-model kernel sums: in each range, the 2 models after the last full block of 4."""
+    rows = [b - (b - a) % 4 + k for a, b in ranges if (b - a) % 4 >= 2 for k in (0, 1)]
+    return np.asarray(rows, dtype=np.intp)
+
+
+def _lane_sums(y: np.ndarray, w: np.ndarray, lo: int, hi: int, lanes: int) -> list[np.ndarray]:
+    """Per lane l, the in-order sum over items lo + l, lo + l + lanes, ... < hi of ``y[:, j] * w[j]``."""
+    acc = [np.zeros((y.shape[0], w.shape[1])) for _ in range(lanes)]
+    for j in range(lo, hi):
+        acc[(j - lo) % lanes] += y[:, j, None] * w[j]
+    return acc
+
+
+def float_scores(y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Anchor scores ``y.w / sum(w)`` in the reference's exact float arithmetic (``anchor_ties="float"``).
+
+    ``y`` is the representatives x items 0/1 matrix with the rows in the reference's layout (sorted by family,
+    then owner: ``audit.run_fold``); ``weights`` one weight vector or items x replicates.  Each product
+    ``y_ij * w_j`` is exact, so a score depends only on the order of the additions, and that order is the one of
+    the reference's ``w @ Y`` (OpenBLAS dgemv_t, Haswell kernel, two threads; docs/NEARTIE.md):
+
+    * the rows are split into two ranges (``_gemv_row_ranges``); in each range the rows in full blocks of 4, and
+      a last single row, are summed in 4 lanes (lane l: items l, l+4, ... in order) combined as
+      ``(L0 + L2) + (L1 + L3)``; the 2 rows after the last full block (range length % 4 in {2, 3}) in 2 lanes
+      (even items, odd items) combined as ``E + O``;
+    * items come in blocks of 2048 (the last one n & ~3 items long), each block's sum added to the result in
+      order, then the last n % 4 items as ``score + ((t0 + t1) + t2)``;
+    * the denominator is numpy's ``w.sum()`` (pairwise), one per replicate.
+
+    This reproduces every exported ``low_dif_score`` of the reference on ARC (621 of 621, both target halves)
+    and its per-replicate control counts (1,000 of 1,000 in both folds).  All replicates are summed in one
+    vectorised pass: the arithmetic of each element is the same as one replicate at a time.
     """
-    y = np.ascontiguousarray(y)
-    w2 = weights[:, None] if weights.ndim == 1 else weights
-    out = np.empty((y.shape[0], w2.shape[1]))
-    for r in range(w2.shape[1]):
-        w = np.ascontiguousarray(w2[:, r])
-        out[:, r] = (y @ w) / w.sum()
-    return out[:, 0] if weights.ndim == 1 else out
+    y = np.asarray(y, dtype=float)
+    w2 = np.asarray(weights, dtype=float)
+    w2 = w2[:, None] if w2.ndim == 1 else w2
+    m, n = y.shape
+    ranges = _gemv_row_ranges(m, n)
+    two = _two_lane_rows(ranges)
+    body = n - n % 4
+    out = np.empty((m, w2.shape[1]))
+    for c in range(0, w2.shape[1], _REPLICATE_CHUNK):
+        w = w2[:, c:c + _REPLICATE_CHUNK]
+        total = np.zeros((m, w.shape[1]))
+        for lo in range(0, body, _GEMV_ITEM_BLOCK):
+            hi = min(lo + _GEMV_ITEM_BLOCK, body)
+            lane = _lane_sums(y, w, lo, hi, 4)
+            block = (lane[0] + lane[2]) + (lane[1] + lane[3])
+            if two.size:
+                even, odd = _lane_sums(y[two], w, lo, hi, 2)
+                block[two] = even + odd
+            total += block
+        if n > body:
+            tail = y[:, body, None] * w[body]
+            for j in range(body + 1, n):
+                tail = tail + y[:, j, None] * w[j]
+            total += tail
+        out[:, c:c + _REPLICATE_CHUNK] = total / np.ascontiguousarray(w.T).sum(axis=1)
+    return out[:, 0] if np.ndim(weights) == 1 else out
 
 
 @dataclass(frozen=True)
