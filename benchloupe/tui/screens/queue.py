@@ -462,8 +462,10 @@ def select_on_screen(app, mode: str, row_id: int) -> None:
 def fmt_value(v, digits: int = 2, signed: bool = False) -> str:
     if v is None or (isinstance(v, float) and not np.isfinite(v)):
         return "–"
-    if isinstance(v, bool):
+    if isinstance(v, bool | np.bool_):
         return "yes" if v else "no"
+    if isinstance(v, int | np.integer) and not signed:  # counts, indices, 0/1 responses: "134", not "134.000"
+        return str(int(v))
     if isinstance(v, int | float | np.number):
         return format(float(v), f"{'+' if signed else ''}.{digits}f")
     return str(v)
