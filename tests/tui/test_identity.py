@@ -103,3 +103,12 @@ async def test_models_columns_come_from_one_named_run(demo_db):
         await pilot.press("r")
         await wait_until(pilot, lambda: loaded(app, "models")() and screen.shown_run == int(screen.runs["id"].min()),
                          what="the older run")
+
+
+def test_run_metrics_show_counts_as_integers():
+    """The Runs history showed a near-tie run's 1,000 controls as "controls=1e+03" (3 significant digits for
+    every number): counts are integers, only measurements are rounded."""
+    from benchloupe.tui.screens.runs import metric_summary
+
+    assert metric_summary({"capped_models": 1245, "controls": 1000, "p": 0.15384615, "ok": True,
+                           "status": "x"}) == "capped_models=1245 controls=1000 p=0.154"

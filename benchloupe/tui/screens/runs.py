@@ -41,12 +41,12 @@ def plain_title(title: str) -> str:
 
 
 def metric_summary(metrics: dict, limit: int = 8) -> str:
-    """The first few scalar metrics as ``name=value`` (numbers to 3 significant digits)."""
+    """The first few scalar metrics as ``name=value`` (counts as integers, other numbers to 3 significant digits)."""
     parts = []
     for k, v in metrics.items():
         if isinstance(v, bool) or not isinstance(v, int | float) or v is None:
             continue
-        parts.append(f"{k}={v:.3g}")
+        parts.append(f"{k}={v}" if isinstance(v, int) else f"{k}={v:.3g}")
         if len(parts) == limit:
             break
     return " ".join(parts)
