@@ -19,6 +19,16 @@ def _floats(text: str | None, what: str) -> tuple:
         raise CliError(f"{what}: give comma-separated numbers, e.g. 0.25,0.5,1,2,5") from None
 
 
+# flags of `audit neartie` beside the AuditConfig fields (cfg_*), with their defaults: `audit robustness` reads
+# stored runs, so any of them given there would change nothing and is refused
+NEARTIE_FLAGS = {"family_from": "name", "drop_small_families": False, "protocol": "primary", "compare": None,
+                 "gap_curve": None, "fractions": None, "k_grid": None, "device": "auto"}
+
+
+def _refuse(flag: str, applies_to: str, here: str, why: str) -> None:
+    raise CliError(f"--{flag.replace('_', '-')} applies to `audit {applies_to}`, not `audit {here}` ({why}); drop it")
+
+
 def cmd_audit(args) -> int:
     from benchloupe import jobs
     from benchloupe.engine.common import EngineError
@@ -30,6 +40,8 @@ def cmd_audit(args) -> int:
     if len(args.benchmarks) != 1:
         raise CliError(f"audit neartie takes one benchmark, got {len(args.benchmarks)}; "
                        "`audit robustness B1 B2 ...` combines several")
+    if args.need is not None:
+        _refuse("need", "robustness", "neartie", "it counts benchmarks across stored runs")
     args.benchmark = args.benchmarks[0]
     fixed = {"family_from": args.family_from, "protocol": args.protocol,
              "drop_small_families": bool(args.drop_small_families)}
@@ -77,8 +89,15 @@ def cmd_robustness(args) -> int:
     from benchloupe.engine.common import EngineError
     from benchloupe.jobs.audit import robustness_across
 
+    why = "it reads each benchmark's latest --protocol full run"
+    for dest, value in vars(args).items():
+        if dest.startswith("cfg_") and dest != "cfg_significance" and value is not None:
+            _refuse(dest[4:], "neartie", "robustness", why)
+    for dest, default in NEARTIE_FLAGS.items():
+        if getattr(args, dest) != default:
+            _refuse(dest, "neartie", "robustness", why)
     try:
-        out = robustness_across(db_path(args), list(args.benchmarks), need=args.need,
+        out = robustness_across(db_path(args), list(args.benchmarks), need=3 if args.need is None else args.need,
                                 alpha=0.05 if args.cfg_significance is None else args.cfg_significance,
                                 report=args.report)
     except EngineError as exc:
@@ -115,7 +134,7 @@ def register_audit(sub, common) -> None:
     p.add_argument("kind", choices=["neartie", "robustness"])
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help="one benchmark (neartie) or several (robustness)")
     p.add_argument("--report", help="also write the Markdown report to this file (it is always stored with the run)")
-    p.add_argument("--need", type=int, default=3,
+    p.add_argument("--need", type=int, default=None,
                    help="robustness: benchmarks that must be positive and significant per variant (paper: 3 of 5)")
     p.add_argument("--family-from", choices=["name", "column", "arch"], default="name",
                    help="model families from the paper's name rules (default), the stored family column, or the "

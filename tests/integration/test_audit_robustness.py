@@ -104,3 +104,20 @@ def test_robustness_refuses_benchmarks_without_a_full_run_and_bad_lists(demo_db,
         robustness_across(demo_db, ["demo-chem", "demo-chem"])
     assert main(["audit", "neartie", "demo-chem", "demo-math", "--db", db]) == 1
     assert "takes one benchmark" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["robustness", "demo-chem", "--controls", "200"], "--controls"),
+    (["robustness", "demo-chem", "--device", "cpu"], "--device"),
+    (["robustness", "demo-chem", "--protocol", "full"], "--protocol"),
+    (["robustness", "demo-chem", "--family-from", "arch"], "--family-from"),
+    (["neartie", "demo-chem", "--need", "2"], "--need"),
+])
+def test_an_option_of_the_other_audit_is_refused_not_ignored(demo_db, capsys, argv, flag):
+    """`audit robustness` reads stored runs, so a near-tie option given to it (or `--need` to `audit neartie`)
+    would change nothing: one line saying so, exit 1, nothing run or stored."""
+    before = demo_db.read_bytes()
+    assert main(["audit", *argv, "--db", str(demo_db)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{flag} applies to `audit " in err[0], err
+    assert demo_db.read_bytes() == before
