@@ -70,7 +70,8 @@ def cmd_audit(args) -> int:
     print(f"families: {run['metrics']['sources']['families']}; item groups: {run['metrics']['sources']['groups']}")
     comp = run["metrics"].get("compute")
     if isinstance(comp, dict):
-        print(f"compute: {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}")
+        f32 = "; randomized SVD power iterations in float32" if comp.get("power_iterations") == "float32" else ""
+        print(f"compute: {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}{f32}")
     print("\nFolds:")
     folds = stored_table(args, rid, "folds")
     cols = [c for c in ("audit_half", "k", "tau_b", "anchors", "close_cross_pairs", "close_cross_reversals",

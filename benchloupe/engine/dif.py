@@ -47,6 +47,11 @@ OFFSET_CLIP = 6.0
 F32_SVD_CELLS = 1 << 24  # ~16.8 M cells: above this the randomized SVD's power iterations run in float32
 
 
+def power_iteration_dtype(n_cells: int) -> str:
+    """The dtype of :func:`randomized_svd`'s power iterations on a matrix of ``n_cells`` cells."""
+    return "float32" if n_cells >= F32_SVD_CELLS else "float64"
+
+
 def randomized_svd(
     matrix: np.ndarray, n_components: int, *, seed: int, n_iter: int = 5, n_oversamples: int = 10
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -69,9 +74,10 @@ def randomized_svd(
     if dense.on_torch():  # the products, LU normalisations and QR on the device; the small SVD below on the CPU
         from benchloupe.engine import backend_torch
 
-        q, b = backend_torch.randomized_range(a, q, n_iter, a.size >= F32_SVD_CELLS, dense.active().device)
+        q, b = backend_torch.randomized_range(a, q, n_iter, power_iteration_dtype(a.size) == "float32",
+                                              dense.active().device)
     else:
-        a_iter = a.astype(np.float32) if a.size >= F32_SVD_CELLS else a
+        a_iter = a.astype(np.float32) if power_iteration_dtype(a.size) == "float32" else a
         q = q.astype(a_iter.dtype, copy=False)
         for _ in range(n_iter):
             q = np.linalg.qr(threaded_matmul(a_iter, q)).Q

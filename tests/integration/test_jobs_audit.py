@@ -74,6 +74,19 @@ def test_timings_cover_the_whole_job(demo_db):
     assert t["total_s"] >= t["audit_s"] + t["tables_s"] + t["store_s"]
 
 
+def test_the_run_records_when_the_power_iterations_ran_in_float32(demo_db, monkeypatch):
+    """The stored compute provenance said float64 even when the randomized SVDs' power iterations ran in float32
+    (above dif.F32_SVD_CELLS cells): it names the power iterations' dtype (float32 only when an audit half's
+    items x models matrix, the largest SVD input, is at least that size)."""
+    from benchloupe.engine import dif
+
+    rid = jobs.ANALYSES["neartie"].run(demo_db, "demo-chem")
+    assert runs.get_run(connect(demo_db), rid)["metrics"]["compute"]["power_iterations"] == "float64"
+    monkeypatch.setattr(dif, "F32_SVD_CELLS", 320 * 60)  # demo-chem: 320 items x 64-65 audit models per half
+    rid = jobs.ANALYSES["neartie"].run(demo_db, "demo-chem")
+    assert runs.get_run(connect(demo_db), rid)["metrics"]["compute"]["power_iterations"] == "float32"
+
+
 def test_family_source_is_an_option_and_the_report_names_it(demo_db):
     conn = connect(demo_db)
     # a stored label that disagrees with the name rules, and stored architectures

@@ -8,7 +8,7 @@ from functools import cached_property
 import numpy as np
 
 from benchloupe.columns import Columns
-from benchloupe.engine.dif import DimensionSelection, Purification
+from benchloupe.engine.dif import DimensionSelection, Purification, power_iteration_dtype
 
 from .config import AuditConfig
 
@@ -78,6 +78,14 @@ class AuditResult:
     pairs = cached_property(lambda self: self._frame("pairs"))
     contributions = cached_property(lambda self: self._frame("contributions"))
     controls = cached_property(lambda self: self._frame("controls"))
+
+    @property
+    def power_iterations(self) -> str:
+        """The dtype the randomized SVDs' power iterations ran in: float32 when an audit half's items x models
+        matrix (the largest SVD input: the first purification round takes every item) reached
+        ``dif.F32_SVD_CELLS``, else float64 (every product, QR and SVD after them is float64 either way)."""
+        dtypes = {power_iteration_dtype(f.audit_rows.size * self.summary["items"]) for f in self.fold_results}
+        return "float32" if "float32" in dtypes else "float64"
 
     @property
     def fold_controls(self) -> list[np.ndarray]:
