@@ -112,3 +112,14 @@ def test_run_metrics_show_counts_as_integers():
 
     assert metric_summary({"capped_models": 1245, "controls": 1000, "p": 0.15384615, "ok": True,
                            "status": "x"}) == "capped_models=1245 controls=1000 p=0.154"
+
+
+def test_every_analysis_name_is_whole_in_the_runs_tables():
+    """Runs cut "contamination" to "contaminati…" (analysis list) and "contamina…" (run history) at any width:
+    the name and kind columns are as wide as the longest analysis name."""
+    from benchloupe import jobs
+    from benchloupe.tui.screens.runs import ANALYSIS_COLUMNS, RUN_COLUMNS
+
+    longest = max(len(name) for name in jobs.ANALYSES)
+    widths = {c.key: c.width for c in ANALYSIS_COLUMNS + RUN_COLUMNS}
+    assert widths["name"] >= longest and widths["kind"] >= longest, (longest, widths)

@@ -20,9 +20,9 @@ from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
 AREA_ORDER = ("calibration", "screening", "anomalies", "compression", "coverage", "audit", "uncertainty")
-ANALYSIS_COLUMNS = [Column("name", "analysis", 12), Column("area", "area", 12), Column("inputs", "needs", 12),
+ANALYSIS_COLUMNS = [Column("name", "analysis", 13), Column("area", "area", 12), Column("inputs", "needs", 12),
                     Column("title", "what", 90)]
-RUN_COLUMNS = [Column("id", "run", 5, fmt_int, right=True), Column("kind", "kind", 10),
+RUN_COLUMNS = [Column("id", "run", 5, fmt_int, right=True), Column("kind", "kind", 13),
                Column("status", "status", 9), Column("created_at", "started", 20),
                Column("summary", "metrics", 100)]
 MOVED_COLUMNS = [Column("model", "model", 30), Column("rank_a", "rank A", 7, fmt_int, right=True),
