@@ -60,6 +60,12 @@ class Columns:
                       for c in names}
         self._length = length or 0
 
+    @staticmethod
+    def from_rows(rows: Sequence[Sequence], columns: Sequence[str]) -> Columns:
+        """A table from row tuples (SQL rows, the store's JSON ``data``) and the column names."""
+        values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+        return Columns({c: list(v) for c, v in zip(columns, values, strict=True)}, columns=columns)
+
     @property
     def columns(self) -> list[str]:
         return list(self._data)

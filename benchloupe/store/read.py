@@ -135,21 +135,15 @@ def load_static_columns(conn: sqlite3.Connection, name: str, *, include_retired:
     sql = ("SELECT id, pos, key, grp, kind, chance, origin, parent_id, status, metadata FROM items"
            " WHERE benchmark_id = ? AND kind = 'static'" + ("" if include_retired else " AND status = 'active'")
            + " ORDER BY pos")
-    its = _columns(conn.execute(sql, (bid,)).fetchall(), ITEM_COLUMNS)
+    its = Columns.from_rows(conn.execute(sql, (bid,)).fetchall(), ITEM_COLUMNS)
     rows = _static_rows(conn, bid)
-    ms = _columns([r for r in conn.execute(
+    ms = Columns.from_rows([r for r in conn.execute(
         "SELECT m.id, m.name, m.family, m.owner, bm.pos,"
         " coalesce((SELECT group_concat(alias, '|') FROM model_aliases a WHERE a.model_id = m.id), '')"
         " FROM benchmark_models bm JOIN models m ON m.id = bm.model_id WHERE bm.benchmark_id = ? ORDER BY bm.pos",
         (bid,)).fetchall() if r[0] in rows], MODEL_COLUMNS)
     return StaticMatrix(name, its, ms, *_static_matrix(conn, bid, rows, ms["id"].tolist(),
                                                        its["pos"].astype(np.int64)))
-
-
-def _columns(rows: list, names: tuple[str, ...]) -> Columns:
-    values = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-    return Columns({n: (np.array(v, dtype=np.int64) if n in ("id", "pos") else list(v))
-                    for n, v in zip(names, values, strict=True)}, columns=names)
 
 
 def _static_rows(conn: sqlite3.Connection, bid: int) -> dict:

@@ -202,8 +202,7 @@ def load_table(conn: sqlite3.Connection, run_id: int, name: str) -> Columns | No
     obj = json.loads(row[1])
     if not (isinstance(obj, dict) and set(obj) == {"columns", "data"}):
         return None
-    values = list(zip(*obj["data"], strict=True)) if obj["data"] else [()] * len(obj["columns"])
-    return Columns({c: list(v) for c, v in zip(obj["columns"], values, strict=True)}, columns=obj["columns"])
+    return Columns.from_rows(obj["data"], obj["columns"])
 
 
 def artifact_names(conn: sqlite3.Connection, run_id: int) -> list[str]:
