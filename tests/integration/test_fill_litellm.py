@@ -5,8 +5,8 @@ local world (tests/fake_llm.py) and serves ``mock_response`` models without any 
 
 LiteLLM's proxy pulls in packages (rich, uvicorn, websockets, ...) at versions that would change the project's
 environment, so it is not a test extra: give the path of a ``litellm`` executable from its own virtual
-environment in ``$BENCHLOUPE_TEST_LITELLM`` (``python -m venv /tmp/ll && /tmp/ll/bin/pip install
-'litellm[proxy]==1.80.0'``); without it these tests are skipped.
+environment in ``$BENCHLOUPE_TEST_LITELLM``; ``make test`` builds one in ``.venv-litellm`` (``litellm[proxy]==1.80.0``)
+and sets it. Without it these tests are skipped.
 """
 
 from __future__ import annotations
