@@ -122,23 +122,47 @@ def _as_binomial(parsed: ParsedImport) -> None:
 
 
 def _check_overlaps(batch: list[tuple[str, ParsedImport]]) -> None:
-    """Two files of one batch must not both give a result for the same (benchmark, model, item)."""
-    seen: dict[tuple[str, str, str], str] = {}
+    """Two files of one batch must not both give a result for the same (benchmark, model, item).
+
+    Per benchmark that two or more files of the batch write: one grid over the union of their models and items
+    holds the index of the first file that observed each cell, and
+    each file in turn is checked against it with array operations. The first conflict in (file, model, item)
+    order is reported, naming the file that had the cell first. A benchmark written by one file cannot
+    conflict and costs nothing (a 5,000 x 14,000 import used to spend 30 s and 3 GB on a per-cell dictionary)."""
+    by_bench: dict[str, list[tuple[str, ParsedImport, np.ndarray]]] = {}
     for path, parsed in batch:
         grid = parsed.trials if parsed.trials is not None else parsed.correct
         if grid is None:
             continue
-        observed = grid > 0 if parsed.trials is not None else grid >= 0
-        keys = parsed.items["key"].astype(str).tolist()
-        for m, name in enumerate(parsed.models["name"].astype(str)):
-            for j in np.flatnonzero(observed[m]):
-                cell = (parsed.benchmark, name, keys[j])
-                other = seen.setdefault(cell, path)
-                if other != path:
-                    raise ImportFormatError(
-                        path, "", f"model {name!r} item {keys[j]!r} of benchmark {parsed.benchmark!r} is also in "
-                        f"{other}", say("import the files into separate benchmarks (", Opt("benchmark"), "), or choose another ",
+        by_bench.setdefault(parsed.benchmark, []).append((path, parsed, grid))
+    for bench, files in by_bench.items():
+        if len(files) < 2:
+            continue
+        model_ix: dict[str, int] = {}
+        item_ix: dict[str, int] = {}
+        rows_cols = []
+        for _, parsed, _ in files:
+            rows = np.array([model_ix.setdefault(n, len(model_ix)) for n in parsed.models["name"].astype(str)], int)
+            cols = np.array([item_ix.setdefault(k, len(item_ix)) for k in parsed.items["key"].astype(str)], int)
+            rows_cols.append((rows, cols))
+        owner = np.full((len(model_ix), len(item_ix)), -1, dtype=np.int32)
+        for f, ((path, parsed, grid), (rows, cols)) in enumerate(zip(files, rows_cols, strict=True)):
+            observed = grid > 0 if parsed.trials is not None else grid >= 0
+            sub = owner[np.ix_(rows, cols)]
+            clash = observed & (sub >= 0) & (sub != f)
+            if clash.any():
+                m, j = (int(v) for v in np.argwhere(clash)[0])
+                name, key = str(parsed.models["name"].iat[m]), str(parsed.items["key"].iat[j])
+                raise ImportFormatError(
+                    path, "", f"model {name!r} item {key!r} of benchmark {bench!r} is also in {files[sub[m, j]][0]}",
+                    say("import the files into separate benchmarks (", Opt("benchmark"), "), or choose another ",
                         Opt("item_key")))
+            new = observed & (sub < 0)
+            if len(set(rows.tolist())) == len(rows) and len(set(cols.tolist())) == len(cols):
+                owner[np.ix_(rows, cols)] = np.where(new, f, sub)
+            else:  # a name repeated within one file: write only its new cells (a block write would undo some)
+                r, c = np.nonzero(new)
+                owner[rows[r], cols[c]] = f
 
 
 def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, *, replace: bool = False,
