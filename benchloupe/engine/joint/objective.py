@@ -57,6 +57,16 @@ class _Problem:
             whole = (static_mask is None and len(self.models) == n_models and len(self.s_items) == static.shape[1])
             if whole:  # no copies of the (int8) matrices
                 W, Y, N = mask, static.correct, (None if static.trials is None else static.trials)
+            elif len(self.models) == n_models and len(self.s_items) == static.shape[1]:
+                # a training mask over every model and item (held-out calibration): no fancy-indexed copies, only
+                # the successes zeroed where the mask drops a cell
+                W = mask
+                if static.correct.dtype == np.int8 and W.dtype == bool:  # np.where's values, one int8 ufunc
+                    Y = np.multiply(static.correct, W.view(np.int8))
+                else:
+                    Y = np.where(W, static.correct, 0).astype(static.correct.dtype, copy=False)
+                N = None if static.trials is None else np.where(W, static.trials, 0).astype(static.trials.dtype,
+                                                                                           copy=False)
             else:
                 sub = np.ix_(self.models, self.s_items)
                 W = mask[sub]
@@ -64,7 +74,8 @@ class _Problem:
                 N = None if static.trials is None else np.where(W, static.trials[sub], 0).astype(static.trials.dtype)
             self.Y = Y  # successes (0 where unobserved), integer dtype
             # trials per cell, 0 where unobserved; None: every cell one trial (all observed, 0/1)
-            self.N = None if (N is None and W.all()) else (W.astype(np.int8) if N is None else N)
+            self.N = None if (N is None and W.all()) else ((W.view(np.int8) if W.dtype == bool else W.astype(np.int8))
+                                                           if N is None else N)
             self.s_weight = None if static_weight is None else np.asarray(static_weight, float)[self.s_items]
             if self.s_weight is None:
                 self.n_static = float(W.size if self.N is None else self.N.sum(dtype=np.int64))

@@ -242,7 +242,7 @@ def _rate_start(problem: _Problem, th: np.ndarray, bs: np.ndarray) -> None:
 
 
 def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Progress, cancel,
-                      backend: Backend | None = None, start_from_rates: bool = False):
+                      backend: Backend | None = None, start_from_rates: bool = False, polish: bool = True):
     """Static-only fits too large for the Newton system (e.g. 5,000 models x 14,000 items): block-coordinate Newton.
 
     A sweep takes one damped Newton step for every item's (b_q, k_q) given theta (exact 2x2 block, per-item
@@ -258,7 +258,8 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
     With a float32 backend the sweeps run in float32 until the decrease is below float32's resolution
     (``_F32_SWITCH``), then one float64 sweep (the polish) whose steps start from the last float32 sums; when that
     sweep still lowers the objective by more than float32's resolution, float64 sweeps continue to
-    ``_BLOCK_FTOL``, so the result is a float64 optimum.  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
+    ``_BLOCK_FTOL``, so the result is a float64 optimum (``polish=False`` stops at the float32 stage's end instead:
+    a warm-started refit whose use tolerates float32's resolution, e.g. the held-out ECE).  Same objective as the Newton solver.  The direction that only the prior pins (theta and b scaled by
     c, a by 1/c: every logit unchanged) is nearly flat and crawls under coordinate steps, so every sweep ends with
     its exact 1-D minimum (``_rescale``).  Returns the point, its objective, the sweeps, convergence and the number
     of full passes made."""
@@ -268,7 +269,7 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
     lt, li = (lam / M, lam / (n if wq is None else float(wq.sum()))) if problem.reg_mean else (lam, lam)
     w = problem.cfg.lambda_static / problem.n_static
     backend = backend or resolve("cpu", M * n)
-    stages = [backend] if backend.dtype == "float64" else [backend, replace(backend, dtype="float64")]
+    stages = [backend] if backend.dtype == "float64" or not polish else [backend, replace(backend, dtype="float64")]
     stage, bk = 0, stages[0]
     x = x0.copy()
     th, bs, ks = x[:M], x[M:M + n], x[M + n:M + 2 * n]  # views: updated in place
@@ -417,12 +418,14 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
               progress: Progress = no_progress, cancel: threading.Event | None = None,
               init: JointResult | dict | None = None, pairs: PairSet | None = None,
               pair_keep: np.ndarray | None = None, static_mask: np.ndarray | None = None,
-              device: str | Backend = "auto") -> JointResult:
+              device: str | Backend = "auto", polish: bool = True) -> JointResult:
     """Fit DualEval (section 3) in ``config.mode``.  ``pairs`` reuses a prebuilt :class:`PairSet`; ``pair_keep`` and
     ``static_mask`` restrict the training data (held-out calibration, Appendix E).  ``device`` ("auto", "cpu",
     "cuda", or a ``backend.Backend``) picks the compute backend of the dense static passes (``backend.resolve``);
     the result's ``provenance`` records the backend, device, pass dtype, wall time and the time as passes-equivalent (the wall
-    time over one fused float64 pass over the same data, measured in the same run)."""
+    time over one fused float64 pass over the same data, measured in the same run).  ``polish=False``: a
+    block-coordinate fit with float32 passes ends when its float32 sweeps do, without the float64 polish (for
+    warm-started refits whose use tolerates float32's resolution: ``evaluation.heldout_calibration``)."""
     started = time.perf_counter()
     n_models = _n_models(static, arena)
     if config.uses_arena and arena is not None and pairs is None:
@@ -442,7 +445,7 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
         x, fval, nit, conv = _run_newton(problem, x0, config, progress, cancel)
     elif config.optimizer == "block" or (config.optimizer == "newton" and not problem.has_arena):
         x, fval, nit, conv = _run_block_newton(problem, x0, config, progress, cancel, backend,
-                                               start_from_rates=init is None)
+                                               start_from_rates=init is None, polish=polish)
     else:
         x, fval, nit, conv = _run_lbfgs(_centre_gradient(problem), x0, config, progress, cancel, "L-BFGS")
     wall = time.perf_counter() - started
