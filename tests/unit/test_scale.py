@@ -91,7 +91,6 @@ def test_heldout_cells_are_the_cells_one_draw_per_observed_cell_picks(monkeypatc
 
 def _static_cases():
     from benchloupe.engine.joint import StaticData
-
     from tests.unit._joint_sim import simulate
 
     _, s, _ = simulate(n_models=60, n_static=300, seed=3)
@@ -140,7 +139,6 @@ def test_warm_started_heldout_calibration_matches_the_cold_refits(mode):
     held-out ECE equals the cold, polished refits' to 2e-5 (measured: 1e-6 on 2,000 x 14,000, 1.2e-5 on GSM8K)."""
     from benchloupe.engine.joint import JointConfig, fit_joint
     from benchloupe.engine.joint.evaluation import heldout_calibration
-
     from tests.unit._joint_sim import simulate
 
     _, static, arena = simulate(n_models=120, n_static=2500, n_arena=60, seed=11)  # 300 k cells: float32 passes
@@ -152,3 +150,217 @@ def test_warm_started_heldout_calibration_matches_the_cold_refits(mode):
     assert cold.keys() == warm.keys()
     for key in cold:
         assert warm[key] == pytest.approx(cold[key], abs=2e-5), key
+
+
+# ------------------------------------------------------------------------------------ compress: frozen-item refits
+def _lbfgs_abilities(static, item_params, static_items):
+    """The refit as it was (L-BFGS over every ability), with tolerances tight enough to be the reference."""
+    from dataclasses import replace
+
+    from scipy.optimize import minimize
+
+    from benchloupe.engine.joint import JointConfig
+    from benchloupe.engine.joint.objective import _Problem
+    from benchloupe.engine.joint.optimise import _initial_vector
+
+    cfg = replace(item_params.config, mode="static") if item_params.config else JointConfig(mode="static")
+    smask = static.mask & np.asarray(static_items, bool)[None, :] & np.isfinite(item_params.b_static)[None, :]
+    prob = _Problem(static, None, static.shape[0], cfg, static_mask=smask, min_models=1)
+    x0 = _initial_vector(prob, item_params)
+    x0[:prob.M] = 0.0
+
+    def fun(t):
+        x = x0.copy()
+        x[:prob.M] = t
+        f, g = prob.value_grad(x)
+        return f, g[:prob.M]
+
+    res = minimize(fun, np.zeros(prob.M), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 5000, "ftol": 1e-20, "gtol": 1e-14})
+    out = np.full(static.shape[0], np.nan)
+    out[prob.models] = res.x
+    return out
+
+
+def test_frozen_item_ability_refit_is_the_minimum_lbfgs_finds():
+    from benchloupe.engine.joint import JointConfig, fit_abilities, fit_joint
+
+    rng = np.random.default_rng(8)
+    for label, static in _static_cases():
+        full = fit_joint(static, None, JointConfig(mode="static"))
+        for frac in (0.02, 0.3, 1.0):
+            sel = rng.random(static.shape[1]) < frac
+            sel[:2] = True
+            got = fit_abilities(static, None, full, static_items=sel)
+            want = _lbfgs_abilities(static, full, sel)
+            assert np.array_equal(np.isnan(got), np.isnan(want)), label
+            assert np.nanmax(np.abs(got - want)) < 1e-6, (label, frac, np.nanmax(np.abs(got - want)))
+
+
+def test_frozen_item_ability_refit_converges_from_far_and_on_extreme_rows():
+    """All-correct and all-wrong rows (minimum held only by the prior, far out) and a start far from the minimum."""
+    from dataclasses import replace
+
+    from benchloupe.engine.joint import JointConfig, StaticData, fit_abilities, fit_joint
+
+    _, static, _ = __import__("tests.unit._joint_sim", fromlist=["simulate"]).simulate(n_models=30, n_static=200)
+    y = static.correct.copy()
+    y[0], y[1] = 1.0, 0.0
+    static = StaticData(y, static.mask)
+    full = fit_joint(static, None, JointConfig(mode="static"))
+    far = replace(full, theta=full.theta + 25.0)
+    sel = np.ones(200, bool)
+    got = fit_abilities(static, None, far, static_items=sel)
+    want = _lbfgs_abilities(static, full, sel)
+    assert np.max(np.abs(got - want)) < 1e-6
+    assert got[0] > got[2:].max() and got[1] < got[2:].min()
+
+
+# ------------------------------------------------------------------------------------ fit joint: the pair set
+def _old_pair_index(z):
+    obs = np.isfinite(z)
+    iu, ju = np.triu_indices(z.shape[0], 1)
+    ok = obs[iu] & obs[ju]
+    pi, qq = np.nonzero(ok.T)
+    return iu[qq], ju[qq], pi
+
+
+def test_pairs_among_the_models_with_rewards_are_every_pair_in_the_same_order():
+    from benchloupe.engine.joint import ArenaData, JointConfig, build_pairs
+
+    rng = np.random.default_rng(12)
+    for case in range(40):
+        m, q = int(rng.integers(3, 40)), int(rng.integers(1, 30))
+        r = np.round(rng.normal(size=(m, q)), int(rng.integers(0, 3)))  # rounding: equal rewards, ties
+        r[rng.random((m, q)) < rng.uniform(0, 0.6)] = np.nan
+        r[rng.random(m) < 0.5] = np.nan  # whole models without rewards (a joint fit's static-only models)
+        if (np.isfinite(r).sum(axis=0) >= 2).sum() == 0 or np.nanstd(r) < 1e-6:
+            continue
+        pairs = build_pairs(ArenaData(r), JointConfig())
+        i, j, p = _old_pair_index(pairs.z)
+        assert np.array_equal(pairs.i, i) and np.array_equal(pairs.j, j) and np.array_equal(pairs.prompt, p), case
+
+
+# ------------------------------------------------------------------------------------ coverage: the 1PL at scale
+def _onepl_cases():
+    rng = np.random.default_rng(21)
+    for m, n, missing, binomial in ((300, 1500, 0.0, False), (300, 1500, 0.25, False), (900, 120, 0.0, False),
+                                    (200, 600, 0.1, True)):
+        th, b = rng.normal(size=m), rng.normal(0.3, 1.2, size=n)
+        p = 1 / (1 + np.exp(-(th[:, None] - b)))
+        if binomial:
+            trials = rng.integers(1, 4, (m, n)) * (rng.random((m, n)) >= missing)
+            yield f"{m}x{n} binomial", dict(successes=rng.binomial(trials, p), trials=trials)
+        else:
+            y = (rng.random((m, n)) < p).astype(np.int8)
+            mask = rng.random((m, n)) >= missing
+            yield f"{m}x{n} missing {missing}", dict(correct=np.where(mask, y, -1).astype(np.int8), mask=mask)
+
+
+def test_large_1pl_path_reaches_the_full_newton_mode_se_and_draws(monkeypatch):
+    from benchloupe.engine.irt import onepl
+
+    for label, data in _onepl_cases():
+        correct, mask = data.get("correct"), data.get("mask")
+        monkeypatch.setattr(onepl, "LARGE_FLOPS", float("inf"))
+        old = onepl.fit_1pl(correct, mask, successes=data.get("successes"), trials=data.get("trials"))
+        monkeypatch.setattr(onepl, "LARGE_FLOPS", 0.0)
+        new = onepl.fit_1pl(correct, mask, successes=data.get("successes"), trials=data.get("trials"))
+        assert new.laplace.w is None or new.laplace.coupling.dense is not None
+        assert new.converged and old.converged, label
+        # both stop where the Newton decrement is below 1e-9 nats: the modes agree to that tolerance
+        assert np.max(np.abs(new.theta - old.theta)) < 2e-6, label
+        assert np.max(np.abs(new.b - old.b)) < 2e-6, label
+        assert np.max(np.abs(new.b_se / old.b_se - 1)) < 1e-6, label
+        assert new.objective == pytest.approx(old.objective, rel=1e-12), label
+        d_old = old.laplace.sample_b(40, np.random.default_rng(3))
+        d_new = new.laplace.sample_b(40, np.random.default_rng(3))  # the same stream, the same draws
+        assert np.max(np.abs(d_new - d_old)) < 1e-5, label
+
+
+def test_low_rank_coupling_is_the_exact_information_block():
+    from benchloupe.engine.irt.onepl_large import CellData, coupling
+
+    rng = np.random.default_rng(4)
+    for m, n, spread in ((400, 700, 1.0), (50, 3000, 2.5), (2000, 30, 0.5)):
+        th, b = rng.normal(0, spread, m), rng.normal(0, 1.5, n)
+        W = coupling(CellData(np.zeros((m, n), np.int8), None), th, b)
+        assert W.factors is not None
+        A, B = W.factors
+        e = np.exp(-np.abs(th[:, None] - b))
+        assert np.max(np.abs(A @ B.T - e / (1 + e) ** 2)) < 1e-13
+
+
+def test_conditional_levels_with_shared_trials_solve_each_score_once():
+    from benchloupe.engine.coverage.resolution import conditional_levels
+
+    rng = np.random.default_rng(6)
+    th = rng.normal(size=80)
+    s = rng.integers(0, 81, 300).astype(float)
+    b0 = rng.normal(size=300)
+    shared = conditional_levels(th, s, np.ones(80), b0)
+    per_column = conditional_levels(th, s, np.ones((80, 300)), b0)
+    assert np.max(np.abs(shared - per_column)) < 1e-12
+    tri = rng.integers(1, 3, 80)
+    assert np.max(np.abs(conditional_levels(th, s, tri, b0)
+                         - conditional_levels(th, s, np.repeat(tri[:, None], 300, axis=1), b0))) < 1e-12
+
+
+def _brute_inversions(p, obs, strength):
+    """Fraction of (context, ordered unit pair) with the stronger unit's value below the weaker one's."""
+    pairs = inv = 0
+    for c in range(p.shape[1]):
+        for i in range(p.shape[0]):
+            for j in range(p.shape[0]):
+                if strength[i] > strength[j] and obs[i, c] and obs[j, c]:
+                    pairs += 1
+                    inv += p[i, c] < p[j, c]
+    return inv / pairs if pairs else 0.0
+
+
+def test_blocked_diagnostics_count_every_inversion(monkeypatch):
+    import importlib
+
+    dg = importlib.import_module("benchloupe.engine.coverage.diagnostics")
+
+    rng = np.random.default_rng(9)
+    for case in range(6):
+        m, n = 14, 11
+        th = rng.normal(size=m)
+        if case % 2:
+            trials = rng.integers(0, 4, (m, n))
+            kw = dict(successes=rng.binomial(trials, 0.5), trials=trials)
+            p = np.where(trials > 0, kw["successes"] / np.maximum(trials, 1), 0.0)
+            obs = trials > 0
+        else:
+            y = (rng.random((m, n)) < 1 / (1 + np.exp(-th[:, None]))).astype(np.int8)
+            obs = rng.random((m, n)) >= (0.3 if case else 0.0)
+            kw = dict(correct=np.where(obs, y, -1).astype(np.int8), mask=obs)
+            p = np.where(obs, y, 0).astype(float)
+        n_m, n_i = obs.sum(1), obs.sum(0)
+        rate_m = np.where(n_m > 0, p.sum(1) / np.maximum(n_m, 1), np.nan)
+        rate_i = np.where(n_i > 0, p.sum(0) / np.maximum(n_i, 1), np.nan)
+        rm, ri = np.isfinite(rate_m), np.isfinite(rate_i)
+        want_m = _brute_inversions(p[np.ix_(rm, ri)], obs[np.ix_(rm, ri)], rate_m[rm])
+        want_i = _brute_inversions(p[np.ix_(rm, ri)].T, obs[np.ix_(rm, ri)].T, rate_i[ri])
+        for block in (1 << 21, 3):  # one block; contexts three at a time
+            monkeypatch.setattr(dg, "_BLOCK_CELLS", block)
+            got = dg.diagnostics(kw.get("correct"), kw.get("mask"), successes=kw.get("successes"),
+                                 trials=kw.get("trials"))
+            assert got.model_inversion_rate == pytest.approx(want_m, abs=1e-15), case
+            assert got.item_inversion_rate == pytest.approx(want_i, abs=1e-15), case
+
+
+def test_coverage_analysis_reads_integer_and_float_cells_alike():
+    from benchloupe.engine.coverage import analyse
+
+    rng = np.random.default_rng(10)
+    th, b = rng.normal(size=60), rng.normal(size=250)
+    y = (rng.random((60, 250)) < 1 / (1 + np.exp(-(th[:, None] - b)))).astype(np.int8)
+    mask = rng.random((60, 250)) >= 0.1
+    as_int = analyse(np.where(mask, y, -1).astype(np.int8), mask)
+    as_float = analyse(np.where(mask, y, np.nan), None)
+    assert np.array_equal(as_int.fit.b, as_float.fit.b)
+    assert as_int.diagnostics == as_float.diagnostics
+    assert np.array_equal(as_int.resolution.lattice.step_down, as_float.resolution.lattice.step_down)
+    assert as_int.resolution.rollouts == as_float.resolution.rollouts == 1.0

@@ -9,6 +9,7 @@ import numpy as np
 
 from benchloupe.engine.common import Progress, check_cancel, no_progress
 from benchloupe.engine.irt import OnePLConfig, OnePLResult, fit_1pl
+from benchloupe.engine.irt.onepl_large import cell_data
 
 from .core import CoverageReport, coverage_report
 from .diagnostics import Diagnostics, DiagnosticsConfig, diagnostics
@@ -76,10 +77,10 @@ def analyse(
     diag = diagnostics(
         correct, mask, fit.theta, fit.b, successes=successes, trials=trials, config=diagnostics_config
     )
-    c, t = counts(correct, mask, successes, trials)
+    cells = cell_data(correct, mask, successes, trials)  # the cells in their integer dtype (no float64 copy)
     lat = None
     if fit.laplace is not None:
-        lat = resolution.lattice(fit.theta, fit.b, c, t, chance=fit.chance, h_b=fit.laplace.h_b,
+        lat = resolution.lattice(fit.theta, fit.b, cells.Y, cells.N, chance=fit.chance, h_b=fit.laplace.h_b,
                                  var_b=fit_config.prior_sd_b**2, mean_b=fit_config.prior_mean_b)
     unc = None
     m = min(interval_gaps, len(report.gaps))
@@ -87,8 +88,11 @@ def analyse(
         unc = metric_uncertainty(fit, target=target, config=uncertainty, correct=correct, mask=mask,
                                  successes=successes, trials=trials,
                                  locations=resolution.gap_locations(report, m), progress=progress, cancel=cancel)
-    observed = t > 0
-    rollouts = float(t[observed].mean()) if observed.any() else 1.0
+    if cells.N is None:
+        rollouts = 1.0
+    else:
+        n_obs = int(np.count_nonzero(cells.N))
+        rollouts = float(cells.N.sum(dtype=float) / n_obs) if n_obs else 1.0
     res = resolution.readout(report, fit.theta, lattice_info=lat,
                              location_widths=None if unc is None else unc.location_widths, interval_gaps=m, k=k,
                              delta=delta, lipschitz=lipschitz, rollouts=rollouts,

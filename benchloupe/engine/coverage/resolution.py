@@ -53,18 +53,38 @@ def conditional_levels(theta: np.ndarray, s: np.ndarray, trials: np.ndarray, b0:
                        var_b: float = 1.0, mean_b: float = 0.0, max_iter: int = 50) -> np.ndarray:
     """Conditional posterior mode of ``b`` for sum scores ``s`` (one per column of ``trials``, models x columns)
     with the abilities fixed (1PL, no guessing): the root of ``s + (b - mean_b)/var_b = sum_j T_j sigmoid(theta_j
-    - b)``, which is strictly increasing in ``b``; safeguarded Newton from ``b0``, vectorised over columns."""
-    th = np.asarray(theta, float)[:, None]
-    t = np.asarray(trials, float)
+    - b)``, which is strictly increasing in ``b``; safeguarded Newton from ``b0``, vectorised over columns.
+
+    ``trials`` may also be one vector (per model) shared by every column: complete data with one trial count.
+    The root then depends on the column only through its sum score, so it is solved once per distinct score
+    (a 5,000-model benchmark has at most 5,001 of them, whatever its items); otherwise the columns are solved in
+    blocks (no float64 copy of the whole trials matrix)."""
+    th = np.asarray(theta, float)
     s = np.asarray(s, float)
-    b = np.asarray(b0, float).copy()
+    b0 = np.asarray(b0, float)
+    t = np.asarray(trials)
+    if t.ndim == 1:
+        scores, first, inverse = np.unique(s, return_index=True, return_inverse=True)
+        return _levels(th, scores, t.astype(float)[:, None], b0[first], var_b, mean_b, max_iter)[inverse]
+    out = np.empty(s.size)
+    step = max(1, (1 << 21) // max(1, th.size))
+    for c0 in range(0, s.size, step):
+        sl = slice(c0, c0 + step)
+        out[sl] = _levels(th, s[sl], t[:, sl].astype(float), b0[sl], var_b, mean_b, max_iter)
+    return out
+
+
+def _levels(th, s, t, b0, var_b, mean_b, max_iter) -> np.ndarray:
+    th = th[:, None]
+    b = b0.copy()
     active = np.ones(b.size, bool)
+    shared = t.shape[1] == 1 and b.size != 1
     for _ in range(max_iter):
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
         sig = _sigmoid(th - b[idx][None, :])
-        tt = t[:, idx]
+        tt = t if shared else t[:, idx]
         f = s[idx] + (b[idx] - mean_b) / var_b - np.sum(tt * sig, axis=0)
         fp = 1.0 / var_b + np.sum(tt * sig * (1.0 - sig), axis=0)
         step = np.clip(f / fp, -2.0, 2.0)
@@ -104,29 +124,31 @@ def lattice(theta: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.
             chance: np.ndarray | None = None, h_b: np.ndarray | None = None, var_b: float = 1.0,
             mean_b: float = 0.0, b_min: float | None = None, b_max: float | None = None) -> Lattice:
     """Detect the sum-score lattice of 1PL difficulties ``b`` fitted to ``successes`` / ``trials`` (models x
-    items, zeros where missing) with abilities ``theta``. ``h_b`` (the posterior precision of each ``b``) is
+    items, zeros where missing; any numeric dtype, e.g. int8; ``trials`` None: every cell observed once) with
+    abilities ``theta``. ``h_b`` (the posterior precision of each ``b``) is
     needed for items with guessing (linearised neighbour levels)."""
     b = np.asarray(b, float)
-    c = np.asarray(successes, float)
-    t = np.asarray(trials, float)
+    c = np.asarray(successes)
+    t = None if trials is None else np.asarray(trials)
     n = b.size
-    if c.shape != t.shape or c.shape[1] != n:
+    if (t is not None and c.shape != t.shape) or c.ndim != 2 or c.shape[1] != n:
         raise EngineError("successes/trials must be models x items, one column per difficulty")
     g = np.zeros(n) if chance is None else np.broadcast_to(np.asarray(chance, float), (n,))
-    s = c.sum(axis=0)
-    total = t.sum(axis=0)
+    s = c.sum(axis=0, dtype=float)
+    total = np.full(n, float(c.shape[0])) if t is None else t.sum(axis=0, dtype=float)
     free = g == 0
     down = np.full(n, np.nan)
     up = np.full(n, np.nan)
     if free.any():
         idx = np.flatnonzero(free)
-        guess = 1.0 / np.maximum(np.sum(t[:, idx] * 0.25, axis=0), 1.0)
+        guess = 1.0 / np.maximum(total[idx] * 0.25, 1.0)
         if h_b is not None:
             guess = 1.0 / np.asarray(h_b, float)[idx]
         can_down = s[idx] + 1 <= total[idx]
         can_up = s[idx] - 1 >= 0
-        d = conditional_levels(theta, s[idx] + 1, t[:, idx], b[idx] - guess, var_b=var_b, mean_b=mean_b)
-        u = conditional_levels(theta, s[idx] - 1, t[:, idx], b[idx] + guess, var_b=var_b, mean_b=mean_b)
+        tc = np.ones(c.shape[0]) if t is None else t[:, idx]  # no trials: every cell one trial (one shared column)
+        d = conditional_levels(theta, s[idx] + 1, tc, b[idx] - guess, var_b=var_b, mean_b=mean_b)
+        u = conditional_levels(theta, s[idx] - 1, tc, b[idx] + guess, var_b=var_b, mean_b=mean_b)
         down[idx] = np.where(can_down, d, -np.inf)
         up[idx] = np.where(can_up, u, np.inf)
     if (~free).any():
@@ -160,10 +182,9 @@ def lattice(theta: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.
     levels_z = np.empty(0)
     ddm_floor = max_gap_floor = float("nan")
     if present and hi > lo:
-        common = np.median(t, axis=1)
+        common = np.ones(c.shape[0]) if t is None else _row_medians(t)
         scores = np.arange(int(common.sum()) + 1, dtype=float)
-        lv = conditional_levels(theta, scores, np.repeat(common[:, None], scores.size, axis=1),
-                                np.full(scores.size, mean_b), var_b=var_b, mean_b=mean_b)
+        lv = conditional_levels(theta, scores, common, np.full(scores.size, mean_b), var_b=var_b, mean_b=mean_b)
         z = np.sort((lv - lo) / (hi - lo))
         levels_z = z[(z >= -1e-9) & (z <= 1 + 1e-9)]
         if levels_z.size:
@@ -181,6 +202,15 @@ def lattice(theta: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.
     return Lattice(n_items=n, n_levels=n_levels, sum_score_levels=sum_levels, tied_fraction=tied, present=present,
                    levels_z=levels_z, ddm_floor=ddm_floor, max_gap_floor=max_gap_floor, step_down=down, step_up=up,
                    exact=bool(free.all()))
+
+
+def _row_medians(t: np.ndarray) -> np.ndarray:
+    """``np.median(t, axis=1)`` in row blocks (no float64 copy of the whole matrix)."""
+    out = np.empty(t.shape[0])
+    step = max(1, (1 << 21) // max(1, t.shape[1]))
+    for r0 in range(0, t.shape[0], step):
+        out[r0:r0 + step] = np.median(t[r0:r0 + step], axis=1)
+    return out
 
 
 @dataclass(frozen=True)

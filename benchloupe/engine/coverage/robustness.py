@@ -157,7 +157,7 @@ def leave_one_out(fit: OnePLResult, correct=None, mask=None, *, successes=None, 
         if lap is None:
             raise EngineError("the one-step leave-one-out needs a MAP fit")
         score = _score_matrix(fit.theta, fit.b, c, t, g)
-        w = lap.w
+        w = lap.dense_w()
         ws = w / np.sqrt(lap.h_theta)[:, None]
         s_full = np.diag(lap.h_b) - ws.T @ ws
         for r, gr in enumerate(groups):

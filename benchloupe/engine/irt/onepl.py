@@ -53,18 +53,35 @@ class LaplacePosterior:
     b: np.ndarray
     h_theta: np.ndarray
     h_b: np.ndarray
-    w: np.ndarray
+    w: np.ndarray | None  # dense coupling block; None when ``coupling`` holds it (large fits, issue 26)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    coupling: object = None  # ``onepl_large.Coupling``: W dense or as a low-rank product
+
+    @property
+    def W(self):
+        """The coupling block as an ``onepl_large.Coupling`` (dense or low-rank)."""
+        from .onepl_large import Coupling
+
+        return self.coupling if self.coupling is not None else Coupling(dense=self.w)
+
+    def dense_w(self) -> np.ndarray:
+        """W as a dense models x items array (built from the factors when the fit kept them)."""
+        if self.w is not None:
+            return self.w
+        A, B = self.coupling.factors if self.coupling.dense is None else (None, None)
+        return self.coupling.dense if A is None else A @ B.T
 
     def _cholesky(self) -> np.ndarray:
-        """Lower Cholesky factor of the small Schur complement, computed once (C.6 draws come in chunks)."""
+        """Lower Cholesky factor of the small Schur complement, computed once (C.6 draws come in chunks); the fit
+        may leave it here (only its lower triangle is read: ``solve_triangular`` of its transpose, upper)."""
         if "chol" not in self._cache:
-            self._cache["chol"] = linalg.cholesky(_schur_matrix(self.h_theta, self.h_b, self.w), lower=True)
+            self._cache["chol"] = linalg.cholesky(self.W.schur(self.h_theta, self.h_b), lower=True)
         return self._cache["chol"]
 
     def sample_b(self, n_draws: int, rng: np.random.Generator) -> np.ndarray:
         """``n_draws`` x items difficulty draws from the Laplace posterior."""
-        m, n = self.w.shape
+        W = self.W
+        m, n = W.shape
         chol = self._cholesky()
         if m <= n:
             # theta block has precision S = H_tt - W H_bb^-1 W^T; b | theta ~ N(b + H_bb^-1 W^T dtheta, H_bb^-1)
@@ -72,7 +89,7 @@ class LaplacePosterior:
             dtheta = linalg.solve_triangular(chol.T, rng.standard_normal((m, n_draws)), lower=False)
             draws = rng.standard_normal((n_draws, n))
             draws *= 1.0 / np.sqrt(self.h_b)
-            draws += (dtheta.T @ self.w) / self.h_b
+            draws += W.rmatvec(dtheta).T / self.h_b
             draws += self.b
             return draws
         draws = linalg.solve_triangular(chol.T, rng.standard_normal((n, n_draws)), lower=False)
@@ -203,6 +220,8 @@ def fit_1pl(
     binomial likelihood of repeated rollouts. Items or models with no observed cell are still estimated
     (their prior pins them at 0); an all-correct or all-wrong item gets a finite estimate thanks to the prior.
     """
+    if config.method == "map" and _large(correct, successes, chance, init):
+        return _fit_map_large(correct, mask, successes, trials, config, progress, cancel)
     c, k = _as_counts(correct, mask, successes, trials)
     m, n = c.shape
     g = _chance_vector(chance, n)
@@ -276,6 +295,92 @@ def fit_1pl(
         method="map",
         laplace=LaplacePosterior(theta=theta, b=b, h_theta=h_theta, h_b=h_b, w=w),
     )
+
+
+LARGE_FLOPS = 1e10  # min(m, n)^2 max(m, n) of a full Newton step above which a 1PL without guessing goes large
+
+
+def _large(correct, successes, chance, init) -> bool:
+    """Whether :func:`fit_1pl` takes the large-matrix path (:mod:`.onepl_large`): MAP, no chance level, no warm
+    start, and a full Newton step dearer than ``LARGE_FLOPS``."""
+    if init is not None or (chance is not None and np.any(np.asarray(chance, float) != 0)):
+        return False
+    shape = np.shape(successes if successes is not None else correct)
+    if len(shape) != 2:
+        return False
+    m, n = shape
+    return float(min(m, n)) ** 2 * max(m, n) > LARGE_FLOPS
+
+
+def _fit_map_large(correct, mask, successes, trials, config: OnePLConfig, progress, cancel) -> OnePLResult:
+    """The MAP fit of :func:`fit_1pl` (no chance level) by block-coordinate sweeps, then the same full Newton
+    steps, line search and stopping rule as the small path (see :mod:`.onepl_large`)."""
+    from . import onepl_large as big
+
+    data = big.cell_data(correct, mask, successes, trials)
+    var_t, var_b = config.prior_sd_theta**2, config.prior_sd_b**2
+    if var_t <= 0 or var_b <= 0:
+        raise EngineError("prior standard deviations must be positive")
+    mu_t, mu_b = config.prior_mean_theta, config.prior_mean_b
+    prior = (var_t, var_b, mu_t, mu_b)
+    theta, b = big.start_point(data)
+    theta, b, sweeps = big.block_newton(data, theta, b, var_t=var_t, var_b=var_b, mu_t=mu_t, mu_b=mu_b,
+                                        progress=progress, cancel=cancel)
+    f, gt, gb, ht, hb = big.derivatives(data, theta, b, *prior)
+    W = big.coupling(data, theta, b)
+    converged, it, fac = False, 0, None
+    for it in range(1, config.max_iter + 1):
+        check_cancel(cancel)
+        dt, db, fac = big.newton_step(gt, gb, ht, hb, W)
+        decrement = -(gt @ dt + gb @ db) / 2
+        if decrement < config.tol:
+            converged = True
+            break
+        step = 1.0
+        for _ in range(40):
+            f_new = big.objective(data, theta + step * dt, b + step * db, *prior)
+            if f_new <= f + 1e-12 * abs(f):
+                break
+            step *= 0.5
+        theta, b = theta + step * dt, b + step * db
+        f_old = f
+        f, gt, gb, ht, hb = big.derivatives(data, theta, b, *prior)
+        W = big.coupling(data, theta, b)
+        fac = None
+        progress(it, config.max_iter, f"1PL MAP Newton step {it}: objective {f:.6g}")
+        if f_old - f <= 1e-15 * abs(f):
+            converged = decrement < 1e-6
+            break
+    if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(b))):
+        raise EngineError("1PL fit diverged; check that responses are 0/1 or successes <= trials")
+    if fac is None:
+        fac = linalg.cho_factor(W.schur(ht, hb), lower=True)
+    laplace = LaplacePosterior(theta=theta, b=b, h_theta=ht, h_b=hb, w=W.dense, coupling=W)
+    laplace._cache["chol"] = fac[0]
+    return OnePLResult(theta=theta, b=b, b_se=_posterior_se_b(ht, hb, W, fac), objective=float(f),
+                       iterations=sweeps + it, converged=converged, chance=np.zeros(data.n), method="map",
+                       laplace=laplace)
+
+
+def _posterior_se_b(h_theta, h_b, W, fac) -> np.ndarray:
+    """:func:`_b_posterior_se` from a Cholesky factor of the Schur complement; with low-rank W = A B^T the b
+    variances are ``1 / h_b + c_j^T (A^T S^-1 A) c_j``, ``c_j = B_j / h_bj`` (no models x items solve)."""
+    m, n = W.shape
+    if W.dense is not None:
+        if m <= n:
+            v = W.dense / h_b
+            var = 1.0 / h_b + np.einsum("ij,ij->j", v, linalg.cho_solve(fac, v))
+        else:
+            var = np.diag(linalg.cho_solve(fac, np.eye(n))).copy()
+        return np.sqrt(np.maximum(var, 0.0))
+    A, B = W.factors
+    if m <= n:
+        G = A.T @ linalg.cho_solve(fac, A)
+        C = B / h_b[:, None]
+        var = 1.0 / h_b + np.einsum("jr,rs,js->j", C, G, C)
+    else:
+        var = np.diag(linalg.cho_solve(fac, np.eye(n))).copy()
+    return np.sqrt(np.maximum(var, 0.0))
 
 
 def online_difficulty(
