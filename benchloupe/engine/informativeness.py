@@ -47,6 +47,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.joint import (
@@ -76,10 +77,7 @@ def fisher_scores(result: JointResult, static: StaticData | None = None, arena: 
     parts = []
     n_static = len(result.b_static)
     if n_static:
-        p = result.p_static()[fitted]
-        with np.errstate(invalid="ignore"):
-            s = config.lambda_static * np.mean(result.a_static ** 2 * p * (1 - p), axis=0)
-        parts.append(np.nan_to_num(s))
+        parts.append(np.nan_to_num(config.lambda_static * _mean_static_information(result, fitted)))
     n_arena = len(result.b_arena)
     if n_arena:
         s = np.zeros(n_arena)
@@ -97,6 +95,22 @@ def fisher_scores(result: JointResult, static: StaticData | None = None, arena: 
             s = np.where(cnt > 0, config.lambda_pref * tot / np.maximum(cnt, 1), 0.0)
         parts.append(np.nan_to_num(s))
     return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _mean_static_information(result: JointResult, fitted: np.ndarray) -> np.ndarray:
+    """``mean_i a^2 p (1 - p)`` per static item over the ``fitted`` models (p with the fit's chance level), in
+    row blocks: the values of the dense expression without its models x items float64 temporaries (issue 26)."""
+    theta, b, a = result.theta[fitted], result.b_static, result.a_static
+    chance = result.chance_static
+    total = np.zeros(len(b))
+    step = max(1, (1 << 20) // max(1, len(b)))
+    with np.errstate(invalid="ignore"):
+        for r0 in range(0, len(theta), step):
+            p = expit(a[None, :] * (theta[r0:r0 + step, None] - b[None, :]))
+            if chance is not None:
+                p = chance + (1.0 - chance) * p
+            total += np.sum(p * (1 - p), axis=0)
+        return a ** 2 * total / len(theta) if len(theta) else np.full(len(b), np.nan)
 
 
 def information_matrix(result: JointResult, static: StaticData | None = None, arena: ArenaData | None = None,

@@ -364,3 +364,15 @@ def test_coverage_analysis_reads_integer_and_float_cells_alike():
     assert as_int.diagnostics == as_float.diagnostics
     assert np.array_equal(as_int.resolution.lattice.step_down, as_float.resolution.lattice.step_down)
     assert as_int.resolution.rollouts == as_float.resolution.rollouts == 1.0
+
+
+def test_fisher_scores_in_row_blocks_are_the_dense_mean():
+    from benchloupe.engine.informativeness import fisher_scores
+    from benchloupe.engine.joint import JointConfig, fit_joint
+
+    for label, static in _static_cases():
+        res = fit_joint(static, None, JointConfig(mode="static"))
+        res.theta[2] = np.nan  # an unfitted model is left out of the mean
+        p = res.p_static()[np.isfinite(res.theta)]
+        want = np.nan_to_num(np.mean(res.a_static ** 2 * p * (1 - p), axis=0))
+        assert np.allclose(fisher_scores(res, static), want, rtol=1e-12, atol=0), label

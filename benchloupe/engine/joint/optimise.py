@@ -567,13 +567,14 @@ def _frozen_static_abilities(problem: _Problem, x0: np.ndarray, max_iter: int = 
         g = w * r.g_theta + 2 * lt * th
         h = w * r.h_theta + 2 * lt
         step = g / h
-        if not np.any(np.abs(step) > _ABILITY_STEP_TOL):
+        active = np.abs(step) > _ABILITY_STEP_TOL
+        if not active.any():
             break
         lo = np.where(g < 0, np.maximum(lo, th), lo)  # the minimum lies above a point of negative gradient
         hi = np.where(g > 0, np.minimum(hi, th), hi)
         cand = th - np.clip(step, -1.0, 1.0)
-        outside = (cand <= lo) | (cand >= hi)
-        th = np.where(outside & np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), cand)
+        outside = active & ((cand < lo) | (cand > hi)) & np.isfinite(lo) & np.isfinite(hi)
+        th = np.where(outside, 0.5 * (lo + hi), np.where(active, cand, th))
     return th
 
 
