@@ -28,7 +28,15 @@ import numpy as np
 import pandas as pd
 
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
-from benchloupe.engine.joint import ArenaData, JointConfig, StaticData, build_pairs, fit_abilities, fit_joint
+from benchloupe.engine.joint import (
+    ArenaData,
+    JointConfig,
+    JointResult,
+    StaticData,
+    build_pairs,
+    fit_abilities,
+    fit_joint,
+)
 from benchloupe.engine.joint.subsets import static_rows
 
 
@@ -120,18 +128,20 @@ def residual_matrix(p: np.ndarray, rate: np.ndarray, mask: np.ndarray) -> np.nda
 def contamination_windows(resid: np.ndarray, weight: np.ndarray, item_days: np.ndarray, cutoff_days: np.ndarray, *,
                           resid_loo: np.ndarray | None = None, alpha: float = 0.05, n_boot: int = 1000,
                           n_perm: int = 2000, seed: int = 0, min_cells: int = 5, progress: Progress = no_progress,
-                          cancel: threading.Event | None = None) -> pd.DataFrame:
+                          cancel: threading.Event | None = None, rows: np.ndarray | None = None) -> pd.DataFrame:
     """Window tests for every model with a cutoff and at least ``min_cells`` dated cells on each side.
 
     ``resid``/``weight`` are models x items (NaN residual = unobserved), ``resid_loo`` the same residuals with the
     item parameters fitted without each model (rows: that model's residuals).  One row per tested model (index =
     model row): shift, ci_low, ci_high, p_perm, p_holm, flagged, n_pre, n_post, mean_pre, mean_post and the
-    ``*_loo`` columns."""
+    ``*_loo`` columns.  ``rows``: the model row each row of the arrays stands for (default: row k is model k), so a
+    caller can pass only the models with a cutoff; ``model_idx`` and the per-model seeds follow it."""
     item_days = np.asarray(item_days, float)
     cutoff_days = np.asarray(cutoff_days, float)
     if resid.shape != weight.shape or resid.shape[1] != len(item_days) or resid.shape[0] != len(cutoff_days):
         raise EngineError("residuals, weights, item dates and model cutoffs do not line up")
-    rows = []
+    label = np.arange(len(cutoff_days)) if rows is None else np.asarray(rows, int)
+    out_rows = []
     models = np.flatnonzero(np.isfinite(cutoff_days))
     for k, m in enumerate(models):
         check_cancel(cancel)
@@ -140,17 +150,18 @@ def contamination_windows(resid: np.ndarray, weight: np.ndarray, item_days: np.n
         pre = item_days[dated] <= cutoff_days[m]
         if pre.sum() < min_cells or (~pre).sum() < min_cells:
             continue
-        t = window_test(resid[m, dated], weight[m, dated], pre, n_boot=n_boot, n_perm=n_perm, seed=seed + int(m))
-        row = {"model_idx": int(m), **t.__dict__}
+        t = window_test(resid[m, dated], weight[m, dated], pre, n_boot=n_boot, n_perm=n_perm,
+                        seed=seed + int(label[m]))
+        row = {"model_idx": int(label[m]), **t.__dict__}
         if resid_loo is not None and np.isfinite(resid_loo[m, dated]).all():
             tl = window_test(resid_loo[m, dated], weight[m, dated], pre, n_boot=n_boot, n_perm=n_perm,
-                             seed=seed + int(m))
+                             seed=seed + int(label[m]))
             row.update({f"{key}_loo": v for key, v in tl.__dict__.items() if key not in ("n_pre", "n_post")})
-        rows.append(row)
+        out_rows.append(row)
     progress(len(models), len(models), "contamination windows done")
     cols = ["model_idx", "shift", "ci_low", "ci_high", "p_perm", "n_pre", "n_post", "mean_pre", "mean_post"]
-    extra = list(dict.fromkeys(c for r in rows for c in r if c not in cols))
-    out = pd.DataFrame(rows, columns=cols + extra)
+    extra = list(dict.fromkeys(c for r in out_rows for c in r if c not in cols))
+    out = pd.DataFrame(out_rows, columns=cols + extra)
     out["p_holm"] = holm(out["p_perm"].to_numpy(float))
     if "p_perm_loo" in out.columns:
         out["p_holm_loo"] = holm(out["p_perm_loo"].to_numpy(float))
@@ -171,23 +182,37 @@ def binned_series(days: np.ndarray, resid: np.ndarray, bins: int = 20) -> dict:
 
 
 def leave_one_out_p(static: StaticData, arena: ArenaData | None, config: JointConfig, models, *,
-                    progress: Progress = no_progress, cancel: threading.Event | None = None) -> np.ndarray:
+                    progress: Progress = no_progress, cancel: threading.Event | None = None,
+                    full: JointResult | None = None, out_rows: np.ndarray | None = None) -> np.ndarray:
     """Predicted static p for each model in ``models`` (rows; NaN elsewhere) with the item parameters fitted without
-    that model (its static cells masked and its arena pairs dropped), then its ability refitted on frozen items."""
-    out = np.full(static.shape, np.nan)
+    that model (its static cells masked and its arena pairs dropped), then its ability refitted on frozen items.
+
+    Static-only fits drop the model's row (the same objective as masking it) and, given ``full`` (the fit on all
+    models), start from it: removing one model of many moves the optimum little, so a refit takes a few sweeps
+    instead of a fit from the rates, to the same optimum (issue 26; tests/unit/test_scale.py).  Joint fits (arena
+    pairs: nonconvex, a warm start can reach another optimum) keep the masked, cold refit.  ``out_rows`` (model
+    rows, a superset of ``models``): the result has only those rows, in that order (no models x items NaN matrix)."""
+    rows_of = None if out_rows is None else {int(r): k for k, r in enumerate(out_rows)}
+    out = np.full(static.shape if out_rows is None else (len(out_rows), static.shape[1]), np.nan)
     pairs = build_pairs(arena, config) if (arena is not None and config.uses_arena) else None
     models = list(models)
     for k, m in enumerate(models):
         check_cancel(cancel)
         progress(k, len(models), f"leave-one-model-out refit {k + 1}/{len(models)}")
-        smask = static.mask.copy()
-        smask[m] = False
-        keep = None if pairs is None else (pairs.i != m) & (pairs.j != m)
-        loo = fit_joint(static, arena if pairs is not None else None, config, pairs=pairs, pair_keep=keep,
-                        static_mask=smask, cancel=cancel)
+        if pairs is None and config.mode == "static":
+            others = np.flatnonzero(np.arange(static.shape[0]) != m)
+            init = None if full is None else {"theta": full.theta[others], "b_static": full.b_static,
+                                               "k_static": full.k_static}
+            loo = fit_joint(static_rows(static, others), None, config, init=init, cancel=cancel)
+        else:
+            smask = static.mask.copy()
+            smask[m] = False
+            keep = None if pairs is None else (pairs.i != m) & (pairs.j != m)
+            loo = fit_joint(static, arena if pairs is not None else None, config, pairs=pairs, pair_keep=keep,
+                            static_mask=smask, cancel=cancel)
         one = static_rows(static, [m])
         theta = fit_abilities(one, None, loo, replace(config, mode="static"))
         fitted = replace(loo, theta=theta)
-        out[m] = fitted.p_static()[0]
+        out[m if rows_of is None else rows_of[int(m)]] = fitted.p_static()[0]
     progress(len(models), len(models), "leave-one-model-out refits done")
     return out

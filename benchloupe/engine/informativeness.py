@@ -373,6 +373,16 @@ def subset_recovery(result: JointResult, static: StaticData | None, arena: Arena
     return pd.DataFrame(rows)
 
 
+def recovery_refits(table: pd.DataFrame) -> dict:
+    """What a :func:`subset_recovery` table cost in refits: ability refits on frozen items (one per row of the
+    deterministic and ``random`` strategies) and from-scratch 2PL(+BT) fits on the ``random_2pl_bt`` subsets
+    (warm-started), each also as full-matrix equivalents (the sum of the subsets' item fractions)."""
+    base = table["strategy"] == "random_2pl_bt"
+    return {"frozen_item_refits": int((~base).sum()), "frozen_item_refits_full_equivalent":
+            round(float(table.loc[~base, "fraction"].sum()), 3), "subset_2pl_fits": int(base.sum()),
+            "subset_2pl_fits_full_equivalent": round(float(table.loc[base, "fraction"].sum()), 3)}
+
+
 def summarise_recovery(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and sd of Spearman/Kendall per (strategy, fraction), like the reference's _summary.csv, plus the 2.5 /
     97.5 % percentiles of Spearman over the random draws (``spearman_lo``/``spearman_hi``; equal to the mean for

@@ -18,6 +18,7 @@ import pandas as pd
 
 from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.joint.subsets import static_rows
 from benchloupe.engine.stats import auprc, auroc
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import curation, read, runs
@@ -106,8 +107,10 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
         if config.export_fraction and not config.export_name:
             raise EngineError("export_fraction needs export_name, the new benchmark's name")
         inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena, reward_model)
+        t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
+            t = ctx.lap("fit_s", t)
             static = inputs.static if cfg.uses_static else None
             arena_d = inputs.arena if cfg.uses_arena else None
             scores = informativeness.fisher_scores(res, static, arena_d, cfg)
@@ -120,6 +123,8 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                                                         target=config.target,
                                                         baseline_reference=config.baseline_reference,
                                                         progress=progress, cancel=cancel)
+                t = ctx.lap("recovery_s", t)
+                metrics["recovery_refits"] = informativeness.recovery_refits(table)
                 summary = informativeness.summarise_recovery(table)
                 artifacts.update({"recovery": table, "recovery_summary": summary})
                 for strat in ("top_fisher", config.strategy, "random"):
@@ -148,7 +153,7 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             items = pd.DataFrame({"item_id": item_ids, "fisher": scores, "difficulty": b, "sharpness": a,
                                   "fisher_rank": rank_desc(scores)})
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, items=items,
+                metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}, items=items,
                 models=pd.DataFrame({"model_id": inputs.models["id"], "theta": res.theta}), artifacts=artifacts))
             return ctx.run_id
     finally:
@@ -168,10 +173,14 @@ class AnomalyConfig:
     protocol: bool = False
 
 
-def _truth_detection(conn, benchmark: str, inputs: JointInputs, res_static: np.ndarray | None) -> dict:
-    """Where the store holds injected cells (demo workspace): how well |residual| finds them."""
+def _truth_detection(conn, benchmark: str, inputs: JointInputs, static_residuals) -> dict:
+    """Where the store holds injected cells (demo workspace): how well |residual| finds them.  ``static_residuals``
+    makes the models x items residual matrix, only when there is truth to score it against (issue 26)."""
     t = read.truth(conn, benchmark, "cell")
-    if t.empty or res_static is None:
+    if t.empty:
+        return {}
+    res_static = static_residuals()
+    if res_static is None:
         return {}
     rows = {n: i for i, n in enumerate(inputs.models["name"])}
     cols = {k: j for j, k in enumerate(inputs.static_items["key"])}
@@ -191,16 +200,19 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
     try:
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena, reward_model)
+        tick = ctx.lap("load_s", t0)
         with ctx.guard(conn):
             cfg, res = _fit(inputs, mode, progress, cancel)
+            tick = ctx.lap("fit_s", tick)
             static = inputs.static if cfg.uses_static else None
             arena_d = inputs.arena if cfg.uses_arena else None
             cands = anomaly.anomaly_candidates(res, static, arena_d, threshold=config.threshold)
-            resid = anomaly.residuals(res, static, arena_d)
+            tick = ctx.lap("candidates_s", tick)
             metrics = {"mode": mode, "threshold": config.threshold, "candidates": int(len(cands)),
                        "static_candidates": int((cands["source"] == "static").sum()) if len(cands) else 0,
                        "arena_candidates": int((cands["source"] == "arena").sum()) if len(cands) else 0}
-            metrics.update(_truth_detection(conn, inputs.static_benchmark or benchmark, inputs, resid.static))
+            metrics.update(_truth_detection(conn, inputs.static_benchmark or benchmark, inputs,
+                                            lambda: anomaly.residuals(res, static, None).static))
             artifacts = {}
             if config.protocol:
                 progress(0, 1, "synthetic contamination protocol")
@@ -229,6 +241,8 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
                     if len(first) else None
                 metrics["protocol_min_item_auroc_clean_reference_static"] = float(first["item_auroc"].min()) \
                     if len(first) else None
+            if config.protocol:
+                tick = ctx.lap("protocol_s", tick)
             theta = res.theta
             flags = []
             for c in cands.itertuples(index=False):
@@ -243,8 +257,9 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
                               "payload": {"source": c.source, "residual": float(c.residual),
                                           "expected_p": float(c.expected_p), "observed": float(c.observed),
                                           "theta": float(theta[c.model_idx]), "b": b, "a": a, "mode": mode}})
+            ctx.lap("flags_s", tick)
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
                 models=pd.DataFrame({"model_id": inputs.models["id"], "theta": theta}),
                 items=pd.DataFrame({"item_id": inputs.static_items["id"], "difficulty": res.b_static,
                                     "sharpness": res.a_static}) if static is not None else None,
@@ -349,11 +364,15 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
     try:
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena, reward_model)
+        t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
             cfg = joint.JointConfig(mode=mode)
-            res = bootstrap.cluster_bootstrap(inputs.static if cfg.uses_static else None,
-                                              inputs.arena if cfg.uses_arena else None, cfg, B=config.B,
-                                              seed=config.seed, progress=progress, cancel=cancel)
+            st, ar = inputs.static if cfg.uses_static else None, inputs.arena if cfg.uses_arena else None
+            full = joint.fit_joint(st, ar, cfg, cancel=cancel)
+            t = ctx.lap("fit_s", t)
+            res = bootstrap.cluster_bootstrap(st, ar, cfg, B=config.B, seed=config.seed, full=full,
+                                              progress=progress, cancel=cancel)
+            t = ctx.lap("replicates_s", t)
             models = pd.DataFrame({"model_id": inputs.models["id"], "theta": res.theta, "se": res.se,
                                    "lo": res.ci_low, "hi": res.ci_high, "rank_lo": res.rank_low,
                                    "rank_hi": res.rank_high})
@@ -374,7 +393,7 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
                 artifacts["table4"] = pd.DataFrame(t4)
                 metrics["table4"] = t4
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, models=models,
+                metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}, models=models,
                 artifacts=artifacts))
             return ctx.run_id
     finally:
@@ -461,24 +480,37 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             if not np.isfinite(cut).any():
                 raise EngineError(say(f"no model of {benchmark!r} has a {config.cutoff_key!r} cutoff in its metadata; "
                                       "import a models file with a cutoff column (or ", Opt("cutoff_key", verb="pass"), ")"))
+            t = ctx.lap("load_s", t0)
             cfg, res = _fit(inputs, mode, progress, cancel)
+            t = ctx.lap("fit_s", t)
             static = inputs.static
             arena_d = inputs.arena if cfg.uses_arena else None
-            rate = anomaly.observed_rate(static)
-            weight = np.asarray(getattr(static, "trials", None) if getattr(static, "trials", None) is not None
-                                else static.mask, float)
-            resid = contamination.residual_matrix(res.p_static(), rate, static.mask)
-            tested = [m for m in np.flatnonzero(np.isfinite(cut))
+            # only the models with a cutoff are tested: their rows alone (no models x items float64 matrices)
+            with_cut = np.flatnonzero(np.isfinite(cut))
+            pos = {int(m): k for k, m in enumerate(with_cut)}
+            sub = static_rows(static, with_cut)
+            rate = anomaly.observed_rate(sub)
+            weight = np.asarray(sub.trials if sub.trials is not None else sub.mask, float)
+            p_cut = replace(res, theta=res.theta[with_cut]).p_static()
+            resid = contamination.residual_matrix(p_cut, rate, sub.mask)
+            tested = [m for m in with_cut
                       if min((days[static.mask[m] & np.isfinite(days)] <= cut[m]).sum(),
                              (days[static.mask[m] & np.isfinite(days)] > cut[m]).sum()) >= config.min_cells]
             resid_loo = None
+            t = ctx.lap("residuals_s", t)
             if config.refit_without and tested:
-                p_loo = contamination.leave_one_out_p(static, arena_d, cfg, tested, progress=progress, cancel=cancel)
-                resid_loo = contamination.residual_matrix(p_loo, rate, static.mask)
+                p_loo = contamination.leave_one_out_p(static, arena_d, cfg, tested, progress=progress, cancel=cancel,
+                                                      full=res, out_rows=with_cut)
+                resid_loo = contamination.residual_matrix(p_loo, rate, sub.mask)
+                t = ctx.lap("leave_one_out_s", t)
+                loo_refits = len(tested)
+            else:
+                loo_refits = 0
             n_perm = max(config.n_perm, int(np.ceil(20 * max(len(tested), 1) / config.alpha)))
             table = contamination.contamination_windows(
-                resid, weight, days, cut, resid_loo=resid_loo, alpha=config.alpha, n_boot=config.n_boot,
-                n_perm=n_perm, seed=config.seed, min_cells=config.min_cells, progress=progress, cancel=cancel)
+                resid, weight, days, cut[with_cut], resid_loo=resid_loo, alpha=config.alpha, n_boot=config.n_boot,
+                n_perm=n_perm, seed=config.seed, min_cells=config.min_cells, progress=progress, cancel=cancel,
+                rows=with_cut)
             ids = inputs.models["id"].to_numpy()
             item_ids = inputs.static_items["id"].to_numpy()
             table.insert(0, "model_id", ids[table["model_idx"].to_numpy(int)] if len(table) else [])
@@ -488,32 +520,34 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             flags = []
             for row in table.itertuples(index=False):
                 m = int(row.model_idx)
-                ok = static.mask[m] & np.isfinite(days) & np.isfinite(resid[m])
+                k = pos[m]
+                ok = static.mask[m] & np.isfinite(days) & np.isfinite(resid[k])
                 cells.append(pd.DataFrame({"model_id": int(ids[m]), "item_id": item_ids[ok], "item_day": days[ok],
-                                           "residual": resid[m, ok],
-                                           "residual_loo": resid_loo[m, ok] if resid_loo is not None else np.nan,
+                                           "residual": resid[k, ok],
+                                           "residual_loo": resid_loo[k, ok] if resid_loo is not None else np.nan,
                                            "pre_cutoff": days[ok] <= cut[m]}))
                 if not row.flagged:
                     continue
                 payload = {"source": "contamination_window", "residual": float(row.shift),
-                           "expected_p": float(np.nanmean(res.p_static()[m, ok & (days <= cut[m])])),
-                           "observed": float(np.mean(rate[m, ok & (days <= cut[m])])),
+                           "expected_p": float(np.nanmean(p_cut[k, ok & (days <= cut[m])])),
+                           "observed": float(np.mean(rate[k, ok & (days <= cut[m])])),
                            "shift": float(row.shift), "ci": [float(row.ci_low), float(row.ci_high)],
                            "p_perm": float(row.p_perm), "p_holm": float(row.p_holm), "n_pre": int(row.n_pre),
                            "n_post": int(row.n_post), "cutoff_day": float(cut[m]), "mode": mode,
                            "plot_artifact": "window_residuals",
-                           "series": contamination.binned_series(days[ok], resid[m, ok])}
+                           "series": contamination.binned_series(days[ok], resid[k, ok])}
                 if "shift_loo" in table.columns and np.isfinite(getattr(row, "shift_loo", np.nan)):
                     payload.update({"shift_loo": float(row.shift_loo), "p_perm_loo": float(row.p_perm_loo),
                                     "ci_loo": [float(row.ci_low_loo), float(row.ci_high_loo)]})
                 flags.append({"kind": "anomaly", "model_id": int(ids[m]), "score": float(row.shift),
                               "payload": payload})
-            metrics = {"mode": mode, "dated_items": int(np.isfinite(days).sum()),
+            t = ctx.lap("windows_s", t)
+            metrics = {"mode": mode, "dated_items": int(np.isfinite(days).sum()), "leave_one_out_refits": loo_refits,
                        "models_with_cutoff": int(np.isfinite(cut).sum()), "models_tested": int(len(table)),
                        "models_flagged": int(table["flagged"].sum()) if len(table) else 0, "n_perm": n_perm,
                        "alpha": config.alpha}
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
                 models=pd.DataFrame({"model_id": ids, "theta": res.theta}),
                 artifacts={"windows": table.drop(columns=["model_idx"]),
                            "window_residuals": pd.concat(cells, ignore_index=True) if cells else pd.DataFrame()},
