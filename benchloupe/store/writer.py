@@ -21,6 +21,7 @@ from .db import audit, transaction
 from .importers.base import ParsedImport
 
 MISSING = -1
+_WRITE_CHUNK = 256  # models whose packed result rows are written per executemany
 
 
 @dataclass
@@ -186,7 +187,12 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
     binomial = parsed.trials is not None
     rows = []
     changed = 0
+    sql = ("INSERT OR REPLACE INTO static_results (benchmark_id, model_id, n, correct, successes, trials)"
+           " VALUES (?, ?, ?, ?, ?, ?)")
     for m, mid in enumerate(model_ids):
+        if len(rows) >= _WRITE_CHUNK:  # cells go to the store a chunk of models at a time (issue 26)
+            conn.executemany(sql, rows)
+            rows = []
         old = existing.get(mid)
         if binomial:
             succ = np.zeros(n, np.int32)
@@ -222,11 +228,7 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
             vec[tgt] = new[obs]
             rows.append((bid, mid, n, vec.tobytes(), None, None))
         summary.static_cells += int(obs.sum())
-    conn.executemany(
-        "INSERT OR REPLACE INTO static_results (benchmark_id, model_id, n, correct, successes, trials)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    conn.executemany(sql, rows)
     summary.cells_changed = changed
 
 

@@ -376,3 +376,74 @@ def test_fisher_scores_in_row_blocks_are_the_dense_mean():
         p = res.p_static()[np.isfinite(res.theta)]
         want = np.nan_to_num(np.mean(res.a_static ** 2 * p * (1 - p), axis=0))
         assert np.allclose(fisher_scores(res, static), want, rtol=1e-12, atol=0), label
+
+
+# ------------------------------------------------------------------------------------ import: the wide fast path
+def _old_dense_binary(data, n_fields):
+    """The fast path as it was (whole-file split and join): the oracle for the chunked reader."""
+    n_items = n_fields - 1
+    width = 2 * n_items - 1
+    body = data[data.find(b"\n") + 1:].replace(b"\r\n", b"\n")
+    lines = body.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if not lines or n_items < 1:
+        return None
+    names, cells = [], []
+    for line in lines:
+        cut = line.find(b",")
+        if cut < 0 or len(line) - cut - 1 != width or line[:1] == b'"':
+            return None
+        names.append(line[:cut].decode("utf-8"))
+        cells.append(line[cut + 1:])
+    grid = np.frombuffer(b"".join(cells), dtype=np.uint8).reshape(len(lines), width)
+    if n_items > 1 and not (grid[:, 1::2] == ord(",")).all():
+        return None
+    digits = grid[:, 0::2] - ord("0")
+    if not (digits <= 1).all():
+        return None
+    return names, digits.astype(np.int8)
+
+
+def test_chunked_wide_reader_reads_what_the_whole_file_reader_read(monkeypatch):
+    from benchloupe.store.importers import wide
+
+    rng = np.random.default_rng(13)
+    texts = [b"model,a,b\nm1,0,1\nm2,1,1\n", b"model,a,b\nm1,0,1\nm2,1,1", b"model,a,b\r\nm1,0,1\r\nm2,1,0\r\n",
+             b"model,a,b\nm1,0,1\n\n", b"model,a,b\nm1,0,1\n\nm2,1,1\n", b"model,a,b\nm1,0,\nm2,1,1\n",
+             b"model,a,b\nm1,0,2\n", b"model,a,b\n\"m,1\",0,1\n", b"model,a\nm1,1\nm2,0\n", b"model,a,b\n",
+             b"model,a,b\nm1,0;1\n", "model,a,b\nmod\u00e8le,0,1\n".encode()]
+    for _ in range(30):
+        m, n = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+        rows = [f"org/m-{i}," + ",".join(map(str, rng.integers(0, 2, n))) for i in range(m)]
+        if rng.random() < 0.3:
+            rows[int(rng.integers(0, m))] += ",1"  # a ragged row
+        texts.append(("model," + ",".join(f"q{j}" for j in range(n)) + "\n" + "\n".join(rows)
+                      + ("\n" if rng.random() < 0.7 else "")).encode())
+    for chunk in (256, 1, 3):
+        monkeypatch.setattr(wide, "_DENSE_CHUNK_ROWS", chunk)
+        for text in texts:
+            n_fields = text.split(b"\n")[0].count(b",") + 1
+            want, got = _old_dense_binary(text, n_fields), wide._dense_binary(text, n_fields)
+            assert (want is None) == (got is None), text[:80]
+            if want is not None:
+                assert got[0] == want[0] and np.array_equal(got[1], want[1]) and got[1].dtype == np.int8
+
+
+def test_results_written_in_chunks_of_models_read_back_whole(tmp_path, monkeypatch):
+    from benchloupe.store import read, writer
+    from benchloupe.store.db import connect
+
+    rng = np.random.default_rng(14)
+    correct = np.where(rng.random((11, 7)) < 0.2, -1, rng.integers(0, 2, (11, 7))).astype(np.int8)
+    parsed = ParsedImport("b", items=pd.DataFrame({"key": [f"q{j}" for j in range(7)]}),
+                          models=pd.DataFrame({"name": [f"m{i}" for i in range(11)]}), correct=correct)
+    monkeypatch.setattr(writer, "_WRITE_CHUNK", 3)
+    conn = connect(tmp_path / "w.db")
+    try:
+        summary = writer.write_import(conn, parsed, fmt="test")
+        sm = read.load_static(conn, "b")
+    finally:
+        conn.close()
+    assert summary.static_cells == int((correct >= 0).sum())
+    assert np.array_equal(sm.correct, correct) and list(sm.models["name"]) == [f"m{i}" for i in range(11)]

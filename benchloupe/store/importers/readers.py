@@ -68,7 +68,8 @@ def load_bytes(path: str | Path) -> bytes:
     if b"\r" in raw and b"\n" not in raw:  # classic Mac line endings: one CR per line
         raw = raw.replace(b"\r", b"\n")
     try:
-        raw.decode("utf-8")
+        if not raw.isascii():  # ASCII is UTF-8: no decoded copy of a 140 MB file just to check it
+            raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1

@@ -144,35 +144,53 @@ def parse_wide(
     )
 
 
+_DENSE_CHUNK_ROWS = 256  # rows checked and converted at a time (their cells are ~2 x items bytes each)
+
+
 def _dense_binary(data: bytes, n_fields: int) -> tuple[list[str], np.ndarray] | None:
     """Fast path for the common export: every row is ``name,d,d,...,d`` with single-digit 0/1 cells.
 
-    The cells of all rows are gathered into one byte buffer and checked with numpy (commas where they
-    belong, digits 0/1 elsewhere); anything else (empty cells, "1.0", quoted names, ragged rows) returns
-    None and the general pandas path, with its exact error messages, takes over.
+    The rows are read straight out of the file's bytes ``_DENSE_CHUNK_ROWS`` at a time: each chunk's cells are
+    checked with numpy (commas where they belong, digits 0/1 elsewhere) and written into the int8 matrix, so
+    beside the file's bytes only the matrix and one chunk exist (issue 26: the whole-file split and join held
+    four copies of a 140 MB file).  Anything else (empty cells, "1.0", quoted names, ragged rows, blank lines)
+    returns None and the general pandas path, with its exact error messages, takes over.
     """
     n_items = n_fields - 1
     width = 2 * n_items - 1
-    body = data[data.find(b"\n") + 1 :].replace(b"\r\n", b"\n")
-    lines = body.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if not lines or n_items < 1:
+    start = data.find(b"\n") + 1
+    if b"\r" in data:  # CRLF rows: normalised once (a copy), then read the same way
+        data = data[:start] + data[start:].replace(b"\r\n", b"\n")
+    end_all = len(data)
+    if end_all > start and data[end_all - 1:end_all] == b"\n":
+        end_all -= 1  # the final line break ends the last row; an empty line anywhere else is not a row
+    if end_all <= start or n_items < 1 or start == 0:
         return None
-    names, cells = [], []
-    for line in lines:
-        cut = line.find(b",")
-        if cut < 0 or len(line) - cut - 1 != width or line[:1] == b'"':
+    n_rows = data.count(b"\n", start, end_all) + 1
+    buf = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty((n_rows, n_items), dtype=np.int8)
+    grid = np.empty((min(_DENSE_CHUNK_ROWS, n_rows), width), dtype=np.uint8)
+    names: list[str] = []
+    pos, row, k = start, 0, 0
+    while row < n_rows:
+        stop = data.find(b"\n", pos, end_all)
+        stop = end_all if stop < 0 else stop
+        cut = data.find(b",", pos, stop)
+        if cut < 0 or stop - cut - 1 != width or data[pos:pos + 1] == b'"':
             return None
-        names.append(line[:cut].decode("utf-8"))
-        cells.append(line[cut + 1 :])
-    grid = np.frombuffer(b"".join(cells), dtype=np.uint8).reshape(len(lines), width)
-    if n_items > 1 and not (grid[:, 1::2] == ord(",")).all():
-        return None
-    digits = grid[:, 0::2] - ord("0")
-    if not (digits <= 1).all():
-        return None
-    return names, digits.astype(np.int8)
+        names.append(data[pos:cut].decode("utf-8"))
+        grid[k] = buf[cut + 1:stop]
+        row, k, pos = row + 1, k + 1, stop + 1
+        if k == len(grid) or row == n_rows:
+            block = grid[:k]
+            if n_items > 1 and not (block[:, 1::2] == ord(",")).all():
+                return None
+            digits = block[:, 0::2] - ord("0")
+            if not (digits <= 1).all():
+                return None
+            out[row - k:row] = digits
+            k = 0
+    return names, out
 
 
 def _model_names(table: Table, model_col: str) -> list[str]:
