@@ -447,3 +447,57 @@ def test_results_written_in_chunks_of_models_read_back_whole(tmp_path, monkeypat
         conn.close()
     assert summary.static_cells == int((correct >= 0).sum())
     assert np.array_equal(sm.correct, correct) and list(sm.models["name"]) == [f"m{i}" for i in range(11)]
+
+
+# ------------------------------------------------------------------------------------ fit joint: block Newton
+def _joint_case(seed=0, m=150, ns=1200, na=150, arena_models=40):
+    from benchloupe.engine.joint import ArenaData
+
+    from tests.unit._joint_sim import simulate
+
+    _, static, arena = simulate(n_models=m, n_static=ns, n_arena=na, seed=seed)
+    r = arena.rewards.copy()
+    keep = np.zeros(m, bool)
+    keep[np.random.default_rng(seed).choice(m, arena_models, replace=False)] = True
+    r[~keep] = np.nan  # a leaderboard: every model on the static items, a few on the arena prompts
+    return static, ArenaData(r)
+
+
+def test_joint_block_newton_reaches_the_full_newton_optimum(monkeypatch):
+    from benchloupe.engine.joint import JointConfig, fit_joint, optimise
+
+    for seed in (0, 1):
+        static, arena = _joint_case(seed)
+        full = fit_joint(static, arena, JointConfig())
+        monkeypatch.setattr(optimise, "_NEWTON_MAX_FLOPS", 0.0)
+        blk = fit_joint(static, arena, JointConfig())
+        monkeypatch.undo()
+        assert full.provenance["optimizer"] == "newton" and blk.provenance["optimizer"] == "block_joint"
+        assert blk.converged
+        assert blk.objective == pytest.approx(full.objective, rel=1e-10)
+        assert np.nanmax(np.abs(blk.theta - full.theta)) < 1e-4
+        assert np.nanmax(np.abs(blk.b_arena - full.b_arena)) < 1e-3
+        assert blk.gamma == pytest.approx(full.gamma, rel=1e-4)
+
+
+def test_joint_block_objective_is_the_joint_problems():
+    from benchloupe.engine.joint import JointConfig, build_pairs
+    from benchloupe.engine.joint.block_joint import arena_part
+    from benchloupe.engine.joint.objective import _Problem
+
+    static, arena = _joint_case(2, m=60, ns=300, na=80, arena_models=20)
+    cfg = JointConfig()
+    pairs = build_pairs(arena, cfg)
+    prob = _Problem(static, pairs, 60, cfg)
+    sub, idx = arena_part(prob, pairs, 60, cfg, None)
+    x = np.random.default_rng(0).normal(0, 0.3, prob.n_params)
+    M, Ns, Na = prob.M, prob.Ns, prob.Na
+    o = M + 2 * Ns
+    lam = cfg.lambda_reg
+    lt, li = (lam / M, lam / prob.n_items) if prob.reg_mean else (lam, lam)
+    r = prob.static_pass(x[:M], x[M:M + Ns], x[M + Ns:o], rows=False)
+    fa = sub.evaluate(np.r_[x[:M][idx], x[o:]], order=0)[0]
+    items = x[M:o + 2 * Na]
+    mine = (cfg.lambda_static / prob.n_static * r.loss.sum() + fa + lt * x[:M] @ x[:M] + li * items @ items
+            + lam * x[-1] ** 2)
+    assert mine == pytest.approx(prob.value(x), rel=1e-12)
