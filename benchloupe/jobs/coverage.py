@@ -249,6 +249,7 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
         backend = dense.resolve(device, int(fitted.sum()) * n_draws)  # before the run exists
         ctx = RunContext(db_path, "coverage", benchmark, config, config.seed)
         ctx.start(conn, fingerprint(y, mask, succ, tri))
+        ctx.lap("load_s", t0)
         with ctx.guard(conn), dense.use(backend):
             t = time.perf_counter()
             progress(0, 3, "1PL difficulty fit")
@@ -272,7 +273,8 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
                                                      seed=config.seed, k=config.k)
             res = coverage.analyse(yy, mm, **data, chance=chance, target=target, k=config.k, seed=config.seed,
                                    fit_config=fit_cfg, uncertainty=unc_cfg, interval_gaps=config.interval_gaps,
-                                   delta=config.delta, lipschitz=config.lipschitz, progress=progress, cancel=cancel)
+                                   delta=config.delta, lipschitz=config.lipschitz, progress=progress, cancel=cancel,
+                                   timings=ctx.timings)
             t = ctx.lap("fit_metrics_uncertainty_s", t)
             check_cancel(cancel)
             b_all = res.fit.b

@@ -56,11 +56,22 @@ def analyse(
     lipschitz: float = 1.0,
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
+    timings: dict | None = None,
 ) -> CoverageAnalysis:
     """Fit the 1PL (C.3), then the coverage metrics (C.4), the response-matrix diagnostics (C.3), the lattice
     and tail readout and, with ``uncertainty``, the C.6 posterior draws with an interval for each of the
-    ``interval_gaps`` widest gaps."""
+    ``interval_gaps`` widest gaps.  ``timings`` (a dict) receives the seconds of each phase."""
+    import time
+
     from . import resolution
+
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        if timings is not None:
+            timings[name] = round(now - clock[0], 4)
+        clock[0] = now
 
     fit = fit_1pl(
         correct,
@@ -72,22 +83,27 @@ def analyse(
         progress=progress,
         cancel=cancel,
     )
+    lap("fit_1pl_s")
     check_cancel(cancel)
     report = coverage_report(fit.b, target=target, k=k, seed=seed)
+    lap("report_s")
     diag = diagnostics(
         correct, mask, fit.theta, fit.b, successes=successes, trials=trials, config=diagnostics_config
     )
+    lap("diagnostics_s")
     cells = cell_data(correct, mask, successes, trials)  # the cells in their integer dtype (no float64 copy)
     lat = None
     if fit.laplace is not None:
         lat = resolution.lattice(fit.theta, fit.b, cells.Y, cells.N, chance=fit.chance, h_b=fit.laplace.h_b,
                                  var_b=fit_config.prior_sd_b**2, mean_b=fit_config.prior_mean_b)
+    lap("lattice_s")
     unc = None
     m = min(interval_gaps, len(report.gaps))
     if uncertainty is not None and fit.method == "map":
         unc = metric_uncertainty(fit, target=target, config=uncertainty, correct=correct, mask=mask,
                                  successes=successes, trials=trials,
                                  locations=resolution.gap_locations(report, m), progress=progress, cancel=cancel)
+        lap("uncertainty_s")
     if cells.N is None:
         rollouts = 1.0
     else:
