@@ -278,6 +278,8 @@ def run_size(m: int, n: int, args) -> dict:
             extra["refit_count"] = m["recovery_refits"]
         if name == "coverage":
             extra.update(_metric(r, "fit_iterations", "fit_objective", "ddm", "max_gap"))
+        if name == "fit_joint":
+            extra.update(_metric(r, "iterations", "objective", "compute", "static_ece"))
         record(name, r, **extra)
     if "tui" in only:
         r = process([sys.executable, str(ROOT / "bench" / "bench_scale_tui.py"), "--db", str(db)], timeout=900)
