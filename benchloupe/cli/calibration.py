@@ -166,7 +166,7 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
             import pandas as pd
 
             print("\nUnexpected cells (largest |residual| first; triage them in the Anomalies screen):")
-            print(table(pd.DataFrame(more["unexpected_cells"]), limit=30))
+            print(table(pd.DataFrame(more["unexpected_cells"][:30])))
         if more and more.get("recovery") and not args.json:
             import pandas as pd
 
@@ -199,14 +199,9 @@ def _flag_rows(args, run_id: int):
 
     conn = connect(db_path(args))
     try:
-        fl = curation.flags(conn, run_id=run_id, kind="anomaly")
+        rows = curation.flag_cells(conn, run_id, "anomaly", ("source", "residual", "expected_p", "observed"))
     finally:
         conn.close()
-    if fl.empty:
-        return {"unexpected_cells": []}
-    rows = [{"model": r.model, "item": r.item_key, **{k: r.payload[k] for k in ("source", "residual", "expected_p",
-                                                                               "observed")}}
-            for r in fl.itertuples()]
     return {"unexpected_cells": rows}
 
 

@@ -244,29 +244,42 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
             if config.protocol:
                 tick = ctx.lap("protocol_s", tick)
             theta = res.theta
-            flags = []
-            for c in cands.itertuples(index=False):
-                if c.source == "static":
-                    item_id = int(inputs.static_items["id"].iat[c.item_idx])
-                    b, a = float(res.b_static[c.item_idx]), float(res.a_static[c.item_idx])
-                else:
-                    item_id = int(inputs.arena_items["id"].iat[c.item_idx])
-                    b, a = float(res.b_arena[c.item_idx]), float(res.a_arena[c.item_idx])
-                flags.append({"kind": "anomaly", "item_id": item_id, "model_id": int(inputs.models["id"].iat[c.model_idx]),
-                              "score": float(c.residual),
-                              "payload": {"source": c.source, "residual": float(c.residual),
-                                          "expected_p": float(c.expected_p), "observed": float(c.observed),
-                                          "theta": float(theta[c.model_idx]), "b": b, "a": a, "mode": mode}})
+            flags = _anomaly_flags(cands, inputs, res, mode)
             ctx.lap("flags_s", tick)
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
                 models=pd.DataFrame({"model_id": inputs.models["id"], "theta": theta}),
                 items=pd.DataFrame({"item_id": inputs.static_items["id"], "difficulty": res.b_static,
                                     "sharpness": res.a_static}) if static is not None else None,
-                artifacts=artifacts, flags=pd.DataFrame(flags) if flags else None))
+                artifacts=artifacts, flags=flags))
             return ctx.run_id
     finally:
         conn.close()
+
+
+def _anomaly_flags(cands: pd.DataFrame, inputs: JointInputs, res: joint.JointResult, mode: str) -> pd.DataFrame | None:
+    """One ``anomaly`` flag per candidate cell, its payload the cell's residual, expectation, observation and the
+    fit's parameters there; built column-wise (5,000 x 14,000 gave 210,000 candidates: 13 s row by row)."""
+    if not len(cands):
+        return None
+    source = cands["source"].to_numpy()
+    mi = cands["model_idx"].to_numpy(np.int64)
+    qi = cands["item_idx"].to_numpy(np.int64)
+    static = source == "static"
+    item_id, b, a = np.zeros(len(qi), np.int64), np.zeros(len(qi)), np.zeros(len(qi))
+    for sel, items, bb, aa in ((static, inputs.static_items, res.b_static, res.a_static),
+                               (~static, inputs.arena_items, res.b_arena, res.a_arena)):
+        if sel.any():
+            item_id[sel] = items["id"].to_numpy()[qi[sel]]
+            b[sel], a[sel] = bb[qi[sel]], aa[qi[sel]]
+    resid = cands["residual"].to_numpy(float)
+    payload = [{"source": s, "residual": r, "expected_p": e, "observed": o, "theta": t, "b": bv, "a": av, "mode": mode}
+               for s, r, e, o, t, bv, av in zip(source.tolist(), resid.tolist(),
+                                                cands["expected_p"].to_numpy(float).tolist(),
+                                                cands["observed"].to_numpy(float).tolist(), res.theta[mi].tolist(),
+                                                b.tolist(), a.tolist(), strict=True)]
+    return pd.DataFrame({"kind": "anomaly", "item_id": item_id, "model_id": inputs.models["id"].to_numpy()[mi],
+                         "score": resid, "payload": payload})
 
 
 # ------------------------------------------------------------------------------------------------ screening

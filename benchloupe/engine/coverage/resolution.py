@@ -63,22 +63,45 @@ def conditional_levels(theta: np.ndarray, s: np.ndarray, trials: np.ndarray, b0:
     s = np.asarray(s, float)
     b0 = np.asarray(b0, float)
     t = np.asarray(trials)
+    step = max(1, _LEVEL_BLOCK // max(1, th.size))  # columns per block: no models x columns float64 matrices
     if t.ndim == 1:
         scores, first, inverse = np.unique(s, return_index=True, return_inverse=True)
-        return _levels(th, scores, t.astype(float)[:, None], b0[first], var_b, mean_b, max_iter)[inverse]
+        tf = t.astype(float)
+        start = _grid_start(th, tf, scores, b0[first], var_b, mean_b)
+        out = np.empty(scores.size)
+        for c0 in range(0, scores.size, step):
+            sl = slice(c0, c0 + step)
+            out[sl] = _levels(th, scores[sl], tf[:, None], start[sl], var_b, mean_b, max_iter, shared=True)
+        return out[inverse]
     out = np.empty(s.size)
-    step = max(1, (1 << 21) // max(1, th.size))
     for c0 in range(0, s.size, step):
         sl = slice(c0, c0 + step)
         out[sl] = _levels(th, s[sl], t[:, sl].astype(float), b0[sl], var_b, mean_b, max_iter)
     return out
 
 
-def _levels(th, s, t, b0, var_b, mean_b, max_iter) -> np.ndarray:
+_LEVEL_BLOCK = 1 << 20  # models x columns cells per block of the level equations
+
+
+def _grid_start(th, t, scores, b0, var_b, mean_b) -> np.ndarray:
+    """Starts for the shared-trials level equations: the root of ``s + (b - mean_b)/var_b = F(b)`` on a grid of F
+    (one sum per grid point for every score at once), where it lies inside the grid's range; ``b0`` elsewhere.
+    Newton from there takes one or two steps to the same root (the equation has exactly one)."""
+    lo, hi = float(np.min(b0)) - 4.0, float(np.max(b0)) + 4.0
+    grid = np.linspace(lo, hi, int(min(4097, max(65, (hi - lo) / 0.005))))
+    F = np.empty(grid.size)
+    step = max(1, _LEVEL_BLOCK // max(1, th.size))
+    for g0 in range(0, grid.size, step):
+        F[g0:g0 + step] = t @ _sigmoid(th[:, None] - grid[None, g0:g0 + step])
+    H = F - (grid - mean_b) / var_b  # strictly decreasing: its root in b is where H = s
+    inside = (scores <= H[0]) & (scores >= H[-1])
+    return np.where(inside, np.interp(-scores, -H, grid), b0)
+
+
+def _levels(th, s, t, b0, var_b, mean_b, max_iter, shared: bool = False) -> np.ndarray:
     th = th[:, None]
     b = b0.copy()
     active = np.ones(b.size, bool)
-    shared = t.shape[1] == 1 and b.size != 1
     for _ in range(max_iter):
         idx = np.flatnonzero(active)
         if idx.size == 0:
