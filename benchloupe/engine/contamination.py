@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress, thread_pool
 from benchloupe.engine.joint import (
     ArenaData,
     JointConfig,
@@ -141,15 +141,15 @@ def contamination_windows(resid: np.ndarray, weight: np.ndarray, item_days: np.n
     if resid.shape != weight.shape or resid.shape[1] != len(item_days) or resid.shape[0] != len(cutoff_days):
         raise EngineError("residuals, weights, item dates and model cutoffs do not line up")
     label = np.arange(len(cutoff_days)) if rows is None else np.asarray(rows, int)
-    out_rows = []
     models = np.flatnonzero(np.isfinite(cutoff_days))
-    for k, m in enumerate(models):
-        check_cancel(cancel)
-        progress(k, len(models), f"contamination window: model {k + 1}/{len(models)}")
+
+    def test(m: int) -> dict | None:
+        """One model's tests; each draws from its own generator (seed + model row), so the models can run on
+        the cores in any order and give the same numbers (numpy's sorts and draws release the GIL; issue 26)."""
         dated = np.isfinite(resid[m]) & np.isfinite(item_days)
         pre = item_days[dated] <= cutoff_days[m]
         if pre.sum() < min_cells or (~pre).sum() < min_cells:
-            continue
+            return None
         t = window_test(resid[m, dated], weight[m, dated], pre, n_boot=n_boot, n_perm=n_perm,
                         seed=seed + int(label[m]))
         row = {"model_idx": int(label[m]), **t.__dict__}
@@ -157,7 +157,21 @@ def contamination_windows(resid: np.ndarray, weight: np.ndarray, item_days: np.n
             tl = window_test(resid_loo[m, dated], weight[m, dated], pre, n_boot=n_boot, n_perm=n_perm,
                              seed=seed + int(label[m]))
             row.update({f"{key}_loo": v for key, v in tl.__dict__.items() if key not in ("n_pre", "n_post")})
-        out_rows.append(row)
+        return row
+
+    out_rows = []
+    pool = thread_pool("windows") if len(models) > 1 else None
+    jobs = [pool.submit(test, int(m)) for m in models] if pool else None
+    try:
+        for k, m in enumerate(models):
+            check_cancel(cancel)
+            progress(k, len(models), f"contamination window: model {k + 1}/{len(models)}")
+            row = jobs[k].result() if jobs else test(int(m))
+            if row is not None:
+                out_rows.append(row)
+    finally:
+        for job in jobs or ():
+            job.cancel()  # cancelled or failed: the models not started yet are not run
     progress(len(models), len(models), "contamination windows done")
     cols = ["model_idx", "shift", "ci_low", "ci_high", "p_perm", "n_pre", "n_post", "mean_pre", "mean_post"]
     extra = list(dict.fromkeys(c for r in out_rows for c in r if c not in cols))

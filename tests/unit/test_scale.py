@@ -452,7 +452,6 @@ def test_results_written_in_chunks_of_models_read_back_whole(tmp_path, monkeypat
 # ------------------------------------------------------------------------------------ fit joint: block Newton
 def _joint_case(seed=0, m=150, ns=1200, na=150, arena_models=40):
     from benchloupe.engine.joint import ArenaData
-
     from tests.unit._joint_sim import simulate
 
     _, static, arena = simulate(n_models=m, n_static=ns, n_arena=na, seed=seed)
@@ -501,3 +500,25 @@ def test_joint_block_objective_is_the_joint_problems():
     mine = (cfg.lambda_static / prob.n_static * r.loss.sum() + fa + lt * x[:M] @ x[:M] + li * items @ items
             + lam * x[-1] ** 2)
     assert mine == pytest.approx(prob.value(x), rel=1e-12)
+
+
+def test_window_tests_on_the_cores_are_the_tests_one_at_a_time():
+    from benchloupe.engine.contamination import contamination_windows, window_test
+
+    rng = np.random.default_rng(15)
+    m, n = 7, 300
+    resid = rng.normal(0, 0.3, (m, n))
+    resid[rng.random((m, n)) < 0.1] = np.nan
+    weight = np.ones((m, n))
+    days = rng.uniform(0, 1000, n)
+    cut = np.where(rng.random(m) < 0.8, rng.uniform(300, 700, m), np.nan)
+    rows = np.arange(10, 10 + m)  # the arrays' rows stand for models 10..16
+    tab = contamination_windows(resid, weight, days, cut, n_boot=100, n_perm=300, seed=4, rows=rows)
+    want = []
+    for k in np.flatnonzero(np.isfinite(cut)):
+        dated = np.isfinite(resid[k]) & np.isfinite(days)
+        t = window_test(resid[k, dated], weight[k, dated], days[dated] <= cut[k], n_boot=100, n_perm=300,
+                        seed=4 + int(rows[k]))
+        want.append((int(rows[k]), t.shift, t.p_perm, t.ci_low))
+    got = list(zip(tab["model_idx"], tab["shift"], tab["p_perm"], tab["ci_low"], strict=True))
+    assert got == want
