@@ -522,3 +522,65 @@ def test_window_tests_on_the_cores_are_the_tests_one_at_a_time():
         want.append((int(rows[k]), t.shift, t.p_perm, t.ci_low))
     got = list(zip(tab["model_idx"], tab["shift"], tab["p_perm"], tab["ci_low"], strict=True))
     assert got == want
+
+
+# ------------------------------------------------------------------------------------ TUI: the anomaly queue
+def _old_carry_over(df, latest):
+    """queue_flags' carry-over as it was (a row object per flag): the oracle."""
+    from benchloupe.store.curation import _flag_identity
+
+    df = df.copy()
+    df["superseded"] = (df["run_id"] != latest).to_numpy()
+    df["identity_key"] = [_flag_identity(r) for r in df.itertuples()]
+    decided = df[df["superseded"] & ((df["state"] != "open") | (df["note"] != ""))]
+    earlier = {}
+    for r in decided.sort_values("id").itertuples():
+        earlier[r.identity_key] = (r.state, r.note, int(r.id))
+    for i in np.flatnonzero(~df["superseded"].to_numpy()):
+        row = df.iloc[i]
+        if row["state"] == "open" and row["note"] == "" and row["identity_key"] in earlier:
+            state, note, fid = earlier[row["identity_key"]]
+            df.iloc[i, df.columns.get_loc("state")] = state
+            df.iloc[i, df.columns.get_loc("note")] = note
+            df.iloc[i, df.columns.get_loc("carried_from")] = fid
+    return df.drop(columns="identity_key")
+
+
+def test_queue_carries_decisions_over_as_row_by_row_did(tmp_path):
+    from benchloupe.store import curation, read, runs
+    from benchloupe.store.db import connect
+    from benchloupe.store.writer import write_import
+
+    rng = np.random.default_rng(16)
+    conn = connect(tmp_path / "q.db")
+    try:
+        write_import(conn, ParsedImport("b", items=pd.DataFrame({"key": [f"q{j}" for j in range(30)]}),
+                                        models=pd.DataFrame({"name": [f"m{i}" for i in range(12)]}),
+                                        correct=rng.integers(0, 2, (12, 30)).astype(np.int8)), fmt="test")
+        bid = read.benchmark_id(conn, "b")
+        item_ids, model_ids = read.items(conn, "b")["id"].to_numpy(), read.models(conn, "b")["id"].to_numpy()
+        fids = []
+        for run in range(3):
+            rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+            n = 60
+            flags = pd.DataFrame({"kind": "anomaly", "item_id": item_ids[rng.integers(0, 30, n)],
+                                  "model_id": model_ids[rng.integers(0, 12, n)], "score": rng.normal(size=n),
+                                  "payload": [{"residual": 1.0}] * n})
+            runs.save_outputs(conn, rid, runs.RunOutputs(flags=flags))
+            ids = [int(r[0]) for r in conn.execute("SELECT id FROM flags WHERE run_id = ?", (rid,))]
+            fids.append(ids)
+            if run < 2:  # decide some flags of the earlier runs
+                pick = rng.choice(ids, 25, replace=False)
+                curation.set_flag_states(conn, [(int(f), str(rng.choice(["confirmed", "dismissed", "open"])),
+                                                 str(rng.choice(["", "why"]))) for f in pick])
+        got = curation.queue_flags(conn, bid, "anomaly", include_superseded=True)
+        base = curation.flags(conn, kind="anomaly", benchmark_id=bid)
+        base["stored_state"] = base["state"]
+        base["carried_from"] = pd.array([None] * len(base), dtype="Int64")
+        latest = int(conn.execute("SELECT max(id) FROM runs").fetchone()[0])
+        want = _old_carry_over(base, latest).reset_index(drop=True)
+    finally:
+        conn.close()
+    assert (got["carried_from"].notna()).sum() > 0
+    for col in ("id", "state", "note", "carried_from", "superseded", "stored_state"):
+        assert got[col].tolist() == want[col].tolist(), col
