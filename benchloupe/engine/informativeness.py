@@ -313,6 +313,66 @@ def selection_order(result: JointResult, static: StaticData | None, arena: Arena
     return targeted_order(info, w, tau)
 
 
+STRATEGY_RULES = {
+    "targeted": "targeted (default): greedy on the target models' expected squared rank error, chance-aware "
+                "information, prior precision 1/var(theta)",
+    "targeted_log": "targeted_log: greedy D-optimal sum of log(prior + information) over the target models",
+    "top_fisher": "top_fisher: the paper's rule, the highest mean a^2 p(1-p) (section 4.2)",
+    "top_sharpness": "top_sharpness: the sharpest items (largest a)",
+}
+
+
+def describe_strategy(strategy: str) -> str:
+    """One line naming a selection rule (what the compress summary prints)."""
+    return STRATEGY_RULES.get(strategy, strategy)
+
+
+def mean_information(result: JointResult, static: StaticData | None = None, arena: ArenaData | None = None,
+                     config: JointConfig | None = None) -> np.ndarray:
+    """Each item's information averaged over the fitted models, chance-aware (:func:`information_matrix`): the
+    paper's :func:`fisher_scores` where no item carries a chance level; lower where guessing hides ability."""
+    info = information_matrix(result, static, arena, config)
+    fitted = np.isfinite(result.theta)
+    return info[fitted].mean(axis=0) if fitted.any() else np.zeros(info.shape[1])
+
+
+def versus_random(summary: pd.DataFrame) -> dict:
+    """Per deterministic strategy of a :func:`summarise_recovery` table: its smallest margin over the random mean
+    (``min_margin``, at ``at``) and the fractions where it is below the random mean (``below``: fraction, own,
+    random).  Empty without a random row."""
+    rnd = summary[summary["strategy"] == "random"].set_index("fraction")["spearman_mean"]
+    if rnd.empty:
+        return {}
+    out = {}
+    for strategy, g in summary[~summary["strategy"].str.startswith("random")].groupby("strategy", sort=False):
+        g = g.set_index("fraction")["spearman_mean"]
+        common = [f for f in g.index if f in rnd.index and np.isfinite(g[f]) and np.isfinite(rnd[f])]
+        if not common:
+            continue
+        margin = pd.Series({f: float(g[f] - rnd[f]) for f in common})
+        worst = float(margin.idxmin())
+        out[strategy] = {"min_margin": round(float(margin.min()), 4), "at": worst,
+                         "below": [{"fraction": float(f), "spearman": round(float(g[f]), 4),
+                                    "random": round(float(rnd[f]), 4)} for f in common if margin[f] < 0]}
+    return out
+
+
+def losses_to_random(versus: dict, strategy: str) -> list[str]:
+    """Warnings for the run: the chosen strategy and the paper's top Fisher wherever they fall below the random
+    mean (the lines name the fractions and both Spearman values)."""
+    lines = []
+    for name in dict.fromkeys((strategy, "top_fisher")):
+        below = versus.get(name, {}).get("below", [])
+        if not below:
+            continue
+        worst = min(below, key=lambda r: r["spearman"] - r["random"])
+        fr = ", ".join(f"{r['fraction']:.1%}" for r in below)
+        who = "the paper's top-Fisher rule" if name == "top_fisher" else f"the {name} selection"
+        lines.append(f"{who} is below the random mean at {fr} (worst {worst['fraction']:.1%}: Spearman "
+                     f"{worst['spearman']:.3f} vs random {worst['random']:.3f})")
+    return lines
+
+
 def top_fisher_subset(scores: np.ndarray, fraction: float) -> np.ndarray:
     """Indices of the ``ceil(fraction * N)`` highest-scoring items (at least one), best first."""
     if not 0 < fraction <= 1:

@@ -21,7 +21,7 @@ from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
 from . import Analysis, RunContext, fingerprint, register
-from .data import JointInputs, load_joint, rank_desc, truth_vector
+from .data import JointInputs, load_joint, rank_desc, resolve_chance, truth_vector
 
 
 @dataclass(frozen=True)
@@ -164,10 +164,13 @@ def _truth_metrics(conn, inputs: JointInputs, theta: np.ndarray, b_static: np.nd
 def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConfig(), *, arena: str | None = None,
             reward_model: str | None = None, external: str | None = None, external_model: str | None = None,
             external_map: str | None = None, heldout: bool = True, seed: int = 0,
-            progress: Progress = no_progress, cancel: threading.Event | None = None, device: str = "auto") -> int:
+            progress: Progress = no_progress, cancel: threading.Event | None = None, device: str = "auto",
+            chance: str = "stated") -> int:
     """Fit DualEval in ``config.mode`` and save the run; returns its id.  ``external*``: see :func:`read_external`.
     ``device`` (auto | cpu | cuda) picks the compute backend of the dense passes; the run's metrics record it under
-    ``compute`` (backend, device, dtype, passes-equivalent)."""
+    ``compute`` (backend, device, dtype, passes-equivalent).  ``chance``: the static items' chance levels as
+    imported ("stated", checked against the data's floor), one shared lower asymptote estimated from the data
+    ("estimate") or none ("none"; :func:`benchloupe.jobs.data.resolve_chance`)."""
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -183,12 +186,14 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
                        if n]
         ctx = RunContext(db_path, config.mode, benchmark,
                          {**config.__dict__, "arena": inputs.arena_benchmark, "reward_model": inputs.reward_model,
-                          "external": str(external) if external else None, "heldout": heldout, "device": device},
+                          "external": str(external) if external else None, "heldout": heldout, "device": device,
+                          "chance": chance},
                          seed, inputs_list)
         ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
         with ctx.guard(conn):
             t = time.perf_counter()
+            inputs, chance_metrics, chance_warnings = resolve_chance(inputs, chance, cancel=cancel)
             static = inputs.static if config.uses_static else None
             arena_d = inputs.arena if config.uses_arena else None
             res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel, device=device)
@@ -202,7 +207,9 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
             metrics.update(_truth_metrics(conn, inputs, res.theta, res.b_static if static is not None else None))
             metrics["gamma"] = res.gamma
             metrics["warnings"] = res.warnings + (res.pairs.warnings if res.pairs is not None else []) + \
-                (ext.warnings if ext is not None else [])
+                (ext.warnings if ext is not None else []) + (chance_warnings if static is not None else [])
+            if static is not None:
+                metrics.update(chance_metrics)
             metrics["compute"] = res.provenance
             if ext is not None:
                 metrics.update(ext.metrics())

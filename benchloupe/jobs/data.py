@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,7 @@ class JointInputs:
     reward_model: str | None
     static_benchmark: str | None
     arena_benchmark: str | None
+    chance_report: tuple = ({}, [])  # (metrics, warnings) of resolve_chance, once a run has resolved the chance
 
     def fingerprint_arrays(self) -> tuple:
         """The arrays a run's input fingerprint is computed from."""
@@ -129,6 +130,52 @@ def _static_data(sm: read.StaticMatrix, index: pd.Index) -> StaticData:
         if chance.any():
             kw["chance"] = chance
     return StaticData(correct, mask, **kw)
+
+
+CHANCE_MODES = ("stated", "estimate", "none")
+
+
+def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None) -> tuple[JointInputs, dict, list[str]]:
+    """The static data's chance levels as a run uses them (issue 23), with what the run reports about them.
+
+    ``stated``: the imported levels, checked against the data's empirical floor (the weakest 10 % of models on the
+    hardest 20 % of items; :func:`benchloupe.engine.irt.asymptote.check_chance`): a warning names both numbers when
+    the stated chance is far above it.  ``estimate``: one lower asymptote shared by the items, estimated from the
+    data by marginal ML (:func:`~benchloupe.engine.irt.asymptote.estimate_lower_asymptote`), replaces the stated
+    levels on the items that have one (on every item when none has).  ``none``: the plain 2PL.
+    Returns (inputs with the chance the run uses, metrics, warnings)."""
+    from benchloupe.engine.irt.asymptote import check_chance, empirical_floor, estimate_lower_asymptote
+
+    if mode not in CHANCE_MODES:
+        raise EngineError(f"chance must be one of {', '.join(CHANCE_MODES)}, got {mode!r}")
+    st = inputs.static
+    if st is None:
+        return inputs, {}, []
+    k = st.trials if st.trials is not None else st.mask.astype(np.int32)
+    succ = np.where(st.mask, st.correct, 0)
+    k = np.where(st.mask, k, 0)
+    stated = st.chance
+    floor = empirical_floor(succ, k, chance=stated)
+    metrics: dict = {"chance_mode": mode, "chance_floor": round(floor.floor, 4)}
+    if stated is not None:
+        metrics["chance_stated"] = round(float(np.mean(stated[stated > 0])), 4)
+        metrics["chance_stated_hardest"] = round(floor.stated, 4)
+    warnings: list[str] = []
+    if mode == "none":
+        return replace(inputs, static=replace(st, chance=None)), metrics, warnings
+    if mode == "stated":
+        w = check_chance(floor)
+        if w:
+            warnings.append(say(w, ", or pass ", Opt("chance", "estimate"),
+                                " to estimate a shared lower asymptote from the data"))
+        return inputs, metrics, warnings
+    est = estimate_lower_asymptote(succ, k, cancel=cancel)
+    targets = stated > 0 if stated is not None else np.ones(st.shape[1], bool)
+    chance = np.where(targets, est.c, 0.0)
+    metrics.update({"chance_estimated": round(est.c, 4), "chance_estimated_ci": [round(v, 4) for v in est.ci],
+                    "chance_estimated_items": int(targets.sum()), "chance_estimate_loglik_gain": round(
+                        est.loglik - est.loglik_c0, 2)})
+    return replace(inputs, static=replace(st, chance=chance if chance.any() else None)), metrics, warnings
 
 
 def truth_vector(conn, benchmark: str, entity: str, name: str, keys) -> np.ndarray | None:
