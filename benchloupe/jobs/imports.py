@@ -143,7 +143,7 @@ def resolve_reruns(parsed_all: list[tuple[str, str, ParsedImport, str]]) -> list
         groups.setdefault(key, []).append(idx)
     drop: set[int] = set()
     replace_at: dict[int, tuple[str, str, ParsedImport, str]] = {}
-    for (bench, model, task, _), idxs in groups.items():
+    for (_, model, task, _), idxs in groups.items():
         if len(idxs) < 2:
             continue
         order = sorted(idxs, key=lambda i: (str(parsed_all[i][2].run.get("stamp")), parsed_all[i][0]))

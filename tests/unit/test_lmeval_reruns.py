@@ -16,10 +16,10 @@ import pytest
 
 from benchloupe.cli.main import main
 from benchloupe.jobs.imports import import_paths
+from benchloupe.store import read
 from benchloupe.store.db import connect
 from benchloupe.store.importers.base import ImportFormatError
 from benchloupe.store.importers.lmeval import parse_lmeval
-from benchloupe.store import read
 
 RERUNS = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "lmeval_reruns"
 SOLVER, SAMPLER = RERUNS / "strong-solver", RERUNS / "sampler"
