@@ -41,6 +41,8 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
     print(f"run #{run_id} {run['kind']} on {visible(run['benchmark'])}: {run['status']}")
     flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict)) and not _missing(v)}
     print(kv(flat))
+    for n in run["metrics"].get("notes", []) or []:
+        print(f"note: {visible(n)}")
     for w in run["metrics"].get("warnings", []) or []:
         print(f"warning: {visible(w)}")
     print(kv({"timings": run["timings"]}))
@@ -387,7 +389,9 @@ def _window_rows(args, run_id: int):
 
 register_contamination = _diag_command(
     "contamination", "ContaminationConfig", "contamination windows: residual shift before vs after each cutoff",
-    "Items carry a date (item metadata 'date'), models a cutoff (models file column 'cutoff'). Per model: the "
+    "Items carry a date (item metadata 'date'), models a cutoff (models file column 'cutoff'); without those keys "
+    "the one date-valued metadata key of each side is used (and named), else the run lists the keys found. Per "
+    "model: the "
     "mean residual (observed rate - predicted p) on items dated on or before its cutoff minus after it, with a "
     "bootstrap 95% interval, a permutation p (Holm over models) and the same with item parameters fitted without "
     "that model. Significant shifts become anomaly flags (payload source 'contamination_window').",

@@ -259,7 +259,8 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
 
             if not has_arena(conn, source) and has_preferences(conn, source):
                 return run_preference_bt(db_path, source, preference or PairwiseConfig(), seed=seed,
-                                         progress=progress, cancel=cancel)
+                                         progress=progress, cancel=cancel, external=external,
+                                         external_model=external_model, external_map=external_map)
         if preference is not None:
             raise EngineError(say("bootstrap replicates and the prior's alpha apply to Bradley-Terry on pairwise "
                               f"preferences (battles, AlpacaEval pairs); {source!r} is fitted from its arena "
@@ -371,6 +372,10 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
             warnings = list(ext.warnings) if ext is not None else []
             if inputs.arena is not None:
                 warnings += joint.build_pairs(inputs.arena, jc).warnings
+            missing = _missing_rows(inputs, benchmark, table)
+            if missing:
+                metrics["missing_methods"] = missing[0]
+                warnings.append(missing[1])
             metrics["warnings"] = warnings
             if ext is not None:
                 metrics.update(ext.metrics())
@@ -380,6 +385,26 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
             return ctx.run_id
     finally:
         conn.close()
+
+
+def _missing_rows(inputs: JointInputs, benchmark: str, table: pd.DataFrame):
+    """(methods absent from the Table 2 comparison, the line that says why and what to import), or None
+    (issue 23: an arena-only benchmark printed two rows without a word)."""
+    shown = {str(m) for m in table["method"]} if "method" in table else set()
+    if inputs.static is None:
+        gone = [m for m in ("DualEval", "Static 2PL") if m not in shown]
+        return gone, say(
+            f"{', '.join(gone) or 'the static columns'} and the Static rho column are missing: {benchmark!r} holds "
+            "arena data only, and DualEval and the static 2PL are fitted on static (0/1 or successes/trials) results; "
+            "import the same models' per-item correctness into a benchmark (import long / lm-eval / inspect / helm) and "
+            "run evaluate on it with ", Opt("arena", inputs.arena_benchmark or benchmark))
+    if inputs.arena is None:
+        gone = [m for m in ("DualEval", "Arena BT", "Arena Avg Reward") if m not in shown]
+        return gone, say(
+            f"{', '.join(gone) or 'the arena rows'} and the Arena rho column need arena rewards: {benchmark!r} has "
+            "static results only; import reward-model scores (import arena / alpacaeval) and ",
+            Opt("arena", "BENCHMARK", verb="pass"))
+    return None
 
 
 def _human_agreement(conn, arena_benchmark: str, reward_models: list[str], models: pd.DataFrame) -> list[dict]:

@@ -9,6 +9,7 @@ the one source there is), with the paper's Appendix B settings.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -494,11 +495,13 @@ class ContaminationConfig:
     """Contamination windows (issue 14): per model, the residual shift on items dated on or before its cutoff vs
     after, with a bootstrap interval and a permutation p (Holm over models), also with item parameters fitted
     without that model. Item dates come from item metadata ``date_key``, model cutoffs from model metadata
-    ``cutoff_key`` (import them with an item-metadata file and a models file)."""
+    ``cutoff_key`` (import them with an item-metadata file and a models file); left empty, each is "date" /
+    "cutoff" when present, else the one date-valued metadata key of its side (the run says which it used), and a
+    key that cannot be found is refused with the keys the items and the models do have (issue 23)."""
 
     mode: str = "auto"
-    date_key: str = "date"
-    cutoff_key: str = "cutoff"
+    date_key: str = ""  # "" = "date" when items have it, else their only date-valued metadata key
+    cutoff_key: str = ""  # "" = "cutoff" when models have it, else their only date-valued metadata key
     alpha: float = 0.05
     n_boot: int = 1000
     n_perm: int = 2000
@@ -526,6 +529,74 @@ def _metadata_values(frame: pd.DataFrame, key: str) -> list:
     return out
 
 
+DATE_TEXT = re.compile(r"\d{4}(-\d{1,2}(-\d{1,2})?([T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?)?"
+                       r"|\d{4}/\d{1,2}/\d{1,2}|\d{1,2}/\d{1,2}/\d{4}")
+
+
+def metadata_keys(frame: pd.DataFrame) -> dict[str, bool]:
+    """Every metadata key of the rows of ``frame`` -> whether it is date-valued: every value that is not null is
+    text that reads as a date (ISO ``2024-03-01``, ``2024-03``, a bare year ``2024``, ``2024/3/1``, ``3/1/2024``).
+    Numbers are not dates here (a count or a score would pass for "days since 1970")."""
+    seen: dict[str, bool] = {}
+    for raw in frame.get("metadata", pd.Series([None] * len(frame))):
+        try:
+            meta = json.loads(raw) if isinstance(raw, str) else (raw or {})
+        except json.JSONDecodeError:
+            meta = {}
+        if not isinstance(meta, dict):
+            continue
+        for k, v in meta.items():
+            if v is None:
+                seen.setdefault(str(k), True)
+                continue
+            ok = isinstance(v, str) and DATE_TEXT.fullmatch(v.strip()) is not None \
+                and np.isfinite(contamination.to_days([v.strip()])[0])
+            seen[str(k)] = seen.get(str(k), True) and ok
+    return seen
+
+
+def _keys_text(keys: dict[str, bool]) -> str:
+    if not keys:
+        return "none"
+    shown = sorted(keys)[:12]
+    return ", ".join(f"{k} (date)" if keys[k] else k for k in shown) + (f" and {len(keys) - 12} more"
+                                                                      if len(keys) > 12 else "")
+
+
+def _window_keys(benchmark: str, items: pd.DataFrame, models: pd.DataFrame, config) -> tuple[str, str, list[str]]:
+    """(item date key, model cutoff key, notes): the keys given, else "date" / "cutoff", else the one date-valued
+    key of each side; one EngineError naming the keys both sides have when either cannot be settled."""
+    sides = (("item", "date", config.date_key, metadata_keys(items), "date_key",
+              "an item-metadata file with a date column"),
+             ("model", "cutoff", config.cutoff_key, metadata_keys(models), "cutoff_key",
+              "a models file with a cutoff column"))
+    chosen, notes, problems = [], [], []
+    for side, default, given, keys, opt, fix in sides:
+        dates = [k for k, is_date in keys.items() if is_date]
+        if given:
+            key = given if given in keys else None
+            if key is None:
+                problems.append(f"no {side} has metadata key {given!r}")
+        elif default in keys:
+            key = default
+        elif len(dates) == 1:
+            key = dates[0]
+            notes.append(f"{side} {'dates' if side == 'item' else 'cutoffs'}: metadata key {key!r}, the only "
+                         f"date-valued {side} key (no {default!r}; name another with --{opt.replace('_', '-')})")
+        else:
+            key = None
+            problems.append(f"no {side} has a {default!r} key" + (
+                f" and {len(dates)} {side} keys hold dates ({', '.join(map(repr, dates))}): name one" if dates
+                else f" and no {side} key holds dates: import {fix}"))
+        chosen.append(key)
+    if problems:
+        raise EngineError(say(
+            f"contamination windows of {benchmark!r}: " + "; ".join(problems)
+            + f". Item metadata keys: {_keys_text(sides[0][3])}. Model metadata keys: {_keys_text(sides[1][3])}. "
+            "Choose with ", Opt("date_key", "KEY"), " and ", Opt("cutoff_key", "KEY")))
+    return chosen[0], chosen[1], notes
+
+
 def _model_metadata(conn, model_ids) -> pd.DataFrame:
     ids = [int(i) for i in model_ids]
     rows = conn.execute(f"SELECT id, metadata FROM models WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
@@ -545,15 +616,10 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             if inputs.static is None or mode == "arena":
                 raise EngineError(f"contamination windows compare static residuals; {benchmark!r} has no static "
                                   "results in this mode")
-            days = contamination.to_days(_metadata_values(inputs.static_items, config.date_key))
-            cut = contamination.to_days(_metadata_values(_model_metadata(conn, inputs.models["id"]),
-                                                         config.cutoff_key))
-            if not np.isfinite(days).any():
-                raise EngineError(say(f"no item of {benchmark!r} has a {config.date_key!r} date in its metadata; import "
-                                      "an item-metadata file with a date column (or ", Opt("date_key", verb="pass"), ")"))
-            if not np.isfinite(cut).any():
-                raise EngineError(say(f"no model of {benchmark!r} has a {config.cutoff_key!r} cutoff in its metadata; "
-                                      "import a models file with a cutoff column (or ", Opt("cutoff_key", verb="pass"), ")"))
+            model_meta = _model_metadata(conn, inputs.models["id"])
+            date_key, cutoff_key, key_notes = _window_keys(benchmark, inputs.static_items, model_meta, config)
+            days = contamination.to_days(_metadata_values(inputs.static_items, date_key))
+            cut = contamination.to_days(_metadata_values(model_meta, cutoff_key))
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static
             arena_d = inputs.arena if cfg.uses_arena else None
@@ -601,7 +667,8 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
                                     "ci_loo": [float(row.ci_low_loo), float(row.ci_high_loo)]})
                 flags.append({"kind": "anomaly", "model_id": int(ids[m]), "score": float(row.shift),
                               "payload": payload})
-            metrics = {"mode": mode, "dated_items": int(np.isfinite(days).sum()),
+            metrics = {"mode": mode, "date_key": date_key, "cutoff_key": cutoff_key, "notes": key_notes,
+                       "dated_items": int(np.isfinite(days).sum()),
                        "models_with_cutoff": int(np.isfinite(cut).sum()), "models_tested": int(len(table)),
                        "models_flagged": int(table["flagged"].sum()) if len(table) else 0, "n_perm": n_perm,
                        "alpha": config.alpha}

@@ -69,8 +69,16 @@ def preference_arena(conn, benchmark: str, models: pd.DataFrame):
 
 
 def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = PairwiseConfig(), *, seed: int = 0,
-                      progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
-    """Fit Bradley-Terry on the benchmark's preferences and save the run (kind ``bt-pref``)."""
+                      progress: Progress = no_progress, cancel: threading.Event | None = None,
+                      external: str | None = None, external_model: str | None = None,
+                      external_map: str | None = None, **_) -> int:
+    """Fit Bradley-Terry on the benchmark's preferences and save the run (kind ``bt-pref``); ``external*`` as for
+    ``fit`` (:func:`benchloupe.jobs.calibration.read_external`): Spearman of the BT scores with an external
+    ranking, and how many models it matched (issue 23: it was ignored here)."""
+    from benchloupe.engine.stats import spearman
+
+    from .calibration import read_external
+
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -82,6 +90,7 @@ def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = Pairwise
                               + (f" by judge {config.judge!r}" if config.judge else "")
                               + "; import battles or AlpacaEval annotations first")
         models = read.models(conn, benchmark)
+        ext = read_external(external, models, model_column=external_model, name_map=external_map)
         index = {n: i for i, n in enumerate(models["name"])}
         a = prefs["model_a"].map(index).to_numpy(np.int64)
         b = prefs["model_b"].map(index).to_numpy(np.int64)
@@ -102,7 +111,10 @@ def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = Pairwise
             ties = float(np.mean(p == 0.5))
             metrics = {"comparisons": int(len(p)), "models": int(seen.sum()), "tie_share": round(ties, 4),
                        "iterations": res.iterations, "converged": res.converged, "alpha": config.alpha,
-                       "bootstrap": config.bootstrap}
+                       "bootstrap": config.bootstrap, "warnings": ext.warnings if ext is not None else []}
+            if ext is not None:
+                metrics["spearman_vs_external"] = spearman(theta, ext.scores)
+                metrics.update(ext.metrics())
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, models=frame))
             return ctx.run_id
