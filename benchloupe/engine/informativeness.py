@@ -338,8 +338,8 @@ def mean_information(result: JointResult, static: StaticData | None = None, aren
 
 def versus_random(summary: pd.DataFrame) -> dict:
     """Per deterministic strategy of a :func:`summarise_recovery` table: its smallest margin over the random mean
-    (``min_margin``, at ``at``) and the fractions where it is below the random mean (``below``: fraction, own,
-    random).  Empty without a random row."""
+    (``min_margin``, at ``at``; Spearman differences to 4 decimals) and the fractions where it is below the random
+    mean (``below``: fraction, own, random).  Empty without a random row."""
     rnd = summary[summary["strategy"] == "random"].set_index("fraction")["spearman_mean"]
     if rnd.empty:
         return {}
@@ -349,9 +349,10 @@ def versus_random(summary: pd.DataFrame) -> dict:
         common = [f for f in g.index if f in rnd.index and np.isfinite(g[f]) and np.isfinite(rnd[f])]
         if not common:
             continue
-        margin = pd.Series({f: float(g[f] - rnd[f]) for f in common})
+        # to 4 decimals: below that, a difference is the refit's tolerance (at 100 % every strategy has every item)
+        margin = pd.Series({f: round(float(g[f] - rnd[f]), 4) for f in common})
         worst = float(margin.idxmin())
-        out[strategy] = {"min_margin": round(float(margin.min()), 4), "at": worst,
+        out[strategy] = {"min_margin": float(margin.min()), "at": worst,
                          "below": [{"fraction": float(f), "spearman": round(float(g[f]), 4),
                                     "random": round(float(rnd[f]), 4)} for f in common if margin[f] < 0]}
     return out

@@ -105,3 +105,20 @@ def test_targeted_at_least_random_mean_on_shared_mc_sets(name, with_chance):
     worst = gap.idxmin()
     assert gap.min() >= 0, (f"targeted {s.loc[worst, 'targeted']:.4f} < random {s.loc[worst, 'random']:.4f} at "
                             f"{worst:.1%}")
+
+
+def test_versus_random_and_the_loss_lines():
+    import pandas as pd
+
+    from benchloupe.engine.informativeness import losses_to_random, versus_random
+
+    summ = pd.DataFrame({"strategy": ["random", "random", "random", "targeted", "targeted", "targeted",
+                                      "top_fisher", "top_fisher", "top_fisher"],
+                         "fraction": [0.05, 0.1, 1.0] * 3,
+                         "spearman_mean": [0.80, 0.90, 1.0, 0.85, 0.95, 1.0 - 1e-9, 0.70, 0.91, 1.0]})
+    vs = versus_random(summ)
+    assert vs["targeted"] == {"min_margin": 0.0, "at": 1.0, "below": []}  # 1e-9 at 100 % is the refit's noise
+    assert vs["top_fisher"]["below"] == [{"fraction": 0.05, "spearman": 0.7, "random": 0.8}]
+    lines = losses_to_random(vs, "targeted")
+    assert lines == ["the paper's top-Fisher rule is below the random mean at 5.0% (worst 5.0%: Spearman 0.700 vs "
+                     "random 0.800)"]

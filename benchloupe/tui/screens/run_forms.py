@@ -64,6 +64,7 @@ def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
     from benchloupe.engine.informativeness import SELECTIONS
     from benchloupe.engine.joint.inputs import VARIANTS
     from benchloupe.jobs.audit import FAMILY_SOURCES
+    from benchloupe.jobs.data import CHANCE_MODES
 
     joint = {"mode": JOINT_MODES, "variant": VARIANTS, "optimizer": ("newton", "block", "lbfgs", "adam"),
              "reg_reduction": ("mean", "sum")}
@@ -71,8 +72,9 @@ def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
         "JointConfig": joint,
         "BaselineConfig": {"variant": VARIANTS},
         "EvaluateConfig": {"variant": VARIANTS},
-        "CompressConfig": {"mode": AUTO_MODES, "strategy": SELECTIONS, "baseline_reference": ("dualeval", "own")},
-        "AnomalyConfig": {"mode": AUTO_MODES},
+        "CompressConfig": {"mode": AUTO_MODES, "strategy": SELECTIONS, "baseline_reference": ("dualeval", "own"),
+                           "chance": CHANCE_MODES},
+        "AnomalyConfig": {"mode": AUTO_MODES, "chance": CHANCE_MODES},
         "BootstrapConfig": {"mode": AUTO_MODES},
         "ContaminationConfig": {"mode": AUTO_MODES},
         "CoverageConfig": {"method": ("map", "mml"), "uncertainty": ("laplace", "bootstrap", "none"),
