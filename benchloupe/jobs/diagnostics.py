@@ -279,6 +279,12 @@ def _protocol_metrics(table: pd.DataFrame, *, guessing: bool) -> dict:
                     "protocol_max_below_ceiling_clean_reference": float(first["below_ceiling"].max())
                     if len(first) else None,
                     "protocol_max_below_ceiling_any": float(st["below_ceiling"].max())})
+        above = float(-first["below_ceiling"].min()) if len(first) else float("nan")
+        if guessing and above > 0.01:
+            out["protocol_warnings"] = [say(
+                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f}: the data show less "
+                "guessing than the stated chance levels the ceiling was simulated with (see the chance check); ",
+                Opt("chance", "estimate"), " simulates it with a floor estimated from the data")]
     return out
 
 
@@ -321,7 +327,9 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
                 proto, summ, table = _protocol(res, cfg, static, arena_d, progress, cancel)
                 artifacts.update({"contamination_protocol": proto, "contamination_summary": summ,
                                   "protocol_table": table})
-                metrics.update(_protocol_metrics(table, guessing=static is not None and static.chance is not None))
+                pm = _protocol_metrics(table, guessing=static is not None and static.chance is not None)
+                metrics["warnings"] = list(metrics.get("warnings", [])) + pm.pop("protocol_warnings", [])
+                metrics.update(pm)
             theta = res.theta
             flags = []
             for c in cands.itertuples(index=False):
