@@ -194,7 +194,7 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
         with ctx.guard(conn):
             t = time.perf_counter()
-            inputs, chance_metrics, chance_warnings = resolve_chance(inputs, chance, cancel=cancel)
+            inputs, chance_metrics, chance_warnings = resolve_chance(inputs, chance, cancel=cancel, progress=progress)
             static = inputs.static if config.uses_static else None
             arena_d = inputs.arena if config.uses_arena else None
             res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel, device=device)

@@ -151,7 +151,8 @@ def _static_data(sm: read.StaticMatrix, index: pd.Index) -> StaticData:
 CHANCE_MODES = ("stated", "estimate", "none")
 
 
-def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None) -> tuple[JointInputs, dict, list[str]]:
+def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
+                   progress=None) -> tuple[JointInputs, dict, list[str]]:
     """The static data's chance levels as a run uses them (issue 23), with what the run reports about them.
 
     ``stated``: the imported levels, checked against the data's empirical floor (the weakest 10 % of models on the
@@ -185,6 +186,8 @@ def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None) ->
             warnings.append(say(w, ", or pass ", Opt("chance", "estimate"),
                                 " to estimate a shared lower asymptote from the data"))
         return inputs, metrics, warnings
+    if progress is not None:
+        progress(0, 1, "estimating a shared lower asymptote (marginal ML; minutes on thousands of models)")
     est = estimate_lower_asymptote(succ, k, cancel=cancel)
     targets = stated > 0 if stated is not None else np.ones(st.shape[1], bool)
     chance = np.where(targets, est.c, 0.0)

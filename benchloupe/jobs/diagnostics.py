@@ -69,10 +69,10 @@ def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: s
     return inputs, mode, ctx
 
 
-def _chance(conn, ctx, inputs: JointInputs, config, cancel) -> JointInputs:
+def _chance(conn, ctx, inputs: JointInputs, config, cancel, progress=None) -> JointInputs:
     """The chance levels the run uses (``config.chance``: stated | estimate | none; the stated ones otherwise),
     inside the run's guard so that a failed estimate fails the run; the report goes to ``inputs.chance_report``."""
-    resolved, m, w = resolve_chance(inputs, getattr(config, "chance", "stated"), cancel=cancel)
+    resolved, m, w = resolve_chance(inputs, getattr(config, "chance", "stated"), cancel=cancel, progress=progress)
     resolved.chance_report = (m, w)
     return resolved
 
@@ -136,7 +136,7 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             raise EngineError("export_fraction needs export_name, the new benchmark's name")
         inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel)
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
             arena_d = inputs.arena if cfg.uses_arena else None
@@ -312,7 +312,7 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel)
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
             arena_d = inputs.arena if cfg.uses_arena else None
@@ -451,7 +451,7 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel)
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             cfg = joint.JointConfig(mode=mode)
             res = bootstrap.cluster_bootstrap(inputs.static if cfg.uses_static else None,
                                               inputs.arena if cfg.uses_arena else None, cfg, B=config.B,
@@ -621,7 +621,7 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "contamination", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel)
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             if inputs.static is None or mode == "arena":
                 raise EngineError(f"contamination windows compare static residuals; {benchmark!r} has no static "
                                   "results in this mode")
