@@ -77,7 +77,8 @@ def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
         "ContaminationConfig": {"mode": AUTO_MODES},
         "CoverageConfig": {"method": ("map", "mml"), "uncertainty": ("laplace", "bootstrap", "none"),
                            "prior": ("normal", "hierarchical_theta", "hierarchical_b")},
-        "AuditConfig": {"family_from": tuple(FAMILY_SOURCES)},
+        "AuditConfig": {"protocol": ("primary", "full"), "anchor_ties": ("exact", "float"),
+                        "family_from": tuple(FAMILY_SOURCES), "representative": ("median", "id")},
     }
 
 
