@@ -265,8 +265,8 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             flags = _flags(res, sm.models, keys, top)
             ctx.lap("tables_s", t_tables)
             stability = res.summary.get("split_stability")
-            metrics = {**({"split_verdict": verdict_line(stability)} if stability else {}),  # first: the run details
-                       **res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources,
+            metrics = {**({"split_verdict": verdict_line(stability)} if stability else {}), **res.summary,
+                       "table1": res.table1_row(), "missing_cells": missing, "sources": sources,
                        "compute": {**dense.provenance(backend), "power_iterations": res.power_iterations}}
             if res.protocol:
                 from benchloupe.engine.neartie.protocol import protocol_summary
