@@ -340,14 +340,16 @@ def _all_agree(a: dict) -> bool:
     return a["refused"] or all(a[k] for k in ("halves", "k", "pairs", "table1", "tau_b"))
 
 
-def reference_process_seconds(copy: Path, npz: Path) -> float:
-    """Wall seconds of one whole reference process (interpreter, imports, load, audit) on one input."""
+def reference_process_seconds(copy: Path, npz: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one whole reference process (interpreter, imports, load, audit) on one input."""
     env = {**os.environ, "PYTHONPATH": str(copy / "src"), "OPENBLAS_NUM_THREADS": "2"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([str(copy / "venv" / "bin" / "python"), str(ROOT / "bench" / "neartie_reference_driver.py")],
                    input=json.dumps({"id": "timing", "npz": str(npz), "config": {}}) + "\n", text=True, env=env,
                    check=True, capture_output=True)
-    return time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - start, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def case_splits() -> list[dict]:
@@ -412,16 +414,17 @@ def case_cli() -> list[dict]:
                 run_neartie(db, name)
                 inproc.append(time.perf_counter() - start)
             ref = REFERENCE_S.get(name)
-            same_run = None
+            same_run = same_cpu = None
             copy = reference_copy()
             if copy is not None:  # the reference's whole process on the same input, in this run
                 npz = REFERENCE_OUT / name / "input.npz"
                 if not npz.exists():
                     (copy / "work").mkdir(exist_ok=True)
                     npz = write_npz(copy / "work" / f"timing-{name}.npz", *load_metabench(name))
-                same_run = reference_process_seconds(copy, npz)
-            rows.append({"benchmark": name, "reference_same_run_s": same_run,
+                same_run, same_cpu = reference_process_seconds(copy, npz)
+            rows.append({"benchmark": name, "reference_same_run_s": same_run, "reference_same_run_cpu_s": same_cpu,
                          "speedup_same_run": same_run / min(walls) if same_run else None,
+                         "speedup_same_run_cpu": same_cpu / min(cpus) if same_cpu else None,
                          "load_average": os.getloadavg(), "cli_best_s": min(walls), "cli_times_s": walls, "cli_cpu_best_s": min(cpus),
                          "speedup_cli_cpu": ref / min(cpus) if ref else None,
                          "in_process_best_s": min(inproc), "job_timings": last["timings"],

@@ -18,12 +18,15 @@ SWITCHES = ["protocol", "anchor_ties", "family_from", "representative", "drop_sm
 def test_neartie_form_puts_the_methods_switches_first():
     """It had about 30 fields with protocol last."""
     analysis = jobs.ANALYSES["neartie"]
-    fields = [f.name for f in analysis_fields(analysis, default_config(analysis), "demo-chem")]
+    form = analysis_fields(analysis, default_config(analysis), "demo-chem")
+    fields = [f.name for f in form]
     assert fields[0] == "benchmark"
     config = [n[4:] for n in fields if n.startswith("cfg-")]
     assert config[:len(SWITCHES)] == SWITCHES and config[-1] != "protocol"
-    choices = {f.name: f.choices for f in analysis_fields(analysis, default_config(analysis), "demo-chem")}
+    choices = {f.name: f.choices for f in form}
     assert choices["cfg-protocol"] == ("primary", "full") and choices["cfg-anchor_ties"] == ("exact", "float")
+    split = next(f for f in form if f.name == "cfg-split_seeds")
+    assert split.value == "" and "20 with protocol full" in split.help and split.parse("") is None
 
 
 async def test_reversals_header_and_run_details_show_the_split_stability(demo_db):

@@ -94,6 +94,12 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
 }
 
 
+# a field whose empty value means something the name does not say
+HELP: dict[str, dict[str, str]] = {
+    "AuditConfig": {"split_seeds": "other owner splits to rerun; empty = 20 with protocol full, else 0"},
+}
+
+
 def parser_for(default: object, annotation: object = None):
     """Parse a form value back to the type of the field's default (None allowed where the default is None: then
     the annotation says which type, e.g. ``float | None``). Numbers must be finite and fit 64 bits."""
@@ -176,11 +182,12 @@ def analysis_fields(analysis, config, benchmark: str) -> list[Field]:
                             applies=rules.get("arena")))
         fields.append(Field("reward_model", "reward model", "", lambda s: s or None,
                             "empty = the arena set's only reward model", applies=rules.get("reward_model")))
+    helps = HELP.get(name, {})
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         fields.append(Field(f"cfg-{f.name}", f.name, "" if value is None else str(value),
-                            _ranged(f.name, parser_for(value, f.type)), choices=choices.get(f.name, ()),
-                            applies=rules.get(f.name)))
+                            _ranged(f.name, parser_for(value, f.type)), helps.get(f.name, ""),
+                            choices=choices.get(f.name, ()), applies=rules.get(f.name)))
     return fields
 
 
