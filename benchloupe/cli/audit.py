@@ -33,9 +33,8 @@ def _refuse(flag: str, applies_to: str, here: str, why: str) -> None:
 
 def cmd_audit(args) -> int:
     from benchloupe import jobs
-    from benchloupe.engine.common import EngineError
-    from benchloupe.engine.neartie import AuditConfig
-    from benchloupe.jobs.audit import STDOUT, check_report_path
+    from benchloupe.jobs import EngineError
+    from benchloupe.jobs.audit import STDOUT, AuditConfig, check_report_path
 
     if args.kind == "robustness":
         return cmd_robustness(args)
@@ -102,7 +101,7 @@ def cmd_audit(args) -> int:
 
 def cmd_robustness(args) -> int:
     """``audit robustness B1 B2 ...``: the D.2 pass rule across benchmarks (paper 002 Table 9, eqs. 59-61)."""
-    from benchloupe.engine.common import EngineError
+    from benchloupe.jobs import EngineError
     from benchloupe.jobs.audit import STDOUT, robustness_across
 
     why = "it reads each benchmark's latest --protocol full run"
@@ -153,7 +152,7 @@ def register_audit(sub, common) -> None:
                                    "with the run. `audit robustness B1 B2 ...` applies the D.2 pass rule (Table 9, "
                                    "eqs. 59-61) to each benchmark's latest `--protocol full` run.")
     common(p)
-    from benchloupe.engine.neartie import AuditConfig
+    from benchloupe.jobs.audit import AuditConfig
     p.add_argument("kind", choices=["neartie", "robustness"])
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help="one benchmark (neartie) or several (robustness)")
     p.add_argument("--report", help="also write the Markdown report to this file, or to standard output with - (the "

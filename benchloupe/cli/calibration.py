@@ -98,7 +98,7 @@ def _preference_config(args):
 
 def cmd_fit(args) -> int:
     from benchloupe import jobs
-    from benchloupe.engine.joint import JointConfig
+    from benchloupe.jobs.calibration import JointConfig
 
     progress = StderrProgress(f"fit {args.mode}", quiet=args.json and False)
     preference = _preference_config(args)
@@ -125,7 +125,7 @@ def register_fit(sub, common) -> None:
                     "benchmark itself when it holds both). Defaults are the paper's Appendix B; --variant reference "
                     "gives the public code's settings (reg 1e-3 as means, 10th-percentile ties).")
     common(p)
-    from benchloupe.engine.joint import JointConfig
+    from benchloupe.jobs.calibration import JointConfig
     p.add_argument("mode", choices=["joint", "static", "arena", "bt", "avg-reward"])
     p.add_argument("benchmark")
     p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")

@@ -32,7 +32,7 @@ from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from . import Analysis, RunContext, fingerprint, register
+from .base import Analysis, RunContext, fingerprint, register
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -15,12 +15,13 @@ import pandas as pd
 
 from benchloupe.engine import informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.joint import VARIANTS, JointConfig  # noqa: F401 - the faces take them from here (issue 27)
 from benchloupe.engine.stats import spearman
 from benchloupe.hints import Alt, Hinted, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from . import Analysis, RunContext, fingerprint, register
+from .base import Analysis, RunContext, fingerprint, register
 from .data import JointInputs, load_joint, rank_desc, truth_vector
 
 
@@ -247,8 +248,8 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
     try:
         source = arena or benchmark
         if method == "bt" and not reward_model:
-            from .data import has_arena
-            from .pairwise import PairwiseConfig, has_preferences, run_preference_bt
+            from .data import has_arena, has_preferences
+            from .pairwise import PairwiseConfig, run_preference_bt
 
             if not has_arena(conn, source) and has_preferences(conn, source):
                 return run_preference_bt(db_path, source, preference or PairwiseConfig(), seed=seed,

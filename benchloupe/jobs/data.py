@@ -52,6 +52,28 @@ def has_arena(conn, benchmark: str) -> bool:
     return bool(read.reward_models(conn, benchmark))
 
 
+def has_preferences(conn, benchmark: str) -> bool:
+    bid = read.benchmark_id(conn, benchmark)
+    return conn.execute("SELECT 1 FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = ?"
+                        " LIMIT 1", (bid,)).fetchone() is not None
+
+
+def preference_arena(conn, benchmark: str, models: pd.DataFrame):
+    """(ArenaData whose pairs are the benchmark's preferences, arena items frame) on the model axis ``models``."""
+    from benchloupe.engine.pairwise import preference_pairs
+
+    prefs = read.load_preferences(conn, benchmark)
+    items = read.items(conn, benchmark, kind="arena", status="active")
+    items = items[items["key"].isin(set(prefs["item"]))].reset_index(drop=True)
+    prefs = prefs[prefs["item"].isin(set(items["key"]))]
+    pos = {k: i for i, k in enumerate(items["key"])}
+    index = {n: i for i, n in enumerate(models["name"])}
+    pairs = preference_pairs(prefs["model_a"].map(index).to_numpy(), prefs["model_b"].map(index).to_numpy(),
+                             prefs["item"].map(pos).to_numpy(), prefs["prob_a"].to_numpy(float), len(models),
+                             len(items))
+    return ArenaData(np.full((len(models), len(items)), np.nan), preference_pairs=pairs), items
+
+
 def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: str | None = None,
                need_static: bool = False, need_arena: bool = False) -> JointInputs:
     """Static results of *benchmark* and arena rewards of *arena* (default: the benchmark's own, if any).
@@ -61,8 +83,6 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
     sm = read.load_static(conn, benchmark) if has_static(conn, benchmark) else None
     arena_name = arena or benchmark
     if not has_arena(conn, arena_name):
-        from .pairwise import has_preferences
-
         if has_preferences(conn, arena_name):
             arena_name = None  # preferences only: used as the arena pairs below
         elif not arena:
@@ -72,8 +92,6 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
         raise EngineError(f"benchmark {benchmark!r} has no static (0/1) results; import some or fit in arena mode")
     pref_name = None
     if am is None:
-        from .pairwise import has_preferences
-
         candidate = arena or benchmark
         pref_name = candidate if has_preferences(conn, candidate) else None
     if need_arena and am is None and pref_name is None:
@@ -96,8 +114,6 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
         arena_data = ArenaData(rewards)
     arena_items = am.items if am is not None else None
     if pref_name is not None:  # preferences as the arena pairs (our extension, docs/DUALEVAL.md)
-        from .pairwise import preference_arena
-
         arena_data, arena_items = preference_arena(conn, pref_name, models)
         arena_name = pref_name
     return JointInputs(models, static, sm.items if sm is not None else None, arena_data,

@@ -18,13 +18,14 @@ import pandas as pd
 
 from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.informativeness import SELECTIONS  # noqa: F401 - CompressConfig.strategy's choices, for the faces
 from benchloupe.engine.stats import auprc, auroc
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import curation, read, runs
 from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
 
-from . import Analysis, RunContext, fingerprint, register
+from .base import Analysis, RunContext, fingerprint, register
 from .data import JointInputs, load_joint, rank_desc
 
 

@@ -16,7 +16,7 @@ from benchloupe.engine.pairwise import PairwiseData, fit_bt
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from . import RunContext, fingerprint
+from .base import RunContext, fingerprint
 from .data import rank_desc
 
 
@@ -43,29 +43,6 @@ class PairwiseConfig:
 
 
 MAX_BOOTSTRAP = 100_000  # replicates; beyond this the intervals' Monte Carlo error no longer shrinks usefully
-
-
-def has_preferences(conn, benchmark: str) -> bool:
-    bid = read.benchmark_id(conn, benchmark)
-    return conn.execute("SELECT 1 FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = ?"
-                        " LIMIT 1", (bid,)).fetchone() is not None
-
-
-def preference_arena(conn, benchmark: str, models: pd.DataFrame):
-    """(ArenaData whose pairs are the benchmark's preferences, arena items frame) on the model axis ``models``."""
-    from benchloupe.engine.joint import ArenaData
-    from benchloupe.engine.pairwise import preference_pairs
-
-    prefs = read.load_preferences(conn, benchmark)
-    items = read.items(conn, benchmark, kind="arena", status="active")
-    items = items[items["key"].isin(set(prefs["item"]))].reset_index(drop=True)
-    prefs = prefs[prefs["item"].isin(set(items["key"]))]
-    pos = {k: i for i, k in enumerate(items["key"])}
-    index = {n: i for i, n in enumerate(models["name"])}
-    pairs = preference_pairs(prefs["model_a"].map(index).to_numpy(), prefs["model_b"].map(index).to_numpy(),
-                             prefs["item"].map(pos).to_numpy(), prefs["prob_a"].to_numpy(float), len(models),
-                             len(items))
-    return ArenaData(np.full((len(models), len(items)), np.nan), preference_pairs=pairs), items
 
 
 def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = PairwiseConfig(), *, seed: int = 0,

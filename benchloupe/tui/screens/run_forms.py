@@ -61,9 +61,9 @@ RULES: dict[str, dict[str, Callable[[Raw], bool]]] = {
 
 
 def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
-    from benchloupe.engine.informativeness import SELECTIONS
-    from benchloupe.engine.joint.inputs import VARIANTS
     from benchloupe.jobs.audit import FAMILY_SOURCES
+    from benchloupe.jobs.calibration import VARIANTS
+    from benchloupe.jobs.diagnostics import SELECTIONS
 
     joint = {"mode": JOINT_MODES, "variant": VARIANTS, "optimizer": ("newton", "block", "lbfgs", "adam"),
              "reg_reduction": ("mean", "sum")}
