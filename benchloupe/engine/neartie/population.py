@@ -32,9 +32,9 @@ def population_with_split(
     *, correct: np.ndarray | None = None, observed: np.ndarray | int | None = None,
 ) -> tuple[Columns, SplitLog]:
     """:func:`build_population` and the log of the owner split's decisions (:class:`SplitLog`)."""
-    if correct is not None:
-        n_obs = np.broadcast_to(np.asarray(observed if observed is not None else 1, dtype=np.float64), len(correct))
-        accuracy = np.asarray(correct, dtype=np.float64) / n_obs
+    if correct is not None and observed is not None:  # the reference's accuracy: count / items, in float64
+        accuracy = np.asarray(correct, dtype=np.float64) / np.broadcast_to(np.asarray(observed, dtype=np.float64),
+                                                                           np.shape(correct))
     n = len(model_ids)
     fam = np.array([f if f else "" for f in families], dtype=object)
     own = np.array([o.lower() for o in owners], dtype=object)
@@ -198,7 +198,7 @@ class SplitLog:
         return {"split_decisions": int(self.side.size), "split_ties": int(self.drawn.sum()),
                 "split_knife_edges": int(self.knife_edge.sum())}
 
-    def edges(self, counts: np.ndarray | None = None) -> Columns:
+    def edges(self) -> Columns:
         """One row per drawn or knife-edge step: step, owner, both costs, relative difference, decision, half."""
         rows = np.flatnonzero(self.drawn | self.knife_edge)
         return Columns({"step": rows + 1, "owner": (self.owners if self.owners is not None
