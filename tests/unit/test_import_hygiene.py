@@ -139,12 +139,6 @@ def test_rule_checker_sees_a_violation(tmp_path, monkeypatch):
 # submodule for ``from pkg import submodule``, else the package's ``__init__``; the parent packages that Python also
 # runs on the way are not counted (``from a.b import x`` depends on a.b, not on a).
 
-# The one circle allowed, and only while every module in it lies in engine/neartie: issue 22 rewrites that package
-# (the protocol orchestrating from above the primary audit, the result types below both). Removed when issue 22's
-# split rewrite lands.
-ALLOWED_CIRCLE_PACKAGES = ("benchloupe.engine.neartie",)
-
-
 def _module_of(path: Path, pkg: Path) -> str:
     rel = path.relative_to(pkg.parent).with_suffix("")
     parts = list(rel.parts[:-1]) if rel.name == "__init__" else list(rel.parts)
@@ -199,20 +193,15 @@ def _circles(pkg: Path) -> list[list[str]]:
             for members in sorted(found)]
 
 
-def _allowed(circle: list[str]) -> bool:
-    members = {line.split(" -> ")[0] for line in circle} | {line.split(" -> ")[1].split()[0] for line in circle}
-    return any(all(m == p or m.startswith(p + ".") for m in members) for p in ALLOWED_CIRCLE_PACKAGES)
-
-
 def test_no_module_imports_itself_back_through_another():
-    circles = [c for c in _circles(PKG) if not _allowed(c)]
+    circles = _circles(PKG)
     assert circles == [], "import circles:\n" + "\n\n".join("\n".join(c) for c in circles)
 
 
 def test_circle_checker_sees_circles(tmp_path):
     """The checker itself can fail: a lazy import back up, a type-only one, and a package's ``__init__`` that
-    imports (lazily) the module that imports it back are all circles; an import into a circle is not part of it;
-    the allowance covers a circle inside engine/neartie only, not one that reaches out of it."""
+    imports (lazily) the module that imports it back are all circles, inside a subpackage or reaching out of it; an
+    import into a circle is not part of it."""
     files = {
         "__init__.py": "",
         "engine/__init__.py": "",
@@ -240,7 +229,6 @@ def test_circle_checker_sees_circles(tmp_path):
     assert f"{e}.b -> {e}.a  at benchloupe/engine/b.py:2 (function)" in found[0]
     assert f"{e}.d -> {e}.e  at benchloupe/engine/d.py:3 (type-checking)" in found[1]
     assert "benchloupe.jobs.area -> benchloupe.jobs  at benchloupe/jobs/area.py:1 (module)" in found[4]
-    assert [_allowed(c) for c in found] == [False, False, True, False, False]
 
 
 def _modules(sub: str) -> list[str]:
