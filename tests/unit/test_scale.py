@@ -584,3 +584,19 @@ def test_queue_carries_decisions_over_as_row_by_row_did(tmp_path):
     assert (got["carried_from"].notna()).sum() > 0
     for col in ("id", "state", "note", "carried_from", "superseded", "stored_state"):
         assert got[col].tolist() == want[col].tolist(), col
+
+
+def test_frozen_item_refit_keeps_models_with_the_same_responses_exactly_tied():
+    """A one-item subset (compress at 2.5 % of 32 items): half the models solved it, half did not; a Spearman over
+    such abilities depends on the ties being exact (the warm-started refit broke them by rounding)."""
+    from benchloupe.engine.joint import JointConfig, StaticData, fit_abilities, fit_joint
+
+    rng = np.random.default_rng(17)
+    y = (rng.random((200, 32)) < 0.5).astype(np.int8)
+    static = StaticData(y, np.ones(y.shape, bool))
+    full = fit_joint(static, None, JointConfig(mode="static"))
+    sel = np.zeros(32, bool)
+    sel[7] = True
+    theta = fit_abilities(static, None, full, static_items=sel)
+    assert len(np.unique(theta)) == 2
+    assert np.unique(theta[y[:, 7] == 1]).size == 1 and np.unique(theta[y[:, 7] == 0]).size == 1

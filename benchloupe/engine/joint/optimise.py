@@ -615,10 +615,11 @@ def fit_abilities(static: StaticData | None, arena: ArenaData | None, item_param
         if not sub.mask.any():
             raise EngineError("the selected items carry no data for an ability refit; select more items")
         problem = _Problem(sub, None, n_models, replace(config, mode="static"), min_models=1)
-        x0 = _initial_vector(problem, {"theta": item_params.theta, "b_static": item_params.b_static[cols],
-                                       "k_static": item_params.k_static[cols]})
-        if problem.c is not None:  # with a chance level the term may have several stationary points: start at 0
-            x0[:problem.M] = 0.0
+        x0 = _initial_vector(problem, {"b_static": item_params.b_static[cols], "k_static": item_params.k_static[cols]})
+        # every ability starts at 0, as the L-BFGS refit did: models with the same responses then take the same
+        # steps and end exactly tied (a warm start broke such ties by rounding, and a Spearman on a one-item
+        # subset moved with them); with a chance level the term may also have several stationary points
+        x0[:problem.M] = 0.0
         return _expand(n_models, problem.models, _frozen_static_abilities(problem, x0))
     smask = None
     if static is not None and config.uses_static:
