@@ -14,7 +14,7 @@ fell back to L-BFGS over dense float64 evaluations (hours, several GB).  Here a 
    arena part is the exact Newton system of the arena terms (``_Problem.evaluate`` on the pairs alone, over the
    models with pairs), so after the arena items' 2x2 blocks are eliminated the system is the arena models' small
    block plus a diagonal, solved with the ``mean(theta) = 0`` row by eliminating the diagonal part;
-3. the exact minimum along the scale direction (``optimise._rescale``, static and arena items together).
+3. the exact minimum along the scale direction (``sweeps._rescale``, static and arena items together).
 
 The step of 2 is accepted on the whole objective (Armijo, halving, then Levenberg-Marquardt damping); the pass that
 evaluates a trial point is the next sweep's first pass, so an accepted sweep costs two passes over the cells and
@@ -33,6 +33,18 @@ from benchloupe.engine.backend import Backend, resolve
 from benchloupe.engine.common import Progress, check_cancel
 from benchloupe.engine.joint.inputs import JointConfig, PairSet
 from benchloupe.engine.joint.objective import _Problem
+from benchloupe.engine.joint.sweeps import (
+    _BLOCK_FTOL,
+    _BLOCK_MU_START,
+    _F32_SLACK,
+    _F32_SWITCH,
+    _MU_DOWN,
+    _MU_MIN,
+    _MU_START,
+    _MU_UP,
+    _rate_start,
+    _rescale,
+)
 
 _MAX_HALVINGS = 3
 
@@ -52,19 +64,6 @@ def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np
                        progress: Progress, cancel, backend: Backend | None = None):
     """Fit (module docstring); ``x0`` in the joint layout.  Returns (x, f, sweeps, converged), as the other
     optimisers of ``optimise`` do, and sets ``problem.passes``."""
-    from benchloupe.engine.joint.optimise import (
-        _BLOCK_FTOL,
-        _BLOCK_MU_START,
-        _F32_SLACK,
-        _F32_SWITCH,
-        _MU_DOWN,
-        _MU_MIN,
-        _MU_START,
-        _MU_UP,
-        _rate_start,
-        _rescale,
-    )
-
     M, Ns, Na = problem.M, problem.Ns, problem.Na
     cfg = problem.cfg
     lam = cfg.lambda_reg
