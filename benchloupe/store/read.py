@@ -173,9 +173,12 @@ def _static_matrix(conn: sqlite3.Connection, bid: int, rows: dict, model_ids: li
             t = np.frombuffer(trials, np.int32)
             succ[i, :n], tri[i, :n] = s, t
             full[i, :n] = np.where(t > 0, (2 * s >= t).astype(np.int8), -1)
-    correct = full[:, pos]
-    if binomial:
-        succ, tri = succ[:, pos], tri[:, pos]
+    if len(pos) == n_all and np.array_equal(pos, np.arange(n_all)):  # every item, in order: no reordering copy
+        correct = full
+    else:
+        correct = full[:, pos]
+        if binomial:
+            succ, tri = succ[:, pos], tri[:, pos]
     return correct, correct >= 0, succ, tri
 
 

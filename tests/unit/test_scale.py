@@ -600,3 +600,34 @@ def test_frozen_item_refit_keeps_models_with_the_same_responses_exactly_tied():
     theta = fit_abilities(static, None, full, static_items=sel)
     assert len(np.unique(theta)) == 2
     assert np.unique(theta[y[:, 7] == 1]).size == 1 and np.unique(theta[y[:, 7] == 0]).size == 1
+
+
+def test_item_anomaly_counts_are_the_queues(tmp_path):
+    from benchloupe.store import curation, read, runs, views
+    from benchloupe.store.db import connect
+    from benchloupe.store.writer import write_import
+
+    rng = np.random.default_rng(18)
+    conn = connect(tmp_path / "c.db")
+    try:
+        write_import(conn, ParsedImport("b", items=pd.DataFrame({"key": [f"q{j}" for j in range(15)]}),
+                                        models=pd.DataFrame({"name": [f"m{i}" for i in range(8)]}),
+                                        correct=rng.integers(0, 2, (8, 15)).astype(np.int8)), fmt="test")
+        bid = read.benchmark_id(conn, "b")
+        item_ids, model_ids = read.items(conn, "b")["id"].to_numpy(), read.models(conn, "b")["id"].to_numpy()
+        for run in range(3):
+            rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+            n = 50
+            runs.save_outputs(conn, rid, runs.RunOutputs(flags=pd.DataFrame({
+                "kind": "anomaly", "item_id": item_ids[rng.integers(0, 15, n)],
+                "model_id": model_ids[rng.integers(0, 8, n)], "score": rng.normal(size=n),
+                "payload": [{"residual": 1.0}] * n})))
+            ids = [int(r[0]) for r in conn.execute("SELECT id FROM flags WHERE run_id = ?", (rid,))]
+            pick = rng.choice(ids, 30, replace=False)
+            curation.set_flag_states(conn, [(int(f), str(rng.choice(["confirmed", "dismissed", "open", "unsure"])),
+                                             str(rng.choice(["", "", "why"]))) for f in pick])
+            q = curation.queue_flags(conn, bid, "anomaly")
+            want = q[q["state"] != "dismissed"]["item_id"].value_counts().to_dict()
+            assert views.undismissed_counts(conn, bid, "anomaly") == {int(k): int(v) for k, v in want.items()}, run
+    finally:
+        conn.close()
