@@ -55,31 +55,51 @@ def item_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
     return out
 
 
-def undismissed_counts(conn: sqlite3.Connection, benchmark_id: int, kind: str) -> dict[int, int]:
-    """Per item, the flags of ``kind`` in the triage queue (``curation.queue_flags``: the latest producing run's,
-    with an earlier run's decision carried to an open, note-less flag about the same thing) that are not
-    dismissed, counted by SQLite: the queue's rules without its frame of every flag (an anomalies run at
-    5,000 x 14,000 holds 210,000; issue 26, tests/unit/test_scale.py checks the two agree)."""
-    sql = """
-    WITH latest AS (
+_QUEUE_CTE = """
+    latest AS (
         SELECT coalesce((SELECT max(r.id) FROM runs r WHERE r.benchmark_id = :b AND r.status = 'done' AND r.kind IN
                          (SELECT DISTINCT r2.kind FROM flags f JOIN runs r2 ON r2.id = f.run_id
                           WHERE f.kind = :k AND f.benchmark_id = :b)),
                         (SELECT max(run_id) FROM flags WHERE kind = :k AND benchmark_id = :b)) AS id),
     ident AS (
-        SELECT f.id, f.run_id, f.item_id, f.state, f.note,
+        SELECT f.id, f.run_id, f.item_id, f.model_id, f.score, f.payload, f.state, f.note,
                CASE WHEN f.model_b_id IS NULL THEN f.model_id ELSE min(coalesce(f.model_id, -1), f.model_b_id) END AS a,
                CASE WHEN f.model_b_id IS NULL THEN NULL ELSE max(coalesce(f.model_id, -1), f.model_b_id) END AS bb
         FROM flags f WHERE f.kind = :k AND f.benchmark_id = :b),
     decided AS (
         SELECT item_id, a, bb, state, max(id) AS last FROM ident
-        WHERE run_id != (SELECT id FROM latest) AND (state != 'open' OR note != '') GROUP BY item_id, a, bb)
-    SELECT c.item_id, count(*) FROM ident c
-    LEFT JOIN decided d ON d.item_id IS c.item_id AND d.a IS c.a AND d.bb IS c.bb
-    WHERE c.run_id = (SELECT id FROM latest) AND c.item_id IS NOT NULL
-      AND (CASE WHEN c.state = 'open' AND c.note = '' AND d.state IS NOT NULL THEN d.state ELSE c.state END)
-          != 'dismissed'
-    GROUP BY c.item_id"""
+        WHERE run_id != (SELECT id FROM latest) AND (state != 'open' OR note != '') GROUP BY item_id, a, bb),
+    queue AS (
+        SELECT c.*, CASE WHEN c.state = 'open' AND c.note = '' AND d.state IS NOT NULL THEN d.state ELSE c.state END
+               AS shown_state
+        FROM ident c LEFT JOIN decided d ON d.item_id IS c.item_id AND d.a IS c.a AND d.bb IS c.bb
+        WHERE c.run_id = (SELECT id FROM latest))"""
+
+
+def model_flag_summary(conn: sqlite3.Connection, benchmark_id: int, kind: str = "anomaly",
+                       top: int = 6) -> dict[int, dict]:
+    """Per model, its flags of ``kind`` in the triage queue (the rules of ``curation.queue_flags``): how many, and
+    the ``top`` first in the queue's order (|score| descending, then id) with item key, payload and the state the
+    queue shows.  What the Models screen's detail line needs, without a frame of every flag (issue 26)."""
+    sql = f"""WITH {_QUEUE_CTE},
+    ranked AS (SELECT q.*, row_number() OVER (PARTITION BY q.model_id ORDER BY abs(coalesce(q.score, 0)) DESC, q.id)
+               AS rn, count(*) OVER (PARTITION BY q.model_id) AS n FROM queue q WHERE q.model_id IS NOT NULL)
+    SELECT r.model_id, r.n, i.key, r.payload, r.shown_state FROM ranked r LEFT JOIN items i ON i.id = r.item_id
+    WHERE r.rn <= :top ORDER BY r.model_id, r.rn"""
+    out: dict[int, dict] = {}
+    for mid, n, key, payload, state in conn.execute(sql, {"b": benchmark_id, "k": kind, "top": top}):
+        entry = out.setdefault(int(mid), {"count": int(n), "top": []})
+        entry["top"].append({"item_key": key, "payload": json.loads(payload), "state": state})
+    return out
+
+
+def undismissed_counts(conn: sqlite3.Connection, benchmark_id: int, kind: str) -> dict[int, int]:
+    """Per item, the flags of ``kind`` in the triage queue (``curation.queue_flags``: the latest producing run's,
+    with an earlier run's decision carried to an open, note-less flag about the same thing) that are not
+    dismissed, counted by SQLite: the queue's rules without its frame of every flag (an anomalies run at
+    5,000 x 14,000 holds 210,000; issue 26, tests/unit/test_scale.py checks the two agree)."""
+    sql = f"""WITH {_QUEUE_CTE}
+    SELECT item_id, count(*) FROM queue WHERE item_id IS NOT NULL AND shown_state != 'dismissed' GROUP BY item_id"""
     return {int(i): int(n) for i, n in conn.execute(sql, {"b": benchmark_id, "k": kind})}
 
 

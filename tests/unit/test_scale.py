@@ -629,5 +629,12 @@ def test_item_anomaly_counts_are_the_queues(tmp_path):
             q = curation.queue_flags(conn, bid, "anomaly")
             want = q[q["state"] != "dismissed"]["item_id"].value_counts().to_dict()
             assert views.undismissed_counts(conn, bid, "anomaly") == {int(k): int(v) for k, v in want.items()}, run
+            summary = views.model_flag_summary(conn, bid, "anomaly")
+            for mid, mine in q.groupby("model_id", sort=False):  # the Models screen's detail line, as it was
+                got = summary[int(mid)]
+                assert got["count"] == len(mine)
+                assert got["top"] == [{"item_key": r.item_key, "payload": r.payload, "state": r.state}
+                                      for r in mine.head(6).itertuples()], (run, mid)
+            assert set(summary) == {int(m) for m in q["model_id"].unique()}
     finally:
         conn.close()

@@ -62,7 +62,7 @@ class ModelsScreen(BenchScreen):
         self.run_id: int | None = None  # None: the latest run
         self.shown_run: int | None = None
         self.runs = pd.DataFrame()
-        self.flags = pd.DataFrame()
+        self.flags: dict = {}  # model id -> {count, top}: views.model_flag_summary
         self.query_text = ""
         self._haystack = np.array([], dtype=object)
         self._timer: Timer | None = None
@@ -74,7 +74,7 @@ class ModelsScreen(BenchScreen):
         yield SafeStatic("", id="models-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
-        from benchloupe.store import curation, read, views
+        from benchloupe.store import read, views
 
         runs = views.model_runs(conn, benchmark)
         ids = [int(i) for i in runs["id"]]
@@ -83,7 +83,7 @@ class ModelsScreen(BenchScreen):
         df["ci"] = [_interval(lo, hi) for lo, hi in zip(df["lo"], df["hi"])]
         df["rank_ci"] = [f"{int(a)}-{int(b)}" if pd.notna(a) and pd.notna(b) else ""
                          for a, b in zip(df["rank_lo"], df["rank_hi"])]
-        flags = curation.queue_flags(conn, read.benchmark_id(conn, benchmark), "anomaly")
+        flags = views.model_flag_summary(conn, read.benchmark_id(conn, benchmark), "anomaly")  # per model, by SQL
         columns = columns_for(self.app.size.width)
         hay = (df["name"].astype(str) + "\n" + df["family"].fillna("").astype(str) + "\n"
                + df["owner"].fillna("").astype(str)).str.lower().to_numpy()
@@ -211,18 +211,18 @@ class ModelsScreen(BenchScreen):
         if pd.notna(row["se"]):
             text.append(f" · se {row['se']:.3f}")
         text.append("\n")
-        mine = self.flags[self.flags["model_id"] == row["id"]] if len(self.flags) else self.flags
-        if not len(mine):
+        mine = self.flags.get(int(row["id"]))
+        if not mine:
             text.append("no unexpected cells flagged for this model (5: Anomalies; screening runs in 4: Runs)",
                         style="dim")
         else:
-            text.append(f"{len(mine)} unexpected cells", style="bold")
+            text.append(f"{mine['count']} unexpected cells", style="bold")
             text.append("  item · expected P(correct) · observed · residual · state\n", style="dim")
-            for r in mine.head(6).itertuples():
-                p = r.payload
-                text.append(f"{r.item_key}  ")
+            for r in mine["top"]:
+                p = r["payload"]
+                text.append(f"{r['item_key']}  ")
                 text.append(f"{_num(p.get('expected_p'))}  {p.get('observed', '')}  {_num(p.get('residual'), True)}  ")
-                text.append(str(r.state), style="dim")
+                text.append(str(r["state"]), style="dim")
                 text.append("\n")
         box.update(text)
 
