@@ -638,3 +638,27 @@ def test_item_anomaly_counts_are_the_queues(tmp_path):
             assert set(summary) == {int(m) for m in q["model_id"].unique()}
     finally:
         conn.close()
+
+
+def test_model_table_of_a_bootstrap_run_with_fractional_rank_percentiles(tmp_path):
+    """The bootstrap stores its rank interval as percentiles (2.5 / 97.5 %, interpolated: 12.5 is common); the
+    Models screen's table cast them to integers and its worker failed, leaving the screen empty."""
+    from benchloupe.store import read, runs, views
+    from benchloupe.store.db import connect
+    from benchloupe.store.writer import write_import
+
+    conn = connect(tmp_path / "b.db")
+    try:
+        write_import(conn, ParsedImport("b", items=pd.DataFrame({"key": ["q1", "q2"]}),
+                                        models=pd.DataFrame({"name": ["m1", "m2", "m3"]}),
+                                        correct=np.array([[1, 0], [0, 1], [1, 1]], np.int8)), fmt="test")
+        bid = read.benchmark_id(conn, "b")
+        ids = read.models(conn, "b")["id"].to_numpy()
+        rid = runs.create_run(conn, "bootstrap", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+        runs.save_outputs(conn, rid, runs.RunOutputs(models=pd.DataFrame({
+            "model_id": ids, "theta": [0.5, -0.1, 0.2], "se": [0.1, 0.1, 0.1], "lo": [0.3, -0.3, 0.0],
+            "hi": [0.7, 0.1, 0.4], "rank": [1, 3, 2], "rank_lo": [1.0, 2.5, 1.5], "rank_hi": [1.5, 3.0, 3.0]})))
+        table = views.run_model_table(conn, "b", rid)
+    finally:
+        conn.close()
+    assert table["rank_lo"].tolist() == [1.0, 1.5, 2.5] and table["rank"].tolist() == [1.0, 2.0, 3.0]
