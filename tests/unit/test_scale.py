@@ -662,3 +662,17 @@ def test_model_table_of_a_bootstrap_run_with_fractional_rank_percentiles(tmp_pat
     finally:
         conn.close()
     assert table["rank_lo"].tolist() == [1.0, 1.5, 2.5] and table["rank"].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_table_lines_with_repeated_values_are_formatted_as_each_alone():
+    from benchloupe.tui.widgets.table import Column, _cell, fmt_num, format_lines
+    from benchloupe.tui.widgets.safe import cell_text
+
+    frame = pd.DataFrame({"name": ["a", "b\\x1b[2J", "a", "ümlaut-wide-名前", None, "a"],
+                          "n": [1.0, np.nan, 1.0, 2.5, None, 1.0], "k": [1, 1, True, 2, 2, 1],
+                          "obj": [[1], {"x": 1}, [1], None, "s", [1]]})
+    cols = [Column("name", "name", 6, identity=True), Column("n", "n", 5, fmt_num(2), right=True),
+            Column("k", "k", 3), Column("obj", "obj", 6), Column("missing", "m", 2)]
+    want = [" ".join(_cell(cell_text(c.fmt(frame[c.key].iloc[i] if c.key in frame else None)), c.width, c.right,
+                           c.identity) for c in cols) for i in range(len(frame))]
+    assert format_lines(frame, cols).tolist() == want
