@@ -168,9 +168,10 @@ def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
     st = inputs.static
     if st is None:
         return inputs, {}, []
-    k = st.trials if st.trials is not None else st.mask.astype(np.int32)
-    succ = np.where(st.mask, st.correct, 0)
-    k = np.where(st.mask, k, 0)
+    # the cells in their integer dtypes (0/1 data: the int8 values and the mask as trials; issue 26: int32 copies)
+    k = st.trials if st.trials is not None else st.mask
+    succ = st.correct if st.mask.all() else np.where(st.mask, st.correct, 0)
+    k = k if st.mask.all() else np.where(st.mask, k, 0)
     stated = st.chance
     floor = empirical_floor(succ, k, chance=stated)
     metrics: dict = {"chance_mode": mode, "chance_floor": round(floor.floor, 4)}
@@ -188,7 +189,7 @@ def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
         return inputs, metrics, warnings
     if progress is not None:
         progress(0, 1, "estimating a shared lower asymptote (marginal ML; minutes on thousands of models)")
-    est = estimate_lower_asymptote(succ, k, cancel=cancel)
+    est = estimate_lower_asymptote(succ, k.astype(np.int32) if k.dtype == bool else k, cancel=cancel)
     targets = stated > 0 if stated is not None else np.ones(st.shape[1], bool)
     chance = np.where(targets, est.c, 0.0)
     metrics.update({"chance_estimated": round(est.c, 4), "chance_estimated_ci": [round(v, 4) for v in est.ci],

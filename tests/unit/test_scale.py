@@ -676,3 +676,23 @@ def test_table_lines_with_repeated_values_are_formatted_as_each_alone():
     want = [" ".join(_cell(cell_text(c.fmt(frame[c.key].iloc[i] if c.key in frame else None)), c.width, c.right,
                            c.identity) for c in cols) for i in range(len(frame))]
     assert format_lines(frame, cols).tolist() == want
+
+
+def test_empirical_floor_on_integer_cells_is_the_float_floor():
+    from benchloupe.engine.irt import asymptote
+    from benchloupe.engine.irt.inputs import _as_counts
+
+    rng = np.random.default_rng(19)
+    for case in range(8):
+        m, n = int(rng.integers(20, 200)), int(rng.integers(10, 120))
+        if case % 2:
+            trials = rng.integers(0, 4, (m, n)).astype(np.int32)
+            succ = rng.binomial(trials, 0.4).astype(np.int32)
+        else:
+            trials = rng.random((m, n)) >= 0.2 * (case % 4 == 0)
+            succ = np.where(trials, rng.integers(0, 2, (m, n)), 0).astype(np.int8)
+        chance = np.where(rng.random(n) < 0.5, 0.25, 0.0)
+        got = asymptote.empirical_floor(succ, trials, chance=chance)
+        c, k = _as_counts(None, None, np.asarray(succ, float), np.asarray(trials, float))
+        want = asymptote.empirical_floor(c, k, chance=chance)  # float cells: the _as_counts path, as before
+        assert got == want, case
