@@ -31,9 +31,11 @@ from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
 SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14, state_word),
-                   Column("gap", "gap", 13), Column("target", "target", 6, fmt_num(3), right=True),
+                   Column("gap", "gap", 13, export=("gap_lo", "gap_hi")),
+                   Column("target", "target", 6, fmt_num(3), right=True),
                    Column("candidates", "cands", 5, fmt_int, right=True),
-                   Column("pending", "todo", 4, fmt_int, right=True), Column("message", "message", 40)]
+                   Column("pending", "todo", 4, fmt_int, right=True),
+                   Column("message_shown", "message", 40, export=("message", "rewriter_url"))]
 REVIEW_FILTERS = ("pending", "all", "accepted", "rejected")
 
 
@@ -108,8 +110,8 @@ class BenchFillScreen(BenchScreen):
 
         sessions = fill.sessions(conn, benchmark)
         sessions["gap"] = [f"[{lo:.3f},{hi:.3f}]" for lo, hi in zip(sessions["gap_lo"], sessions["gap_hi"])]
-        sessions["message"] = [("simulated · " if simulated.is_simulated(u) else "") + str(m or "")
-                               for u, m in zip(sessions["rewriter_url"], sessions["message"])]
+        sessions["message_shown"] = [("simulated · " if simulated.is_simulated(u) else "") + str(m or "")
+                                     for u, m in zip(sessions["rewriter_url"], sessions["message"])]
         sid = self.session_id if self.session_id in set(sessions["id"]) else (
             int(sessions["id"].iloc[0]) if len(sessions) else None)
         summary = jobs_fill.session_summary(self.app.db_path, sid) if sid is not None else None

@@ -22,9 +22,10 @@ from benchloupe.tui.widgets.plots import ecdf_plot
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
 
-GAP_COLUMNS = [Column("mark", "", 1), Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
-               Column("hi", "to", 6, fmt_num(3), right=True), Column("width", "width", 6, fmt_num(3), right=True),
-               Column("interval", "95% interval", 13), Column("status", "status", 9),
+GAP_COLUMNS = [Column("mark", "", 1, export=()), Column("rank", "gap", 4, right=True),
+               Column("lo", "from", 6, fmt_num(3), right=True), Column("hi", "to", 6, fmt_num(3), right=True),
+               Column("width", "width", 6, fmt_num(3), right=True),
+               Column("interval", "95% interval", 13, export=("ci_lo", "ci_hi")), Column("status", "status", 9),
                Column("state", "state", 10)]
 HEADLINE = ("ddm", "max_gap", "topk_sum", "max_gap_ratio", "uniform_exceed_prob")
 
@@ -67,9 +68,10 @@ class CoverageScreen(BenchScreen):
             lo_ci, hi_ci = p.get("ci_lo"), p.get("ci_hi")
             interval = f"{lo_ci:.3f}-{hi_ci:.3f}" if isinstance(lo_ci, float) and isinstance(hi_ci, float) else "-"
             rows.append({"flag_id": r.id, "rank": p.get("rank"), "lo": p.get("lo"), "hi": p.get("hi"),
-                         "width": p.get("width"), "interval": interval, "status": str(p.get("status", "")),
-                         "state": r.state})
-        gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "interval", "status", "state"])
+                         "width": p.get("width"), "interval": interval, "ci_lo": lo_ci, "ci_hi": hi_ci,
+                         "status": str(p.get("status", "")), "state": r.state})
+        gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "interval", "ci_lo", "ci_hi",
+                                             "status", "state"])
         gap_df.insert(0, "mark", "")
         gap_df = gap_df.sort_values("width", ascending=False, kind="stable").reset_index(drop=True)
         gap_df["rank"] = gap_df["rank"].fillna(pd.Series(range(1, len(gap_df) + 1))).astype(int)

@@ -11,6 +11,7 @@ lines (widgets/table.py).
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,8 @@ COLUMNS = [
     Column("kind", "kind", 6),
     Column("origin", "orig", 5, lambda v: ORIGIN_SHORT.get(v, str(v))),
     Column("pass_rate", "pass", 5, fmt_num(2), right=True),
-    Column("difficulty_text", "diff", 9, right=True, sort_key="difficulty_sort"),
+    Column("difficulty_text", "diff", 9, right=True, sort_key="difficulty_sort",
+           export=("difficulty", "difficulty_note")),
     Column("sharpness", "sharp", 5, fmt_num(2), right=True),
     Column("fisher", "info", 5, fmt_num(2), right=True),
     Column("dif_range", "DIF", 5, fmt_num(2), right=True),
@@ -53,9 +55,8 @@ def columns_for(width: int) -> list[Column]:
     if width < WIDE:
         return COLUMNS
     wider = {"key": 24, "group": 14, "origin": 9}
-    return [Column(c.key, "origin" if c.key == "origin" else c.label, wider[c.key],
-                   str if c.key == "origin" else c.fmt, c.right, c.identity) if c.key in wider else c
-            for c in COLUMNS]
+    return [replace(c, label="origin" if c.key == "origin" else c.label, width=wider[c.key],
+                    fmt=str if c.key == "origin" else c.fmt) if c.key in wider else c for c in COLUMNS]
 
 
 def difficulty_text(difficulty: pd.Series, pass_rate: pd.Series) -> tuple[list[str], np.ndarray]:
@@ -114,6 +115,7 @@ class ItemsScreen(BenchScreen):
         df = df.merge(text, on="id", how="left")
         df["text"] = df["text"].fillna("")
         df["difficulty_text"], df["difficulty_sort"] = difficulty_text(df["difficulty"], df["pass_rate"])
+        df["difficulty_note"] = [t if t in ("all right", "all wrong") else "" for t in df["difficulty_text"]]
         hay = (df["key"].astype(str) + "\n" + df["group"].astype(str) + "\n" + df["text"]).str.lower().to_numpy()
         columns = columns_for(self.app.size.width)
         return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "haystack": hay}

@@ -32,14 +32,22 @@ def _interval(lo, hi, digits: int = 2, signed: bool = True) -> str:
     return f"[{a},{b}]" if a and b else ""
 
 
+def rank_interval(lo, hi) -> str:
+    """A rank interval in whole ranks, rounded outwards: a bootstrap's ends are quantiles of the replicates'
+    ranks (25.475-45.575 reads 25-46, which holds it); blank when the run has none. Exports keep the ends."""
+    if pd.isna(lo) or pd.isna(hi):
+        return ""
+    return f"{math.floor(float(lo) + 1e-9)}-{math.ceil(float(hi) - 1e-9)}"
+
+
 COLUMNS = [
     Column("name", "model", 17, identity=True),
     Column("family", "family", 8),
     Column("owner", "owner", 8),
     Column("rank", "rank", 4, fmt_int, right=True),
     Column("theta", "θ", 6, fmt_num(2, signed=True), right=True),
-    Column("ci", "95% interval", 13, sort_key="lo"),
-    Column("rank_ci", "rank CI", 7, sort_key="rank_lo"),
+    Column("ci", "95% interval", 13, sort_key="lo", export=("se", "lo", "hi")),
+    Column("rank_ci", "rank CI", 7, sort_key="rank_lo", export=("rank_lo", "rank_hi")),
 ]
 
 
@@ -81,8 +89,7 @@ class ModelsScreen(BenchScreen):
         rid = self.run_id if self.run_id in ids else (ids[0] if ids else None)
         df = views.run_model_table(conn, benchmark, rid)
         df["ci"] = [_interval(lo, hi) for lo, hi in zip(df["lo"], df["hi"])]
-        df["rank_ci"] = [f"{int(a)}-{int(b)}" if pd.notna(a) and pd.notna(b) else ""
-                         for a, b in zip(df["rank_lo"], df["rank_hi"])]
+        df["rank_ci"] = [rank_interval(a, b) for a, b in zip(df["rank_lo"], df["rank_hi"])]
         flags = curation.queue_flags(conn, read.benchmark_id(conn, benchmark), "anomaly")
         columns = columns_for(self.app.size.width)
         hay = (df["name"].astype(str) + "\n" + df["family"].fillna("").astype(str) + "\n"

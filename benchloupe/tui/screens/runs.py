@@ -24,7 +24,7 @@ ANALYSIS_COLUMNS = [Column("name", "analysis", 13), Column("area", "area", 12), 
                     Column("title", "what", 90)]
 RUN_COLUMNS = [Column("id", "run", 5, fmt_int, right=True), Column("kind", "kind", 13),
                Column("status", "status", 9), Column("created_at", "started", 20),
-               Column("summary", "metrics", 100)]
+               Column("summary", "metrics", 100, export=("metrics",))]
 MOVED_COLUMNS = [Column("model", "model", 30), Column("rank_a", "rank A", 7, fmt_int, right=True),
                  Column("rank_b", "rank B", 7, fmt_int, right=True),
                  Column("moved", "moved", 6, lambda v: f"{int(v):+d}", right=True)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -62,7 +62,10 @@ class Column:
     ``identity``: the column names the row (a model name, an item key): too long a value is cut in the middle
     with an ellipsis so that distinct names stay distinct, the column takes the width the others leave
     (:func:`fit_columns`), and it stays put when the table scrolls sideways. ``sort_key``: the frame column to
-    sort by when it is not ``key`` (a display text over a number)."""
+    sort by when it is not ``key`` (a display text over a number). ``export``: the frame columns an export
+    (``w``) writes in its place when ``key`` holds display text (an interval drawn as "[a,b]", a difficulty
+    shown as "all right"): the stored values at full precision, never the text drawn (issue 21 item 4); ``()``
+    leaves the column out of exports."""
 
     key: str
     label: str
@@ -71,6 +74,7 @@ class Column:
     right: bool = False
     identity: bool = False
     sort_key: str | None = None
+    export: tuple[str, ...] | None = None
 
 
 def middle_cut(text: str, width: int) -> str:
@@ -95,8 +99,7 @@ def fit_columns(columns: list[Column], width: int, *, most: int = 60) -> list[Co
     ``[its width, most]``), the others unchanged."""
     others = sum(c.width + 1 for c in columns if not c.identity)
     room = width - others - 1  # the vertical scrollbar
-    return [Column(c.key, c.label, max(c.width, min(room, most)), c.fmt, c.right, c.identity, c.sort_key)
-            if c.identity else c for c in columns]
+    return [replace(c, width=max(c.width, min(room, most))) if c.identity else c for c in columns]
 
 
 def end_cut(text: str, width: int) -> str:
@@ -367,8 +370,9 @@ class FrameTable(ScrollView, can_focus=True):
 
     def export_frame(self) -> pd.DataFrame:
         """The rows as shown (the screen's filters, the search, the sort) with full, unformatted values of
-        ``export_keys`` (default: the shown columns), for writing to a file."""
-        keys = self.export_keys or [c.key for c in self.columns]
+        ``export_keys`` (default: the shown columns, each as the stored values it draws: ``Column.export``),
+        for writing to a file."""
+        keys = self.export_keys or [k for c in self.columns for k in ((c.key,) if c.export is None else c.export)]
         keys = [k for k in dict.fromkeys(keys) if k in self.frame.columns]
         return self.frame.iloc[self.view][keys].reset_index(drop=True)
 
