@@ -93,8 +93,8 @@ async def test_models_export_writes_intervals_as_their_ends(showcase_db, tmp_pat
 
 
 async def test_coverage_runs_and_benchfill_exports_write_stored_values(showcase_db, tmp_path):
-    from benchloupe.jobs.fill import FillOptions
     from benchloupe.engine.benchfill import BenchFillConfig
+    from benchloupe.jobs.fill import FillOptions
     from benchloupe.prompts import simulated
     from benchloupe.tui.jobs_ui import run_fill
 
