@@ -177,6 +177,7 @@ def _diff(parent: str, child: str) -> str:
 def cmd_review(args) -> int:
     from benchloupe.jobs import fill
     from benchloupe.store import fill as fillstore
+    from benchloupe.store import read
     from benchloupe.store.db import connect
 
     conn = connect(db_path(args))
@@ -220,7 +221,15 @@ def cmd_review(args) -> int:
                     edited = "\n".join(lines)
                 item = fill.decide_candidate(db_path(args), int(c.id), "reject" if choice == "r" else "accept", note,
                                              edited_text=edited)
-                print(f"accepted as item {item}; coverage recomputed" if item else "rejected")
+                if item:
+                    conn = connect(db_path(args))
+                    try:
+                        key = read.item_key(conn, item)
+                    finally:
+                        conn.close()
+                    print(f"accepted as item {key or item}; coverage recomputed")
+                else:
+                    print("rejected")
                 decided += 1
                 break
             if choice == "s":

@@ -296,6 +296,26 @@ def _llms(eps: dict):
     return rewriter, judge, annotator
 
 
+def recompute_coverage(db_path, benchmark: str) -> int:
+    """Coverage again after an accept or its undo: the latest coverage run's own settings (its target, group
+    and C.6 uncertainty, so the gaps keep their intervals: issue 21 item 7; the slow robustness refits and the
+    improvement test left out), now with the accepted items at their online-calibrated difficulties."""
+    from .coverage import CoverageConfig, run_coverage
+
+    conn = connect(db_path)
+    try:
+        cov = runs.latest_run(conn, read.benchmark_id(conn, benchmark), ("coverage",))
+        saved = runs.get_run(conn, cov)["config"] if cov is not None else {}
+    finally:
+        conn.close()
+    names = {f.name for f in dataclasses.fields(CoverageConfig)}
+    try:
+        config = CoverageConfig(**{k: v for k, v in saved.items() if k in names})
+    except (TypeError, ValueError, EngineError):  # a run of an older version with settings no longer valid
+        config = CoverageConfig()
+    return run_coverage(db_path, benchmark, dataclasses.replace(config, robustness="", improvement=""))
+
+
 def _coverage_current(db_path, benchmark: str) -> None:
     """Recompute coverage when an accepted BenchFill item is missing from the latest coverage run (the process
     was killed between the accept and the recompute: issue 10, minor)."""
@@ -312,9 +332,7 @@ def _coverage_current(db_path, benchmark: str) -> None:
     finally:
         conn.close()
     if missing:
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, benchmark, CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, benchmark)
 
 
 def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
@@ -500,9 +518,7 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
     finally:
         conn.close()
     if item_id is not None and recompute:
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, row[0], CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, row[0])
     return item_id
 
 
@@ -544,9 +560,7 @@ def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: st
     finally:
         conn.close()
     if items:
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, bench)
     return items
 
 
@@ -563,9 +577,7 @@ def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[d
     finally:
         conn.close()
     if any(o["item_id"] is not None for o in out):
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, bench)
     return out
 
 

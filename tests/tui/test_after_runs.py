@@ -21,7 +21,7 @@ from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 from benchloupe.tui.app import BenchloupeApp
 from benchloupe.tui.widgets.table import FrameTable
-from tests.tui.conftest import loaded, wait_until
+from tests.tui.conftest import idle, loaded, wait_until
 
 pytestmark = pytest.mark.anyio
 SIZE = (80, 24)
@@ -258,3 +258,28 @@ async def test_bootstrap_from_the_palette_then_models_then_another_benchmark(sho
         await shown(pilot, app, "models", "demo-chem")
         await switch(pilot, app, "demo-math")
         await shown(pilot, app, "models", "demo-math")
+
+
+async def test_a_screen_that_cannot_read_the_new_benchmark_shows_nothing_of_the_old_one(showcase_db):
+    """Defect 2's second half: after ``B`` the tab line named demo-math while the table still listed demo-chem's
+    models, because the new benchmark's read failed and the old rows stayed. A read that fails (here a damaged
+    estimate in the database) says so in the error line and on the screen, and leaves no row of the benchmark
+    switched away from."""
+    conn = connect(showcase_db)
+    rid = int(runs.list_runs(conn, "demo-math", kind="static")["id"].iloc[0])
+    conn.execute("UPDATE run_models SET theta = 'damaged' WHERE run_id = ?", (rid,))
+    conn.commit()
+    conn.close()
+    app = BenchloupeApp(showcase_db, benchmark="demo-chem")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await shown(pilot, app, "models", "demo-chem")
+        assert len(app.screen.query_one(FrameTable).frame) == 130
+        await switch(pilot, app, "demo-math")
+        await wait_until(pilot, lambda: bool(_error_notes(app)), what="the failed read")
+        await wait_until(pilot, idle(app), what="idle")
+        table = app.screen.query_one(FrameTable)
+        assert len(table.frame) == 0 and len(table.view) == 0, len(table.frame)
+        status = str(app.screen.query_one("#models-status").render())
+        assert "demo-math" in status and "could not" in status, status
+        assert "130 models" not in status

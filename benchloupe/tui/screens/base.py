@@ -138,7 +138,8 @@ class BenchScreen(Screen):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.app.report_error(event.worker.error, self.MODE)
-            self.loading_failed(event.worker.error)
+            if event.worker.group == "load":
+                self.loading_failed(event.worker.error)
 
     # ------------------------------------------------------------------ hooks
     def fetch(self, conn: sqlite3.Connection, benchmark: str | None) -> object:
@@ -152,7 +153,26 @@ class BenchScreen(Screen):
         """Called before a reload starts."""
 
     def loading_failed(self, error: BaseException) -> None:
-        """Called when fetch raised (the error is already notified)."""
+        """The read failed (the error is already notified): nothing the screen showed before stays on it, since
+        it may be another benchmark's (issue 21 item 2: the tab line named demo-math over demo-chem's models).
+        Tables and panels are emptied, :meth:`forget` drops what the keys act on, and the status line says
+        what could not be read."""
+        from benchloupe.tui.app import one_line
+        from benchloupe.tui.widgets.table import FrameTable
+
+        for table in self.query(FrameTable):
+            table.set_data(table.frame.iloc[0:0], table.columns)
+        lines = [w for w in self.query(SafeStatic) if not isinstance(w, TopBar) and w.id != "job-label"]
+        for w in lines:
+            w.update("")
+        status = next((w for w in lines if w.has_class("status-line")), lines[0] if lines else None)
+        if status is not None:
+            what = self._token[0] if self.NEEDS_BENCHMARK and self._token else "the database"
+            status.update(Text(f"could not read {what}: {one_line(error)}", style="bold red"))
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop the rows the screen's keys act on (a failed read must leave nothing to decide on)."""
 
     def show_no_benchmark(self) -> None:
         """Called instead of fetch when no benchmark is open."""

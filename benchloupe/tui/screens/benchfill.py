@@ -134,6 +134,9 @@ class BenchFillScreen(BenchScreen):
         self.summary = data["summary"]
         self._summary(self.summary)
 
+    def forget(self) -> None:
+        self.cands, self.view, self.pos, self.marked, self.summary = pd.DataFrame(), [], 0, set(), None
+
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         sid = event.table.current_value("id")
         if sid is not None and int(sid) != self.session_id:

@@ -8,6 +8,7 @@ the selected gap."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 
 import numpy as np
@@ -66,7 +67,8 @@ class CoverageScreen(BenchScreen):
         for r in gaps.itertuples():
             p = r.payload
             lo_ci, hi_ci = p.get("ci_lo"), p.get("ci_hi")
-            interval = f"{lo_ci:.3f}-{hi_ci:.3f}" if isinstance(lo_ci, float) and isinstance(hi_ci, float) else "-"
+            interval = f"{lo_ci:.3f}-{hi_ci:.3f}" if isinstance(lo_ci, float) and isinstance(hi_ci, float) and \
+                math.isfinite(lo_ci) and math.isfinite(hi_ci) else "-"
             rows.append({"flag_id": r.id, "rank": p.get("rank"), "lo": p.get("lo"), "hi": p.get("hi"),
                          "width": p.get("width"), "interval": interval, "ci_lo": lo_ci, "ci_hi": hi_ci,
                          "status": str(p.get("status", "")), "state": r.state})
@@ -123,6 +125,10 @@ class CoverageScreen(BenchScreen):
         table.set_data(data["gaps"], GAP_COLUMNS, data["lines"])
         table.focus()
         self._plot()
+
+    def forget(self) -> None:
+        self.data = {"run": None}
+        self.marked = set()
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         if getattr(self, "data", {}).get("run") is not None:
@@ -237,8 +243,10 @@ def notes_text(m: dict) -> Text:
     models' ability range and the robustness summary (C.3 leave-one-out, C.5 BIC, prior variants)."""
     text = Text(no_wrap=False)
     ci = m.get("max_gap_ci")
-    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, float) for x in ci):
+    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, float) and math.isfinite(x) for x in ci):
         text.append(f"max gap 95% interval {ci[0]:.3f}-{ci[1]:.3f}")
+    elif "uncertainty" not in m:  # a run without C.6 draws has no interval to show (never "nan-nan")
+        text.append("no C.6 intervals (coverage ran without uncertainty draws)")
     if isinstance(m.get("max_gap_trusted"), float):
         text.append(f" · widest trusted gap {m['max_gap_trusted']:.3f}")
     band = m.get("ability_range")

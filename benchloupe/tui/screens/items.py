@@ -136,6 +136,10 @@ class ItemsScreen(BenchScreen):
     def show_no_benchmark(self) -> None:
         self.query_one("#items-status", SafeStatic).update(Text("no benchmark open: press 1 and choose one"))
 
+    def forget(self) -> None:
+        self.frame = self.frame.iloc[0:0]
+        self._haystack = np.array([], dtype=object)
+
     # ------------------------------------------------------------------ filters
     def mask(self) -> np.ndarray:
         df = self.frame

@@ -116,6 +116,10 @@ class ModelsScreen(BenchScreen):
             table.focus()
         self._detail()
 
+    def forget(self) -> None:
+        self.flags, self.runs, self.shown_run = pd.DataFrame(), pd.DataFrame(), None
+        self._haystack = np.array([], dtype=object)
+
     def _status(self) -> None:
         table = self.query_one(FrameTable)
         df = table.frame

@@ -111,6 +111,10 @@ class FlagQueueScreen(BenchScreen):
         flags = curation.queue_flags(conn, bid, self.KIND, include_superseded=self.show_superseded)
         return {"flags": flags, "context": self.fetch_context(conn, benchmark, flags)}
 
+    def forget(self) -> None:
+        """A failed read leaves no flag to decide on (base.BenchScreen.loading_failed)."""
+        self.flags, self.view, self.pos, self.marked = pd.DataFrame(), np.zeros(0, np.int64), 0, set()
+
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
         return {}
 
