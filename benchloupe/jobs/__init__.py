@@ -130,7 +130,7 @@ def _parsed_from_sim(ws: Workspace, bench) -> ParsedImport:
 
 
 def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False, analyses: bool = False,
-               progress=None) -> dict:
+               progress=None, cancel: threading.Event | None = None) -> dict:
     """Write the demo workspace (engine.simulate.demo_workspace) and its ground truth into *db_path*.
 
     With ``analyses`` the showcase runs follow (calibrations, anomalies, coverage, the near-tie audit), so every
@@ -170,7 +170,7 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
     info = {"db": str(db_path), "created": True, "benchmarks": names, "models": len(ws.model_names), "seed": seed,
             "endpoints": info_eps}
     if analyses:
-        info["runs"] = run_demo_analyses(db_path, progress)
+        info["runs"] = run_demo_analyses(db_path, progress, cancel)
     return info
 
 
@@ -198,8 +198,9 @@ def _demo_endpoints(conn, ws: Workspace) -> str:
     return simulated.SIMULATED_URL
 
 
-def run_demo_analyses(db_path, progress=None) -> list[int]:
-    """The showcase runs of the demo workspace (each with the paper's defaults unless noted)."""
+def run_demo_analyses(db_path, progress=None, cancel: threading.Event | None = None) -> list[int]:
+    """The showcase runs of the demo workspace (each with the paper's defaults unless noted); *cancel* stops
+    between and inside them (the app's ``x``)."""
     from benchloupe.engine.joint import JointConfig
     from benchloupe.engine.neartie import AuditConfig
 
@@ -211,6 +212,8 @@ def run_demo_analyses(db_path, progress=None) -> list[int]:
         ("joint fit of demo-chem + demo-arena", "joint", "demo-chem", JointConfig(), {"arena": "demo-arena",
                                                                                       "heldout": False}),
         ("anomaly candidates in demo-math", "anomalies", "demo-math", AnomalyConfig(), {}),
+        # demo-chem is the benchmark the workbench opens first: its Anomalies screen has candidates too
+        ("anomaly candidates in demo-chem", "anomalies", "demo-chem", AnomalyConfig(), {}),
         ("coverage of demo-math", "coverage", "demo-math", CoverageConfig(), {}),
         ("coverage of demo-chem", "coverage", "demo-chem", CoverageConfig(), {}),
         # demo-chem holds 25-27 models per family: the paper's settings apply as they are
@@ -220,7 +223,7 @@ def run_demo_analyses(db_path, progress=None) -> list[int]:
     for k, (label, kind, bench, cfg, kw) in enumerate(steps):
         if progress is not None:
             progress(k, len(steps), label)
-        ids.append(_load_analyses()[kind].run(db_path, bench, cfg, **kw))
+        ids.append(_load_analyses()[kind].run(db_path, bench, cfg, cancel=cancel, **kw))
     return ids
 
 
