@@ -132,7 +132,19 @@ def check_import(values: dict) -> None:
     """Every path names something importable (as the CLI checks them) before the job starts."""
     from benchloupe.jobs.imports import expand_paths
 
+    from benchloupe.store.importers.detect import ALIASES, detect_format, refuse_binary
+
     fmt = values.get("format")
-    if not expand_paths(values["paths"], None if fmt in (None, "auto") else fmt):
+    found = expand_paths(values["paths"], None if fmt in (None, "auto") else fmt)
+    if not found:
         raise ValueError(f"files: no importable file in {' '.join(values['paths'])}; name the files, or a folder "
                          "that holds the format's files")
+    # a file named here that cannot be imported is said in the form, in one line (issue 21 items 6 and 11: a
+    # binary file's error came as a toast after the form had closed, ten wrapped lines of its bytes)
+    for path, named in found[:DETECT_FILES]:
+        if not named:
+            continue
+        if fmt in (None, "auto"):
+            detect_format(path)
+        elif ALIASES.get(fmt, fmt) != "neartie-npz" and path.suffix.lower() not in (".npz", ".parquet", ".eval"):
+            refuse_binary(path)
