@@ -131,7 +131,6 @@ def import_fields() -> list[Field]:
 def check_import(values: dict) -> None:
     """Every path names something importable (as the CLI checks them) before the job starts."""
     from benchloupe.jobs.imports import expand_paths
-
     from benchloupe.store.importers.detect import ALIASES, detect_format, refuse_binary
 
     fmt = values.get("format")
