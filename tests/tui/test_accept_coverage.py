@@ -88,3 +88,33 @@ def test_accept_with_review_then_coverage_has_the_intervals(showcase_db, monkeyp
     out = capsys.readouterr().out
     _has_intervals(_latest_coverage(showcase_db))
     assert "accepted as item benchfill-" in out, out
+
+
+async def test_a_session_stopped_mid_round_shows_the_calls_it_made(showcase_db):
+    """Issue 21 item 8: the session line read "annotated 0" through a whole round of answers (it counted only
+    children with a difficulty, known at the end of the round). It shows the answers and LLM calls so far."""
+    from benchloupe.engine.common import Cancelled
+    from benchloupe.jobs.fill import start_fill
+    from benchloupe.prompts import simulated
+
+    cancel, start = threading.Event(), []
+
+    def progress(done, total, stage):
+        if "annotating" in stage:
+            start.append(done) if not start else None
+            if done - start[0] >= 60:
+                cancel.set()
+
+    with simulated.serving(), pytest.raises(Cancelled):
+        start_fill(showcase_db, "demo-math", progress=progress, cancel=cancel)
+    app = BenchloupeApp(showcase_db, benchmark="demo-math")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("8")
+        await wait_until(pilot, loaded(app, "benchfill"), what="benchfill")
+        line = str(app.screen.query_one("#fill-summary").render())
+        import re
+
+        answers = re.search(r"answers ([\d,]+)", line)
+        calls = re.search(r"([\d,]+) LLM calls", line)
+        assert answers and int(answers.group(1).replace(",", "")) >= 60, line
+        assert calls and int(calls.group(1).replace(",", "")) >= 60 + 4 + 16 - 16, line

@@ -159,8 +159,16 @@ class BenchFillScreen(BenchScreen):
         if simulated.uses_simulated(self.endpoints or {}):  # first, so that it shows at 80x24 too
             text.append("(simulated endpoints) ", style="magenta")
         text.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
-        text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
-                    f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
+        job = self.app.job
+        if s["state"] == "running" and job.running and job.title.startswith("BenchFill") and job.total:
+            # this app runs the session: its calls of the whole session's plan (engine.benchfill._Calls)
+            text.append(f" · {int(job.done):,} of {int(job.total):,} LLM calls", style="bold")
+        else:
+            text.append(f" · {s['llm_calls']:,} LLM calls")
+        # answers count live (one journal row each); "estimated" only at the end of a round (issue 21 item 8)
+        text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · answers "
+                    f"{s['annotations']:,} · estimated {s['annotated']} · best distance "
+                    f"{fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
         text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
         if self.marked:
             text.append(f"   {len(self.marked)} marked: a r decide them", style="bold magenta")
