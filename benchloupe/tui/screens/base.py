@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable
 from typing import ClassVar
 
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
@@ -21,7 +20,7 @@ from textual.worker import Worker, WorkerState
 
 from benchloupe.tui.widgets.footer import KeyFooter
 from benchloupe.tui.widgets.jobbar import JobBar
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 
 TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "models"), ("4", "Runs", "runs"),
         ("5", "Anomalies", "anomalies"), ("6", "Reversals", "reversals"), ("7", "Coverage", "coverage"),

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import sqlite3
 
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -27,7 +27,7 @@ from benchloupe.tui.jobs_ui import state_word  # the job's process decides a ses
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
 
 SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14, state_word),
@@ -39,9 +39,14 @@ SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "
 REVIEW_FILTERS = ("pending", "all", "accepted", "rejected")
 
 
+def _words(text: str) -> list[str]:
+    """Words split at spaces, tabs and newlines only (CR, VT and FF stay in their word, shown escaped)."""
+    return [w for w in re.split(r"[ \t\n]+", text) if w]
+
+
 def word_diff(parent: str, child: str) -> Text:
     """The proposal against its parent, word by word: removed words red and struck, added words green."""
-    a, b = parent.split(), child.split()
+    a, b = _words(parent), _words(child)
     text = Text()
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if op == "equal":

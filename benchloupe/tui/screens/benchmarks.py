@@ -5,14 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.screens.import_form import check_import, import_fields
 from benchloupe.tui.widgets.dialogs import FormDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
 COLUMNS = [

@@ -13,14 +13,13 @@ import sqlite3
 
 import numpy as np
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.textsafe import visible
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.plots import ecdf_plot
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
 
 GAP_COLUMNS = [Column("mark", "", 1, export=()), Column("rank", "gap", 4, right=True),

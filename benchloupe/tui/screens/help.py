@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc", "enter": "enter", "space": "space",
              "pagedown": "pgdn", "pageup": "pgup", "ctrl+p": "ctrl+p", "ctrl+s": "ctrl+s",

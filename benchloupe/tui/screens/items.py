@@ -16,7 +16,6 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 from rich.cells import cell_len
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -26,7 +25,7 @@ from textual.widgets import Input
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines, middle_cut
 
 SEARCH_DEBOUNCE = 0.05

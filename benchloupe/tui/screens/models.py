@@ -11,14 +11,13 @@ import sqlite3
 
 import numpy as np
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Input
 
 from benchloupe.tui.screens.base import BenchScreen
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fit_columns, fmt_int, fmt_num, format_lines
 
 SEARCH_DEBOUNCE = 0.05

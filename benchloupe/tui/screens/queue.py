@@ -23,14 +23,13 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import ChoiceDialog, PromptDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 
 STATE_FILTERS = ("all", "open", "confirmed", "dismissed", "unsure")
 STATE_STYLE = {"open": "bold", "confirmed": "bold green", "dismissed": "dim", "unsure": "bold yellow"}

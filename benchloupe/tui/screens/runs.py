@@ -9,14 +9,13 @@ import re
 import sqlite3
 
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.screens.run_forms import analysis_fields, build_config, default_config, form_check
 from benchloupe.tui.widgets.dialogs import FormDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 
 AREA_ORDER = ("calibration", "screening", "anomalies", "compression", "coverage", "audit", "uncertainty")

@@ -7,7 +7,6 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
-from benchloupe.tui.widgets.safe import SafeStatic, safe_text
+from benchloupe.tui.widgets.safe import SafeStatic, Text, safe_text
 
 Validator = Callable[[str], str | None]
 

@@ -10,6 +10,7 @@ draws the ~20 lines on screen. Cell text is a plain ``Segment``, so data is neve
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -48,11 +49,16 @@ def fmt_int(v) -> str:
     return str(int(v))
 
 
+_LAYOUT = re.compile(r"[ \t\n]+")
+
+
 def fmt_str(v) -> str:
-    """Text on one line (newlines and runs of spaces collapsed; long text cut at 300 characters)."""
+    """Text on one line (newlines, tabs and runs of spaces collapsed; long text cut at 300 characters). Only
+    those: ``str.split()`` also took CR, VT and FF for spaces, so "key\\r1" read "key 1" (issue 21 item 10);
+    they stay and :func:`cell_text` shows them escaped."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return ""
-    return " ".join(str(v)[:300].split())
+    return _LAYOUT.sub(" ", str(v)[:300]).strip(" ")
 
 
 @dataclass(frozen=True)
