@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from benchloupe.cli.errors import CliError, connect_db
 from benchloupe.cli.output import print_json, table
+from benchloupe.words import count
 
 
 def cmd_alias(args) -> int:
@@ -63,7 +64,7 @@ def cmd_flags(args) -> int:
         print("no flags match")
     else:
         decided = int((df["state"] != "open").sum())
-        print(f"{len(df)} flags, {decided} triaged")
+        print(f"{count(len(df), 'flag')}, {decided} triaged")
         print(table(df[cols], limit=args.limit))
     return 0
 

@@ -9,6 +9,7 @@ import sys
 from benchloupe.cli.errors import CliError, db_path
 from benchloupe.cli.options import StderrProgress
 from benchloupe.cli.output import kv, print_json, table
+from benchloupe.words import count
 
 
 def cmd_endpoints(args) -> int:
@@ -144,7 +145,8 @@ def _run_fill(args) -> int:
             if e["level"] != "info":
                 print(f"{e['level']}: {e['message']}")
         if summary["pending"]:
-            print(f"\n{summary['pending']} proposals wait for review: `benchloupe review --session {sid}`")
+            print(f"\n{count(summary['pending'], 'proposal')} {'waits' if summary['pending'] == 1 else 'wait'} for "
+                  f"review: `benchloupe review --session {sid}`")
     if stopped is not None:
         raise CliError(str(stopped))
     return 0

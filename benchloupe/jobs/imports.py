@@ -25,6 +25,7 @@ import numpy as np
 from benchloupe.hints import Opt, say
 from benchloupe.store.importers.base import ImportFormatError, ParsedImport
 from benchloupe.store.importers.options import OPTION_NAMES, OPTIONS, ImportOption  # noqa: F401 - re-exported
+from benchloupe.words import count
 
 STDIN = "-"
 
@@ -227,8 +228,8 @@ def _cells_per_model(parsed: ParsedImport) -> dict[str, int]:
     return out
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
+def _n(n: int, word: str) -> str:
+    return count(n, word)
 
 
 def summary_lines(summary: BatchSummary, *, max_models: int | None = None) -> list[str]:
@@ -238,22 +239,24 @@ def summary_lines(summary: BatchSummary, *, max_models: int | None = None) -> li
     if len(summary.files) == 1 and not summary.skipped:
         s = summary.files[0]
         updated = f", {s['items_updated']} updated" if s["items_updated"] else ""
-        lines = [f"imported {s['path']} into {s['benchmark']!r} ({s['format']}): {s['items_new']} new items{updated}, "
-                 f"{s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
-                 f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else "")]
+        lines = [f"imported {s['path']} into {s['benchmark']!r} ({s['format']}): {_n(s['items_new'], 'new item')}"
+                 f"{updated}, {_n(s['models_new'], 'new model')}, {_n(s['static_cells'], 'static cell')} "
+                 f"({s['cells_changed']} changed), {_n(s['rewards'], 'reward')}, {_n(s['preferences'], 'preference')}"
+                 + (" [replaced]" if s["replaced"] else "")]
         return lines + [f"  note: {note}" for note in s["notes"]]
-    lines = [f"imported {len(summary.files)} files in one transaction"
+    lines = [f"imported {_n(len(summary.files), 'file')} in one transaction"
              + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else "")]
     for name, b in summary.benchmarks.items():
-        lines.append(f"{name} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {b['items']} items "
+        lines.append(f"{name} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {_n(b['items'], 'item')} "
                      f"({b['items_new']} new), {_n(len(b['models']), 'model')} ({b['models_new']} new), "
-                     f"{b['static_cells']} static cells ({b['cells_changed']} changed), {b['rewards']} rewards, "
-                     f"{b['preferences']} preferences" + (" [replaced]" if b["replaced"] else ""))
+                     f"{_n(b['static_cells'], 'static cell')} ({b['cells_changed']} changed), "
+                     f"{_n(b['rewards'], 'reward')}, {_n(b['preferences'], 'preference')}"
+                     + (" [replaced]" if b["replaced"] else ""))
         models = list(b["models"].items())
         shown = models if max_models is None else models[:max_models]
         lines += [f"  {model}: {cells}" for model, cells in shown]
         if len(shown) < len(models):
-            lines.append(f"  ... and {len(models) - len(shown)} more models")
+            lines.append(f"  ... and {_n(len(models) - len(shown), 'more model')}")
     for f in summary.files:
         lines += [f"note: {f['path']}: {note}" for note in f["notes"]]
     lines += [f"skipped {line}" for line in summary.skipped[:5]]

@@ -31,6 +31,7 @@ from benchloupe.tui.palette import WorkbenchCommands
 from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
 from benchloupe.tui.widgets.table import WholeCellScrollBar
+from benchloupe.words import count
 
 # Every scrollbar's thumb in whole cells: the default's fractional ends are block glyphs (▇ ▁) that read as
 # stray characters at the right edge of tables and panels at 80x24 (issue 11).
@@ -92,10 +93,13 @@ class BenchloupeApp(App[int]):
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     MODES = {name: cls for name, (cls, _key, _title) in SCREENS.items()}
     DEFAULT_MODE = "benchmarks"
+    # At 80 columns the footer holds a screen's keys and three of the app's: while a job runs, x Cancel comes
+    # first and q Quit leaves the footer (q still asks to quit): it cut "x Cancel jo" (issue 21 item 11).
     BINDINGS = [
+        Binding("x", "cancel_job", "Cancel", id="app.cancel"),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("x", "cancel_job", "Cancel job", id="app.cancel"),
+        Binding("q", "quit_running", "Quit", show=False, id="app.quit_running"),
         Binding("B", "switch_benchmark", "Switch benchmark", show=False, id="app.benchmark"),
         Binding("w", "export_table", "Export table", show=False, id="app.export"),
         Binding("W", "export_decisions", "Export decisions", show=False, id="app.export_decisions"),
@@ -117,6 +121,7 @@ class BenchloupeApp(App[int]):
         self._progress = ProgressSlot()
         self.job_paints = 0
         self.flag_focus: tuple[str, str, int, str] | None = None
+        self.benchmark_count: int | None = None  # how many the database holds (the Benchmarks screen counts them)
 
     def on_mount(self) -> None:
         self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
@@ -201,6 +206,13 @@ class BenchloupeApp(App[int]):
                 screen.reload()
         self.notify(f"benchmark {name}", markup=False)
 
+    def no_benchmark_hint(self) -> str:
+        """What to do when no benchmark is open: get data into an empty database, or pick one (issue 21 item
+        11: "press 1 and choose one" when there was nothing to choose)."""
+        if self.benchmark_count == 0:
+            return "the database is empty: on 1 Bench, d builds the demo workspace and o imports a results file"
+        return "no benchmark open: B picks one"
+
     def remember_benchmark(self, name: str) -> None:
         """Store *name* as this database's last benchmark (settings table), in a worker."""
         def write() -> None:
@@ -225,7 +237,7 @@ class BenchloupeApp(App[int]):
             self.notify("nothing to export on this screen: w exports the table of a list screen", severity="warning")
             return
         frame, name = got[0].copy(), got[1]
-        self._ask_export(f"Export {len(frame)} rows of {name}", export.default_path(name, self.benchmark),
+        self._ask_export(f"Export {count(len(frame), 'row')} of {name}", export.default_path(name, self.benchmark),
                          lambda conn: frame)
 
     def action_export_decisions(self) -> None:
@@ -234,7 +246,7 @@ class BenchloupeApp(App[int]):
 
         bench = self.benchmark
         if not bench:
-            self.notify("no benchmark open: press 1 and choose one", severity="warning")
+            self.notify(self.no_benchmark_hint(), severity="warning")
             return
         self._ask_export(f"Export the decisions on {bench}", export.default_path("decisions", bench),
                          lambda conn: export.decisions(conn, bench))
@@ -266,7 +278,11 @@ class BenchloupeApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - shown in one line; the app keeps running
             self.call_from_thread(self.report_error, exc, "export")
             return
-        self.call_from_thread(self.notify, f"wrote {len(frame)} rows to {written}", title="Exported", timeout=10)
+        self.call_from_thread(self.notify, f"wrote {count(len(frame), 'row')} to {written}", title="Exported",
+                              timeout=10)
+
+    async def action_quit_running(self) -> None:
+        await self.action_quit()
 
     async def action_quit(self) -> None:
         """Quit; while a job runs, ask first: yes cancels the job (its run is recorded as cancelled) and quits,
@@ -362,6 +378,8 @@ class BenchloupeApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_job":
             return self.job.running
+        if action in ("quit", "quit_running"):  # one q; its footer label only while no job runs
+            return (action == "quit_running") == self.job.running
         return True
 
     def _show_job(self, *, bindings: bool = False) -> None:

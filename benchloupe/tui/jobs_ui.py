@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchloupe.jobs.process import JobSpec
+from benchloupe.words import count
 
 Progress = Callable[[float, float, str], None]
 
@@ -37,7 +38,7 @@ def session_outcome(db, sid: int) -> dict:
 
     s = jobs_fill.session_summary(db, sid)
     if s["state"] == "proposed":
-        return {"message": f"session #{sid}: {s['pending']} proposals to review on 8 Fill", "session": sid}
+        return {"message": f"session #{sid}: {count(s['pending'], 'proposal')} to review on 8 Fill", "session": sid}
     reason = str(s.get("message") or "no reason recorded").strip()
     raise SessionEnded(f"session #{sid} ended {state_word(s['state'])}: {reason}")
 

@@ -111,3 +111,192 @@ async def test_a_binary_file_in_the_import_dialog_is_named_inside_the_dialog(sho
         line = str(app.screen.query_one("#dialog-error").render())
         _says_what_it_is(line, path, path.read_bytes()[:8])
         assert "SQLite" in line
+
+
+# ------------------------------------------------------------------------------------------- 80x24 polish
+def _lines(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def test_an_empty_database_says_how_to_get_data_on_every_screen(tmp_path):
+    """Screens 2-8 said "press 1 and choose one" where there was nothing to choose."""
+    db = tmp_path / "empty.db"
+    connect(db).close()
+    app = BenchloupeApp(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
+        for key in "2345678":
+            app.clear_notifications()
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            said = " ".join(n.message for n in app._notifications) + "\n".join(_lines(app))
+            assert "choose one" not in said, (key, said)
+            assert "d builds the demo" in said and "o imports" in said, (key, said)
+
+
+async def test_coverage_without_a_run_says_r_runs_it_and_r_does(demo_db):
+    """"it needs a calibration: 4 Runs" was wrong: coverage fits its own 1PL."""
+    app = BenchloupeApp(demo_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await wait_until(pilot, loaded(app, "coverage"), what="coverage")
+        head = str(app.screen.query_one("#coverage-head").render())
+        assert "needs a calibration" not in head and "r runs" in head, head
+        await pilot.press("r")
+        await wait_until(pilot, lambda: app.job.title.startswith("coverage") and not app.job.running, timeout=120,
+                         what="coverage run")
+        assert not app.job.failed, app.job.outcome
+
+
+async def test_coverage_notes_cut_at_80_columns_open_in_full(showcase_db):
+    app = BenchloupeApp(showcase_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await wait_until(pilot, loaded(app, "coverage"), what="coverage")
+        shown = "\n".join(_lines(app))
+        assert "the widest trusted gap is" not in shown  # the tail warning's point is cut at 80 columns
+        assert "v: all notes" in shown, shown
+        await pilot.press("v")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "NotesScreen", what="the notes in full")
+        await pilot.pause()
+        full = " ".join(line.strip() for line in _lines(app))
+        assert "the widest trusted gap is" in full and "lattice: 240 items" in full, full
+        await pilot.press("escape")
+        assert type(app.screen).__name__ == "CoverageScreen"
+
+
+async def test_help_is_titled_by_the_screen_and_lists_its_own_keys_first(showcase_db):
+    app = BenchloupeApp(showcase_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ItemPanel" and app.screen.detail is not None,
+                         what="item panel")
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", what="help")
+        text = str(app.screen.query_one("Static").render())
+        assert text.startswith("Keys on the item panel"), text[:60]
+        assert "ItemPanel" not in text
+        await pilot.press("escape", "escape")
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", what="help on Items")
+        rows = [line.strip() for line in str(app.screen.query_one("Static").render()).splitlines()[1:]]
+        own = [k for k, r in enumerate(rows) if "Item panel" in r or "Flagged" in r]
+        generic = [k for k, r in enumerate(rows) if r.endswith("Sort") or "Reverse sort" in r or "Page down" in r]
+        assert own and (not generic or max(own) < min(generic)), rows
+
+
+def test_counts_read_in_the_singular_for_one():
+    from benchloupe.words import count
+
+    assert [count(1, "file"), count(2, "file"), count(1, "anomaly", "anomalies"), count(0, "anomaly", "anomalies")] \
+        == ["1 file", "2 files", "1 anomaly", "0 anomalies"]
+
+
+def test_an_import_of_one_file_with_a_skipped_one_says_1_file(tmp_path):
+    from benchloupe.jobs.imports import import_paths, summary_lines
+
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "res.csv").write_text("model,item,correct\nm1,i1,1\nm2,i1,1\n")
+    (d / "notes.csv").write_text("what,ever\n1,2\n")
+    summary = import_paths(tmp_path / "w.db", [str(d)], None)
+    line = summary_lines(summary)[0]
+    assert "imported 1 file " in line and "1 files" not in line, line
+    text = "\n".join(summary_lines(summary))
+    assert "1 items" not in text and "1 new items" not in text and "1 models" not in text, text
+
+
+def test_a_fit_warning_about_one_item_is_singular(demo_db):
+    import numpy as np
+
+    from benchloupe.engine.joint import JointConfig
+    from benchloupe.engine.joint.optimise import _item_warnings
+
+    class S:  # the two arrays _item_warnings reads, one item solved by all, none failed by all
+        mask = np.ones((3, 2), bool)
+        correct = np.array([[1, 0], [1, 1], [1, 0]])
+        trials = None
+
+    (w,) = _item_warnings(S(), JointConfig(mode="static"))
+    assert w.startswith("1 static item solved by every model and 0 failed"), w
+
+
+async def test_deciding_all_of_a_model_with_one_open_flag_is_singular(flagged_db):
+    app = BenchloupeApp(flagged_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        await wait_until(pilot, loaded(app, "anomalies"), what="anomalies")
+        await pilot.press("M")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ChoiceDialog", what="the question")
+        assert "Decide the 1 open anomaly of model" in app.screen.question, app.screen.question
+
+
+async def test_at_80x24_status_lines_footers_and_placeholders_are_not_cut_silently(showcase_db, tmp_path):
+    app = BenchloupeApp(showcase_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        status = app.screen.query_one("#items-status")
+        assert status.size.height == 1, str(status.render())  # the Items status line does not wrap
+        await pilot.press("1")
+        await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
+        await pilot.press("o")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FormDialog", what="import form")
+        form = app.screen
+        form.query_one("#field-paths").value = str(tmp_path / "x.csv")
+        form.query_one("#field-format").value = "long"
+        await pilot.pause(0.3)
+        from textual.widgets import Input
+
+        for box in form.query(Input):
+            if not box.display or not box.parent.display or not box.placeholder:
+                continue
+            room = box.content_region.width
+            assert len(box.placeholder) <= room and (box.placeholder.endswith("…") or box.placeholder
+                                                       in {f.help or " | ".join(f.choices) for f in form.fields}), \
+                (box.id, box.placeholder, room)
+        form.query_one("#field-models_file").focus()
+        await pilot.pause()
+        shown = " ".join(line.strip() for line in _lines(app))
+        assert "CSV with name, family, owner (and arch) per model" in shown, shown  # the focused field's help
+
+
+async def test_a_dialogs_own_error_is_not_hidden_by_a_toast(showcase_db, tmp_path):
+    app = BenchloupeApp(showcase_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, loaded(app, "benchmarks"), what="benchmarks")
+        app.notify("imported something: a long summary of what was imported, line after line\n" * 4,
+                   title="Imported", timeout=15)
+        await pilot.press("o")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FormDialog", what="import form")
+        await pilot.press(*"/nope/missing.csv", "enter")
+        await pilot.pause(0.3)
+        shown = "\n".join(_lines(app))
+        assert "no such file or folder" in shown, shown
+
+
+async def test_the_job_line_and_footer_keep_the_counts_and_the_cancel_key_at_80_columns(showcase_db):
+    from benchloupe.engine.benchfill import BenchFillConfig
+    from benchloupe.jobs.fill import FillOptions
+    from benchloupe.tui.jobs_ui import fill_job
+
+    app = BenchloupeApp(showcase_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await wait_until(pilot, loaded(app, "coverage"), what="coverage")
+        seen = []
+
+        def job_and_footer() -> bool:
+            lines = _lines(app)
+            seen.append((lines[-2], lines[-1]))
+            return "LLM calls" in lines[-2]
+
+        assert app.start_job("BenchFill gap 1 of demo-math", fill_job(app.db_path, "demo-math", FillOptions(),
+                                                                       BenchFillConfig()))
+        await wait_until(pilot, lambda: job_and_footer() or not app.job.running, timeout=120, what="the job line")
+        job, footer = seen[-1]
+        assert "LLM calls" in job, seen[-5:]
+        assert "x Cancel" in footer and "x Cancel jo " not in footer + " ", footer
+        await wait_until(pilot, lambda: not app.job.running, timeout=180, what="the session")

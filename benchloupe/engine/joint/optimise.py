@@ -23,6 +23,7 @@ from benchloupe.engine.joint.inputs import (
     build_pairs,
 )
 from benchloupe.engine.joint.objective import _Problem
+from benchloupe.words import count
 
 _MAX_HALVINGS = 3  # Armijo backtracking steps before the direction is damped instead (Levenberg-Marquardt)
 _MU_MIN, _MU_UP, _MU_DOWN = 1e-6, 4.0, 0.3  # damping: first value, growth on failure, decay after a full step
@@ -408,8 +409,8 @@ def _item_warnings(static: StaticData | None, config: JointConfig) -> list[str]:
     failed = int(np.sum((n > 0) & (s == 0)))
     out = []
     if solved or failed:
-        out.append(f"{solved} static items solved by every model and {failed} failed by every model: their b is "
-                   "held finite only by the L2 prior and they carry no ranking information")
+        out.append(f"{count(solved, 'static item')} solved by every model and {failed} failed by every model: "
+                   "their b is held finite only by the L2 prior and they carry no ranking information")
     return out
 
 

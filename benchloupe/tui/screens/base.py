@@ -175,7 +175,7 @@ class BenchScreen(Screen):
 
     def show_no_benchmark(self) -> None:
         """Called instead of fetch when no benchmark is open."""
-        self.notify("no benchmark open: press 1 and choose one", markup=False)
+        self.notify(self.app.no_benchmark_hint(), markup=False)
 
 
 _WRITE_LOCK = threading.Lock()

@@ -29,8 +29,9 @@ from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
+from benchloupe.words import count
 
-SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14, state_word),
+SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 15, state_word),
                    Column("gap", "gap", 13, export=("gap_lo", "gap_hi")),
                    Column("target", "target", 6, fmt_num(3), right=True),
                    Column("candidates", "cands", 5, fmt_int, right=True),
@@ -160,28 +161,35 @@ class BenchFillScreen(BenchScreen):
             self._simulated_line(text)
             box.update(text)
             return
-        text = Text(f"session #{s['session']} ", style="bold")
+        # Four lines of at most 78 cells, each cut with an ellipsis rather than wrapped into the next (at 80x24
+        # the box holds four; the session's message and the review counts were cut off: issue 21 item 11).
+        head = Text(f"session #{s['session']} ", style="bold")
         if simulated.uses_simulated(self.endpoints or {}):  # first, so that it shows at 80x24 too
-            text.append("(simulated endpoints) ", style="magenta")
-        text.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
+            head.append("(simulated endpoints) ", style="magenta")
+        head.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
+        head.append(f" · round {s['round']}")
         job = self.app.job
         if s["state"] == "running" and job.running and job.title.startswith("BenchFill") and job.total:
             # this app runs the session: its calls of the whole session's plan (engine.benchfill._Calls)
-            text.append(f" · {int(job.done):,} of {int(job.total):,} LLM calls", style="bold")
+            head.append(f" · {int(job.done):,} of {int(job.total):,} LLM calls", style="bold")
         else:
-            text.append(f" · {s['llm_calls']:,} LLM calls")
+            head.append(f" · {s['llm_calls']:,} LLM calls")
         # answers count live (one journal row each); "estimated" only at the end of a round (issue 21 item 8)
-        text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · answers "
-                    f"{s['annotations']:,} · estimated {s['annotated']} · best distance "
-                    f"{fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
-        text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
-        if self.marked:
-            text.append(f"   {len(self.marked)} marked: a r decide them", style="bold magenta")
-        text.append(f"   showing {self.review_filter} · ] [ step · l skip · a r e decide · z undo · space mark · "
-                    "X reject the rest · f filter", style="dim")
+        work = Text(f"children {s['children']} · valid {s['valid']} · answers {s['annotations']:,} · estimated "
+                    f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)}")
+        review = Text(f"{len(self.marked)} marked: a r decide them · " if self.marked else "", style="bold magenta")
+        review.append(f"target {s['target']:.3f} · {s['pending']} to review · {s['accepted']} accepted · "
+                      f"{s['rejected']} rejected · showing {self.review_filter}", style="dim")
+        if self.size.width >= 140:
+            review.append("   ] [ step · l skip · a r e decide · z undo · space mark · X reject the rest · f filter",
+                          style="dim")
+        lines = [head, work, review]
         if s.get("message"):
-            text.append("\n" + str(s["message"]), style="dim")
-        box.update(text)
+            lines.append(Text(str(s["message"]), style="dim"))
+        room = max(self.size.width - 2, 40)
+        for line in lines:
+            line.truncate(room, overflow="ellipsis")
+        box.update(Text("\n").join(lines))
 
     def _simulated_line(self, text: Text) -> None:
         """Say so when the endpoints are the built-in simulated ones (prompts/simulated.py): no real model."""
@@ -305,9 +313,9 @@ class BenchFillScreen(BenchScreen):
             self._show_decided(ids, decision, note)
             db = self.app.db_path
             self._write_decisions(ids, lambda conn: jobs_fill.decide_candidates(db, ids, decision, note),
-                                  f"{len(ids)} marked proposals {decision}ed (z undo)")
+                                  f"{count(len(ids), 'marked proposal')} {decision}ed (z undo)")
 
-        self.app.push_screen(PromptDialog(f"{verb} the {len(ids)} marked proposals",
+        self.app.push_screen(PromptDialog(f"{verb} the {count(len(ids), 'marked proposal')}",
                                           placeholder="one note for all of them (audit log)",
                                           help="One transaction: all of them or none; z undoes them together."),
                              done)
@@ -361,7 +369,7 @@ class BenchFillScreen(BenchScreen):
                 self.app.call_from_thread(self.undo_stack.append, ids)  # still there to undo once fixed
                 raise
 
-        what = f"proposal #{ids[0]}" if len(ids) == 1 else f"{len(ids)} proposals"
+        what = f"proposal #{ids[0]}" if len(ids) == 1 else count(len(ids), "proposal")
         store_write(self, write, f"{what} back to review")
 
     def action_mark(self) -> None:
@@ -419,9 +427,9 @@ class BenchFillScreen(BenchScreen):
             db = self.app.db_path
 
             self._write_decisions(ids, lambda conn: jobs_fill.decide_candidates(db, ids, "reject", note),
-                                  f"session #{sid}: {len(ids)} proposals rejected (z undo)")
+                                  f"session #{sid}: {count(len(ids), 'proposal')} rejected (z undo)")
 
-        self.app.push_screen(ConfirmDialog(f"Reject the {len(ids)} proposals of session #{sid} still to review?",
+        self.app.push_screen(ConfirmDialog(f"Reject the {count(len(ids), 'proposal')} of session #{sid} still to review?",
                                            detail="One transaction; z undoes it; each is kept in the audit log."),
                              confirmed)
 

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
 
 from benchloupe.textsafe import visible
 from benchloupe.tui.screens.base import BenchScreen
@@ -41,7 +43,8 @@ class CoverageScreen(BenchScreen):
                         id="coverage.mark", priority=True),
                 Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen"),
                 Binding("n", "next_open", "Next untriaged", show=False, id="coverage.next_open"),
-                Binding("z", "undo", "Undo", show=False, id="coverage.undo")]
+                Binding("z", "undo", "Undo", show=False, id="coverage.undo"),
+                Binding("v", "notes", "All notes", show=False, id="coverage.notes")]
 
     def __init__(self) -> None:
         super().__init__()
@@ -86,7 +89,7 @@ class CoverageScreen(BenchScreen):
         table = self.query_one(FrameTable)
         if data["run"] is None:
             head.update(Text("no coverage run for this benchmark yet: r runs coverage with the paper's defaults "
-                             "(it needs a calibration: 4 Runs)", style="dim"))
+                             "(it fits its own 1PL difficulties)", style="dim"))
             self.query_one("#coverage-plot", SafeStatic).update("")
             self.query_one("#coverage-notes", SafeStatic).update("")
             table.set_data(pd.DataFrame(columns=[c.key for c in GAP_COLUMNS]), GAP_COLUMNS)
@@ -108,13 +111,16 @@ class CoverageScreen(BenchScreen):
             text.append(" · diagnostics ")
             text.append("pass" if not failed else "fail: " + ", ".join(failed),
                         style="bold green" if not failed else "bold red")
-        head.update(text)
         notes = notes_text(m)
         if self.size.height < 40:  # 80x24: one line per note, so the plot and the gap table keep their room
             lines = notes.split("\n")
+            room = max(self.size.width - 2, 20)
+            if any(line.cell_len > room for line in lines):  # cut before its point: v opens them in full
+                text.append(" · v: all notes", style="bold")
             for line in lines:
-                line.truncate(max(self.size.width - 2, 20), overflow="ellipsis")
+                line.truncate(room, overflow="ellipsis")
             notes = Text("\n").join(lines)
+        head.update(text)
         self._note_lines = notes.plain.count("\n") + 1 if notes.plain else 0
         self.query_one("#coverage-notes", SafeStatic).update(notes)
         self.marked &= set(int(i) for i in data["gaps"]["flag_id"])
@@ -128,6 +134,16 @@ class CoverageScreen(BenchScreen):
     def forget(self) -> None:
         self.data = {"run": None}
         self.marked = set()
+
+    def action_notes(self) -> None:
+        """v: the run's notes (warnings, intervals, robustness) in full, wrapped and scrollable: at 80x24 each
+        is cut to one line (issue 21 item 11: the tail warning lost its point)."""
+        run = getattr(self, "data", {}).get("run")
+        if run is None:
+            self.notify("no coverage run yet: r runs coverage", severity="warning")
+            return
+        self.app.push_screen(NotesScreen(f"Coverage run #{run['id']} of {self.app.benchmark}: notes",
+                                         notes_text(run["metrics"])))
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         if getattr(self, "data", {}).get("run") is not None:
@@ -235,6 +251,27 @@ class CoverageScreen(BenchScreen):
             self.notify("every gap is triaged")
             return
         table.cursor = int(hit[0])
+
+
+class NotesScreen(ModalScreen[None]):
+    """A text shown whole in a scrollable dialog; escape, q or v closes it."""
+
+    BINDINGS = [Binding("escape,q,v", "dismiss", "Close", id="notes.close"),
+                Binding("j,down", "scroll(1)", "Down", show=False), Binding("k,up", "scroll(-1)", "Up", show=False)]
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__()
+        self.title_text, self.body = title, body
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog help"):
+            yield SafeStatic(Text(self.title_text, style="bold underline"))
+            yield SafeStatic(self.body)
+            yield SafeStatic(Text("escape closes", style="dim"))
+
+    def action_scroll(self, step: int) -> None:
+        scroll = self.query_one(VerticalScroll)
+        scroll.scroll_to(y=scroll.scroll_y + step, animate=False)
 
 
 def notes_text(m: dict) -> Text:

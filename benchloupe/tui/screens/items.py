@@ -27,6 +27,7 @@ from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
 from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines, middle_cut
+from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
 ORIGIN_SHORT = {"original": "orig", "benchfill": "fill", "derived": "deriv"}
@@ -133,7 +134,7 @@ class ItemsScreen(BenchScreen):
             table.focus()
 
     def show_no_benchmark(self) -> None:
-        self.query_one("#items-status", SafeStatic).update(Text("no benchmark open: press 1 and choose one"))
+        self.query_one("#items-status", SafeStatic).update(Text(self.app.no_benchmark_hint()))
 
     def forget(self) -> None:
         self.frame = self.frame.iloc[0:0]
@@ -166,6 +167,9 @@ class ItemsScreen(BenchScreen):
         self._status()
 
     def _status(self) -> None:
+        if not self.app.benchmark:  # nothing to count: say how to get a benchmark
+            self.show_no_benchmark()
+            return
         table = self.query_one(FrameTable)
         text = Text(no_wrap=True, overflow="ellipsis")
         key = table.current_value("key")
@@ -173,7 +177,7 @@ class ItemsScreen(BenchScreen):
             text.append(str(key), style="bold cyan")
             text.append(" · ", style="dim")
         text.append(f"{len(table.view)}", style="bold")
-        text.append(f" of {len(self.frame)} items")
+        text.append(f" of {count(len(self.frame), 'item')}")
         if self.query_text:
             text.append("  /", style="dim")
             text.append(self.query_text, style="bold")
@@ -184,7 +188,8 @@ class ItemsScreen(BenchScreen):
                 text.append(f"  {name}=", style="dim")
                 text.append(self.filters[name], style="bold")
         text.append(f"  sort: {table.sort_label}", style="dim")
-        text.append("   g group o origin t status f flags", style="dim")
+        text.append("  g o t f: filters" if self.size.width < WIDE else "   g group o origin t status f flags",
+                    style="dim")
         self.query_one("#items-status", SafeStatic).update(text)
 
     def _choices(self, name: str) -> list[str]:
@@ -288,6 +293,7 @@ class ItemPanel(BenchScreen):
     """One item: everything about it, and retire/restore with a note."""
 
     MODE = "items"
+    HELP_TITLE = "the item panel"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="item.back"),
         Binding("t", "toggle_status", "Retire/restore", id="item.status"),

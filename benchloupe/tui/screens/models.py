@@ -19,6 +19,7 @@ from textual.widgets import Input
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fit_columns, fmt_int, fmt_num, format_lines
+from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
 RUN_WORDS = {"joint": "joint fit", "static": "static fit", "arena": "arena fit", "bt": "Bradley-Terry baseline",
@@ -124,11 +125,11 @@ class ModelsScreen(BenchScreen):
         df = table.frame
         text = Text(no_wrap=True, overflow="ellipsis")
         if self.query_text:
-            text.append(f"{len(table.view)} of {len(df)} models", style="bold")
+            text.append(f"{len(table.view)} of {count(len(df), 'model')}", style="bold")
             text.append(" /", style="dim")
             text.append(self.query_text, style="bold")
         else:
-            text.append(f"{len(df)} models", style="bold")
+            text.append(count(len(df), "model"), style="bold")
         if self.shown_run is None:
             text.append(" · no fits yet: 4 opens Runs (start a static or joint fit)", style="dim")
         else:
@@ -226,7 +227,7 @@ class ModelsScreen(BenchScreen):
             text.append("no unexpected cells flagged for this model (5: Anomalies; screening runs in 4: Runs)",
                         style="dim")
         else:
-            text.append(f"{len(mine)} unexpected cells", style="bold")
+            text.append(count(len(mine), "unexpected cell"), style="bold")
             text.append("  item · expected P(correct) · observed · residual · state\n", style="dim")
             for r in mine.head(6).itertuples():
                 p = r.payload

@@ -237,7 +237,7 @@ class FlagQueueScreen(BenchScreen):
         if self.marked:
             ids = sorted(self.marked)
             self.marked = set()
-            self._decide_many(ids, state, f"{len(ids)} marked {self.PLURAL}")
+            self._decide_many(ids, state, count(len(ids), "marked " + self.NOUN.lower(), "marked " + self.PLURAL))
             return
         fid = self.current_id()
         if fid is None:
@@ -324,11 +324,11 @@ class FlagQueueScreen(BenchScreen):
             self.notify(f"no open {self.PLURAL} left on this {label}")
             return
         name = row["model"] if column == "model_id" else row["item_key"]
-        question = f"Decide the {len(ids)} open {self.PLURAL} of {label} {name}?"
+        question = f"Decide the {count(len(ids), 'open ' + self.NOUN.lower(), 'open ' + self.PLURAL)} of {label} {name}?"
 
         def chosen(state: str | None) -> None:
             if state:
-                self._decide_many(ids, state, f"{len(ids)} of {label} {name}")
+                self._decide_many(ids, state, f"{count(len(ids), self.NOUN.lower(), self.PLURAL)} of {label} {name}")
 
         self.app.push_screen(ChoiceDialog(question, DECISIONS, detail="One z undoes all of them."), chosen)
 
@@ -474,9 +474,11 @@ def fmt_value(v, digits: int = 2, signed: bool = False) -> str:
     return str(v)
 
 
-def count(n: int, noun: str) -> str:
-    """``1 flag``, ``3 flags``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 flag``, ``3 flags`` (:func:`benchloupe.words.count`)."""
+    from benchloupe.words import count as words_count
+
+    return words_count(n, noun, plural)
 
 
 def item_text(text: str, limit: int = TEXT_PREVIEW) -> Text:
