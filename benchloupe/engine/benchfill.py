@@ -393,7 +393,7 @@ class _Calls:
         self.report()
 
     def report(self) -> None:
-        self.progress(self.done, self.total, f"{self.label} round {self.round}/{self.rounds} {self.stage}: "
+        self.progress(self.done, self.total, f"{self.label}round {self.round}/{self.rounds} {self.stage}: "
                                              f"{self.done:,} of {self.total:,} LLM calls")
 
     def finish(self, message: str) -> None:
@@ -623,7 +623,7 @@ def run_session(problem: FillProblem, rewriter: Rewriter, judge: Judge, annotato
     """Algorithm 2 on one gap; resumes from whatever ``journal`` already holds.  Raises Cancelled on cancel."""
     s = _Session(problem, rewriter, judge, annotator, journal, config, "benchfill", progress, cancel)
     answers = sum(a.trials for a in problem.annotators)
-    s.calls = _Calls(progress, "benchfill", config.max_rounds, config.n_parents,
+    s.calls = _Calls(progress, "", config.max_rounds, config.n_parents,
                      config.n_parents * config.n_children, answers)
     memory = nearest_items_split(problem.items, s.target, config.memory_size)
     rounds_run = 0
@@ -658,7 +658,7 @@ def run_baseline(problem: FillProblem, rewriter: Rewriter, judge: Judge, annotat
     pick = rng.choice(len(problem.items), size=min(config.n_parents, len(problem.items)), replace=False)
     parents = [problem.items[i] for i in sorted(pick)]
     slots = len(parents) * rounds
-    s.calls = _Calls(progress, "baseline", 1, slots, slots * config.n_children,
+    s.calls = _Calls(progress, "baseline ", 1, slots, slots * config.n_children,
                      sum(a.trials for a in problem.annotators))
     try:
         s.run_round(1, parents, (), rounds)

@@ -115,10 +115,11 @@ class CoverageScreen(BenchScreen):
         if self.size.height < 40:  # 80x24: one line per note, so the plot and the gap table keep their room
             lines = notes.split("\n")
             room = max(self.size.width - 2, 20)
-            if any(line.cell_len > room for line in lines):  # cut before its point: v opens them in full
-                text.append(" · v: all notes", style="bold")
-            for line in lines:
-                line.truncate(room, overflow="ellipsis")
+            cut = [k for k, line in enumerate(lines) if line.cell_len > room]
+            for k, line in enumerate(lines):
+                line.truncate(room - (13 if cut and k == cut[0] else 0), overflow="ellipsis")
+            if cut:  # a note cut before its point says v opens them all in full
+                lines[cut[0]].append(" v: all notes", style="bold")
             notes = Text("\n").join(lines)
         head.update(text)
         self._note_lines = notes.plain.count("\n") + 1 if notes.plain else 0

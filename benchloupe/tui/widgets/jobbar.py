@@ -65,7 +65,7 @@ class JobBar(Horizontal):
         label.set_class(job.failed, "-failed")
         if job.running:
             stage = f" · {job.stage}" if job.stage else " · starting"
-            room = width - (16 if width < NARROW else 34) - 1 - len(stage)
+            room = (label.size.width or width - (16 if width < NARROW else 34)) - 1 - len(stage)
             title = middle_cut(job.title, max(room, 12))
             text = Text(f" {title}", style="bold")
             text.append(stage, style="")

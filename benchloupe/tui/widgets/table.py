@@ -179,7 +179,7 @@ class TableSearch(Horizontal):
     DEFAULT_CSS = """
     TableSearch { height: 1; margin: 0 1; }
     TableSearch > Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
-    TableSearch > Input:focus { background: $primary 30%; }
+    TableSearch > Input:focus { background: $primary 30%; border: none; }
     TableSearch > .table-search--count { width: auto; height: 1; padding: 0 1; color: $text-muted; }
     """
     BINDINGS = [Binding("escape", "close", "Clear search", id="table.search_close")]
@@ -380,7 +380,13 @@ class FrameTable(ScrollView, can_focus=True):
         for writing to a file."""
         keys = self.export_keys or [k for c in self.columns for k in ((c.key,) if c.export is None else c.export)]
         keys = [k for k in dict.fromkeys(keys) if k in self.frame.columns]
-        return self.frame.iloc[self.view][keys].reset_index(drop=True)
+        out = self.frame.iloc[self.view][keys].reset_index(drop=True)
+        whole = {c.key for c in self.columns if c.fmt is fmt_int and c.export is None}
+        for key in whole & set(out.columns):  # a count or rank held as a float (NaN beside it): written 3, not 3.0
+            col = out[key]
+            if col.dtype.kind == "f" and bool(((col % 1 == 0) | col.isna()).all()):
+                out[key] = col.astype("Int64")
+        return out
 
     def _apply_sort(self) -> None:
         base = self._base
