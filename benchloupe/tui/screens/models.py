@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -52,7 +53,11 @@ COLUMNS = [
 
 
 def columns_for(width: int) -> list[Column]:
-    """Every column from the one run shown; the model name takes the width the others leave."""
+    """Every column from the one run shown; the model name takes the width the others leave (on a wide
+    terminal family and owner get room too: "northwi…" at 160 columns beside a 60-cell name)."""
+    if width >= 120:
+        wider = {"family": 12, "owner": 16}
+        return fit_columns([replace(c, width=wider.get(c.key, c.width)) for c in COLUMNS], width)
     return fit_columns(COLUMNS, width)
 
 

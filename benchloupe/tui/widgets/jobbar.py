@@ -36,7 +36,8 @@ class JobBar(Horizontal):
     DEFAULT_CSS = """
     JobBar { height: 1; background: $boost; }
     JobBar > #job-label { width: 1fr; height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
-    JobBar > ProgressBar { width: 34; height: 1; }
+    JobBar > ProgressBar { width: 38; height: 1; }
+    JobBar Bar { width: 22; }
     JobBar.-narrow > ProgressBar { width: 16; }
     JobBar.-narrow Bar { width: 10; }
     JobBar.-narrow #eta { display: none; }
@@ -65,7 +66,7 @@ class JobBar(Horizontal):
         label.set_class(job.failed, "-failed")
         if job.running:
             stage = f" · {job.stage}" if job.stage else " · starting"
-            room = (label.size.width or width - (16 if width < NARROW else 34)) - 1 - len(stage)
+            room = (label.size.width or width - (16 if width < NARROW else 38)) - 1 - len(stage)
             title = middle_cut(job.title, max(room, 12))
             text = Text(f" {title}", style="bold")
             text.append(stage, style="")
