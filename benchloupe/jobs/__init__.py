@@ -35,6 +35,8 @@ from .base import (  # noqa: F401 - re-exported
 )
 
 if TYPE_CHECKING:  # the import modules load pandas: imported where a file is parsed or written
+    import threading
+
     from benchloupe.store.importers.base import ParsedImport
     from benchloupe.store.writer import ImportSummary
 

@@ -92,6 +92,7 @@ class BenchloupeApp(App[int]):
     TITLE = "benchloupe"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     MODES = {name: cls for name, (cls, _key, _title) in SCREENS.items()}
+    SCREEN_TITLES = {name: title for name, (_cls, _key, title) in SCREENS.items()}
     DEFAULT_MODE = "benchmarks"
     # At 80 columns the footer holds a screen's keys and three of the app's: while a job runs, x Cancel comes
     # first and q Quit leaves the footer (q still asks to quit): it cut "x Cancel jo" (issue 21 item 11).

@@ -156,8 +156,8 @@ class BenchScreen(Screen):
         it may be another benchmark's (issue 21 item 2: the tab line named demo-math over demo-chem's models).
         Tables and panels are emptied, :meth:`forget` drops what the keys act on, and the status line says
         what could not be read."""
-        from benchloupe.tui.app import one_line
         from benchloupe.tui.widgets.table import FrameTable
+        from benchloupe.tui.wording import error_text
 
         for table in self.query(FrameTable):
             table.set_data(table.frame.iloc[0:0], table.columns)
@@ -167,7 +167,8 @@ class BenchScreen(Screen):
         status = next((w for w in lines if w.has_class("status-line")), lines[0] if lines else None)
         if status is not None:
             what = self._token[0] if self.NEEDS_BENCHMARK and self._token else "the database"
-            status.update(Text(f"could not read {what}: {one_line(error)}", style="bold red"))
+            first = (error_text(error).strip().splitlines() or [type(error).__name__])[0]
+            status.update(Text(f"could not read {what}: {first}", style="bold red"))
         self.forget()
 
     def forget(self) -> None:

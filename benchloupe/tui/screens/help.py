@@ -51,13 +51,11 @@ def screen_keys(screen) -> list[tuple[str, str, bool]]:
 
 def screen_title(screen) -> str:
     """The screen in words: "Items", "the item panel" (a class name read "Keys on ItemPanel")."""
-    from benchloupe.tui.screens import SCREENS
-
     title = getattr(screen, "HELP_TITLE", "")
     if title:
         return title
-    mode = getattr(screen, "MODE", "")
-    return SCREENS[mode][2] if mode in SCREENS else type(screen).__name__.removesuffix("Screen")
+    titles = getattr(screen.app, "SCREEN_TITLES", {})  # the app's table of its screens (no import circle)
+    return titles.get(getattr(screen, "MODE", ""), type(screen).__name__.removesuffix("Screen"))
 
 
 class HelpScreen(ModalScreen[None]):
