@@ -135,8 +135,11 @@ def binary_description(path: Path) -> str | None:
     """What *path* is when it is not text (None when it reads as text): its kind when its first bytes name
     one, its size and its first 8 bytes in hex. One short phrase, never the bytes themselves (issue 21 item
     6: a SQLite file's error dumped ~300 bytes of it over ten wrapped lines)."""
-    with open(path, "rb") as fh:
-        raw = fh.read(8192)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(8192)
+    except OSError:
+        return None  # unreadable: the reader that opens it next says why, in its own words
     head = raw
     if raw[:2] == GZIP_MAGIC:
         try:
