@@ -407,14 +407,14 @@ class ItemPanel(BenchScreen):
             return
         new = "active" if self.detail["status"] == "retired" else "retired"
         verb = "Restore" if new == "active" else "Retire"
-        item_id, key = self.item_id, str(self.detail["key"])
+        item_id, key, seen = self.item_id, str(self.detail["key"]), str(self.detail["status"])
 
         def done(note: str | None) -> None:
             if note is None:
                 return
             from benchloupe.store import curation
 
-            store_write(self, lambda conn: curation.set_item_status(conn, item_id, new, note),
+            store_write(self, lambda conn: curation.set_item_status(conn, item_id, new, note, expect_status=seen),
                         f"{key}: {new}")
 
         self.app.push_screen(PromptDialog(f"{verb} {key}", placeholder="why (kept in the audit log)",
