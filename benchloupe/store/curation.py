@@ -158,24 +158,31 @@ def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str 
                  or (expect_state and fid in expect_state and r["state"] != expect_state[fid])]
         if stale:
             what = "your undo" if undo else "your decision"
+            since = "after your decision" if undo else "since you saw it"
             if len(rows) == 1:
-                msg = (f"flag #{stale[0]['id']} changed since you saw it: now {_describe_flag(stale[0])}; {what} was "
+                msg = (f"flag #{stale[0]['id']} changed {since}: now {_describe_flag(stale[0])}; {what} was "
                        "not saved")
             else:
                 listed = "; ".join(f"#{r['id']} {_describe_flag(r)}" for r in stale[:3]) + (
                     "; …" if len(stale) > 3 else "")
-                msg = (f"{len(stale)} of the {len(rows)} flags changed since you saw them ({listed}); nothing of "
-                       f"the batch was saved")
+                msg = (f"{len(stale)} of the {len(rows)} flags changed {since.replace('it', 'them')} ({listed}); "
+                       "nothing of the batch was saved")
             raise Conflict(msg, [{"id": int(r["id"]), "state": r["state"], "note": r["note"],
                                   "version": int(r["version"]), "by": r["updated_by"], "at": r["updated_at"]}
                                  for r in stale])
+        restored = _restored_authors(conn, undoes) if undo else {}
         for flag_id, state, note in changes:
             row = rows[flag_id]
             new_note = row["note"] if note is None else note
             version = int(row["version"]) + 1
-            conn.execute("UPDATE flags SET state = ?, note = ?, version = ?, updated_by = ?,"
-                         " updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now') WHERE id = ?",
-                         (state, new_note, version, who, flag_id))
+            if flag_id in restored:  # an undo brings back the earlier decision: its author and time come back too
+                by, at = restored[flag_id]
+                conn.execute("UPDATE flags SET state = ?, note = ?, version = ?, updated_by = ?, updated_at = ?"
+                             " WHERE id = ?", (state, new_note, version, by or "", at, flag_id))
+            else:
+                conn.execute("UPDATE flags SET state = ?, note = ?, version = ?, updated_by = ?,"
+                             " updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now') WHERE id = ?",
+                             (state, new_note, version, who, flag_id))
             detail = {"from": row["state"], "to": state, "note_from": row["note"], "version": version,
                       "replaced": {"version": int(row["version"]), "by": row["updated_by"], "at": row["updated_at"]}}
             if batch_id is not None:
@@ -186,6 +193,18 @@ def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str 
                                        json.dumps(detail), new_note, actor=who)
             versions[flag_id] = version
     return Saved(versions, audit_ids)
+
+
+def _restored_authors(conn: sqlite3.Connection, audit_ids: list[int] | None) -> dict[int, tuple]:
+    """flag id -> (by, at) of the state the decisions *audit_ids* replaced (what their undo brings back)."""
+    out = {}
+    for aid in audit_ids or []:
+        row = conn.execute("SELECT entity_id, detail FROM audit_log WHERE id = ? AND entity = 'flag'",
+                           (aid,)).fetchone()
+        if row is not None:
+            rep = json.loads(row["detail"] or "{}").get("replaced") or {}
+            out[int(row["entity_id"])] = (rep.get("by") or "", rep.get("at"))
+    return out
 
 
 def undo_latest(conn: sqlite3.Connection, flag_id: int | None = None) -> dict:

@@ -523,7 +523,13 @@ class BenchFillScreen(BenchScreen):
             try:
                 out = jobs_fill.undo_candidates(db, ids, expect={k: v for k, v in expect.items() if v is not None})
             except Exception as exc:
-                self.ledger.finished(ids, None)
+                from benchloupe.store.curation import Conflict
+
+                if isinstance(exc, Conflict):  # another curator changed it since: it is theirs now
+                    self.ledger.finished(ids, None)
+                else:  # nothing was written (later work uses the item): still there to undo once fixed
+                    self.ledger.finished(ids, None, keep=True)
+                    self.app.call_from_thread(self.ledger.stack.append, d)
                 self.app.call_from_thread(self._refused, Decision(ids, {}, d.label, state="refused"), exc)
                 if not isinstance(exc, StoreError | ValueError):
                     raise

@@ -182,13 +182,18 @@ class FlagQueueScreen(BenchScreen):
         """Recompute the view; the cursor stays on flag *keep*, or (*keep_pos*: a reload, the flag left the
         filter) at the same place in the list."""
         old_pos = self.pos
-        self.view = np.flatnonzero(self.filter_mask()) if len(self.flags) else np.zeros(0, np.int64)
+        mask = self.filter_mask() if len(self.flags) else np.zeros(0, bool)
+        if keep_pos and keep is not None and len(self.flags):
+            # a reload while the card shows a flag the filter no longer takes (just decided here or by someone
+            # else): it stays on screen until the curator moves on
+            mask = mask | (self.flags["id"].to_numpy() == keep)
+        self.view = np.flatnonzero(mask)
         self.pos = 0
         if keep is not None and len(self.view):
             hit = np.flatnonzero(self.flags["id"].to_numpy()[self.view] == keep)
             if hit.size:
                 self.pos = int(hit[0])
-            elif keep_pos:
+            elif keep_pos:  # the flag is gone (a rerun superseded it): the same place in the list
                 self.pos = min(old_pos, len(self.view) - 1)
         self.render_current()
 
@@ -199,7 +204,8 @@ class FlagQueueScreen(BenchScreen):
             keep &= (self.flags["state"] == self.state_filter).to_numpy()
         elif self.state_filter in WHO_FILTERS:
             by = self.flags["updated_by"].fillna("").to_numpy()
-            decided = (self.flags["version"] > 0).to_numpy()
+            decided = ((self.flags["version"] > 0) & ((self.flags["state"] != "open") | (self.flags["note"] != ""))
+                       ).to_numpy()
             keep &= decided & ((by == self.app.actor) if self.state_filter == "mine" else (by != self.app.actor))
         if self.focus is not None:
             column, value, _label = self.focus
