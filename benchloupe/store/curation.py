@@ -363,3 +363,27 @@ def _alias_one(conn: sqlite3.Connection, model: str, alias: str, note: str) -> d
     conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)", (alias, mid))
     audit(conn, "model:alias", "model", mid, json.dumps({"alias": alias, "merged": merged}), note)
     return {"model": model, "alias": alias, "merged": merged}
+
+
+def replay_flags(conn: sqlite3.Connection) -> dict:
+    """The audit log replayed from empty (every flag open with no note, as a run creates it): each flag's
+    state, note and version after its audited writes in order. Returns ``{"states": {id: (state, note,
+    version)}, "gaps": [...], "mismatches": [...]}``: *gaps* are writes missing from the log (a version that
+    does not follow the previous one), *mismatches* the flags whose stored row differs from the replay."""
+    states: dict[int, tuple[str, str, int]] = {}
+    gaps = []
+    for r in conn.execute("SELECT id, entity_id, detail, note FROM audit_log WHERE entity = 'flag' ORDER BY id"):
+        d = json.loads(r["detail"] or "{}")
+        fid = int(r["entity_id"])
+        prev = states.get(fid, ("open", "", 0))
+        version = int(d.get("version", prev[2] + 1))
+        if version != prev[2] + 1:
+            gaps.append({"flag": fid, "audit_id": int(r["id"]), "expected": prev[2] + 1, "found": version})
+        states[fid] = (d.get("to", prev[0]), r["note"], version)
+    mismatches = []
+    for row in conn.execute("SELECT id, state, note, version FROM flags"):
+        want = states.get(int(row["id"]), ("open", "", 0))
+        if (row["state"], row["note"], int(row["version"])) != want:
+            mismatches.append({"flag": int(row["id"]), "stored": (row["state"], row["note"], int(row["version"])),
+                               "replayed": want})
+    return {"states": states, "gaps": gaps, "mismatches": mismatches}

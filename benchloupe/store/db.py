@@ -44,6 +44,9 @@ def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
     if "disk is full" in low or "disk full" in low:
         return f"{path}: the disk is full; nothing was written; free some space and retry"
     if "readonly" in low or "read-only" in low:
+        problem = write_problem(path)
+        if problem:
+            return problem
         return say(f"{path}: the database is read-only (the file or its folder is not writable); fix the "
                    "permissions or ", Alt("pass another --db", "open the workbench on another database file"))
     if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
@@ -78,7 +81,8 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
     try:
         if created:
             _create_shared(p)
-        conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        readonly = None if created else write_problem(p)
+        conn = _open_readonly(p) if readonly else sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -92,9 +96,13 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
             raise StoreError(
                 f"{p}: schema version {version} is newer than this benchloupe ({SCHEMA_VERSION}); upgrade benchloupe"
             )
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        if readonly and migrate and version < SCHEMA_VERSION:
+            raise StoreError(f"{readonly}; besides, its schema is older than this benchloupe's, and a member "
+                             "with write access must open it once to upgrade it")
+        if not readonly:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         if migrate and version < SCHEMA_VERSION:
             _migrate(conn, version)
@@ -138,6 +146,21 @@ def _create_shared(p: Path) -> None:
             os.chown(p, -1, folder.st_gid)
     except OSError:
         pass  # SQLite creates it, or says why it cannot
+
+
+def _open_readonly(p: Path) -> sqlite3.Connection:
+    """A database this user may read but not write: opened read-only (``mode=ro``); when SQLite cannot make the
+    -shm file it needs for that (nobody else has the database open and the folder is not writable), as an
+    immutable file (no locks: what another writer does later shows on the next open)."""
+    uri = p.resolve().as_uri()
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+    return sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
 def share_sidecars(p: Path) -> None:
