@@ -84,6 +84,7 @@ class Decision:
     before: dict[int, tuple]
     label: str = ""
     state: str = "saving"  # saving -> saved | refused
+    note: str = ""  # the note it writes (a refusal repeats it, so it is not lost)
     versions: dict[int, int] = field(default_factory=dict)
     audit_ids: list[int] = field(default_factory=list)
 

@@ -39,7 +39,7 @@ from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
-from benchloupe.tui.writes import ChainBroken, Decision, Ledger
+from benchloupe.tui.writes import CHAIN, ChainBroken, Decision, Ledger
 
 SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14, state_word),
                    Column("gap", "gap", 13), Column("target", "target", 6, fmt_num(3), right=True),
@@ -148,7 +148,7 @@ class BenchFillScreen(BenchScreen):
         """Timer: renew the lease of the proposal on the card (another curator sees "… is reviewing")."""
         if self.held is None or self.app.read_only:
             return
-        if not self.is_current:
+        if not self._on_view():  # the curator went to another screen (a dialog over this one keeps the lease)
             self._hold(None)
             return
         db, token = self.app.db_path, self.reviewer["token"]
@@ -167,7 +167,8 @@ class BenchFillScreen(BenchScreen):
         self.render_current()  # a lease of another curator that stopped beating shows as gone
 
     def on_screen_suspend(self) -> None:
-        self._hold(None)
+        """Another screen came up: a dialog (a note for the decision) keeps the lease, leaving the screen ends it."""
+        self.set_timer(0.2, lambda: None if self._on_view() else self._hold(None))
 
     def on_unmount(self) -> None:
         if self.held is not None and not self.app.read_only:
@@ -398,6 +399,7 @@ class BenchFillScreen(BenchScreen):
         if self._busy([cid]):
             return
         verb = {"accept": "Accept", "reject": "Reject"}[decision]
+        seen = self._seen([cid])  # the proposal as the curator saw it when they began the decision
 
         def submitted(note: str) -> None:
             from benchloupe.jobs import fill as jobs_fill
@@ -407,7 +409,7 @@ class BenchFillScreen(BenchScreen):
             self._decide([cid], decision, note, lambda conn, expect: jobs_fill.decide_candidate(
                 db, cid, decision, note, edited_text=text, edited_answer=answer, expect_version=expect.get(cid),
                 lease_token=token),
-                f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else "") + " (z undo)")
+                f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else "") + " (z undo)", seen)
 
         self.app.push_screen(PromptDialog(f"{verb} proposal #{cid}" + (" as edited" if edited else ""),
                                           placeholder="a note for the audit log",
@@ -427,6 +429,7 @@ class BenchFillScreen(BenchScreen):
             self.render_current()
             return
         verb = {"accept": "Accept", "reject": "Reject"}[decision]
+        seen = self._seen(ids)
 
         def submitted(note: str) -> None:
             from benchloupe.jobs import fill as jobs_fill
@@ -434,7 +437,7 @@ class BenchFillScreen(BenchScreen):
             db, token = self.app.db_path, self.reviewer["token"]
             self._decide(ids, decision, note, lambda conn, expect: jobs_fill.decide_candidates(
                 db, ids, decision, note, expect=expect, lease_token=token),
-                f"{len(ids)} marked proposals {decision}ed (z undo)")
+                f"{len(ids)} marked proposals {decision}ed (z undo)", seen)
 
         self.app.push_screen(PromptDialog(f"{verb} the {len(ids)} marked proposals",
                                           placeholder="one note for all of them (audit log)",
@@ -458,14 +461,23 @@ class BenchFillScreen(BenchScreen):
         self._summary(self.summary)
         return before
 
-    def _decide(self, ids: list[int], decision: str, note: str, fn, message: str) -> None:
+    def _seen(self, ids: list[int]) -> dict[int, int | None]:
+        """The versions the card shows now (None behind this screen's own queued write)."""
+        return {cid: None if self.ledger.pending.get(cid) else self.ledger.known.get(cid) for cid in ids}
+
+    def _decide(self, ids: list[int], decision: str, note: str, fn, message: str,
+                seen: dict[int, int | None] | None = None) -> None:
         """Show the decision on *ids*, put it on the undo stack, and queue its write (tui/writes.py): *fn(conn,
         expect)* decides on the versions this screen saw. A refused write leaves the stack, says why (another
         curator decided or reviews it) and the card shows the store's state again."""
         before = self._show_decided(ids, decision, note)
-        d = Decision(list(ids), before, f"proposal #{ids[0]}" if len(ids) == 1 else f"{len(ids)} proposals")
+        d = Decision(list(ids), before, f"proposal #{ids[0]}" if len(ids) == 1 else f"{len(ids)} proposals",
+                     note=note)
         self.ledger.stack.append(d)
         expect = self.ledger.expect(ids)
+        for cid, v in (seen or {}).items():
+            if v is not None and expect.get(cid) is not CHAIN:
+                expect[cid] = v
 
         def write(conn) -> None:
             try:
@@ -487,7 +499,8 @@ class BenchFillScreen(BenchScreen):
     def _refused(self, d: Decision, exc: BaseException) -> None:
         if d in self.ledger.stack:
             self.ledger.stack.remove(d)
-        self.notify(str(exc), title="Refused", severity="error", timeout=10)
+        kept = f" (your note was: {d.note})" if d.note else ""
+        self.notify(str(exc) + kept, title="Refused", severity="error", timeout=10)
         self.reload()  # the card shows the store's state again, not the guess
 
     def action_undo(self) -> None:

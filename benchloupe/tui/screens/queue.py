@@ -36,7 +36,7 @@ from benchloupe.store.actor import by_at
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import ChoiceDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic
-from benchloupe.tui.writes import ChainBroken, Decision, Ledger
+from benchloupe.tui.writes import CHAIN, ChainBroken, Decision, Ledger
 
 STATE_FILTERS = ("all", "open", "confirmed", "dismissed", "unsure")
 WHO_FILTERS = ("mine", "others'")  # decided by this curator / by another one
@@ -269,8 +269,8 @@ class FlagQueueScreen(BenchScreen):
         if past:
             text.append("\nHistory\n", style="bold underline")
             for h in past:
-                what = "undo" if h["action"] == "flag:undo" else "decided"
-                text.append(f"{h['state']} ({what}) {by_at(h['actor'], h['at'])}", style="dim")
+                undo = " (undo)" if h["action"] == "flag:undo" else ""
+                text.append(f"{h['state']}{undo} {by_at(h['actor'], h['at'])}", style="dim")
                 if h["note"]:
                     text.append(" · note: ", style="dim")
                     text.append(str(h["note"]))
@@ -337,7 +337,7 @@ class FlagQueueScreen(BenchScreen):
         self.changed_meanwhile.pop(fid, None)  # decided here now, on what the card shows
 
     def _decide_many(self, ids: list[int], state: str, what: str, *, note: str | None = None,
-                     label: str | None = None) -> None:
+                     label: str | None = None, seen: dict[int, int | None] | None = None) -> None:
         """Show *state* (and *note*) on every flag of *ids* at once, put one entry on the undo stack, and write
         them in one transaction on the versions shown (refused when another writer changed one since)."""
         rows = {fid: self._row(fid) for fid in ids}
@@ -347,9 +347,9 @@ class FlagQueueScreen(BenchScreen):
         before = {fid: self._before(i) for fid, i in rows.items()}
         for i in rows.values():
             self._show_change(i, state, note if note is not None else str(self.flags["note"].iloc[i]))
-        decision = Decision(list(rows), before, what)
+        decision = Decision(list(rows), before, what, note=note or "")
         self.ledger.stack.append(decision)
-        self._write(decision, [(fid, state, note) for fid in rows])
+        self._write(decision, [(fid, state, note) for fid in rows], seen)
         self.last_decision = label or f"{what} {state}"
         self.render_current()
 
@@ -358,12 +358,17 @@ class FlagQueueScreen(BenchScreen):
         carried = row.get("carried_from")
         return (str(row["state"]), str(row["note"]), carried if carried is not None and pd.notna(carried) else None)
 
-    def _write(self, decision: Decision, changes: list[tuple[int, str, str | None]]) -> None:
-        """Queue the write of *decision* (tui/writes.py); it expects the versions this screen saw now."""
+    def _write(self, decision: Decision, changes: list[tuple[int, str, str | None]],
+               seen: dict[int, int | None] | None = None) -> None:
+        """Queue the write of *decision* (tui/writes.py); it expects the versions this screen saw now, or
+        *seen*: those it showed when the curator began it (a note typed while someone else decided the flag)."""
         from benchloupe.store import curation
 
         ids = decision.ids
         expect = self.ledger.expect(ids)
+        for fid, v in (seen or {}).items():
+            if v is not None and expect.get(fid) is not CHAIN:
+                expect[fid] = v
 
         def write(conn: sqlite3.Connection) -> None:
             try:
@@ -405,7 +410,8 @@ class FlagQueueScreen(BenchScreen):
                 self._overlay.pop(fid, None)
         self.last_decision = ""
         if isinstance(exc, Conflict | ChainBroken):
-            self.notify(str(exc), title="Refused", severity="error", timeout=10)
+            kept = f" (your note was: {decision.note})" if decision.note else ""
+            self.notify(str(exc) + kept, title="Refused", severity="error", timeout=10)
         else:
             self.app.report_error(exc, self.MODE)
         self.reload()
@@ -522,13 +528,14 @@ class FlagQueueScreen(BenchScreen):
         if fid is None:
             return
         i = self.view[self.pos]
+        seen = {fid: None if self.ledger.pending.get(fid) else self.ledger.known.get(fid)}  # the card as it is now
 
         def submitted(note: str) -> None:
             row = self._row(fid)
             if row is None:
                 return
             self._decide_many([fid], str(self.flags["state"].iloc[row]), f"#{fid}", note=note,
-                              label=f"#{fid} note saved")
+                              label=f"#{fid} note saved", seen=seen)
 
         self.app.push_screen(PromptDialog(f"Note on {self.NOUN.lower()} #{fid}", value=str(self.flags["note"].iloc[i]),
                                           help="Saved with the flag and in the audit log.", on_submit=submitted))
