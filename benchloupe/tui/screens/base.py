@@ -26,7 +26,7 @@ TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "
         ("5", "Anomalies", "anomalies"), ("6", "Reversals", "reversals"), ("7", "Coverage", "coverage"),
         ("8", "Fill", "benchfill"))
 
-SHORT = {"Anomalies": "Anom", "Reversals": "Rev", "Coverage": "Cov"}
+SHORT = {"Models": "Mod", "Anomalies": "Anom", "Reversals": "Rev", "Coverage": "Cov"}  # 80 columns: room for the actor
 
 
 class TopBar(SafeStatic):
