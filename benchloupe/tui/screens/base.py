@@ -130,14 +130,16 @@ class BenchScreen(Screen):
         """Read again from the store (in a worker). *live*: the store changed under the screen (another process,
         or this app's own write): compare the topics' stamps first and fetch only when they moved
         (``fetch_live``), keeping the cursor, marks, search and sort (each screen's ``show``)."""
-        same_benchmark = self._token is not None and self._token[0] == self.current_token()[0]
-        self._token = self.current_token()
+        if live and self._loading:
+            self._live_again = True  # one more when this load is in: never a queue of loads behind a busy store
+            return
+        current = self.current_token()
+        # the stamps say what changed since what is on screen, only for the benchmark on screen
+        same_benchmark = self.shown_token is not None and self.shown_token[0] == current[0]
+        self._token = current
         if self.NEEDS_BENCHMARK and not self.app.benchmark:
             self.show_no_benchmark()
             self.shown_token = self._token
-            return
-        if live and self._loading:
-            self._live_again = True  # one more when this load is in: never a queue of loads behind a busy store
             return
         self._seq += 1
         self._loading = True
