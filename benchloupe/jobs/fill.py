@@ -610,8 +610,9 @@ def session_summary(db_path, session_id: int) -> dict:
                "llm_calls": conn.execute("SELECT count(*) FROM llm_calls WHERE session_id = ?",
                                          (session_id,)).fetchone()[0]}
         acc = cands[cands["review_state"] == "accepted"]
-        if len(acc):
-            ri = runs.run_items(conn, sess["config"]["coverage_run"])
+        cov = sess["config"].get("coverage_run")
+        if len(acc) and cov is not None and runs.get_run(conn, cov) is not None:  # its run may have been removed
+            ri = runs.run_items(conn, cov)
             m = gap_fill_metrics(ri["z"].to_numpy(), acc["difficulty_norm"].tolist(), [sess["target"]] * len(acc))
             out["table2"] = asdict(m)
         return out

@@ -85,6 +85,7 @@ class Decision:
     label: str = ""
     state: str = "saving"  # saving -> saved | refused
     note: str = ""  # the note it writes (a refusal repeats it, so it is not lost)
+    kind: str = "decision"  # decision | note | undo
     versions: dict[int, int] = field(default_factory=dict)
     audit_ids: list[int] = field(default_factory=list)
 

@@ -218,8 +218,17 @@ class BenchScreen(Screen):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
-            self.app.report_error(event.worker.error, self.MODE)
-            self.loading_failed(event.worker.error)
+            import time
+
+            error = event.worker.error
+            key = (event.worker.group, str(error))
+            now = time.monotonic()
+            if event.worker.group == "load" and key == getattr(self, "_last_error", (None, 0.0))[0] and \
+                    now - self._last_error[1] < 60:
+                return  # the same failure of a live reload again: said once a minute, not 4 times a second
+            self._last_error = (key, now)
+            self.app.report_error(error, self.MODE)
+            self.loading_failed(error)
 
     # ------------------------------------------------------------------ hooks
     def fetch(self, conn: sqlite3.Connection, benchmark: str | None) -> object:

@@ -499,6 +499,11 @@ class BenchFillScreen(BenchScreen):
     def _refused(self, d: Decision, exc: BaseException) -> None:
         if d in self.ledger.stack:
             self.ledger.stack.remove(d)
+        if len(self.cands):  # what the proposals showed before the refused decision, until the reload is in
+            for cid, (state, note) in d.before.items():
+                if not self.ledger.pending.get(cid):
+                    self.cands.loc[self.cands["id"] == cid, ["review_state", "note"]] = [state, note]
+            self.render_current()
         kept = f" (your note was: {d.note})" if d.note else ""
         self.notify(str(exc) + kept, title="Refused", severity="error", timeout=10)
         self.reload()  # the card shows the store's state again, not the guess

@@ -279,6 +279,9 @@ class FlagQueueScreen(BenchScreen):
         self.query_one("#queue-scroll", VerticalScroll).scroll_home(animate=False)
 
     def empty_text(self, total: int) -> Text:
+        if total and self.state_filter in WHO_FILTERS:
+            who = "you" if self.state_filter == "mine" else "other curators"
+            return Text(f"no {self.PLURAL} decided by {who}; f changes the filter", style="dim")
         if total:
             return Text(f"no {self.PLURAL} in state {self.state_filter!r}; f changes the filter", style="dim")
         return Text(f"no {self.PLURAL} for this benchmark yet: start the analysis that finds them in "
@@ -347,7 +350,8 @@ class FlagQueueScreen(BenchScreen):
         before = {fid: self._before(i) for fid, i in rows.items()}
         for i in rows.values():
             self._show_change(i, state, note if note is not None else str(self.flags["note"].iloc[i]))
-        decision = Decision(list(rows), before, what, note=note or "")
+        decision = Decision(list(rows), before, what, note=note or "",
+                            kind="note" if label and label.endswith("note saved") else "decision")
         self.ledger.stack.append(decision)
         self._write(decision, [(fid, state, note) for fid in rows], seen)
         self.last_decision = label or f"{what} {state}"
@@ -402,18 +406,30 @@ class FlagQueueScreen(BenchScreen):
 
         if decision in self.ledger.stack:
             self.ledger.stack.remove(decision)
-        if isinstance(exc, Conflict):
-            for c in exc.changes:
-                self.changed_meanwhile[int(c["id"])] = _who_line(c)
         for fid in decision.ids:
             if not self.ledger.pending.get(fid):
                 self._overlay.pop(fid, None)
+                i = self._row(fid)
+                if i is not None and fid in decision.before:  # what it showed before the refused change
+                    state, note, carried = decision.before[fid]
+                    self.flags.loc[i, ["state", "note"]] = [state, note]
+        if isinstance(exc, Conflict):
+            for c in exc.changes:  # what the store holds now, at once (the reload below confirms it)
+                self.changed_meanwhile[int(c["id"])] = _who_line(c)
+                i = self._row(int(c["id"]))
+                if i is not None and not self.ledger.pending.get(int(c["id"])):
+                    self.flags.loc[i, ["state", "note", "updated_by", "updated_at"]] = [
+                        c["state"], c.get("note") or "", c.get("by") or "", c.get("at")]
         self.last_decision = ""
+        message = str(exc)
+        if decision.kind == "note":
+            message = message.replace("your decision was not saved", "your note was not saved")
         if isinstance(exc, Conflict | ChainBroken):
-            kept = f" (your note was: {decision.note})" if decision.note else ""
-            self.notify(str(exc) + kept, title="Refused", severity="error", timeout=10)
+            kept = f" (it was: {decision.note})" if decision.note else ""
+            self.notify(message + kept, title="Refused", severity="error", timeout=10)
         else:
             self.app.report_error(exc, self.MODE)
+        self.render_current()
         self.reload()
 
     def action_undo(self) -> None:
@@ -453,7 +469,7 @@ class FlagQueueScreen(BenchScreen):
                 saved = curation.set_flag_states(conn, changes, undo=True, expect=expect, undoes=decision.audit_ids)
             except Exception as exc:
                 self.ledger.finished(ids, None)
-                undo = Decision(ids, {}, f"undo of {decision.label}", state="refused")
+                undo = Decision(ids, {}, f"undo of {decision.label}", state="refused", kind="undo")
                 self.app.call_from_thread(self._refused, undo, exc)
                 if not isinstance(exc, curation.StoreError):
                     raise
