@@ -24,7 +24,17 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from textual.message import Message
+
 CHAIN = "after own write"  # an expectation: the version this screen's previous queued write produces
+
+
+class Written(Message):
+    """A store write finished; ``message`` is shown when not empty (screens/base.py reloads on it)."""
+
+    def __init__(self, message: str, reload: bool) -> None:
+        super().__init__()
+        self.message, self.reload = message, reload
 
 
 class WriteQueue:
@@ -165,8 +175,6 @@ def ordered_write(screen, fn: Callable[[sqlite3.Connection], object], message: s
     """Run ``fn(conn)`` in a thread worker with its own connection, after every write queued before it on this
     app (ticket order); then tell the app the store changed (reloading the current screen when *reload*)."""
     from textual.worker import get_current_worker
-
-    from benchloupe.tui.screens.base import Written
 
     app = screen.app
     queue: WriteQueue = app.write_queue

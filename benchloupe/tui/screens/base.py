@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState
 from benchloupe.tui.widgets.footer import KeyFooter
 from benchloupe.tui.widgets.jobbar import JobBar
 from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.writes import Written, ordered_write
 
 TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "models"), ("4", "Runs", "runs"),
         ("5", "Anomalies", "anomalies"), ("6", "Reversals", "reversals"), ("7", "Coverage", "coverage"),
@@ -253,21 +254,11 @@ class BenchScreen(Screen):
         self.notify("no benchmark open: press 1 and choose one", markup=False)
 
 
-class Written(Message):
-    """A store write finished; ``message`` is shown when not empty."""
-
-    def __init__(self, message: str, reload: bool) -> None:
-        super().__init__()
-        self.message, self.reload = message, reload
-
-
 def store_write(screen: Screen, fn: Callable[[sqlite3.Connection], object], message: str = "", *,
                 reload: bool = True) -> None:
     """Run ``fn(conn)`` in a thread worker on *screen* with its own connection, after every write the app
     queued before it (tui/writes.py: in the order of the keys); then tell the app the store changed (reloading
     the current screen when *reload*). Refused with one line on a read-only database."""
-    from benchloupe.tui.writes import ordered_write
-
     if not screen.app.can_write():
         return
     ordered_write(screen, fn, message, reload=reload)

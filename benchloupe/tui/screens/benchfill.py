@@ -28,7 +28,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, TextArea
 
-from benchloupe.prompts import simulated
+from benchloupe.jobs import simulated
 from benchloupe.store import runners
 from benchloupe.store.actor import by_at, short_time
 from benchloupe.store.db import StoreError
@@ -757,7 +757,7 @@ class EditDialog(ModalScreen[tuple[str, str] | None]):
 
 def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
     """Ask for a session's options (the paper's defaults) and start it as the app's job."""
-    from benchloupe.engine.benchfill import BenchFillConfig
+    from benchloupe.jobs.fill import BenchFillConfig
     from benchloupe.tui.screens.run_forms import fill_fields
 
     config = BenchFillConfig()
