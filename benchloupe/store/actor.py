@@ -20,6 +20,8 @@ from benchloupe.textsafe import has_control
 ENV = "BENCHLOUPE_USER"
 MAX_CHARS = 40
 _explicit: str | None = None
+_UNSET = object()
+_env_before: object = _UNSET  # $BENCHLOUPE_USER as it was before the first set_actor (None: not set)
 
 
 def check_name(name: str) -> str:
@@ -37,12 +39,21 @@ def check_name(name: str) -> str:
 def set_actor(name: str | None) -> str:
     """Make *name* (checked) this process's actor, and its children's through ``$BENCHLOUPE_USER``; None goes
     back to the environment and the login. Returns the actor now in effect."""
-    global _explicit
+    global _explicit, _env_before
     if name is None:
         _explicit = None
+        if _env_before is not _UNSET:  # $BENCHLOUPE_USER back to what it was
+            if _env_before is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = str(_env_before)
+            _env_before = _UNSET
     else:
-        _explicit = check_name(name)
-        os.environ[ENV] = _explicit
+        value = check_name(name)
+        if _env_before is _UNSET:
+            _env_before = os.environ.get(ENV)
+        _explicit = value
+        os.environ[ENV] = value
     return current()
 
 

@@ -94,7 +94,7 @@ async def test_undo_restores_every_kind_of_flag_decision(flagged_db, key, mode, 
             assert _rows(flagged_db, targets) == before, (decision, with_note, batch)
             shown = screen.flags.set_index("id")
             assert [(shown.loc[f, "state"], shown.loc[f, "note"]) for f in targets] == [
-                before[f][:2] for f in targets]
+                before[f][:2] for f in targets], (n, decision, with_note, batch)
 
 
 async def test_undo_restores_every_gap_decision(flagged_db):

@@ -227,7 +227,15 @@ class BenchFillScreen(BenchScreen):
         self.focus_after = None
         cands = data["cands"]
         if len(cands):
-            self.ledger.loaded(dict(zip((int(i) for i in cands["id"]), (int(v) for v in cands["version"]))))
+            versions = dict(zip((int(i) for i in cands["id"]), (int(v) for v in cands["version"])))
+            if len(self.cands) and "version" in self.cands:  # older than this screen's own latest write: keep
+                old = self.cands.set_index("id")
+                cols = ["review_state", "note", "version", "decided_by", "decided_at"]
+                for cid, v in versions.items():
+                    known = self.ledger.known.get(cid)
+                    if known is not None and v < known and cid in old.index:
+                        cands.loc[cands["id"] == cid, cols] = old.loc[cid, cols].to_numpy()
+            self.ledger.loaded(versions)
             for cid, (state, note) in self._overlay().items():  # own decisions still being written
                 hit = cands.index[cands["id"] == cid]
                 if len(hit):

@@ -161,7 +161,15 @@ class FlagQueueScreen(BenchScreen):
         ids = [int(i) for i in flags["id"]] if len(flags) else []
         self.marked &= set(ids)
         first_load = not len(self.flags) and not self.ledger.known
-        moved = self.ledger.loaded(dict(zip(ids, (int(v) for v in flags["version"])))) if ids else set()
+        versions = dict(zip(ids, (int(v) for v in flags["version"]))) if ids else {}
+        if len(self.flags):  # a load that began before this screen's own latest write: keep what the card shows
+            old = self.flags.set_index("id")
+            cols = [c for c in ("state", "note", "version", "updated_by", "updated_at") if c in old.columns]
+            for fid, v in versions.items():
+                known = self.ledger.known.get(fid)
+                if known is not None and v < known and fid in old.index:
+                    flags.loc[flags["id"] == fid, cols] = old.loc[fid, cols].to_numpy()
+        moved = self.ledger.loaded(versions) if ids else set()
         if not first_load:
             for fid in moved:  # another writer decided it while this screen showed it: the card says so
                 row = flags.iloc[ids.index(fid)]
