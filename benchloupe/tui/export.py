@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 FORMATS = (".csv", ".json")
-FLAG_COLUMNS = ["id", "kind", "state", "note", "item_key", "model", "model_b", "score", "run_id"]
+FLAG_COLUMNS = ["id", "kind", "state", "note", "updated_by", "updated_at", "item_key", "model", "model_b", "score", "run_id"]
 DECISION_COLUMNS = ["what", "kind", "id", "state", "note", "by", "at", "item", "proposal", "model", "model_b", "score",
                     "run_id", "session_id", "version", "text"]
 
