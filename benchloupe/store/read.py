@@ -88,12 +88,6 @@ def items(conn: sqlite3.Connection, name: str, *, kind: str | None = None, statu
     return df.rename(columns={"grp": "group"})
 
 
-def item_key(conn: sqlite3.Connection, item_id: int) -> str | None:
-    """The key of item *item_id* (what a curator knows it by), or None when there is no such item."""
-    row = conn.execute("SELECT key FROM items WHERE id = ?", (int(item_id),)).fetchone()
-    return None if row is None else str(row[0])
-
-
 def models(conn: sqlite3.Connection, name: str) -> pd.DataFrame:
     """A benchmark's models in their import order, with family, owner and aliases."""
     import pandas as pd
