@@ -22,6 +22,13 @@ def _quiet(app, screen):
     return lambda: app.screen is screen and not getattr(screen, "saving", False) and idle(app)()
 
 
+def _logged(db, fid, n: int, app, screen):
+    """Quiet, and *fid* has *n* audit rows: keys sent in a burst may still wait in the app's queue when the screen
+    is first quiet (between enter and d); leaving the app then would drop them."""
+    quiet = _quiet(app, screen)
+    return lambda: quiet() and len([r for r in audit_rows(db, "flag") if r["entity_id"] == fid]) >= n
+
+
 @pytest.mark.parametrize("key, mode, kind", [("5", "anomalies", "anomaly"), ("6", "reversals", "reversal")])
 async def test_keys_right_after_the_note_act_on_the_card(flagged_db, key, mode, kind):
     app = BenchloupeApp(flagged_db, benchmark="demo-math")
@@ -33,7 +40,8 @@ async def test_keys_right_after_the_note_act_on_the_card(flagged_db, key, mode, 
         await pilot.press("e")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="note dialog")
         burst(app, [*"fast note", "enter", "d", "z"])
-        await wait_until(pilot, _quiet(app, screen), what="the note, the decision and the undo saved")
+        await wait_until(pilot, _logged(flagged_db, fid, 3, app, screen),
+                         what="the note, the decision and the undo saved")
     flags = flag_rows(flagged_db, kind)
     assert flags.loc[fid, "note"] == "fast note"  # not "fast notedz"
     assert flags.loc[fid, "state"] == "open"
@@ -55,7 +63,7 @@ async def test_undo_reverts_the_decision_not_the_note_before_it(flagged_db):
         await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="note dialog")
         app.screen.query_one("Input").value = "kept note"
         burst(app, ["enter", "d", "z"])
-        await wait_until(pilot, _quiet(app, screen), what="saved")
+        await wait_until(pilot, _logged(flagged_db, fid, 3, app, screen), what="saved")
         assert screen.flags.set_index("id").loc[fid, "note"] == "kept note"
     flags = flag_rows(flagged_db, "anomaly")
     assert (flags.loc[fid, "state"], flags.loc[fid, "note"]) == ("open", "kept note")
