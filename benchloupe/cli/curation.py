@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db
+from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import print_json, table
 
 
@@ -39,8 +41,11 @@ def cmd_flags(args) -> int:
     conn = connect_db(args)
     try:
         if args.set:
-            if not args.set[0].isdigit():
-                raise CliError(f"--set needs a flag id (a number) then a state; got {args.set[0]!r}")
+            try:
+                ranges.ROW_ID.parse(args.set[0])
+            except ValueError:
+                raise CliError(f"--set needs a flag id (a whole number from 1, as `flags` lists them) then a "
+                               f"state; got {ranges.shown(args.set[0])!r}") from None
             curation.set_flag_state(conn, int(args.set[0]), args.set[1], args.note)
             changed = curation.flags(conn)
             changed = changed[changed["id"] == int(args.set[0])]
@@ -74,12 +79,13 @@ def register_flags(sub, common) -> None:
                                    "lists them and sets one's state from a script: --set ID STATE [--note TEXT].")
     common(p)
     p.add_argument("benchmark", nargs="?")
-    p.add_argument("--run", type=int)
+    ranged_argument(p, "--run", range=ranges.ROW_ID, help="only this run's flags")
     p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate"])
     p.add_argument("--state", choices=["open", "confirmed", "dismissed", "unsure"])
     p.add_argument("--set", nargs=2, metavar=("ID", "STATE"), type=str)
     p.add_argument("--note")
-    p.add_argument("--limit", type=int, default=50)
+    ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "rows"), default=50,
+                    help="rows shown (default: 50)")
     p.set_defaults(func=cmd_flags)
 
 

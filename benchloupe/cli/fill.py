@@ -6,8 +6,9 @@ import argparse
 import difflib
 import sys
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, db_path
-from benchloupe.cli.options import StderrProgress
+from benchloupe.cli.options import StderrProgress, ranged_argument
 from benchloupe.cli.output import kv, print_json, table
 
 
@@ -84,10 +85,13 @@ def register_endpoints(sub, common) -> None:
     p.add_argument("--model", help="model name the server knows")
     p.add_argument("--api-key-env", help="environment variable holding the key (default: OPENAI_API_KEY)")
     p.add_argument("--name", help="annotator: the benchmark model whose fitted ability it carries")
-    p.add_argument("--trials", type=int, help="annotator: trials K_j per child (default: 4)")
-    p.add_argument("--timeout", type=float, help="seconds per request (default: 60)")
-    p.add_argument("--max-retries", type=int, help="retries on 429/5xx/timeouts (default: 4)")
-    p.add_argument("--concurrency", type=int, help="parallel requests to this endpoint (default: 8)")
+    ranged_argument(p, "--trials", range=ranges.FIELDS["AnnotatorSpec.trials"],
+                    help="annotator: trials K_j per child (default: 4)")
+    ranged_argument(p, "--timeout", range=ranges.FIELDS["EndpointConfig.timeout"], help="seconds per request (default: 60)")
+    ranged_argument(p, "--max-retries", range=ranges.FIELDS["EndpointConfig.max_retries"],
+                    help="retries on 429/5xx/timeouts (default: 4)")
+    ranged_argument(p, "--concurrency", range=ranges.FIELDS["EndpointConfig.concurrency"],
+                    help="parallel requests to this endpoint (default: 8)")
     p.set_defaults(func=cmd_endpoints)
 
 
@@ -159,11 +163,11 @@ def register_fill(sub, common) -> None:
                                    "interrupted session. Proposals wait for `benchloupe review`.")
     common(p)
     p.add_argument("benchmark", nargs="?")
-    p.add_argument("--gap", type=int, default=1, help="which gap (1 = largest; default: 1)")
+    ranged_argument(p, "--gap", range=ranges.FIELDS["FillOptions.gap"], default=1, help="which gap (1 = largest; default: 1)")
     p.add_argument("--answer-format", default="auto", choices=["auto", "short", "choice", "free"])
     p.add_argument("--baseline", action="store_true", help="also run the budget-matched best-of-N baseline (E.1)")
-    p.add_argument("--resume", type=int, metavar="SESSION", help="continue a session")
-    p.add_argument("--max-stored-chars", type=int, metavar="N",
+    ranged_argument(p, "--resume", range=ranges.ROW_ID, metavar="SESSION", help="continue a session")
+    ranged_argument(p, "--max-stored-chars", range=ranges.FIELDS["FillOptions.max_stored_chars"], metavar="N",
                    help="keep at most N characters of each prompt and reply in the journal (default: 16384; 0 = all)")
     p.add_argument("--list", action="store_true", help="list sessions")
     p.set_defaults(func=cmd_fill)
@@ -181,6 +185,8 @@ def cmd_review(args) -> int:
 
     conn = connect(db_path(args))
     try:
+        if args.session is not None:
+            fillstore.session(conn, args.session)  # no such session: one line, exit 1 (issue 24)
         queue = fillstore.candidates(conn, args.session, state="pending")
     finally:
         conn.close()
@@ -235,5 +241,5 @@ def cmd_review(args) -> int:
 def register_review(sub, common) -> None:
     p = sub.add_parser("review", help="accept / reject / edit BenchFill proposals at a plain line prompt")
     common(p)
-    p.add_argument("--session", type=int, help="only this session's proposals")
+    ranged_argument(p, "--session", range=ranges.ROW_ID, help="only this session's proposals")
     p.set_defaults(func=cmd_review)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
+from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import data_stream, print_json, safe_json
 from benchloupe.textsafe import visible
 
@@ -72,8 +74,10 @@ def register_import(sub, common) -> None:
     for flag, helptext, switch, number in _import_options():
         if switch:
             p.add_argument(flag, action="store_true", default=None, help=helptext)
-        else:  # a number is checked by argparse: `--threshold abc` is a usage error naming the option
-            p.add_argument(flag, default=None, help=helptext, **({"type": float} if number else {}))
+        elif number:  # `--threshold abc` is a usage error naming the option, `--threshold nan` one line (issue 24)
+            ranged_argument(p, flag, default=None, help=helptext, range=ranges.FIELDS[f"import.{flag[2:].replace('-', '_')}"])
+        else:
+            p.add_argument(flag, default=None, help=helptext)
     p.set_defaults(func=cmd_import)
 
 
@@ -218,7 +222,7 @@ def register_export(sub, common) -> None:
                    help="inspect-samples: accepted BenchFill items as Inspect Sample JSONL; lm-eval-task: the same as "
                         "an lm-eval JSONL dataset plus task YAML, written into the --out folder")
     p.add_argument("benchmark", nargs="?", default=None)
-    p.add_argument("--run", type=int, help="run id (run-* exports)")
+    ranged_argument(p, "--run", range=ranges.ROW_ID, help="run id (run-* exports)")
     p.add_argument("--name", help="artifact name (run-artifact)")
     p.add_argument("--reward-model", default=None)
     p.add_argument("--format", choices=["csv", "json"], default="csv")

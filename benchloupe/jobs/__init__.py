@@ -26,6 +26,7 @@ from benchloupe.engine.common import Cancelled, EngineError
 from benchloupe.engine.families import infer_family, infer_owner
 from benchloupe.engine.simulate import Workspace, demo_workspace
 from benchloupe.hints import Alt, say
+from benchloupe.interrupt import Terminated
 from benchloupe.store import read, runners, runs
 from benchloupe.store.db import StoreError, connect, transaction
 
@@ -240,10 +241,6 @@ def fingerprint(*arrays) -> str:
         h.update(str(a.dtype).encode() + str(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()[:16]
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like Ctrl-C so that a run ends ``cancelled`` (issue 10 #5)."""
 
 
 @contextmanager

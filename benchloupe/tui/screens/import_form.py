@@ -6,13 +6,13 @@ globs, separated by spaces or pasted one per line."""
 from __future__ import annotations
 
 import glob
-import math
 import os
 import shlex
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from benchloupe import ranges
 from benchloupe.tui.widgets.dialogs import Field
 
 
@@ -68,7 +68,11 @@ def chosen_format(raw: Mapping[str, str]) -> str | None:
     return detected_format(raw.get("paths", "")) if fmt == "auto" else fmt
 
 
-def _parse_option(kind: str):
+def _parse_option(kind: str, name: str = ""):
+    """A form value of an import option: a yes/no switch, a number read against the option's stated range
+    (:data:`benchloupe.ranges.FIELDS`, ``import.NAME``: the command line's words), or text."""
+    declared = ranges.field_range("import", name)
+
     def parse(raw: str):
         if not raw:
             return None
@@ -79,10 +83,7 @@ def _parse_option(kind: str):
                 return None
             raise ValueError(f"{raw!r} is not yes or no")
         if kind == "number":
-            value = float(raw)
-            if not math.isfinite(value):
-                raise ValueError(f"{raw!r} is not a finite number")
-            return value
+            return (declared or ranges.any_finite()).parse(raw, form=True)
         return raw
     return parse
 
@@ -122,7 +123,7 @@ def import_fields() -> list[Field]:
               Field("benchmark", FORM_LABELS["benchmark"], "", lambda v: v or None, "empty = from the file"),
               Field("replace", FORM_LABELS["replace"], "no", _yes_no, "yes replaces the benchmark's results (no = merge)")]
     for o in OPTIONS:
-        parse = _existing_file if o.name == "models_file" else _parse_option(o.kind)
+        parse = _existing_file if o.name == "models_file" else _parse_option(o.kind, o.name)
         fields.append(Field(o.name, o.label, "", parse, o.help + (" (yes/no)" if o.kind == "flag" else ""),
                             applies=applies(o.name)))
     return fields
