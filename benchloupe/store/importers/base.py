@@ -25,6 +25,70 @@ class ImportFormatError(ValueError):
         super().__init__(say(loc, ": ", what, "; ", fix))
 
 
+def json_depth(text: str, start: int = 0, limit: int = 1 << 24) -> int:
+    """How deeply arrays and objects nest in the JSON *text* from *start* (strings skipped), scanning at most
+    *limit* characters: the number a too-deep file's message gives."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text[start:start + limit]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def too_deep(path, where: str, text: str, start: int = 0) -> ImportFormatError:
+    """The one line for JSON nested past what the parser follows (Python's recursion limit, about 1,000 levels:
+    ``'[' * 100000`` was an internal RecursionError in every JSON format, issue 24)."""
+    import sys
+
+    depth = json_depth(text, start)
+    return ImportFormatError(path, where, f"JSON nested {depth:,} levels deep (arrays or objects inside each other; "
+                             f"at most about {sys.getrecursionlimit() - 100:,} can be read)",
+                             "no results format nests that deep: re-export the file, or check that it is the file "
+                             "you meant")
+
+
+MAX_STORED_DEPTH = 64  # item and model metadata nest at most this deep (real harness documents: under 10)
+
+
+def nesting_over(value, limit: int = MAX_STORED_DEPTH) -> int | None:
+    """The depth of lists and dicts in *value* when it exceeds *limit* (walked without recursion, and no deeper
+    than ``limit + 1``), else None."""
+    stack = [(value, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if depth > limit:
+            return depth
+        children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list | tuple) else ()
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return None
+
+
+def check_nesting(parsed: ParsedImport, path) -> None:
+    """Metadata nested deeper than :data:`MAX_STORED_DEPTH` is refused at import: stored, it would be read back
+    where the call stack is already deep (the workbench's screens) and fail there (issue 24, nesting depth)."""
+    for frame, what, key in ((parsed.items, "item", "key"), (parsed.models, "model", "name")):
+        if "metadata" not in frame.columns:
+            continue
+        for name, meta in zip(frame[key].tolist(), frame["metadata"].tolist()):
+            if isinstance(meta, dict | list) and nesting_over(meta) is not None:
+                raise ImportFormatError(path, f"{what} {str(name)[:60]!r}",
+                                        f"its metadata nests more than {MAX_STORED_DEPTH} levels deep",
+                                        "flatten the document (no harness nests that deep) or re-export the file")
+
+
 def json_kind(value) -> str:
     """What a parsed JSON value is, in JSON's words ("null", "an array", ...) for messages about a file."""
     if value is None:

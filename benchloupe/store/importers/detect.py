@@ -19,7 +19,7 @@ from benchloupe.hints import Opt, say
 
 from .alpacaeval import parse_alpacaeval
 from .arena import parse_arena
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, check_nesting, too_deep
 from .battles import parse_battles
 from .dualeval import parse_dualeval
 from .helm import parse_helm
@@ -108,7 +108,9 @@ def parse_file(path: str | Path, fmt: str | None = None, **options) -> ParsedImp
     options = {k: v for k, v in options.items() if v is not None}  # unset CLI flags keep parser defaults
     if name not in FORMATS:
         raise ImportFormatError(path, "", f"unknown format '{name}'", f"use one of: {', '.join(FORMATS)}")
-    return FORMATS[name](path, **options)
+    parsed = FORMATS[name](path, **options)
+    check_nesting(parsed, path)
+    return parsed
 
 
 def _head(path: Path, size: int = 65536) -> str:
@@ -169,6 +171,10 @@ def _first_object(p: Path, head: str) -> tuple[str, dict]:
             obj, end = decoder.raw_decode(text)
             if not text[end:].strip() or not text[end:].lstrip().startswith("{"):
                 shape = "object"
+    except RecursionError:  # the whole file's depth, not only its head's
+        from .readers import load_text
+
+        raise too_deep(p, "line 1", load_text(p)) from None
     except json.JSONDecodeError:
         if text[:1] == "{" and len(head) >= 65536:
             return "object", {}  # one big object: decided by its keys below

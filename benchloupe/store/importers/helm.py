@@ -23,15 +23,18 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, too_deep
 from .readers import load_text, models_frame
 
 FIX = "pass benchmark_output/runs/<suite>/<run>/per_instance_stats.json (run_spec.json next to it)"
 
 
 def _json(p: Path):
+    text = load_text(p)
     try:
-        return json.loads(load_text(p))
+        return json.loads(text)
+    except RecursionError:
+        raise too_deep(p, "line 1", text) from None
     except json.JSONDecodeError as exc:
         raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
 

@@ -32,7 +32,7 @@ import pandas as pd
 from benchloupe.hints import Opt, say
 
 from .archive import ArchiveError, read_member
-from .base import ImportFormatError, ParsedImport, json_kind
+from .base import ImportFormatError, ParsedImport, json_kind, too_deep
 from .names import dotted, harness_models, key_text
 from .readers import load_text
 
@@ -44,6 +44,8 @@ FIX = "pass a log written by inspect eval (.eval or .json)"
 def _json(p: Path, where: str, raw: bytes):
     try:
         return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise too_deep(p, where, raw.decode("utf-8")) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ImportFormatError(p, where, f"not JSON ({exc})", FIX) from None
 
@@ -66,8 +68,11 @@ def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
         except (zipfile.BadZipFile, EOFError, OSError) as exc:
             raise ImportFormatError(p, "", f"corrupt .eval archive ({exc})", "re-export the log") from None
         return header, samples
+    text = load_text(p)
     try:
-        log = json.loads(load_text(p))
+        log = json.loads(text)
+    except RecursionError:
+        raise too_deep(p, "line 1", text) from None
     except json.JSONDecodeError as exc:
         raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
     if not isinstance(log, dict) or "eval" not in log:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
-from .base import ImportFormatError
+from .base import ImportFormatError, too_deep
 
 GZIP_MAGIC = b"\x1f\x8b"
 TRUE_WORDS = {"1", "1.0", "true", "yes"}
@@ -285,6 +285,8 @@ def _read_json_array(path: str, text: str) -> Table:
         last = pos
         try:
             obj, end = decoder.raw_decode(text, pos)
+        except RecursionError:
+            raise too_deep(path, f"line {line}", text) from None
         except json.JSONDecodeError as exc:
             raise ImportFormatError(path, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})",
                                     "the file must be a JSON array of objects, or one object per line") from None
@@ -310,6 +312,8 @@ def _read_jsonl(path: str, data: bytes) -> Table:
             continue
         try:
             obj = json.loads(line)
+        except RecursionError:
+            raise too_deep(path, f"line {n}", line) from None
         except json.JSONDecodeError as exc:
             raise ImportFormatError(
                 path,

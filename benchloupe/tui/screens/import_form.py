@@ -6,7 +6,6 @@ globs, separated by spaces or pasted one per line."""
 from __future__ import annotations
 
 import glob
-import os
 import shlex
 from collections.abc import Mapping
 from functools import lru_cache
@@ -37,6 +36,7 @@ def detected_format(raw_paths: str) -> str | None:
     """The format ``auto`` would pick for what the first path names (a file, a folder's first files, a glob's
     first matches: the first that parses), or None. Reads at most a few files' heads, so it can run as the user
     types."""
+    from benchloupe.jobs.imports import glob_paths, walk
     from benchloupe.store.importers.base import ImportFormatError
     from benchloupe.store.importers.detect import detect_format, wanted
 
@@ -48,13 +48,12 @@ def detected_format(raw_paths: str) -> str | None:
     if first.is_file():
         candidates = [first]
     elif first.is_dir():  # the first few files the walk finds (an lm-eval folder starts with results_*.json)
-        for n, (root, dirs, files) in enumerate(os.walk(first)):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            candidates += [Path(root) / f for f in sorted(files) if wanted(Path(root) / f, None)]
+        for n, (root, _dirs, files) in enumerate(walk(first)):  # never twice into a folder, whatever the links
+            candidates += [Path(root) / f for f in files if wanted(Path(root) / f, None)]
             if len(candidates) >= DETECT_FILES or n > 50:
                 break
     elif glob.has_magic(str(first)):
-        candidates = [Path(h) for h in sorted(glob.glob(str(first), recursive=True))[:DETECT_FILES] if Path(h).is_file()]
+        candidates = [Path(h) for h in glob_paths(str(first))[:DETECT_FILES] if Path(h).is_file()]
     for c in candidates[:DETECT_FILES]:
         try:
             return detect_format(c)
