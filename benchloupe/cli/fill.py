@@ -26,7 +26,8 @@ def cmd_endpoints(args) -> int:
     else:
         fields = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
                   "timeout": args.timeout, "max_retries": args.max_retries, "concurrency": args.concurrency,
-                  "name": args.name, "trials": args.trials, "json_mode": args.json_mode}
+                  "name": args.name, "trials": args.trials, "json_mode": args.json_mode,
+                  "retry_after_max": args.retry_after_max}
         for flag, value, least in (("--timeout", args.timeout, None), ("--max-retries", args.max_retries, 0),
                                    ("--concurrency", args.concurrency, 1), ("--trials", args.trials, 1)):
             if value is None:
@@ -92,6 +93,9 @@ def register_endpoints(sub, common) -> None:
                     help="retries on 429/5xx/timeouts (default: 4)")
     ranged_argument(p, "--concurrency", range=ranges.FIELDS["EndpointConfig.concurrency"],
                     help="parallel requests to this endpoint (default: 8)")
+    ranged_argument(p, "--retry-after-max", range=ranges.FIELDS["EndpointConfig.retry_after_max"], metavar="SECONDS",
+                    help="longest Retry-After of a 429/503 that a request waits for; a server asking more fails the "
+                         "request at once (default: 60)")
     p.set_defaults(func=cmd_endpoints)
 
 

@@ -134,3 +134,10 @@ class StderrProgress:
         pct = f"{100 * done / total:5.1f}% " if total else ""
         print(f"[{self.label} {now - self.t0:6.1f}s] {pct}{message}", file=sys.stderr, flush=True)
         self.shown = True
+
+    def notice(self, message: str) -> None:
+        """A line that must be seen whenever it comes (a wait for a server), unthrottled; text escaped."""
+        from benchloupe.textsafe import visible
+
+        print(f"[{self.label} {time.perf_counter() - self.t0:6.1f}s] {visible(message)}", file=sys.stderr, flush=True)
+        self.shown = True

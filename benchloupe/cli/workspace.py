@@ -9,6 +9,7 @@ from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
 from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import kv, print_json, table, table_rows
+from benchloupe.textsafe import visible
 
 # ------------------------------------------------------------------------------------------------ open / demo
 
@@ -256,6 +257,17 @@ def cmd_db(args) -> int:
         print_json(info)
     else:
         print(kv(info))
+    if not ok:  # the report is on stdout; stderr gets the one line every failure gets (issue 24)
+        if integrity != ["ok"]:
+            what = f"the database file is damaged ({str(integrity[0]).removeprefix('damaged: ')[:120]})"
+            fix = "restore it from a backup; `sqlite3 FILE .recover` may salvage rows"
+        elif fk:
+            what, fix = f"{len(fk)} foreign-key violations", "restore it from a backup"
+        else:
+            what = f"schema version {version}, expected {SCHEMA_VERSION}"
+            fix = "open it once with this benchloupe to migrate it" if version and version < SCHEMA_VERSION else \
+                "upgrade benchloupe"
+        stderr(f"benchloupe: error: {visible(str(path))}: {visible(what)}; {fix}")
     return 0 if ok else 1
 
 

@@ -73,7 +73,7 @@ def parse_json_loose(text: str) -> Any | None:
     for start in itertools.islice(starts, MAX_STARTS):  # a reply whose first 1,000 brackets start no JSON has none
         try:
             return decoder.raw_decode(cleaned, start)[0]
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON here, or a 5,000-digit number
             continue
         except RecursionError:  # nested past what the parser follows: not a usable reply, whatever follows
             return None
@@ -105,7 +105,7 @@ def parse_children(text: str) -> list[ChildDraft]:
     for chunk in _balanced_objects(_FENCE.sub("", text)):
         try:
             child = _child_from(json.loads(chunk))
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             continue
         if child is not None and child not in salvaged:
             salvaged.append(child)

@@ -89,6 +89,35 @@ def check_nesting(parsed: ParsedImport, path) -> None:
                                         "flatten the document (no harness nests that deep) or re-export the file")
 
 
+def bad_json_value(path, where: str, exc: ValueError) -> ImportFormatError:
+    """A JSON text the decoder refused for its content rather than its syntax: Python's limit of 4,300 digits on
+    an integer (a 5,000-digit ``sample_index`` was Python's bare "Exceeds the limit" with no file, issue 24)."""
+    if "digits" in str(exc):
+        return ImportFormatError(path, where, "a number with more than 4,300 digits",
+                                 "no result, score or index is that long: re-export the file")
+    return ImportFormatError(path, where, f"not JSON ({str(exc).splitlines()[0][:120]})", "re-export the file")
+
+
+def not_a_file(path) -> ImportFormatError:
+    """The one line for a path that is not a regular file: missing, a folder, or what it is instead (``/dev/null``
+    and a FIFO were "no such file", issue 24); nothing is read from a device or a pipe."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ImportFormatError(path, "", "no such file", "check the path")
+    for test, what in ((stat.S_ISDIR, "a folder, not a file"), (stat.S_ISCHR, "a character device, not a file"),
+                       (stat.S_ISBLK, "a block device, not a file"), (stat.S_ISFIFO, "a named pipe (FIFO), not a file"),
+                       (stat.S_ISSOCK, "a socket, not a file")):
+        if test(mode):
+            fix = "give the path of a file inside it" if test is stat.S_ISDIR else \
+                "give a file's path (a pipe's data can come on standard input: `-`)"
+            return ImportFormatError(path, "", what, fix)
+    return ImportFormatError(path, "", "not a regular file", "give a file's path")
+
+
 def json_kind(value) -> str:
     """What a parsed JSON value is, in JSON's words ("null", "an array", ...) for messages about a file."""
     if value is None:

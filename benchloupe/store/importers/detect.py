@@ -19,7 +19,7 @@ from benchloupe.hints import Opt, say
 
 from .alpacaeval import parse_alpacaeval
 from .arena import parse_arena
-from .base import ImportFormatError, ParsedImport, check_nesting, too_deep
+from .base import ImportFormatError, ParsedImport, bad_json_value, check_nesting, not_a_file, too_deep
 from .battles import parse_battles
 from .dualeval import parse_dualeval
 from .helm import parse_helm
@@ -131,7 +131,7 @@ def detect_format(path: str | Path) -> str:
     """The FORMATS name for ``path``; ImportFormatError when nothing fits (or the file is a known side file)."""
     p = Path(path)
     if not p.is_file():
-        raise ImportFormatError(p, "", "a folder, not a file" if p.is_dir() else "no such file", "check the path")
+        raise not_a_file(p)
     suffix = base_suffix(p)
     low = p.name.lower()
     if suffix == ".npz":
@@ -175,7 +175,9 @@ def _first_object(p: Path, head: str) -> tuple[str, dict]:
         from .readers import load_text
 
         raise too_deep(p, "line 1", load_text(p)) from None
-    except json.JSONDecodeError:
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError):
+            raise bad_json_value(p, "line 1", exc) from None
         if text[:1] == "{" and len(head) >= 65536:
             return "object", {}  # one big object: decided by its keys below
         raise ImportFormatError(p, "line 1", "not JSON", "write a JSON array, one JSON object per line, or a log") \

@@ -58,7 +58,7 @@ def _results(path: Path) -> dict | None:
     for cand in candidates:
         try:
             res = json.loads(load_text(cand))
-        except (ImportFormatError, json.JSONDecodeError, RecursionError):
+        except (ImportFormatError, ValueError, RecursionError):
             continue
         if isinstance(res, dict):
             return res
@@ -90,7 +90,7 @@ def _arguments(arguments) -> list[tuple]:
     if isinstance(arguments, str) and arguments[:1] in "[{":
         try:  # parquet details may hold the arguments as a JSON string
             arguments = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return []
     if isinstance(arguments, dict):
         return [tuple(a.values()) if isinstance(a, dict) else (a,) for a in arguments.values()]
@@ -234,7 +234,7 @@ def _prompt_text(context) -> str | None:
     if text.startswith("[{"):
         try:
             messages = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return text
         if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
             return "\n".join(str(m.get("content", "")) for m in messages)

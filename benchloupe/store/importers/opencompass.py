@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import ImportFormatError, ParsedImport, too_deep
+from .base import ImportFormatError, ParsedImport, bad_json_value, too_deep
 from .readers import load_text, models_frame
 
 FIX = "pass results/<model>/<dataset>.json written with --dump-eval-details"
@@ -42,6 +42,8 @@ def parse_opencompass(path: str | Path, *, benchmark: str | None = None, model: 
         raise too_deep(p, "line 1", text) from None
     except json.JSONDecodeError as exc:
         raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
+    except ValueError as exc:
+        raise bad_json_value(p, "", exc) from None
     details = data.get("details") if isinstance(data, dict) else None
     if isinstance(details, list):
         details = {str(i): d for i, d in enumerate(details)}
