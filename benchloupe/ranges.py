@@ -287,7 +287,7 @@ FIELDS: dict[str, Range | Numbers] = {
     "EndpointConfig.retry_after_max": Range(0, 86_400, unit="seconds"),
     "AnnotatorSpec.trials": count(1, 10_000, "trials per child"),
     # import
-    "import.threshold": Range(-1e15, 1e15, unit="score at or above which a cell is correct"),
+    "import.threshold": Range(unit="score at or above which a cell is correct"),
 }
 
 
