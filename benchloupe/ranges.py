@@ -222,17 +222,19 @@ def count(lo: int, hi: int, unit: str = "", **kw) -> Range:
 FIELDS: dict[str, Range | Numbers] = {
     # DualEval joint fit (paper 000 Appendix B)
     "JointConfig.lambda_static": WEIGHT, "JointConfig.lambda_pref": WEIGHT, "JointConfig.lambda_bb": WEIGHT,
-    "JointConfig.lambda_reg": WEIGHT, "JointConfig.tie_pct": PERCENTILE, "JointConfig.bb_pct": PERCENTILE,
+    "JointConfig.lambda_reg": Range(0, 1e6, lo_open=True, unit="regularisation; at 0 the 2PL scale is not identified"),
+    "JointConfig.tie_pct": PERCENTILE, "JointConfig.bb_pct": PERCENTILE,
     "JointConfig.gamma0": Range(0, 1e6),
     "JointConfig.epochs": count(1, 1_000_000, "Adam epochs"), "JointConfig.lr": Range(0, 1000, lo_open=True),
     "JointConfig.max_iter": count(1, 1_000_000, "iterations"), "JointConfig.gtol": TOLERANCE,
     "JointConfig.ftol": TOLERANCE,
-    "BaselineConfig.tie_pct": PERCENTILE, "BaselineConfig.bb_pct": PERCENTILE, "BaselineConfig.lambda_reg": WEIGHT,
+    "BaselineConfig.tie_pct": PERCENTILE, "BaselineConfig.bb_pct": PERCENTILE, "BaselineConfig.lambda_reg": Range(0, 1e6, lo_open=True),
     "PairwiseConfig.bootstrap": count(2, 100_000, "replicates", special=(0, "no intervals")),
     "PairwiseConfig.alpha": Range(0, 1e6, unit="pseudo-comparisons per model"),
     "PairwiseConfig.level": PROBABILITY,
     "EvaluateConfig.splits": count(1, 1000, "question splits"), "EvaluateConfig.holdout": FRACTION,
-    "EvaluateConfig.seed": SEED, "EvaluateConfig.tie_pct": PERCENTILE, "EvaluateConfig.lambda_reg": WEIGHT,
+    "EvaluateConfig.seed": SEED, "EvaluateConfig.tie_pct": PERCENTILE,
+    "EvaluateConfig.lambda_reg": Range(0, 1e6, lo_open=True, unit="regularisation; at 0 the 2PL scale is not identified"),
     # diagnostics (paper 000 section 4, Appendix D)
     "CompressConfig.seeds": count(1, 1000, "random draws"),
     "CompressConfig.export_fraction": Range(0, 1, lo_open=True, off=(0, "no export"), unit="share of the items to export"),

@@ -50,9 +50,14 @@ def dump(db: Path) -> str:
         conn.close()
 
 
+PROGRESS = re.compile(r"^\[[^\]]* +\d+\.\ds\] .*\n", re.MULTILINE)  # a long command's progress lines
+
+
 def check_outcome(case_id, rc, out: str, err: str, before=None, after=None, expect: str = "either",
                   usage: bool = False) -> None:
-    """The module's assertion. ``expect`` "ok" asks for exit 0; ``usage`` allows exit 2 (one line too)."""
+    """The module's assertion. ``expect`` "ok" asks for exit 0; ``usage`` allows exit 2 (one line too). A long
+    command's progress lines on stderr ("[fit 1.2s] ...") are not messages."""
+    err = PROGRESS.sub("", err)
     assert "Traceback" not in err and "Traceback" not in out, (case_id, err)
     trace = re.search(r"full traceback in (\S+) ", err)
     if trace:  # the last-resort handler wrote one; leave no litter

@@ -47,7 +47,16 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 class Parser(argparse.ArgumentParser):
     """argparse with a usage error on one line (what is wrong, and where the options are listed) instead of the
-    whole usage block before it: exit 2, like argparse."""
+    whole usage block before it: exit 2, like argparse. A value such as ``-inf``, ``-1e309``, ``-2.5e-3`` or
+    ``-1,2`` is a negative number (list), not an unknown option (argparse's own rule knows only ``-12`` and ``-1.5``), so that it
+    reaches the option's range check."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        import re
+
+        number = r"(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity|nan"
+        self._negative_number_matcher = re.compile(rf"^-({number})(,\s*-?({number}))*$", re.IGNORECASE)
 
     def error(self, message: str):
         from benchloupe.textsafe import visible

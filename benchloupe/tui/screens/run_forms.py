@@ -168,16 +168,17 @@ def analysis_fields(analysis, config, benchmark: str) -> list[Field]:
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         fields.append(Field(f"cfg-{f.name}", f.name, "" if value is None else str(value),
-                            _ranged(name, f.name, parser_for(value, f.type)), choices=choices.get(f.name, ()),
+                            _ranged(name, f.name, parser_for(value, f.type), each=isinstance(value, tuple | list)),
+                            choices=choices.get(f.name, ()),
                             applies=rules.get(f.name)))
     return fields
 
 
-def _ranged(owner: str, name: str, parse: Callable[[str], object]) -> Callable[[str], object]:
+def _ranged(owner: str, name: str, parse: Callable[[str], object], *, each: bool = False) -> Callable[[str], object]:
     """*parse*, then the field's declared range (:data:`benchloupe.ranges.FIELDS`); a number of a field without
-    one must still be finite and fit 64 bits (``parser_for``)."""
+    one must still be finite and fit 64 bits (``parser_for``). ``each``: the field holds a tuple of numbers."""
     declared = ranges.field_range(owner, name)
-    return parse if declared is None else _ranged_with(declared, parse)
+    return parse if declared is None else _ranged_with(declared, parse, each=each)
 
 
 def _required(raw: str) -> str:
@@ -240,7 +241,7 @@ def fill_fields(config, gap_rank: int) -> list[Field]:
     return fields
 
 
-def _ranged_with(declared: ranges.Range | ranges.Numbers, parse):
+def _ranged_with(declared: ranges.Range | ranges.Numbers, parse, *, each: bool = False):
     """The field's text read as the command line reads it (:meth:`benchloupe.ranges.Range.parse`: the same
     numerals, the same range, the same words), except that the field's ``off`` value (its default) is accepted,
     as a form always holds a value. Empty or "None" goes to *parse* (fields whose default is None); a tuple
@@ -249,7 +250,10 @@ def _ranged_with(declared: ranges.Range | ranges.Numbers, parse):
 
     def checked(raw: str):
         text = raw.strip()
-        if isinstance(declared, ranges.Range) and text and text.lower() != "none" and text[0] not in "([":
+        if isinstance(declared, ranges.Range) and each:  # (1, 2, 4), [0.25, 0.5] or 0.25,0.5: each number read
+            inner = text.strip("()[] ")
+            return tuple(declared.parse(x.strip(), form=True) for x in inner.split(",") if x.strip())
+        if isinstance(declared, ranges.Range) and text and text.lower() != "none":
             return declared.parse(text, form=True)
         value = parse(raw)
         if isinstance(declared, ranges.Numbers):
