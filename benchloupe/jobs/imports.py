@@ -146,6 +146,18 @@ def expand_paths(paths: list[str], fmt: str | None) -> list[tuple[Path, bool]]:
     from benchloupe.store.importers.detect import wanted
 
     out: dict[Path, bool] = {}
+    seen: set[tuple[int, int]] = set()  # (device, inode) of files found by walks and globs
+
+    def found(f: Path) -> None:
+        """A file found in a folder or by a glob, once whatever links lead to it."""
+        try:
+            st = f.stat()
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.setdefault(f, False)
+
     for raw in paths:
         if raw == STDIN:
             continue
@@ -155,9 +167,14 @@ def expand_paths(paths: list[str], fmt: str | None) -> list[tuple[Path, bool]]:
                 for name in files:
                     f = Path(root) / name
                     if wanted(f, fmt):
-                        out.setdefault(f, False)
+                        found(f)
         elif p.exists():
             out[p] = True
+            try:
+                st = p.stat()
+                seen.add((st.st_dev, st.st_ino))
+            except OSError:
+                pass
         elif glob.has_magic(raw):
             hits = glob_paths(raw)
             files = [Path(h) for h in hits if Path(h).is_file() and wanted(Path(h), fmt)]
@@ -166,7 +183,7 @@ def expand_paths(paths: list[str], fmt: str | None) -> list[tuple[Path, bool]]:
             if not files:
                 raise ImportFormatError(raw, "", "the pattern matches no importable file", "check the pattern")
             for f in files:
-                out.setdefault(f, False)
+                found(f)
         else:
             raise ImportFormatError(p, "", "no such file or folder", "check the path")
     return list(out.items())

@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def _head(path: Path, size: int = 65536) -> str:
         try:
             with gzip.open(path, "rb") as fh:
                 raw = fh.read(size)
-        except (EOFError, OSError) as exc:
+        except (EOFError, OSError, zlib.error) as exc:
             raise ImportFormatError(
                 path, "", f"truncated or corrupt gzip ({exc})", "re-download or re-compress the file"
             ) from None

@@ -41,7 +41,7 @@ def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: ob
         raise ImportFormatError(
             p,
             "",
-            f"not a readable unpickled .npz ({exc})",
+            f"not a readable .npz archive ({exc})",
             "save Unicode arrays with numpy.savez (no object arrays)",
         ) from None
     for name in REQUIRED:
