@@ -52,6 +52,23 @@ def install() -> None:
             pass
 
 
+def finished() -> None:
+    """The command's work is done and its output written: a SIGTERM now (while Python shuts down, when it would
+    end the process by the signal) is ignored, in the ``benchloupe`` program only (a test runner calling
+    ``main()`` keeps its own SIGTERM)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    program = (spec is not None and spec.name == "benchloupe.__main__") or \
+        os.path.basename(sys.argv[0] if sys.argv else "") == "benchloupe"
+    if program and threading.current_thread() is threading.main_thread():
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        except (ValueError, OSError):
+            pass
+
+
 class guarded:
     """``with guarded():`` the body's SIGTERM raises :class:`Terminated` (handled by the caller) instead of
     exiting at once."""

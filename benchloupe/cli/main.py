@@ -156,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     traceback was written (``--debug`` prints it instead). Ctrl-C and SIGTERM at any point: exit 130."""
     try:
         with interrupt.guarded():
-            return _main(argv)
+            code = _main(argv)
+            interrupt.finished()
+            return code
     except KeyboardInterrupt:
         print("benchloupe: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
