@@ -60,7 +60,7 @@ def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
         head = fh.read(4)
     if not zipfile.is_zipfile(p) and (head.startswith(b"PK") or p.suffix.lower() == ".eval"):
         raise ImportFormatError(p, "", "truncated or not a zip archive (an Inspect .eval log is a zip file)",
-                                "copy the log again whole, or export it as JSON (inspect log convert --to json)")
+                                "copy the log again whole, or convert it to a JSON log with Inspect's log convert")
     if zipfile.is_zipfile(p):
         try:
             with zipfile.ZipFile(p) as z:
