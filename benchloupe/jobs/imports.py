@@ -246,6 +246,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
     """Parse every file of ``paths`` (see the module docstring), then write them all in one transaction."""
     from benchloupe.jobs import parse_file
     from benchloupe.store.db import connect
+    from benchloupe.store.importers.readers import read_sha256
     from benchloupe.store.writer import write_imports
 
     fmt = None if fmt in (None, "auto") else fmt
@@ -275,7 +276,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
                 continue
             if path in temp:
                 parsed.source = parsed.source.replace(str(path), "<stdin>")
-            parsed_all.append((label, name, parsed, _sha256(path)))
+            parsed_all.append((label, name, parsed, read_sha256(path) or _sha256(path)))  # the bytes parsed, once
         if not parsed_all:
             raise ImportFormatError(", ".join(paths), "", f"none of {len(files)} files could be imported "
                                     f"({summary.skipped[0] if summary.skipped else ''})", "name the format explicitly")
