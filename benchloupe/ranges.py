@@ -265,6 +265,7 @@ FIELDS: dict[str, Range | Numbers] = {
     "AuditConfig.gap_curve": Range(0, 100, lo_open=True, unit="percentage points"),
     "AuditConfig.fraction_sensitivity": FRACTION,
     "AuditConfig.dimensions": count(1, 100_000, "dimensions"),
+    "AuditConfig.split_seeds": count(0, 1000, "other owner splits, each a whole audit again"),
     # coverage and calibration (paper 003)
     "CoverageConfig.k": count(1, 1_000_000, "gaps"), "CoverageConfig.n_draws": count(2, 100_000, "posterior draws"),
     "CoverageConfig.seed": SEED, "CoverageConfig.interval_gaps": count(1, 1_000_000, "gaps"),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 from benchloupe import ranges
-from benchloupe.cli.errors import CliError, db_path, stored_run, stored_table
+from benchloupe.cli.errors import CliError, db_path, stderr, stored_run, stored_table
 from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
-from benchloupe.cli.output import kv, print_json, table, table_rows
+from benchloupe.cli.output import data_stream, kv, print_json, table, table_rows
 
 TUPLE_FIELDS = ("dimensions", "gap_curve", "fraction_sensitivity")
 OWN_FLAGS = ("drop_small_families", "family_from", "protocol")
@@ -32,9 +34,8 @@ def _refuse(flag: str, applies_to: str, here: str, why: str) -> None:
 
 def cmd_audit(args) -> int:
     from benchloupe import jobs
-    from benchloupe.engine.common import EngineError
-    from benchloupe.engine.neartie import AuditConfig
-    from benchloupe.jobs.audit import check_report_path
+    from benchloupe.jobs import EngineError
+    from benchloupe.jobs.audit import STDOUT, AuditConfig, check_report_path
 
     if args.kind == "robustness":
         return cmd_robustness(args)
@@ -57,39 +58,52 @@ def cmd_audit(args) -> int:
         report = check_report_path(args.report)  # before anything runs or is stored
     except EngineError as exc:
         raise CliError(str(exc)) from None
+    to_stdout = report == STDOUT
+    if to_stdout and args.json:
+        raise CliError("--report - and --json both write to standard output: drop one, or give --report FILE")
     rid = jobs.analysis("neartie").run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
                                        progress=StderrProgress("audit"), device=args.device)
-    (run,) = stored_run(args, rid)
-    t1 = run["metrics"]["table1"]
-    where = str(report) if report else None
+    run, text = stored_run(args, rid, "report")
+    metrics = run["metrics"]
+    t1 = metrics["table1"]
+    where = None if report is None else "standard output" if to_stdout else str(report)
     if args.json:
-        print_json({"run_id": rid, "table1": t1, "summary": run["metrics"], "report": where,
-                    "timings": run["timings"]})
+        print_json({"run_id": rid, "table1": t1, "split_verdict": metrics.get("split_verdict"), "summary": metrics,
+                    "report": where, "timings": run["timings"]})
         return 0
-    print(f"near-tie audit run #{rid} on {args.benchmark}  (Table 1 row)")
-    print(kv(t1))
-    print(f"families: {run['metrics']['sources']['families']}; item groups: {run['metrics']['sources']['groups']}")
-    comp = run["metrics"].get("compute")
+    if to_stdout:  # the report alone on standard output (a file or a pipe gets its exact bytes); the rest to stderr
+        data_stream().write(text)
+        sys.stdout.flush()
+    say = stderr if to_stdout else print
+    say(f"near-tie audit run #{rid} on {args.benchmark}  (Table 1 row)")
+    say(kv(t1))
+    say(f"families: {metrics['sources']['families']}; item groups: {metrics['sources']['groups']}")
+    comp = metrics.get("compute")
     if isinstance(comp, dict):
         f32 = "; randomized SVD power iterations in float32" if comp.get("power_iterations") == "float32" else ""
-        print(f"compute: {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}{f32}")
-    print("\nFolds:")
+        say(f"compute: {comp.get('backend')} on {comp.get('device')}, {comp.get('dtype')}{f32}")
+    if "split_decisions" in metrics:
+        say(f"owner split: {metrics['split_decisions']} decisions, {metrics['split_ties']} exact cost ties drawn, "
+            f"{metrics['split_knife_edges']} knife edges (relative cost difference < 1e-12)")
+    if metrics.get("split_verdict"):
+        say(f"split stability: {metrics['split_verdict']}")
+    say("\nFolds:")
     folds = stored_table(args, rid, "folds")
     cols = [c for c in ("audit_half", "k", "tau_b", "anchors", "close_cross_pairs", "close_cross_reversals",
                         "close_cross_rate", "random_median") if c in folds.columns]
-    print(table_rows(cols, folds.rows(cols)))
+    say(table_rows(cols, folds.rows(cols)))
     if where:
-        print(f"\nreport written to {where} (also stored with run #{rid})")
+        say(f"\nreport written to {where} (also stored with run #{rid})")
     else:
-        print(f"\nreport stored with run #{rid}: `benchloupe export run-artifact --run {rid} --name report`, "
-              "or --report FILE to write it")
+        say(f"\nreport stored with run #{rid}: `benchloupe export run-artifact --run {rid} --name report`, "
+            "or --report FILE (- for standard output) to write it")
     return 0
 
 
 def cmd_robustness(args) -> int:
     """``audit robustness B1 B2 ...``: the D.2 pass rule across benchmarks (paper 002 Table 9, eqs. 59-61)."""
-    from benchloupe.engine.common import EngineError
-    from benchloupe.jobs.audit import robustness_across
+    from benchloupe.jobs import EngineError
+    from benchloupe.jobs.audit import STDOUT, robustness_across
 
     why = "it reads each benchmark's latest --protocol full run"
     for dest, value in vars(args).items():
@@ -98,6 +112,9 @@ def cmd_robustness(args) -> int:
     for dest, default in NEARTIE_FLAGS.items():
         if getattr(args, dest) != default:
             _refuse(dest, "neartie", "robustness", why)
+    to_stdout = args.report == STDOUT
+    if to_stdout and args.json:
+        raise CliError("--report - and --json both write to standard output: drop one, or give --report FILE")
     try:
         out = robustness_across(db_path(args), list(args.benchmarks), need=3 if args.need is None else args.need,
                                 alpha=0.05 if args.cfg_significance is None else args.cfg_significance,
@@ -109,16 +126,20 @@ def cmd_robustness(args) -> int:
         print_json({"runs": out["runs"], "need": out["need"], "alpha": out["alpha"], "report": args.report,
                     "specifications": t.to_dict("records"), "passing": int(t["passes"].sum())})
         return 0
-    print("population robustness across benchmarks (paper 002 D.2, Table 9): latest --protocol full run of "
-          + ", ".join(f"{b} (#{r})" for b, r in out["runs"].items()))
+    if to_stdout:
+        data_stream().write(out["markdown"])
+        sys.stdout.flush()
+    say = stderr if to_stdout else print
+    say("population robustness across benchmarks (paper 002 D.2, Table 9): latest --protocol full run of "
+        + ", ".join(f"{b} (#{r})" for b, r in out["runs"].items()))
     shown = t.assign(rule=t["passes"].map({True: "pass", False: "fail"})).drop(columns="passes")
-    print(table(shown))
-    print(f"\n{int(t['passes'].sum())} of {len(t)} specifications pass: >= {out['need']} benchmarks with positive "
-          f"excess (G_dir) and >= {out['need']} with p <= {out['alpha']:g} (G_sig); stars mark p <= {out['alpha']:g}.")
+    say(table(shown))
+    say(f"\n{int(t['passes'].sum())} of {len(t)} specifications pass: >= {out['need']} benchmarks with positive "
+        f"excess (G_dir) and >= {out['need']} with p <= {out['alpha']:g} (G_sig); stars mark p <= {out['alpha']:g}.")
     if len(out["runs"]) != 5 or out["need"] != 3:
-        print(f"the paper's rule is >= 3 of its 5 benchmarks; here {len(out['runs'])} benchmarks, need {out['need']}")
-    if args.report:
-        print(f"report written to {args.report}")
+        say(f"the paper's rule is >= 3 of its 5 benchmarks; here {len(out['runs'])} benchmarks, need {out['need']}")
+    if args.report and not to_stdout:
+        say(f"report written to {args.report}")
     return 0
 
 
@@ -132,10 +153,11 @@ def register_audit(sub, common) -> None:
                                    "with the run. `audit robustness B1 B2 ...` applies the D.2 pass rule (Table 9, "
                                    "eqs. 59-61) to each benchmark's latest `--protocol full` run.")
     common(p)
-    from benchloupe.engine.neartie import AuditConfig
+    from benchloupe.jobs.audit import AuditConfig
     p.add_argument("kind", choices=["neartie", "robustness"])
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help="one benchmark (neartie) or several (robustness)")
-    p.add_argument("--report", help="also write the Markdown report to this file (it is always stored with the run)")
+    p.add_argument("--report", help="also write the Markdown report to this file, or to standard output with - (the "
+                                    "other lines then go to standard error); it is always stored with the run")
     ranged_argument(p, "--need", range=ranges.count(1, 1000, "benchmarks"), default=None,
                    help="robustness: benchmarks that must be positive and significant per variant (paper: 3 of 5)")
     p.add_argument("--family-from", choices=["name", "column", "arch"], default="name",
@@ -158,4 +180,10 @@ def register_audit(sub, common) -> None:
                         "(torch on a GPU, float64), cpu (numpy), or auto (CUDA when present and the matrix is large; "
                         "default); the run records device and dtype")
     add_config_args(p, AuditConfig, skip=TUPLE_FIELDS + OWN_FLAGS)
+    for action in p._actions:
+        if action.dest == "cfg_split_seeds":  # its default (None) depends on --protocol
+            action.metavar = "N"
+            action.help = ("beyond the paper: the primary audit again under N other owner splits (population seeds "
+                           "family seed + 1..N), Table 1 per split and a stable/fragile verdict; default: 20 with "
+                           "--protocol full, else 0")
     p.set_defaults(func=cmd_audit)

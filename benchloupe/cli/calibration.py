@@ -42,6 +42,8 @@ def report_run(args, run_id: int, *, ranking: bool = True, extra: dict | None = 
     print(f"run #{run_id} {run['kind']} on {visible(run['benchmark'])}: {run['status']}")
     flat = {k: v for k, v in run["metrics"].items() if not isinstance(v, (list, dict)) and not _missing(v)}
     print(kv(flat))
+    for n in run["metrics"].get("notes", []) or []:
+        print(f"note: {visible(n)}")
     for w in run["metrics"].get("warnings", []) or []:
         print(f"warning: {visible(w)}")
     print(kv({"timings": run["timings"]}))
@@ -99,7 +101,7 @@ def _preference_config(args):
 
 def cmd_fit(args) -> int:
     from benchloupe import jobs
-    from benchloupe.engine.joint import JointConfig
+    from benchloupe.jobs.calibration import JointConfig
 
     progress = StderrProgress(f"fit {args.mode}", quiet=args.json and False)
     preference = _preference_config(args)
@@ -114,7 +116,8 @@ def cmd_fit(args) -> int:
         cfg = config_from_args(args, JointConfig, mode=args.mode)
         rid = jobs.analysis(args.mode).run(db_path(args), args.benchmark, cfg, arena=args.arena,
                                            reward_model=args.reward_model, heldout=not args.no_heldout,
-                                           seed=args.seed, progress=progress, device=args.device, **_external(args))
+                                           seed=args.seed, progress=progress, device=args.device,
+                                           chance=args.chance, **_external(args))
     return report_run(args, rid)
 
 
@@ -126,7 +129,7 @@ def register_fit(sub, common) -> None:
                     "benchmark itself when it holds both). Defaults are the paper's Appendix B; --variant reference "
                     "gives the public code's settings (reg 1e-3 as means, 10th-percentile ties).")
     common(p)
-    from benchloupe.engine.joint import JointConfig
+    from benchloupe.jobs.calibration import JointConfig
     p.add_argument("mode", choices=["joint", "static", "arena", "bt", "avg-reward"])
     p.add_argument("benchmark")
     p.add_argument("--arena", help="benchmark holding the arena rewards (default: the benchmark itself)")
@@ -145,6 +148,10 @@ def register_fit(sub, common) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="where the dense passes run: cuda (torch on a GPU), cpu (numpy), or auto (CUDA when present "
                         "and the fit is large; default); the run records device and dtype")
+    p.add_argument("--chance", choices=["stated", "estimate", "none"], default="stated",
+                   help="static items' chance levels (guessing): stated = as imported, checked against the data's "
+                        "floor (default); estimate = one lower asymptote shared by the items, estimated from the data "
+                        "(marginal ML); none = the plain 2PL")
     add_config_args(p, JointConfig, skip=("mode",))
     p.set_defaults(func=cmd_fit)
 
@@ -173,6 +180,8 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
 
             print("\nSubset recovery (Spearman with the full-data ranking; random: mean and 95% over draws):")
             print(table(pd.DataFrame(more["recovery"])))
+        if more and more.get("protocol") and not args.json:
+            _print_protocol(more["protocol"])
         if more and more.get("windows") and not args.json:
             import pandas as pd
 
@@ -209,6 +218,40 @@ def _flag_rows(args, run_id: int):
                                                                                "observed")}}
             for r in fl.itertuples()]
     return {"unexpected_cells": rows}
+
+
+def _anomaly_rows(args, run_id: int):
+    """The unexpected cells and, after ``--protocol yes``, the whole protocol table (issue 23)."""
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    out = _flag_rows(args, run_id)
+    conn = connect(db_path(args))
+    try:
+        tab = runs.load_artifact(conn, run_id, "protocol_table")
+    finally:
+        conn.close()
+    if tab is not None and len(tab):
+        out["protocol"] = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                           for r in tab.to_dict("records")]
+    return out
+
+
+def _print_protocol(rows: list[dict]) -> None:
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df["rate"] = df["rate"].map(lambda r: f"{r:.1%}")
+    for c in ("auroc", "auprc", "item_auroc", "ceiling_auroc", "ceiling_auprc", "below_ceiling"):
+        if c in df:
+            df[c] = df[c].map(lambda v: "-" if v is None or v != v else f"{v:.4f}")
+    df = df.rename(columns={"p_model": "residual", "item_auroc": "item AUROC", "ceiling_auroc": "ceiling AUROC",
+                            "ceiling_auprc": "ceiling AUPRC", "below_ceiling": "below ceiling", "auroc": "AUROC",
+                            "auprc": "AUPRC"})
+    print("\nSynthetic contamination protocol (paper 000 §4.3, mean of 5 seeds; residual: guessing = with the items' "
+          "chance level, 2pl = without; ceiling = the same protocol on data simulated from this fit, scored with "
+          "its true probabilities):")
+    print(table(df))
 
 
 def _recovery_rows(args, run_id: int):
@@ -265,8 +308,10 @@ register_compress = _diag_command(
 register_anomalies = _diag_command(
     "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
     "Paper 000 §4.3: standardised static residuals and averaged arena residuals; cells above 3.5 sigma become "
-    "anomaly flags for triage. --protocol yes adds the synthetic contamination experiment (AUROC/AUPRC).",
-    extra=_flag_rows)
+    "anomaly flags for triage. --protocol yes adds the synthetic contamination experiment: AUROC/AUPRC at every "
+    "injection rate for the clean-reference and the contaminated-fit detector, with the guessing-aware and the 2PL "
+    "residual when items carry a chance level, each beside the oracle ceiling of this benchmark (docs/DUALEVAL.md).",
+    extra=_anomaly_rows)
 register_screen = _diag_command(
     "screen", "ScreenConfig", "screen a newly imported model against a frozen clean fit",
     "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "
@@ -345,7 +390,9 @@ def _window_rows(args, run_id: int):
 
 register_contamination = _diag_command(
     "contamination", "ContaminationConfig", "contamination windows: residual shift before vs after each cutoff",
-    "Items carry a date (item metadata 'date'), models a cutoff (models file column 'cutoff'). Per model: the "
+    "Items carry a date (item metadata 'date'), models a cutoff (models file column 'cutoff'); without those keys "
+    "the one date-valued metadata key of each side is used (and named), else the run lists the keys found. Per "
+    "model: the "
     "mean residual (observed rate - predicted p) on items dated on or before its cutoff minus after it, with a "
     "bootstrap 95% interval, a permutation p (Holm over models) and the same with item parameters fitted without "
     "that model. Significant shifts become anomaly flags (payload source 'contamination_window').",

@@ -13,8 +13,7 @@ from benchloupe.cli.output import kv, print_json, table
 
 
 def cmd_endpoints(args) -> int:
-    from benchloupe.jobs import fill
-    from benchloupe.prompts import endpoints_file, simulated
+    from benchloupe.jobs import fill, simulated
     from benchloupe.store.db import connect
 
     if args.action == "show":
@@ -63,7 +62,7 @@ def cmd_endpoints(args) -> int:
         print(f"{role:9s} " + ("(not set)" if not e else where(e)))
     for a in eps.get("annotators", []):
         print(f"annotator {a['name']} -> {where(a)}, {a['trials']} trials")
-    print(f"(user file: {endpoints_file.path()}; a database's own settings override it)")
+    print(f"(user file: {fill.user_endpoints_path()}; a database's own settings override it)")
     return 0
 
 
@@ -116,7 +115,7 @@ def cmd_fill(args) -> int:
             print(table(df) if len(df) else "no BenchFill sessions")
         return 0
     if fill.uses_simulated(db_path(args)):
-        from benchloupe.prompts import simulated
+        from benchloupe.jobs import simulated
 
         print("BenchFill endpoints: simulated (the built-in server on 127.0.0.1 runs for this command; "
               "`benchloupe endpoints set` points them at a real one)", file=sys.stderr)

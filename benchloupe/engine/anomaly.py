@@ -178,6 +178,65 @@ def _n_inject(rate: float, n_all: int, n_cand: int) -> int:
     return min(max(n, 1 if rate > 0 else 0), n_cand)
 
 
+def inject_static(static: StaticData, cells: np.ndarray) -> StaticData:
+    """The data with ``cells`` (flat indices) contaminated: a contaminated cell is always solved (all its trials)."""
+    y = static.correct.astype(np.int32).ravel()
+    t = trials(static)
+    y[cells] = 1 if t is None else np.asarray(t).ravel()[cells]
+    return replace(static, correct=y.reshape(static.shape))
+
+
+def _injections(cand: np.ndarray, rate: float, n_all: int, seed: int) -> np.ndarray:
+    """The protocol's injected cells at ``rate`` for ``seed`` (static seeds as given)."""
+    return np.random.default_rng(seed).choice(cand, _n_inject(rate, n_all, len(cand)), replace=False)
+
+
+ORACLE_SEED_OFFSET = 7919  # the simulated data of seed s are drawn from Generator(s + 7919): apart from injection's
+
+
+def simulate_static(static: StaticData, p: np.ndarray, seed: int) -> StaticData:
+    """0/1 (or binomial) responses drawn from probabilities ``p`` on the observed cells of ``static``, trials and
+    chance kept."""
+    rng = np.random.default_rng(seed + ORACLE_SEED_OFFSET)
+    pp = np.clip(np.nan_to_num(p), 0.0, 1.0)
+    t = trials(static)
+    y = rng.binomial(np.where(static.mask, 1 if t is None else t, 0), pp).astype(np.int32)
+    return replace(static, correct=np.where(static.mask, y, 0).astype(np.int32))
+
+
+def oracle_ceiling(static: StaticData, p_true: np.ndarray, *, rates=RATES, seeds=SEEDS,
+                   pool_fraction: float = 0.30, cancel: threading.Event | None = None) -> pd.DataFrame:
+    """How well any cell-level detector can do on this benchmark (issue 23): the section 4.3 protocol on data
+    simulated from ``p_true`` (a fit's probabilities, its chance levels included), scored with ``p_true`` itself.
+
+    One simulated matrix per seed (the same observed cells and trials), candidates and injections drawn from it as
+    :func:`contamination_experiment` draws them, the residual of the contaminated cells under the true
+    probabilities as the score.  An injected success in a cell where p is near its chance level c is a success the
+    model could have guessed, and a residual is a function of p for every success, so the oracle cannot tell the
+    two apart: that is the ceiling a fitted detector is measured against.  One row per (rate, seed): auroc, auprc
+    and :func:`detection_metrics`."""
+    rows = []
+    cells = np.flatnonzero(static.mask.ravel())
+    n_all = len(cells)
+    pt = np.nan_to_num(p_true)
+    for seed in seeds:
+        check_cancel(cancel)
+        sim = simulate_static(static, p_true, seed)
+        cand = static_candidates(sim, pool_fraction)
+        if len(cand) == 0:
+            continue
+        for rate in rates:
+            inj = _injections(cand, rate, n_all, seed)
+            data = inject_static(sim, inj)
+            score = static_residuals(pt, data.correct, data.mask, trials(static)).ravel()
+            labels = np.zeros(score.size, bool)
+            labels[inj] = True
+            rows.append({"rate": rate, "seed": seed, "n_injected": len(inj),
+                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
+                         **detection_metrics(score, labels, cells, n_cols=static.shape[1])})
+    return pd.DataFrame(rows)
+
+
 def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
                              config: JointConfig = JointConfig(), *, target: str = "static", rates=RATES,
                              seeds=SEEDS, pool_fraction: float = 0.30, boost: float = 2.0,
@@ -209,14 +268,11 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
         check_cancel(cancel)
         progress(done, len(jobs), f"contamination {target} rate {rate:.1%} seed {seed}")
         n_inj = _n_inject(rate, n_all, len(cand))
-        rng = np.random.default_rng(seed if target == "static" else seed + ARENA_SEED_OFFSET)
-        inj = rng.choice(cand, n_inj, replace=False)
+        inj = _injections(cand, rate, n_all, seed if target == "static" else seed + ARENA_SEED_OFFSET)
         for det in detectors:
             if target == "static":
-                y = static.correct.astype(np.int32).ravel()
                 t = trials(static)
-                y[inj] = 1 if t is None else np.asarray(t).ravel()[inj]  # a contaminated cell is always solved
-                data = replace(static, correct=y.reshape(static.shape))
+                data = inject_static(static, inj)  # a contaminated cell is always solved
                 fit = clean if det == "clean_reference" else fit_joint(data, arena, config, cancel=cancel)
                 score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask, t).ravel()
                 cells = np.flatnonzero(static.mask.ravel())

@@ -30,6 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from benchloupe.engine.backend_sums import PassResult, relu_sums
 from benchloupe.engine.common import EngineError, thread_pool, usable_cores
 from benchloupe.hints import Opt, say
 
@@ -89,30 +90,6 @@ def resolve(device: str = "auto", n_cells: int = 0) -> Backend:
     return Backend("numpy", "cpu", dtype)
 
 
-@dataclass
-class PassResult:
-    """The sums of one fused pass (float64 arrays); see the module docstring."""
-
-    g_theta: np.ndarray | None
-    h_theta: np.ndarray | None
-    loss: np.ndarray | None  # per item
-    s0R: np.ndarray | None
-    s1R: np.ndarray | None
-    s0V: np.ndarray | None
-    s1V: np.ndarray | None
-    s2V: np.ndarray | None
-
-    def item_blocks(self, a: np.ndarray, b: np.ndarray):
-        """Per-item gradient (b, k) and 2x2 Hessian (bb, bk, kk) of the data term from the moments."""
-        gb = -a * self.s0R
-        gk = a * (self.s1R - b * self.s0R)
-        c11 = a * a * self.s0V
-        sum_u = a * (self.s1V - b * self.s0V) + self.s0R  # sum of V X + R
-        c12 = -a * sum_u
-        c22 = a * a * (self.s2V - 2.0 * b * self.s1V + b * b * self.s0V) + gk
-        return gb, gk, c11, c12, c22
-
-
 def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.ndarray, a: np.ndarray, *,
                rows: bool = True, cols: bool = True, loss_only: bool = False, backend: Backend | None = None,
                columns: np.ndarray | None = None, weights: np.ndarray | None = None) -> PassResult:
@@ -132,14 +109,6 @@ def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.nda
         return backend_torch.fused_pass(Y, N, theta, b, a, rows=rows, cols=cols, loss_only=loss_only,
                                         device=backend.device, dtype=backend.dtype, weights=weights)
     return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype), weights)
-
-
-def _relu_sums(theta: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """sum_i max(theta_i - b_q, 0) per item from the sorted abilities (prefix sums; no pass over the cells)."""
-    ts = np.sort(theta)
-    tail = np.r_[np.cumsum(ts[::-1])[::-1], 0.0]  # tail[j] = sum of ts[j:]
-    j = np.searchsorted(ts, b, side="right")
-    return tail[j] - b * (len(ts) - j)
 
 
 def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> PassResult:
@@ -202,7 +171,7 @@ def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> P
         parts = [work(blocks)]
     acc = sum(p[0] for p in parts)
     # loss = N softplus(X) - Y X, softplus(X) = -log Q + max(X, 0); sum_i Y X = a (sum theta Y - b sum Y)
-    relu = a * _relu_sums(theta, b) if N is None else acc[8]  # sum_i N max(X, 0)
+    relu = a * relu_sums(theta, b) if N is None else acc[8]  # sum_i N max(X, 0)
     loss = acc[0] + relu - a * (acc[2] - b * acc[1])
     g_th = h_th = None
     if rows:

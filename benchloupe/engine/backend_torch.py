@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 import torch
 
-from benchloupe.engine.backend import PassResult, _relu_sums
+from benchloupe.engine.backend_sums import PassResult, relu_sums
 
 _BLOCK_CELLS_CUDA = 1 << 26  # 64 M cells per block on a GPU
 _BLOCK_CELLS_CPU = 1 << 20
@@ -79,7 +79,7 @@ def fused_pass(Y, N, theta, b, a, *, rows: bool, cols: bool, loss_only: bool, de
                 acc[3:5] += (W[:2] @ P).to(torch.float64)
                 acc[5:8] += (W @ V).to(torch.float64)
     acc = acc.cpu().numpy()
-    relu = a * _relu_sums(theta, b) if N is None else acc[8]
+    relu = a * relu_sums(theta, b) if N is None else acc[8]
     loss = acc[0] + relu - a * (acc[2] - b * acc[1])
     g = None if g_th is None else g_th.cpu().numpy()
     h = None if h_th is None else h_th.cpu().numpy()

@@ -295,7 +295,9 @@ def fit_family_dif(
     Items are independent given the offsets, so each Newton loop runs only on the items whose last step was
     still >= ``tol`` (the reference steps every item until the largest step is below ``tol``; the difference
     is below ``tol``).  Models are sorted by family once so that family effects add by column blocks.
-    The reference's early stop applies: cycles end once every Newton loop ended below ``tol``.
+    The reference's early stop applies: cycles end once the family-effect Newton loops of a cycle ended below
+    ``tol``; the intercept loop does not count (an item no model, or every model, answers correctly has an
+    intercept that never converges, and the reference still stops: issue 22's differential test).
     """
     order = family_order(codes)
     return fit_family_dif_sorted(y[:, order], None if obs is None else obs[:, order], offsets[:, order],
@@ -344,10 +346,7 @@ def fit_family_dif_sorted(
     y_by_family = np.stack([yo[:, blk].sum(axis=1) for blk in blocks], axis=1)
     del yo
 
-    done, converged = 0, False
-    for cycle in range(cycles):
-        done = cycle + 1
-        loops_converged = True
+    def fit_intercepts() -> None:
         rows = np.arange(n_items)
         for _ in range(newton_iters):
             total, var = _newton_sums(off_s, obs_s, intercept, effects, blocks, rows, by_family=False)
@@ -356,7 +355,12 @@ def fit_family_dif_sorted(
             rows = rows[np.abs(step) >= tol]
             if rows.size == 0:
                 break
-        loops_converged &= rows.size == 0
+
+    fit_intercepts()  # the reference fits the intercepts once without family effects, then cycles
+    done, converged = 0, False
+    for cycle in range(cycles):
+        done = cycle + 1
+        fit_intercepts()
         rows = np.arange(n_items)
         for _ in range(newton_iters):
             total, var = _newton_sums(off_s, obs_s, intercept, effects, blocks, rows, by_family=True)
@@ -366,11 +370,10 @@ def fit_family_dif_sorted(
             rows = rows[np.abs(step).max(axis=1) >= tol]
             if rows.size == 0:
                 break
-        loops_converged &= rows.size == 0
         centre = effects.mean(axis=1)
         effects -= centre[:, None]
         intercept += centre
-        if loops_converged:
+        if rows.size == 0:  # the reference's stop: the family loops' last steps, whatever the intercepts did
             converged = True
             break
     return DifFit(intercept, effects, np.ptp(effects, axis=1), done, converged)

@@ -8,43 +8,38 @@ cross threads), and long work takes ``progress`` and ``cancel`` like the engine 
 from __future__ import annotations
 
 import hashlib
-import signal
-import sqlite3
-import subprocess
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from benchloupe import __version__
-from benchloupe.engine.common import Cancelled, EngineError
+from benchloupe.engine.common import EngineError
 from benchloupe.engine.families import infer_family, infer_owner
 from benchloupe.engine.simulate import Workspace, demo_workspace
 from benchloupe.hints import Alt, say
-from benchloupe.interrupt import Terminated
-from benchloupe.store import read, runners, runs
+from benchloupe.store import read, runs
 from benchloupe.store.db import StoreError, connect, transaction
+
+# What every run shares lives in jobs/base.py, which the area modules import (they never import this package
+# back: issue 27); the names stay reachable here, where the CLI and the TUI look for them.
+from .base import (  # noqa: F401 - re-exported
+    _REGISTRY,
+    Analysis,
+    RunContext,
+    Terminated,
+    cancellable_by_signals,
+    code_version,
+    fingerprint,
+    register,
+    stop_reason,
+)
 
 if TYPE_CHECKING:  # the import modules load pandas: imported where a file is parsed or written
     from benchloupe.store.importers.base import ParsedImport
     from benchloupe.store.writer import ImportSummary
 
+# The errors a face catches from a run (EngineError and StoreError are taken from here too: the faces import no engine).
 JobError = (EngineError, StoreError, ValueError)  # ValueError covers store.importers.base.ImportFormatError
-
-
-def code_version() -> str:
-    """Package version plus the git commit when running from a checkout."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[2],
-                             capture_output=True, text=True, timeout=5).stdout.strip()
-    except Exception:  # noqa: BLE001 - no git, not a checkout
-        sha = ""
-    return f"{__version__}+{sha}" if sha else __version__
 
 
 def file_sha256(path: str | Path) -> str:
@@ -231,127 +226,6 @@ def run_demo_analyses(db_path, progress=None) -> list[int]:
 
 # --------------------------------------------------------------------------------------------- runs
 
-def _config_dict(config) -> dict:
-    return asdict(config) if is_dataclass(config) else dict(config)
-
-
-def fingerprint(*arrays) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        if a is None:
-            h.update(b"none")
-            continue
-        a = np.ascontiguousarray(a)
-        h.update(str(a.dtype).encode() + str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:16]
-
-
-@contextmanager
-def cancellable_by_signals() -> Iterator[None]:
-    """While the body runs in the main thread, SIGTERM raises :class:`Terminated` (SIGINT already raises
-    KeyboardInterrupt); the previous handler is restored afterwards. Elsewhere (TUI workers) a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_term(signum, frame):
-        raise Terminated("cancelled by SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def stop_reason(exc: BaseException) -> tuple[str, str]:
-    """(status, one-line error) of a run ended by *exc*: cancelled for Ctrl-C, SIGTERM and cancel, else failed
-    with the real cause (a database write that failed says so)."""
-    if isinstance(exc, Terminated):
-        return "cancelled", "cancelled by SIGTERM"
-    if isinstance(exc, KeyboardInterrupt):
-        return "cancelled", "cancelled by Ctrl-C (SIGINT)"
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if isinstance(exc, Cancelled):
-        return "cancelled", text
-    if isinstance(exc, sqlite3.Error):
-        return "failed", f"could not write to the database: {text}"
-    if isinstance(exc, OSError):
-        return "failed", f"{type(exc).__name__}: {text}"
-    return "failed", text
-
-
-class RunContext:
-    """Creates the run row (with its runner and heartbeat), times stages, and marks the run failed or
-    cancelled if the body raises; a SIGKILL leaves it ``running`` for the next open to mark interrupted."""
-
-    def __init__(self, db_path, kind: str, benchmark: str | None, config, seed: int | None,
-                 inputs: list[tuple[str, str]] = (), label: str = ""):
-        self.db_path, self.kind, self.benchmark = db_path, kind, benchmark
-        self.config, self.seed, self.inputs, self.label = _config_dict(config), seed, inputs, label
-        self.t0 = time.perf_counter()
-        self.timings: dict[str, float] = {}
-        self.run_id: int | None = None
-
-    def start(self, conn, fp: str) -> int:
-        bid = read.benchmark_id(conn, self.benchmark) if self.benchmark else None
-        inputs = [(read.benchmark_id(conn, b), role) for b, role in self.inputs]
-        try:
-            self.run_id = runs.create_run(conn, self.kind, bid, config=self.config, seed=self.seed,
-                                          code_version=code_version(), input_fingerprint=fp, inputs=inputs,
-                                          label=self.label)
-        except KeyboardInterrupt as exc:  # Ctrl-C right after the row was written
-            self.fail(conn, exc)
-            raise
-        return self.run_id
-
-    def lap(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.timings[name] = round(now - since, 4)
-        return now
-
-    @contextmanager
-    def guard(self, conn) -> Iterator[None]:
-        """Run the body of a started run with a heartbeat and SIGTERM as a cancel; any exception is recorded
-        by :meth:`fail` and re-raised."""
-        run_id = self.run_id
-        heart = None
-        try:
-            with cancellable_by_signals():
-                if run_id is not None:
-                    heart = runners.Heartbeat(lambda: connect(self.db_path),
-                                              lambda c, now: runs.beat(c, run_id, now)).start()
-                yield
-        except sqlite3.Error as exc:  # disk full, I/O error, locked past the timeout: one line, the real cause
-            self.fail(conn, exc)
-            raise StoreError(f"{self.kind} run {run_id} failed: {stop_reason(exc)[1]} ({self.db_path}); "
-                             "free space or fix the file, then run it again") from exc
-        except BaseException as exc:
-            self.fail(conn, exc)
-            raise
-        finally:
-            if heart is not None:
-                heart.stop()
-
-    def fail(self, conn, exc: BaseException) -> None:
-        """Bad input (EngineError) leaves no trace: the run row is removed, so the database is as it was.
-        A cancellation or an unexpected failure keeps the row with its status and error for the history.
-        Recording never masks *exc*: if even that write fails, the next open marks the run interrupted."""
-        if self.run_id is None:
-            return
-        try:
-            if conn.in_transaction:  # a COMMIT that failed on a full disk leaves the transaction open
-                conn.execute("ROLLBACK")
-            if isinstance(exc, EngineError):
-                with transaction(conn):
-                    conn.execute("DELETE FROM runs WHERE id = ?", (self.run_id,))
-                return
-            runs.fail_run(conn, self.run_id, *stop_reason(exc))
-        except (sqlite3.Error, KeyboardInterrupt):
-            pass
-
-
 def remove_run(db_path, run_id: int) -> None:
     """Delete a run that is not running (an interrupted one, say) with its outputs."""
     conn = connect(db_path)
@@ -363,39 +237,13 @@ def remove_run(db_path, run_id: int) -> None:
 
 # --------------------------------------------------------------------------------------------- registry
 
-@dataclass(frozen=True)
-class Analysis:
-    """One analysis the CLI and the Runs screen can start.
-
-    ``run(db_path, benchmark, config, *, arena=None, progress=no_progress, cancel=None) -> run_id`` loads
-    from the store, computes and saves a run; ``config_cls()`` gives the paper's defaults for the form.
-    ``inputs`` says what the benchmark must hold: "static", "arena", "static+arena" (arena may be a second
-    benchmark passed as ``arena=``) or "any".
-    """
-
-    name: str
-    title: str
-    area: str
-    config_cls: type
-    inputs: str
-    run: Callable[..., int]
-
-
-_REGISTRY: dict[str, Analysis] = {}
-
-
-def register(analysis: Analysis) -> Analysis:
-    _REGISTRY[analysis.name] = analysis
-    return analysis
-
-
 # The order analyses are listed in (Runs screen, help): by area module, then in each module's own order. Modules
 # are imported lazily and in whatever order commands ask for them, so the registry's insertion order is not it.
 _AREA_ORDER = ("calibration", "diagnostics", "audit", "coverage", "fill")
 
 
 def _load_analyses() -> dict[str, Analysis]:
-    """Import the area modules so they register their analyses (they import this package, hence the delay).
+    """Import the area modules so they register their analyses (into the registry of jobs/base.py).
 
     Done on first use of ``ANALYSES``, not at import: ``import`` and ``list`` never load the engine's heavy
     modules (scipy.stats, the openai client) that only analyses use (issue 12, speed of imports).

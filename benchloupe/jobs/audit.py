@@ -27,11 +27,12 @@ from benchloupe.engine import dense
 from benchloupe.engine.common import EngineError, Progress, no_progress
 from benchloupe.engine.families import family_from_architecture, infer_family, infer_owner
 from benchloupe.engine.neartie import HALVES, AuditConfig, AuditResult, run_audit
+from benchloupe.engine.neartie.report import verdict_line
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from . import Analysis, RunContext, fingerprint, register
+from .base import Analysis, RunContext, fingerprint, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,10 +161,16 @@ def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys:
     return "\n".join(lines) + "\n"
 
 
-def check_report_path(report: str | Path | None) -> Path | None:
-    """The report destination, checked before any work: its folder must exist and it must not be a folder."""
+STDOUT = "-"  # ``--report -``: the report goes to standard output (the caller writes it; jobs never print)
+
+
+def check_report_path(report: str | Path | None) -> Path | str | None:
+    """The report destination, checked before any work: its folder must exist and it must not be a folder;
+    ``"-"`` (:data:`STDOUT`) is standard output, returned as is for the caller to write."""
     if report is None:
         return None
+    if str(report) == STDOUT:
+        return STDOUT
     path = Path(report)
     if path.is_dir():
         raise EngineError(say(Opt("report"), f" {path}: is a folder; give a file name, e.g. {path / 'neartie.md'}"))
@@ -205,7 +212,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
     products on numpy or torch (:mod:`benchloupe.engine.dense`); the run's metrics record it under ``compute``.
 
     The report is always stored with the run (artifact ``report``); a file is written only when ``report``
-    names one, and that path is checked before the run is created.  ``compare`` names a benchmark whose
+    names one, and that path is checked before the run is created (``"-"``: the caller prints the stored report).  ``compare`` names a benchmark whose
     latest near-tie run supplies the left side of the exact-common-model check (B.7, Table 10).
     """
     t0 = time.perf_counter()
@@ -247,15 +254,19 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             contributions = res.tables["contributions"]
             contributions = contributions.assign(item_key=keys[np.asarray(contributions["item"], dtype=int)])
             artifacts = {**{name: res.tables[name] for name in ("population", "dimension_curves", "purification",
-                                                                "folds", "pairs", "controls")},
+                                                                "folds", "pairs", "controls", "split_edges")},
                          "contributions": contributions, "report": text}
+            if "split_seeds" in res.tables:
+                artifacts["split_seeds"] = res.tables["split_seeds"]
             if common is not None:
                 artifacts["protocol_table10_exact_common"] = common.assign(left=compare, right=benchmark)
             for name, table in {**res.secondary, **res.protocol}.items():
                 artifacts[f"secondary_{name}" if name in res.secondary else f"protocol_{name}"] = table
             flags = _flags(res, sm.models, keys, top)
             ctx.lap("tables_s", t_tables)
-            metrics = {**res.summary, "table1": res.table1_row(), "missing_cells": missing, "sources": sources,
+            stability = res.summary.get("split_stability")
+            metrics = {**({"split_verdict": verdict_line(stability)} if stability else {}), **res.summary,
+                       "table1": res.table1_row(), "missing_cells": missing, "sources": sources,
                        "compute": {**dense.provenance(backend), "power_iterations": res.power_iterations}}
             if res.protocol:
                 from benchloupe.engine.neartie.protocol import protocol_summary
@@ -268,7 +279,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
             # the whole job, store write included, as the last word on the run's timings
             timings.update(store_s=round(time.perf_counter() - t_store, 4), total_s=round(time.perf_counter() - t0, 4))
             runs.set_timings(conn, ctx.run_id, timings)
-            if report_path is not None:
+            if isinstance(report_path, Path):
                 report_path.write_text(text, encoding="utf-8")
             return ctx.run_id
     finally:
@@ -295,7 +306,8 @@ def robustness_across(db_path, benchmarks: list[str], *, need: int = 3, alpha: f
     """Paper 002 D.2's pass rule (eqs. 59-61) across benchmarks, read from each one's latest ``--protocol full``
     near-tie run: Table 9 with one column per benchmark, G_dir, G_sig and pass/fail per specification.
 
-    Read-only (no run is stored); ``report`` also writes the Markdown section to that file.  Returns
+    Read-only (no run is stored); ``report`` also writes the Markdown section to that file (``"-"``: the caller
+    writes ``markdown`` to standard output).  Returns
     ``{"runs": {benchmark: run_id}, "table": DataFrame, "markdown": str, "need": ..., "alpha": ...}``.
     """
     from benchloupe.engine.neartie.perturb import cross_benchmark_table
@@ -320,7 +332,7 @@ def robustness_across(db_path, benchmarks: list[str], *, need: int = 3, alpha: f
         conn.close()
     table = cross_benchmark_table(tables, alpha, need)
     text = cross_benchmark_markdown(table, run_ids, alpha, need)
-    if report_path is not None:
+    if isinstance(report_path, Path):
         report_path.write_text(text, encoding="utf-8")
     return {"runs": run_ids, "table": table, "markdown": text, "need": need, "alpha": alpha}
 

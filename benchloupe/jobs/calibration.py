@@ -15,13 +15,14 @@ import pandas as pd
 
 from benchloupe.engine import informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.joint import VARIANTS, JointConfig  # noqa: F401 - the faces take them from here (issue 27)
 from benchloupe.engine.stats import spearman
 from benchloupe.hints import Alt, Hinted, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from . import Analysis, RunContext, fingerprint, register
-from .data import JointInputs, load_joint, rank_desc, truth_vector
+from .base import Analysis, RunContext, fingerprint, register
+from .data import JointInputs, load_joint, rank_desc, resolve_chance, truth_vector
 
 
 @dataclass(frozen=True)
@@ -164,10 +165,13 @@ def _truth_metrics(conn, inputs: JointInputs, theta: np.ndarray, b_static: np.nd
 def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConfig(), *, arena: str | None = None,
             reward_model: str | None = None, external: str | None = None, external_model: str | None = None,
             external_map: str | None = None, heldout: bool = True, seed: int = 0,
-            progress: Progress = no_progress, cancel: threading.Event | None = None, device: str = "auto") -> int:
+            progress: Progress = no_progress, cancel: threading.Event | None = None, device: str = "auto",
+            chance: str = "stated") -> int:
     """Fit DualEval in ``config.mode`` and save the run; returns its id.  ``external*``: see :func:`read_external`.
     ``device`` (auto | cpu | cuda) picks the compute backend of the dense passes; the run's metrics record it under
-    ``compute`` (backend, device, dtype, passes-equivalent)."""
+    ``compute`` (backend, device, dtype, passes-equivalent).  ``chance``: the static items' chance levels as
+    imported ("stated", checked against the data's floor), one shared lower asymptote estimated from the data
+    ("estimate") or none ("none"; :func:`benchloupe.jobs.data.resolve_chance`)."""
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -183,12 +187,14 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
                        if n]
         ctx = RunContext(db_path, config.mode, benchmark,
                          {**config.__dict__, "arena": inputs.arena_benchmark, "reward_model": inputs.reward_model,
-                          "external": str(external) if external else None, "heldout": heldout, "device": device},
+                          "external": str(external) if external else None, "heldout": heldout, "device": device,
+                          "chance": chance},
                          seed, inputs_list)
         ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
         with ctx.guard(conn):
             t = time.perf_counter()
+            inputs, chance_metrics, chance_warnings = resolve_chance(inputs, chance, cancel=cancel, progress=progress)
             static = inputs.static if config.uses_static else None
             arena_d = inputs.arena if config.uses_arena else None
             res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel, device=device)
@@ -202,7 +208,9 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
             metrics.update(_truth_metrics(conn, inputs, res.theta, res.b_static if static is not None else None))
             metrics["gamma"] = res.gamma
             metrics["warnings"] = res.warnings + (res.pairs.warnings if res.pairs is not None else []) + \
-                (ext.warnings if ext is not None else [])
+                (ext.warnings if ext is not None else []) + (chance_warnings if static is not None else [])
+            if static is not None:
+                metrics.update(chance_metrics)
             metrics["compute"] = res.provenance
             if ext is not None:
                 metrics.update(ext.metrics())
@@ -247,12 +255,14 @@ def run_baseline(db_path, benchmark: str, config: BaselineConfig = BaselineConfi
     try:
         source = arena or benchmark
         if method == "bt" and not reward_model:
-            from .data import has_arena
-            from .pairwise import PairwiseConfig, has_preferences, run_preference_bt
+            from .data import has_arena, has_preferences
+            from .pairwise import PairwiseConfig, run_preference_bt
 
             if not has_arena(conn, source) and has_preferences(conn, source):
+                ext = read_external(external, read.models(conn, source), model_column=external_model,
+                                    name_map=external_map)
                 return run_preference_bt(db_path, source, preference or PairwiseConfig(), seed=seed,
-                                         progress=progress, cancel=cancel)
+                                         progress=progress, cancel=cancel, external=ext)
         if preference is not None:
             raise EngineError(say("bootstrap replicates and the prior's alpha apply to Bradley-Terry on pairwise "
                               f"preferences (battles, AlpacaEval pairs); {source!r} is fitted from its arena "
@@ -364,6 +374,10 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
             warnings = list(ext.warnings) if ext is not None else []
             if inputs.arena is not None:
                 warnings += joint.build_pairs(inputs.arena, jc).warnings
+            missing = _missing_rows(inputs, benchmark, table)
+            if missing:
+                metrics["missing_methods"] = missing[0]
+                warnings.append(missing[1])
             metrics["warnings"] = warnings
             if ext is not None:
                 metrics.update(ext.metrics())
@@ -373,6 +387,26 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
             return ctx.run_id
     finally:
         conn.close()
+
+
+def _missing_rows(inputs: JointInputs, benchmark: str, table: pd.DataFrame):
+    """(methods absent from the Table 2 comparison, the line that says why and what to import), or None
+    (issue 23: an arena-only benchmark printed two rows without a word)."""
+    shown = {str(m) for m in table["method"]} if "method" in table else set()
+    if inputs.static is None:
+        gone = [m for m in ("DualEval", "Static 2PL") if m not in shown]
+        return gone, say(
+            f"{', '.join(gone) or 'the static columns'} and the Static rho column are missing: {benchmark!r} holds "
+            "arena data only, and DualEval and the static 2PL are fitted on static (0/1 or successes/trials) results; "
+            "import the same models' per-item correctness into a benchmark (import long / lm-eval / inspect / helm) and "
+            "run evaluate on it with ", Opt("arena", inputs.arena_benchmark or benchmark))
+    if inputs.arena is None:
+        gone = [m for m in ("DualEval", "Arena BT", "Arena Avg Reward") if m not in shown]
+        return gone, say(
+            f"{', '.join(gone) or 'the arena rows'} and the Arena rho column need arena rewards: {benchmark!r} has "
+            "static results only; import reward-model scores (import arena / alpacaeval) and ",
+            Opt("arena", "BENCHMARK", verb="pass"))
+    return None
 
 
 def _human_agreement(conn, arena_benchmark: str, reward_models: list[str], models: pd.DataFrame) -> list[dict]:

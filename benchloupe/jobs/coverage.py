@@ -27,7 +27,7 @@ from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
 
-from . import Analysis, RunContext, fingerprint, register
+from .base import Analysis, RunContext, fingerprint, register
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,7 @@ class JointInputs:
     reward_model: str | None
     static_benchmark: str | None
     arena_benchmark: str | None
+    chance_report: tuple = ({}, [])  # (metrics, warnings) of resolve_chance, once a run has resolved the chance
 
     def fingerprint_arrays(self) -> tuple:
         """The arrays a run's input fingerprint is computed from."""
@@ -52,6 +53,28 @@ def has_arena(conn, benchmark: str) -> bool:
     return bool(read.reward_models(conn, benchmark))
 
 
+def has_preferences(conn, benchmark: str) -> bool:
+    bid = read.benchmark_id(conn, benchmark)
+    return conn.execute("SELECT 1 FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = ?"
+                        " LIMIT 1", (bid,)).fetchone() is not None
+
+
+def preference_arena(conn, benchmark: str, models: pd.DataFrame):
+    """(ArenaData whose pairs are the benchmark's preferences, arena items frame) on the model axis ``models``."""
+    from benchloupe.engine.pairwise import preference_pairs
+
+    prefs = read.load_preferences(conn, benchmark)
+    items = read.items(conn, benchmark, kind="arena", status="active")
+    items = items[items["key"].isin(set(prefs["item"]))].reset_index(drop=True)
+    prefs = prefs[prefs["item"].isin(set(items["key"]))]
+    pos = {k: i for i, k in enumerate(items["key"])}
+    index = {n: i for i, n in enumerate(models["name"])}
+    pairs = preference_pairs(prefs["model_a"].map(index).to_numpy(), prefs["model_b"].map(index).to_numpy(),
+                             prefs["item"].map(pos).to_numpy(), prefs["prob_a"].to_numpy(float), len(models),
+                             len(items))
+    return ArenaData(np.full((len(models), len(items)), np.nan), preference_pairs=pairs), items
+
+
 def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: str | None = None,
                need_static: bool = False, need_arena: bool = False) -> JointInputs:
     """Static results of *benchmark* and arena rewards of *arena* (default: the benchmark's own, if any).
@@ -61,8 +84,6 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
     sm = read.load_static(conn, benchmark) if has_static(conn, benchmark) else None
     arena_name = arena or benchmark
     if not has_arena(conn, arena_name):
-        from .pairwise import has_preferences
-
         if has_preferences(conn, arena_name):
             arena_name = None  # preferences only: used as the arena pairs below
         elif not arena:
@@ -72,8 +93,6 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
         raise EngineError(f"benchmark {benchmark!r} has no static (0/1) results; import some or fit in arena mode")
     pref_name = None
     if am is None:
-        from .pairwise import has_preferences
-
         candidate = arena or benchmark
         pref_name = candidate if has_preferences(conn, candidate) else None
     if need_arena and am is None and pref_name is None:
@@ -96,8 +115,6 @@ def load_joint(conn, benchmark: str, *, arena: str | None = None, reward_model: 
         arena_data = ArenaData(rewards)
     arena_items = am.items if am is not None else None
     if pref_name is not None:  # preferences as the arena pairs (our extension, docs/DUALEVAL.md)
-        from .pairwise import preference_arena
-
         arena_data, arena_items = preference_arena(conn, pref_name, models)
         arena_name = pref_name
     return JointInputs(models, static, sm.items if sm is not None else None, arena_data,
@@ -129,6 +146,55 @@ def _static_data(sm: read.StaticMatrix, index: pd.Index) -> StaticData:
         if chance.any():
             kw["chance"] = chance
     return StaticData(correct, mask, **kw)
+
+
+CHANCE_MODES = ("stated", "estimate", "none")
+
+
+def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
+                   progress=None) -> tuple[JointInputs, dict, list[str]]:
+    """The static data's chance levels as a run uses them (issue 23), with what the run reports about them.
+
+    ``stated``: the imported levels, checked against the data's empirical floor (the weakest 10 % of models on the
+    hardest 20 % of items; :func:`benchloupe.engine.irt.asymptote.check_chance`): a warning names both numbers when
+    the stated chance is far above it.  ``estimate``: one lower asymptote shared by the items, estimated from the
+    data by marginal ML (:func:`~benchloupe.engine.irt.asymptote.estimate_lower_asymptote`), replaces the stated
+    levels on the items that have one (on every item when none has).  ``none``: the plain 2PL.
+    Returns (inputs with the chance the run uses, metrics, warnings)."""
+    from benchloupe.engine.irt.asymptote import check_chance, empirical_floor, estimate_lower_asymptote
+
+    if mode not in CHANCE_MODES:
+        raise EngineError(f"chance must be one of {', '.join(CHANCE_MODES)}, got {mode!r}")
+    st = inputs.static
+    if st is None:
+        return inputs, {}, []
+    k = st.trials if st.trials is not None else st.mask.astype(np.int32)
+    succ = np.where(st.mask, st.correct, 0)
+    k = np.where(st.mask, k, 0)
+    stated = st.chance
+    floor = empirical_floor(succ, k, chance=stated)
+    metrics: dict = {"chance_mode": mode, "chance_floor": round(floor.floor, 4)}
+    if stated is not None:
+        metrics["chance_stated"] = round(float(np.mean(stated[stated > 0])), 4)
+        metrics["chance_stated_hardest"] = round(floor.stated, 4)
+    warnings: list[str] = []
+    if mode == "none":
+        return replace(inputs, static=replace(st, chance=None)), metrics, warnings
+    if mode == "stated":
+        w = check_chance(floor)
+        if w:
+            warnings.append(say(w, ", or pass ", Opt("chance", "estimate"),
+                                " to estimate a shared lower asymptote from the data"))
+        return inputs, metrics, warnings
+    if progress is not None:
+        progress(0, 1, "estimating a shared lower asymptote (marginal ML; minutes on thousands of models)")
+    est = estimate_lower_asymptote(succ, k, cancel=cancel)
+    targets = stated > 0 if stated is not None else np.ones(st.shape[1], bool)
+    chance = np.where(targets, est.c, 0.0)
+    metrics.update({"chance_estimated": round(est.c, 4), "chance_estimated_ci": [round(v, 4) for v in est.ci],
+                    "chance_estimated_items": int(targets.sum()), "chance_estimate_loglik_gain": round(
+                        est.loglik - est.loglik_c0, 2)})
+    return replace(inputs, static=replace(st, chance=chance if chance.any() else None)), metrics, warnings
 
 
 def truth_vector(conn, benchmark: str, entity: str, name: str, keys) -> np.ndarray | None:

@@ -9,6 +9,7 @@ the one source there is), with the paper's Appendix B settings.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -18,14 +19,15 @@ import pandas as pd
 
 from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.informativeness import SELECTIONS  # noqa: F401 - CompressConfig.strategy's choices, for the faces
 from benchloupe.engine.stats import auprc, auroc
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import curation, read, runs
 from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
 
-from . import Analysis, RunContext, fingerprint, register
-from .data import JointInputs, load_joint, rank_desc
+from .base import Analysis, RunContext, fingerprint, register
+from .data import CHANCE_MODES, JointInputs, load_joint, rank_desc, resolve_chance
 
 
 def _mode(inputs: JointInputs, mode: str) -> str:
@@ -67,7 +69,30 @@ def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: s
     return inputs, mode, ctx
 
 
+def _chance(conn, ctx, inputs: JointInputs, config, cancel, progress=None) -> JointInputs:
+    """The chance levels the run uses (``config.chance``: stated | estimate | none; the stated ones otherwise),
+    inside the run's guard so that a failed estimate fails the run; the report goes to ``inputs.chance_report``."""
+    resolved, m, w = resolve_chance(inputs, getattr(config, "chance", "stated"), cancel=cancel, progress=progress)
+    resolved.chance_report = (m, w)
+    return resolved
+
+
+def _report_chance(metrics: dict, inputs: JointInputs) -> dict:
+    """``metrics`` with the chance report of :func:`_chance` merged in (its warnings appended)."""
+    m, w = inputs.chance_report
+    metrics.update(m)
+    if w:
+        metrics["warnings"] = list(metrics.get("warnings", [])) + list(w)
+    return metrics
+
+
 # ------------------------------------------------------------------------------------------------ compression
+
+def _check_chance_mode(mode: str) -> None:
+    if mode not in CHANCE_MODES:
+        raise EngineError(f"chance must be one of {', '.join(CHANCE_MODES)} (stated: the imported levels; estimate: "
+                          f"one lower asymptote estimated from the data; none: the 2PL), got {mode!r}")
+
 
 @dataclass(frozen=True)
 class CompressConfig:
@@ -76,7 +101,9 @@ class CompressConfig:
     difficulty-matched, random and random with 2PL+BT refit (scored against full-data DualEval, or its own
     full-data baseline with ``baseline_reference`` own), ``seeds`` random draws; abilities refit with item
     parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
-    benchmark; ``retire_lowest`` > 0 retires that many least informative items."""
+    benchmark; ``retire_lowest`` > 0 retires that many least informative items (chance-aware information).
+    ``chance``: stated (the imported chance levels, checked against the data's floor), estimate (one shared lower
+    asymptote estimated from the data) or none (the 2PL)."""
 
     mode: str = "auto"
     seeds: int = 3
@@ -87,8 +114,10 @@ class CompressConfig:
     export_fraction: float = 0.0
     export_name: str = ""
     retire_lowest: int = 0
+    chance: str = "stated"
 
     def __post_init__(self) -> None:
+        _check_chance_mode(self.chance)
         if self.strategy not in informativeness.SELECTIONS:
             raise EngineError(f"strategy must be one of {', '.join(informativeness.SELECTIONS)}, got "
                               f"{self.strategy!r}")
@@ -107,12 +136,17 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             raise EngineError("export_fraction needs export_name, the new benchmark's name")
         inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
             arena_d = inputs.arena if cfg.uses_arena else None
             scores = informativeness.fisher_scores(res, static, arena_d, cfg)
+            information = informativeness.mean_information(res, static, arena_d, cfg)
             item_ids = _all_items(inputs, cfg)
-            metrics: dict = {"mode": mode, "n_items": int(len(scores)), "objective": res.objective}
+            metrics: dict = {"mode": mode, "n_items": int(len(scores)), "objective": res.objective,
+                             "selection": informativeness.describe_strategy(config.strategy),
+                             **_chance_metrics(static)}
+            warnings: list[str] = []
             artifacts = {}
             if config.recovery:
                 check_cancel(cancel)
@@ -126,6 +160,9 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                     at10 = summary[(summary["strategy"] == strat) & np.isclose(summary["fraction"], 0.10)]
                     if len(at10):
                         metrics[f"{strat}_10pct_spearman"] = float(at10["spearman_mean"].iloc[0])
+                vs = informativeness.versus_random(summary)
+                metrics["versus_random"] = vs
+                warnings.extend(informativeness.losses_to_random(vs, config.strategy))
             if config.export_fraction:
                 keep = informativeness.select_subset(res, static, arena_d, cfg, config.strategy,
                                                      config.export_fraction, target=config.target)
@@ -136,17 +173,21 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                 metrics.update({"exported_benchmark": config.export_name, "exported_benchmark_id": new_id,
                                 "exported_items": int(len(keep))})
             if config.retire_lowest:
-                low = informativeness.lowest_information(scores, config.retire_lowest)
+                low = informativeness.lowest_information(information, config.retire_lowest)
                 for i in low:
                     curation.set_item_status(conn, int(item_ids[i]), "retired",
-                                             f"lowest Fisher information ({scores[i]:.3g}), compress run {ctx.run_id}")
+                                             f"lowest Fisher information ({information[i]:.3g}), compress run "
+                                             f"{ctx.run_id}")
                 metrics["retired_items"] = int(len(low))
+            if warnings:
+                metrics["warnings"] = warnings
+            _report_chance(metrics, inputs)
             a = np.concatenate([res.a_static if cfg.uses_static and static is not None else [],
                                 res.a_arena if cfg.uses_arena and arena_d is not None else []])
             b = np.concatenate([res.b_static if cfg.uses_static and static is not None else [],
                                 res.b_arena if cfg.uses_arena and arena_d is not None else []])
-            items = pd.DataFrame({"item_id": item_ids, "fisher": scores, "difficulty": b, "sharpness": a,
-                                  "fisher_rank": rank_desc(scores)})
+            items = pd.DataFrame({"item_id": item_ids, "fisher": scores, "information": information,
+                                  "difficulty": b, "sharpness": a, "fisher_rank": rank_desc(scores)})
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, items=items,
                 models=pd.DataFrame({"model_id": inputs.models["id"], "theta": res.theta}), artifacts=artifacts))
@@ -155,17 +196,96 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
         conn.close()
 
 
+def _chance_metrics(static) -> dict:
+    """How many static items carry a known chance level (guessing) and its mean, for the run's summary."""
+    c = None if static is None else getattr(static, "chance", None)
+    if c is None:
+        return {"items_with_chance": 0}
+    c = np.asarray(c, float)
+    return {"items_with_chance": int((c > 0).sum()), "mean_chance": round(float(c[c > 0].mean()), 4)}
+
+
 # ------------------------------------------------------------------------------------------------ anomalies
 
 @dataclass(frozen=True)
 class AnomalyConfig:
     """Residual anomaly detection (paper 000 §4.3, Table 8): cells with |standardised residual| > 3.5 become
     candidates for triage. ``protocol`` also runs the synthetic contamination protocol (rates 0.5/1/2/5 %,
-    5 seeds, +2.0 reward boost) and reports cell-level AUROC/AUPRC per detector (Appendix K)."""
+    5 seeds, +2.0 reward boost) and reports cell-level AUROC/AUPRC per detector (Appendix K), beside the oracle
+    ceiling of the benchmark (issue 23). ``chance``: stated | estimate | none (see CompressConfig)."""
 
     mode: str = "auto"
     threshold: float = 3.5
     protocol: bool = False
+    chance: str = "stated"
+
+    def __post_init__(self) -> None:
+        _check_chance_mode(self.chance)
+        if not (np.isfinite(self.threshold) and self.threshold > 0):
+            raise EngineError(f"threshold must be a positive number of standard deviations, got {self.threshold}")
+
+
+PROTOCOL_COLUMNS = ["auroc", "auprc", "precision_at_k", "item_auroc", "item_auprc", "item_precision_at_k"]
+
+
+def _protocol(res, cfg, static, arena, progress, cancel) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The section 4.3 synthetic protocol as the run reports it (issue 23): every rate, both detectors, the
+    guessing-aware residual and the 2PL one when the items carry a chance level, and beside each static row the
+    oracle ceiling (:func:`benchloupe.engine.anomaly.oracle_ceiling` on the fit's probabilities, chance included).
+    Returns (per-seed rows, means per (target, p_model, detector, rate), the printed table)."""
+    progress(0, 1, "synthetic contamination protocol")
+    guessing = static is not None and static.chance is not None
+    tables = []
+    for target, data_ok in (("static", static is not None), ("arena", arena is not None)):
+        if data_ok:
+            t = anomaly.contamination_experiment(static, arena, cfg, target=target, clean=res, progress=progress,
+                                                 cancel=cancel)
+            t["p_model"] = "guessing" if guessing and target == "static" else "2pl"
+            tables.append(t)
+    if guessing:  # the same protocol with the chance level ignored, to show what it changes
+        t = anomaly.contamination_experiment(replace(static, chance=None), arena, cfg, target="static",
+                                             progress=progress, cancel=cancel)
+        t["p_model"] = "2pl"
+        tables.append(t)
+    proto = pd.concat(tables, ignore_index=True)
+    summ = proto.groupby(["target", "p_model", "detector", "rate"], sort=False)[PROTOCOL_COLUMNS].mean().reset_index()
+    table = summ[["target", "p_model", "detector", "rate", "auroc", "auprc", "item_auroc"]].copy()
+    table["ceiling_auroc"] = np.nan
+    table["ceiling_auprc"] = np.nan
+    if static is not None:
+        progress(0, 1, "oracle ceiling: the protocol on data simulated from the fit, scored with its probabilities")
+        oracle = anomaly.oracle_ceiling(static, res.p_static(), cancel=cancel)
+        if len(oracle):
+            ceil = oracle.groupby("rate")[["auroc", "auprc"]].mean()
+            st = table["target"] == "static"
+            table.loc[st, "ceiling_auroc"] = table.loc[st, "rate"].map(ceil["auroc"]).to_numpy()
+            table.loc[st, "ceiling_auprc"] = table.loc[st, "rate"].map(ceil["auprc"]).to_numpy()
+            oracle = oracle.assign(target="static", p_model="oracle", detector="true_p")
+            proto = pd.concat([proto, oracle], ignore_index=True)
+    table["below_ceiling"] = table["ceiling_auroc"] - table["auroc"]
+    return proto, summ, table
+
+
+def _protocol_metrics(table: pd.DataFrame, *, guessing: bool) -> dict:
+    """The protocol's headline numbers: the minimum AUROC of the primary static row (clean reference, the fit's
+    own p model) as before, the ceiling's range and the largest shortfall below it over every static row."""
+    st = table[table["target"] == "static"]
+    first = st[(st["detector"] == "clean_reference") & (st["p_model"] == ("guessing" if guessing else "2pl"))]
+    out = {"protocol_min_auroc_clean_reference_static": float(first["auroc"].min()) if len(first) else None,
+           "protocol_min_item_auroc_clean_reference_static": float(first["item_auroc"].min()) if len(first) else None}
+    if len(st) and st["ceiling_auroc"].notna().any():
+        out.update({"protocol_ceiling_auroc_min": float(st["ceiling_auroc"].min()),
+                    "protocol_ceiling_auroc_max": float(st["ceiling_auroc"].max()),
+                    "protocol_max_below_ceiling_clean_reference": float(first["below_ceiling"].max())
+                    if len(first) else None,
+                    "protocol_max_below_ceiling_any": float(st["below_ceiling"].max())})
+        above = float(-first["below_ceiling"].min()) if len(first) else float("nan")
+        if guessing and above > 0.01:
+            out["protocol_warnings"] = [say(
+                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f}: the data show less "
+                "guessing than the stated chance levels the ceiling was simulated with (see the chance check); ",
+                Opt("chance", "estimate"), " simulates it with a floor estimated from the data")]
+    return out
 
 
 def _truth_detection(conn, benchmark: str, inputs: JointInputs, res_static: np.ndarray | None) -> dict:
@@ -192,6 +312,7 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena, reward_model)
         with ctx.guard(conn):
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static if cfg.uses_static else None
             arena_d = inputs.arena if cfg.uses_arena else None
@@ -203,32 +324,12 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
             metrics.update(_truth_detection(conn, inputs.static_benchmark or benchmark, inputs, resid.static))
             artifacts = {}
             if config.protocol:
-                progress(0, 1, "synthetic contamination protocol")
-                tables = []
-                guessing = static is not None and getattr(static, "chance", None) is not None
-                for target, data_ok in (("static", static is not None), ("arena", arena_d is not None)):
-                    if data_ok:
-                        t = anomaly.contamination_experiment(static, arena_d, cfg, target=target, clean=res,
-                                                             progress=progress, cancel=cancel)
-                        t["p_model"] = "guessing" if guessing else "2pl"
-                        tables.append(t)
-                if guessing:  # the same protocol with the chance level ignored, to show its effect
-                    plain = replace(static, chance=None)
-                    t = anomaly.contamination_experiment(plain, arena_d, cfg, target="static", progress=progress,
-                                                         cancel=cancel)
-                    t["p_model"] = "2pl"
-                    tables.append(t)
-                proto = pd.concat(tables, ignore_index=True)
-                artifacts["contamination_protocol"] = proto
-                cols = ["auroc", "auprc", "precision_at_k", "item_auroc", "item_auprc", "item_precision_at_k"]
-                summ = proto.groupby(["target", "p_model", "detector", "rate"])[cols].mean().reset_index()
-                artifacts["contamination_summary"] = summ
-                first = summ[(summ["target"] == "static") & (summ["detector"] == "clean_reference")
-                             & (summ["p_model"] == ("guessing" if guessing else "2pl"))]
-                metrics["protocol_min_auroc_clean_reference_static"] = float(first["auroc"].min()) \
-                    if len(first) else None
-                metrics["protocol_min_item_auroc_clean_reference_static"] = float(first["item_auroc"].min()) \
-                    if len(first) else None
+                proto, summ, table = _protocol(res, cfg, static, arena_d, progress, cancel)
+                artifacts.update({"contamination_protocol": proto, "contamination_summary": summ,
+                                  "protocol_table": table})
+                pm = _protocol_metrics(table, guessing=static is not None and static.chance is not None)
+                metrics["warnings"] = list(metrics.get("warnings", [])) + pm.pop("protocol_warnings", [])
+                metrics.update(pm)
             theta = res.theta
             flags = []
             for c in cands.itertuples(index=False):
@@ -244,7 +345,7 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
                                           "expected_p": float(c.expected_p), "observed": float(c.observed),
                                           "theta": float(theta[c.model_idx]), "b": b, "a": a, "mode": mode}})
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                metrics=_report_chance(metrics, inputs), timings={"total_s": round(time.perf_counter() - t0, 4)},
                 models=pd.DataFrame({"model_id": inputs.models["id"], "theta": theta}),
                 items=pd.DataFrame({"item_id": inputs.static_items["id"], "difficulty": res.b_static,
                                     "sharpness": res.a_static}) if static is not None else None,
@@ -350,6 +451,7 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             cfg = joint.JointConfig(mode=mode)
             res = bootstrap.cluster_bootstrap(inputs.static if cfg.uses_static else None,
                                               inputs.arena if cfg.uses_arena else None, cfg, B=config.B,
@@ -374,8 +476,8 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
                 artifacts["table4"] = pd.DataFrame(t4)
                 metrics["table4"] = t4
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, models=models,
-                artifacts=artifacts))
+                metrics=_report_chance(metrics, inputs), timings={"total_s": round(time.perf_counter() - t0, 4)},
+                models=models, artifacts=artifacts))
             return ctx.run_id
     finally:
         conn.close()
@@ -402,11 +504,13 @@ class ContaminationConfig:
     """Contamination windows (issue 14): per model, the residual shift on items dated on or before its cutoff vs
     after, with a bootstrap interval and a permutation p (Holm over models), also with item parameters fitted
     without that model. Item dates come from item metadata ``date_key``, model cutoffs from model metadata
-    ``cutoff_key`` (import them with an item-metadata file and a models file)."""
+    ``cutoff_key`` (import them with an item-metadata file and a models file); left empty, each is "date" /
+    "cutoff" when present, else the one date-valued metadata key of its side (the run says which it used), and a
+    key that cannot be found is refused with the keys the items and the models do have (issue 23)."""
 
     mode: str = "auto"
-    date_key: str = "date"
-    cutoff_key: str = "cutoff"
+    date_key: str = ""  # "" = "date" when items have it, else their only date-valued metadata key
+    cutoff_key: str = ""  # "" = "cutoff" when models have it, else their only date-valued metadata key
     alpha: float = 0.05
     n_boot: int = 1000
     n_perm: int = 2000
@@ -434,6 +538,74 @@ def _metadata_values(frame: pd.DataFrame, key: str) -> list:
     return out
 
 
+DATE_TEXT = re.compile(r"\d{4}(-\d{1,2}(-\d{1,2})?([T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?)?"
+                       r"|\d{4}/\d{1,2}/\d{1,2}|\d{1,2}/\d{1,2}/\d{4}")
+
+
+def metadata_keys(frame: pd.DataFrame) -> dict[str, bool]:
+    """Every metadata key of the rows of ``frame`` -> whether it is date-valued: every value that is not null is
+    text that reads as a date (ISO ``2024-03-01``, ``2024-03``, a bare year ``2024``, ``2024/3/1``, ``3/1/2024``).
+    Numbers are not dates here (a count or a score would pass for "days since 1970")."""
+    seen: dict[str, bool] = {}
+    for raw in frame.get("metadata", pd.Series([None] * len(frame))):
+        try:
+            meta = json.loads(raw) if isinstance(raw, str) else (raw or {})
+        except json.JSONDecodeError:
+            meta = {}
+        if not isinstance(meta, dict):
+            continue
+        for k, v in meta.items():
+            if v is None:
+                seen.setdefault(str(k), True)
+                continue
+            ok = isinstance(v, str) and DATE_TEXT.fullmatch(v.strip()) is not None \
+                and np.isfinite(contamination.to_days([v.strip()])[0])
+            seen[str(k)] = seen.get(str(k), True) and ok
+    return seen
+
+
+def _keys_text(keys: dict[str, bool]) -> str:
+    if not keys:
+        return "none"
+    shown = sorted(keys)[:12]
+    return ", ".join(f"{k} (date)" if keys[k] else k for k in shown) + (f" and {len(keys) - 12} more"
+                                                                      if len(keys) > 12 else "")
+
+
+def _window_keys(benchmark: str, items: pd.DataFrame, models: pd.DataFrame, config) -> tuple[str, str, list[str]]:
+    """(item date key, model cutoff key, notes): the keys given, else "date" / "cutoff", else the one date-valued
+    key of each side; one EngineError naming the keys both sides have when either cannot be settled."""
+    sides = (("item", "date", config.date_key, metadata_keys(items), "date_key",
+              "an item-metadata file with a date column"),
+             ("model", "cutoff", config.cutoff_key, metadata_keys(models), "cutoff_key",
+              "a models file with a cutoff column"))
+    chosen, notes, problems = [], [], []
+    for side, default, given, keys, opt, fix in sides:
+        dates = [k for k, is_date in keys.items() if is_date]
+        if given:
+            key = given if given in keys else None
+            if key is None:
+                problems.append(f"no {side} has metadata key {given!r}")
+        elif default in keys:
+            key = default
+        elif len(dates) == 1:
+            key = dates[0]
+            notes.append(f"{side} {'dates' if side == 'item' else 'cutoffs'}: metadata key {key!r}, the only "
+                         f"date-valued {side} key (no {default!r}; name another with --{opt.replace('_', '-')})")
+        else:
+            key = None
+            problems.append(f"no {side} has a {default!r} key" + (
+                f" and {len(dates)} {side} keys hold dates ({', '.join(map(repr, dates))}): name one" if dates
+                else f" and no {side} key holds dates: import {fix}"))
+        chosen.append(key)
+    if problems:
+        raise EngineError(say(
+            f"contamination windows of {benchmark!r}: " + "; ".join(problems)
+            + f". Item metadata keys: {_keys_text(sides[0][3])}. Model metadata keys: {_keys_text(sides[1][3])}. "
+            "Choose with ", Opt("date_key", "KEY"), " and ", Opt("cutoff_key", "KEY")))
+    return chosen[0], chosen[1], notes
+
+
 def _model_metadata(conn, model_ids) -> pd.DataFrame:
     ids = [int(i) for i in model_ids]
     rows = conn.execute(f"SELECT id, metadata FROM models WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
@@ -449,18 +621,14 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "contamination", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
             if inputs.static is None or mode == "arena":
                 raise EngineError(f"contamination windows compare static residuals; {benchmark!r} has no static "
                                   "results in this mode")
-            days = contamination.to_days(_metadata_values(inputs.static_items, config.date_key))
-            cut = contamination.to_days(_metadata_values(_model_metadata(conn, inputs.models["id"]),
-                                                         config.cutoff_key))
-            if not np.isfinite(days).any():
-                raise EngineError(say(f"no item of {benchmark!r} has a {config.date_key!r} date in its metadata; import "
-                                      "an item-metadata file with a date column (or ", Opt("date_key", verb="pass"), ")"))
-            if not np.isfinite(cut).any():
-                raise EngineError(say(f"no model of {benchmark!r} has a {config.cutoff_key!r} cutoff in its metadata; "
-                                      "import a models file with a cutoff column (or ", Opt("cutoff_key", verb="pass"), ")"))
+            model_meta = _model_metadata(conn, inputs.models["id"])
+            date_key, cutoff_key, key_notes = _window_keys(benchmark, inputs.static_items, model_meta, config)
+            days = contamination.to_days(_metadata_values(inputs.static_items, date_key))
+            cut = contamination.to_days(_metadata_values(model_meta, cutoff_key))
             cfg, res = _fit(inputs, mode, progress, cancel)
             static = inputs.static
             arena_d = inputs.arena if cfg.uses_arena else None
@@ -508,12 +676,13 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
                                     "ci_loo": [float(row.ci_low_loo), float(row.ci_high_loo)]})
                 flags.append({"kind": "anomaly", "model_id": int(ids[m]), "score": float(row.shift),
                               "payload": payload})
-            metrics = {"mode": mode, "dated_items": int(np.isfinite(days).sum()),
+            metrics = {"mode": mode, "date_key": date_key, "cutoff_key": cutoff_key, "notes": key_notes,
+                       "dated_items": int(np.isfinite(days).sum()),
                        "models_with_cutoff": int(np.isfinite(cut).sum()), "models_tested": int(len(table)),
                        "models_flagged": int(table["flagged"].sum()) if len(table) else 0, "n_perm": n_perm,
                        "alpha": config.alpha}
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                metrics=_report_chance(metrics, inputs), timings={"total_s": round(time.perf_counter() - t0, 4)},
                 models=pd.DataFrame({"model_id": ids, "theta": res.theta}),
                 artifacts={"windows": table.drop(columns=["model_idx"]),
                            "window_residuals": pd.concat(cells, ignore_index=True) if cells else pd.DataFrame()},

@@ -49,7 +49,7 @@ from benchloupe.store import read, runners, runs
 from benchloupe.store.curation import put_setting
 from benchloupe.store.db import StoreError, connect
 
-from . import cancellable_by_signals, stop_reason
+from .base import cancellable_by_signals, stop_reason
 
 ENDPOINTS_KEY = "benchfill.endpoints"
 ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
@@ -58,6 +58,11 @@ SCOPES = ("database", "user")
 
 
 # ------------------------------------------------------------------------------------------------ endpoints
+
+def user_endpoints_path():
+    """The per-user endpoints file (:mod:`benchloupe.prompts.endpoints_file`) that a database's settings override."""
+    return endpoints_file.path()
+
 
 def _db_endpoints(conn) -> dict:
     return read.setting(conn, ENDPOINTS_KEY, endpoints_file.empty())

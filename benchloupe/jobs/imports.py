@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -221,6 +222,109 @@ def _as_binomial(parsed: ParsedImport) -> None:
         parsed.correct = None
 
 
+def _shown(value, width: int = 60) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def resolve_reruns(parsed_all: list[tuple[str, str, ParsedImport, str]]) -> list[tuple[str, str, ParsedImport, str]]:
+    """Several runs of one harness task for one model in a batch (lm-eval re-runs, issue 23; ``ParsedImport.run``;
+    one model = one name *and* one recorded identity, :func:`benchloupe.store.importers.lmeval.recorded_model`):
+    with ``reruns`` "newest" the latest run (by its timestamp) is kept and a note names the files it supersedes;
+    with "trials" every run becomes a repeated trial of its items (successes of trials) when their settings agree,
+    and the import is refused, naming each differing setting with both values, when they do not. Entries are
+    ``(label, format, parsed, sha256)``; other entries pass through in order."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for idx, (_, _, parsed, _) in enumerate(parsed_all):
+        run = parsed.run
+        if not run or run.get("tool") != "lm-eval" or len(parsed.models) != 1:
+            continue
+        key = (parsed.benchmark, str(parsed.models["name"].iloc[0]), str(run.get("task")), str(run.get("identity")))
+        groups.setdefault(key, []).append(idx)
+    drop: set[int] = set()
+    replace_at: dict[int, tuple[str, str, ParsedImport, str]] = {}
+    for (_, model, task, _), idxs in groups.items():
+        if len(idxs) < 2:
+            continue
+        order = sorted(idxs, key=lambda i: (str(parsed_all[i][2].run.get("stamp")), parsed_all[i][0]))
+        newest = order[-1]
+        labels = [parsed_all[i][0] for i in order]
+        mode = parsed_all[newest][2].run.get("reruns", "newest")
+        if mode == "trials":
+            _same_settings(parsed_all, order, task, model)
+            replace_at[newest] = _as_trials(parsed_all, order, task, model)
+        else:
+            parsed_all[newest][2].notes.append(say(
+                f"the newest of {len(order)} runs of task {task!r} for model {model!r} "
+                f"({parsed_all[newest][2].run.get('stamp')}); it supersedes {', '.join(labels[:-1])} (keep every run "
+                "as repeated trials with ", Opt("reruns", "trials"), ")"))
+        drop.update(order[:-1])
+    return [replace_at.get(i, entry) for i, entry in enumerate(parsed_all) if i not in drop]
+
+
+def _differences(a, b, prefix: str = "", depth: int = 4) -> list[tuple[str, object, object]]:
+    """(dotted key, value in a, value in b) for every leaf where two settings trees differ."""
+    if isinstance(a, dict) and isinstance(b, dict) and depth > 0:
+        out = []
+        for k in dict.fromkeys([*a, *b]):
+            out += _differences(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k), depth - 1)
+        return out
+    return [] if _shown(a, 10 ** 6) == _shown(b, 10 ** 6) else [(prefix, a, b)]
+
+
+def _same_settings(parsed_all, order: list[int], task: str, model: str) -> None:
+    first_label, _, first, _ = parsed_all[order[0]]
+    for i in order[1:]:
+        label, _, parsed, _ = parsed_all[i]
+        diff = _differences(first.run.get("settings") or {}, parsed.run.get("settings") or {})
+        if diff:
+            detail = "; ".join(f"{k}: {_shown(va)} vs {_shown(vb)}" for k, va, vb in diff[:4])
+            raise ImportFormatError(
+                label, "", f"runs of task {task!r} for model {model!r} differ in their settings, so they are not "
+                f"repeated trials of one setting ({first_label} vs this file: {detail}"
+                + (f"; and {len(diff) - 4} more" if len(diff) > 4 else "") + ")",
+                say("keep the newest run (", Opt("reruns", "newest"), "), or import the runs into separate benchmarks (",
+                    Opt("benchmark"), ")"))
+
+
+def _as_trials(parsed_all, order: list[int], task: str, model: str) -> tuple[str, str, ParsedImport, str]:
+    """One ParsedImport holding every run of ``order`` as trials: successes and trials per item, items in order of
+    first appearance."""
+    import pandas as pd
+
+    keys: dict[str, int] = {}
+    rows = []
+    for i in order:
+        items = parsed_all[i][2].items
+        for r in items.to_dict("records"):
+            if str(r["key"]) not in keys:
+                keys[str(r["key"])] = len(rows)
+                rows.append(r)
+    succ = np.zeros((1, len(rows)), np.int32)
+    tri = np.zeros((1, len(rows)), np.int32)
+    for i in order:
+        parsed = parsed_all[i][2]
+        for j, key in enumerate(parsed.items["key"].astype(str)):
+            col = keys[key]
+            if parsed.trials is not None:
+                succ[0, col] += int(parsed.successes[0, j])
+                tri[0, col] += int(parsed.trials[0, j])
+            elif parsed.correct[0, j] >= 0:
+                succ[0, col] += int(parsed.correct[0, j])
+                tri[0, col] += 1
+    label, fmt, newest, _ = parsed_all[order[-1]]
+    merged = ParsedImport(benchmark=newest.benchmark, kind=newest.kind, items=pd.DataFrame(rows),
+                          models=newest.models, successes=succ, trials=tri,
+                          source=";".join(parsed_all[i][2].source for i in order),
+                          notes=[n for i in order for n in parsed_all[i][2].notes],
+                          run={**newest.run, "merged": [parsed_all[i][0] for i in order]})
+    merged.notes = list(dict.fromkeys(merged.notes)) + [
+        f"{len(order)} runs of task {task!r} for model {model!r} kept as repeated trials (same settings): "
+        + ", ".join(parsed_all[i][0] for i in order)]
+    sha = hashlib.sha256("".join(parsed_all[i][3] for i in order).encode()).hexdigest()
+    return label, fmt, merged, sha
+
+
 def _check_overlaps(batch: list[tuple[str, ParsedImport]]) -> None:
     """Two files of one batch must not both give a result for the same (benchmark, model, item)."""
     seen: dict[tuple[str, str, str], str] = {}
@@ -280,6 +384,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
         if not parsed_all:
             raise ImportFormatError(", ".join(paths), "", f"none of {len(files)} files could be imported "
                                     f"({summary.skipped[0] if summary.skipped else ''})", "name the format explicitly")
+        parsed_all = resolve_reruns(parsed_all)
         binomial = {p.benchmark for _, _, p, _ in parsed_all if p.trials is not None}
         for _, _, parsed, _ in parsed_all:
             if parsed.benchmark in binomial:

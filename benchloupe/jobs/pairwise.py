@@ -16,7 +16,7 @@ from benchloupe.engine.pairwise import PairwiseData, fit_bt
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from . import RunContext, fingerprint
+from .base import RunContext, fingerprint
 from .data import rank_desc
 
 
@@ -45,32 +45,15 @@ class PairwiseConfig:
 MAX_BOOTSTRAP = 100_000  # replicates; beyond this the intervals' Monte Carlo error no longer shrinks usefully
 
 
-def has_preferences(conn, benchmark: str) -> bool:
-    bid = read.benchmark_id(conn, benchmark)
-    return conn.execute("SELECT 1 FROM preferences p JOIN items i ON i.id = p.item_id WHERE i.benchmark_id = ?"
-                        " LIMIT 1", (bid,)).fetchone() is not None
-
-
-def preference_arena(conn, benchmark: str, models: pd.DataFrame):
-    """(ArenaData whose pairs are the benchmark's preferences, arena items frame) on the model axis ``models``."""
-    from benchloupe.engine.joint import ArenaData
-    from benchloupe.engine.pairwise import preference_pairs
-
-    prefs = read.load_preferences(conn, benchmark)
-    items = read.items(conn, benchmark, kind="arena", status="active")
-    items = items[items["key"].isin(set(prefs["item"]))].reset_index(drop=True)
-    prefs = prefs[prefs["item"].isin(set(items["key"]))]
-    pos = {k: i for i, k in enumerate(items["key"])}
-    index = {n: i for i, n in enumerate(models["name"])}
-    pairs = preference_pairs(prefs["model_a"].map(index).to_numpy(), prefs["model_b"].map(index).to_numpy(),
-                             prefs["item"].map(pos).to_numpy(), prefs["prob_a"].to_numpy(float), len(models),
-                             len(items))
-    return ArenaData(np.full((len(models), len(items)), np.nan), preference_pairs=pairs), items
-
-
 def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = PairwiseConfig(), *, seed: int = 0,
-                      progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
-    """Fit Bradley-Terry on the benchmark's preferences and save the run (kind ``bt-pref``)."""
+                      progress: Progress = no_progress, cancel: threading.Event | None = None,
+                      external=None, **_) -> int:
+    """Fit Bradley-Terry on the benchmark's preferences and save the run (kind ``bt-pref``); ``external`` is the
+    ``fit --external`` ranking read on the benchmark's models (``jobs.calibration.read_external``, an
+    ``ExternalRanking``): Spearman of the BT scores with it and how many models it matched (issue 23: it was
+    ignored here)."""
+    from benchloupe.engine.stats import spearman
+
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -82,6 +65,7 @@ def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = Pairwise
                               + (f" by judge {config.judge!r}" if config.judge else "")
                               + "; import battles or AlpacaEval annotations first")
         models = read.models(conn, benchmark)
+        ext = external
         index = {n: i for i, n in enumerate(models["name"])}
         a = prefs["model_a"].map(index).to_numpy(np.int64)
         b = prefs["model_b"].map(index).to_numpy(np.int64)
@@ -102,7 +86,10 @@ def run_preference_bt(db_path, benchmark: str, config: PairwiseConfig = Pairwise
             ties = float(np.mean(p == 0.5))
             metrics = {"comparisons": int(len(p)), "models": int(seen.sum()), "tie_share": round(ties, 4),
                        "iterations": res.iterations, "converged": res.converged, "alpha": config.alpha,
-                       "bootstrap": config.bootstrap}
+                       "bootstrap": config.bootstrap, "warnings": ext.warnings if ext is not None else []}
+            if ext is not None:
+                metrics["spearman_vs_external"] = spearman(theta, ext.scores)
+                metrics.update(ext.metrics())
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)}, models=frame))
             return ctx.run_id

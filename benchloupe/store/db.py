@@ -10,11 +10,11 @@ import getpass
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from benchloupe.hints import Alt, say
 
+from .atomic import transaction  # also the store's name for it: `from benchloupe.store.db import transaction`
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 
@@ -262,25 +262,6 @@ def _split(script: str) -> Iterator[str]:
     rest = "\n".join(buf).strip()
     if rest:
         yield rest
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator[sqlite3.Connection]:
-    """One all-or-nothing transaction: commit on success, roll back on any exception."""
-    try:  # BEGIN inside the try: a Ctrl-C / SIGTERM right after it must not leave the transaction open
-        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
-        yield conn
-    except BaseException:
-        # SQLite may already have rolled back (a full disk, an I/O error); a second ROLLBACK would then raise
-        # "cannot rollback - no transaction is active" and hide the real cause.
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-        raise
-    else:
-        conn.execute("COMMIT")
 
 
 def audit(conn: sqlite3.Connection, action: str, entity: str, entity_id: int | None, detail: str = "{}",

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from benchloupe.hints import Alt, say
 
-from .db import transaction
+from .atomic import transaction
 
 HEARTBEAT_S = 5.0
 STALE_AFTER_S = 60.0

@@ -120,33 +120,21 @@ class BenchloupeApp(App[int]):
 
     def on_mount(self) -> None:
         self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
-        self.simulated_held = self._simulated_closed = False
-        self._simulated_lock = threading.Lock()
+        from benchloupe.jobs.simulated import SimulatedHold
+
+        self.simulated_hold = SimulatedHold()
         self.set_timer(WARM_UP_DELAY, lambda: self.run_worker(self._hold_simulated, thread=True, group="simulated",
                                                               exit_on_error=False))
 
     def _hold_simulated(self) -> None:
         """Start the built-in simulated endpoint (prompts/simulated.py) when this workspace's BenchFill
-        endpoints are the simulated ones (the demo's); :meth:`on_unmount` stops it."""
-        from benchloupe.jobs.fill import uses_simulated
-        from benchloupe.prompts import simulated
-
-        if uses_simulated(self.db_path):
-            with self._simulated_lock:
-                if not (self._simulated_closed or self.simulated_held):
-                    simulated.acquire()
-                    self.simulated_held = True
+        endpoints are the simulated ones (the demo's); :meth:`on_unmount` stops it (jobs/simulated.py)."""
+        self.simulated_hold.take(self.db_path)
 
     def on_unmount(self) -> None:
-        from benchloupe.prompts import simulated
-
         if self.job_process is not None and self.job_process.is_alive():
             self.job_process.stop()  # cancel, then SIGTERM, then SIGKILL: no job outlives the app
-        with self._simulated_lock:
-            self._simulated_closed = True
-            if self.simulated_held:
-                self.simulated_held = False
-                simulated.release()
+        self.simulated_hold.close()
 
     # ------------------------------------------------------------------ start-up
     def warm_up(self, delay: float = WARM_UP_DELAY) -> None:

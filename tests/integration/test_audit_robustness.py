@@ -17,7 +17,7 @@ from benchloupe.jobs.audit import robustness_across
 from benchloupe.store import runs
 from benchloupe.store.db import connect
 
-FAST = ["--protocol", "full", "--controls", "99", "--bootstrap", "20", "--k-grid", "1,2,4"]
+FAST = ["--protocol", "full", "--controls", "99", "--bootstrap", "20", "--k-grid", "1,2,4", "--split-seeds", "0"]
 
 
 def _table(values: dict[str, tuple[float | None, float | None]]) -> pd.DataFrame:

@@ -140,12 +140,13 @@ def test_audit_cli_bad_report_path_fails_before_the_run_is_stored(demo_db, capsy
 
 
 def test_full_protocol_is_stored_with_the_run(demo_db):
-    cfg = AuditConfig(protocol="full", controls=99, bootstrap=50, dimensions=(1, 2, 4))
+    cfg = AuditConfig(protocol="full", controls=99, bootstrap=50, dimensions=(1, 2, 4), split_seeds=2)
     rid = jobs.ANALYSES["neartie"].run(demo_db, "demo-chem", cfg)
     conn = connect(demo_db)
     names = set(runs.artifact_names(conn, rid))
     assert {"protocol_table2_replication", "protocol_table5_matched_controls", "protocol_table9_population_robustness",
-            "protocol_table10_family_shifts", "protocol_table4_direct_mirt", "secondary_composition bootstrap"} <= names
+            "protocol_table10_family_shifts", "protocol_table4_direct_mirt", "secondary_composition bootstrap",
+            "split_seeds", "split_edges"} <= names
     m = runs.get_run(conn, rid)["metrics"]
     assert 0 <= m["protocol"]["table2_replication"]["p_overlap"] <= 1
     report = runs.load_artifact(conn, rid, "report")

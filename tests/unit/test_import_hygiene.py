@@ -14,14 +14,19 @@ import benchloupe
 
 PKG = Path(benchloupe.__file__).parent
 
-# layer -> the layers of benchloupe it may import (itself always). "(root)" is benchloupe/__init__.py (__version__).
+# layer -> the layers of benchloupe it may import (itself always). "(root)" is benchloupe/__init__.py (__version__)
+# and the root helpers (columns, textsafe, hints).
 LAYERS: dict[str, set[str]] = {
     "engine": {"(root)"},
     "store": {"(root)"},
     "prompts": {"(root)", "engine"},
     "jobs": {"(root)", "engine", "store", "prompts"},
-    "cli": {"(root)", "engine", "store", "prompts", "jobs"},
-    "tui": {"(root)", "engine", "store", "prompts", "jobs"},
+    # The two faces reach the engine and the prompts only through jobs (issue 27): a run's config class, the choices
+    # of its fields and the engine's errors come from the jobs module that runs it (jobs.calibration.JointConfig,
+    # jobs.audit.AuditConfig, jobs.fill.BenchFillConfig, jobs.diagnostics.SELECTIONS, jobs.EngineError), and the
+    # simulated endpoint's lifetime from jobs.simulated, as every other run's does from jobs.
+    "cli": {"(root)", "store", "jobs"},
+    "tui": {"(root)", "store", "jobs"},
 }
 # The one arrow between the two faces: `benchloupe open` starts the app (imported lazily, inside the function).
 ALLOWED_ARROWS = {("cli", "benchloupe.tui.app")}
@@ -40,25 +45,52 @@ def _layer_of(module: str) -> str:
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "(root)"
 
 
+def _how(stack: list[ast.AST]) -> str:
+    """Where an import statement runs: "module" (on import), "function" (lazily, when called) or "type-checking"
+    (never at run time: ``if TYPE_CHECKING:``)."""
+    kinds = []
+    for node in stack:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            kinds.append("function")
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            kinds.append("type-checking")
+    return "type-checking" if "type-checking" in kinds else ("function" if kinds else "module")
+
+
+def _import_statements(path: Path, pkg: Path) -> list[tuple[str, list[str], int, str]]:
+    """(absolute benchloupe module, names imported from it, line, how) for each import in one file (relative
+    imports resolved)."""
+    rel = path.relative_to(pkg.parent).with_suffix("")
+    package = list(rel.parts[:-1])
+    out: list[tuple[str, list[str], int, str]] = []
+
+    def visit(node: ast.AST, stack: list[ast.AST]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                out.extend((a.name, [], child.lineno, _how(stack)) for a in child.names
+                           if a.name.startswith("benchloupe"))
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package[: len(package) - child.level + 1]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                if mod.startswith("benchloupe"):
+                    out.append((mod, [a.name for a in child.names], child.lineno, _how(stack)))
+            visit(child, [*stack, child])
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), [])
+    return out
+
+
 def _imports_of(path: Path) -> list[tuple[str, int]]:
     """Absolute benchloupe module names imported by one file (relative imports resolved), with line numbers."""
-    rel = path.relative_to(PKG.parent).with_suffix("")
-    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out += [(a.name, node.lineno) for a in node.names if a.name.startswith("benchloupe")]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            if mod.startswith("benchloupe"):
-                if mod == "benchloupe":  # `from benchloupe import jobs` imports a layer
-                    out += [(f"benchloupe.{a.name}", node.lineno) for a in node.names]
-                else:
-                    out.append((mod, node.lineno))
+    for mod, names, line, _ in _import_statements(path, PKG):
+        if mod == "benchloupe" and names:  # `from benchloupe import jobs` imports a layer
+            out += [(f"benchloupe.{n}", line) for n in names]
+        else:
+            out.append((mod, line))
     return out
 
 
@@ -99,6 +131,106 @@ def test_rule_checker_sees_a_violation(tmp_path, monkeypatch):
     assert any("engine/bad.py:2" in v and "jobs" in v for v in found)
 
 
+# ------------------------------------------------------------------------------------------------ import circles
+# No module imports itself back through another (issue 27): in a circle a reader cannot tell which module is the
+# lower one. Every import counts, wherever it runs: at module level, inside a function (a lazy import that points back
+# up is still a circle for a reader, and only defers the import-order trap to the first call) and under
+# ``if TYPE_CHECKING:`` (a type from above is a dependency on above). An import names the module it reads from: the
+# submodule for ``from pkg import submodule``, else the package's ``__init__``; the parent packages that Python also
+# runs on the way are not counted (``from a.b import x`` depends on a.b, not on a).
+
+def _module_of(path: Path, pkg: Path) -> str:
+    rel = path.relative_to(pkg.parent).with_suffix("")
+    parts = list(rel.parts[:-1]) if rel.name == "__init__" else list(rel.parts)
+    return ".".join(parts)
+
+
+def _import_graph(pkg: Path) -> dict[str, list[tuple[str, str]]]:
+    """module -> [(module it imports, "file:line (how)")], over the modules of the package."""
+    files = {_module_of(p, pkg): p for p in sorted(pkg.rglob("*.py"))}
+    graph: dict[str, list[tuple[str, str]]] = {m: [] for m in files}
+    for mod, path in files.items():
+        for target, names, line, how in _import_statements(path, pkg):
+            targets = [f"{target}.{n}" if f"{target}.{n}" in files else target for n in names] or [target]
+            for t in dict.fromkeys(targets):
+                if t in files and t != mod:
+                    graph[mod].append((t, f"{path.relative_to(pkg.parent)}:{line} ({how})"))
+    return graph
+
+
+def _circles(pkg: Path) -> list[list[str]]:
+    """Each import circle (a strongly connected set of two or more modules, Tarjan's algorithm), with the imports
+    that make it: ``["a -> b  at benchloupe/a.py:3 (module)", ...]``."""
+    graph = _import_graph(pkg)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w, _ in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return [[f"{a} -> {b}  at {where}" for a in members for b, where in graph[a] if b in members]
+            for members in sorted(found)]
+
+
+def test_no_module_imports_itself_back_through_another():
+    circles = _circles(PKG)
+    assert circles == [], "import circles:\n" + "\n\n".join("\n".join(c) for c in circles)
+
+
+def test_circle_checker_sees_circles(tmp_path):
+    """The checker itself can fail: a lazy import back up, a type-only one, and a package's ``__init__`` that
+    imports (lazily) the module that imports it back are all circles, inside a subpackage or reaching out of it; an
+    import into a circle is not part of it."""
+    files = {
+        "__init__.py": "",
+        "engine/__init__.py": "",
+        "engine/a.py": "from benchloupe.engine.b import f\n",
+        "engine/b.py": "def f():\n    from .a import g\n",
+        "engine/c.py": "from benchloupe.engine import a\n",  # into the a-b circle, not in it
+        "engine/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import e\n",
+        "engine/e.py": "import benchloupe.engine.d\n",
+        "engine/neartie/__init__.py": "",
+        "engine/neartie/x.py": "from .y import f\n",
+        "engine/neartie/y.py": "def f():\n    from .x import g\n",
+        "engine/neartie/z.py": "from benchloupe.engine.w import h\n",
+        "engine/w.py": "from .neartie.z import k\n",
+        "jobs/__init__.py": "def load():\n    from . import area\n\ndef register(): ...\n",
+        "jobs/area.py": "from . import register\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "benchloupe" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "benchloupe" / name).write_text(text)
+    found = _circles(tmp_path / "benchloupe")
+    members = [sorted({line.split(" -> ")[0] for line in c}) for c in found]
+    e = "benchloupe.engine"
+    assert members == [[f"{e}.a", f"{e}.b"], [f"{e}.d", f"{e}.e"], [f"{e}.neartie.x", f"{e}.neartie.y"],
+                       [f"{e}.neartie.z", f"{e}.w"], ["benchloupe.jobs", "benchloupe.jobs.area"]]
+    assert f"{e}.b -> {e}.a  at benchloupe/engine/b.py:2 (function)" in found[0]
+    assert f"{e}.d -> {e}.e  at benchloupe/engine/d.py:3 (type-checking)" in found[1]
+    assert "benchloupe.jobs.area -> benchloupe.jobs  at benchloupe/jobs/area.py:1 (module)" in found[4]
+
+
 def _modules(sub: str) -> list[str]:
     return [f"benchloupe.{sub}.{m.name}" for m in pkgutil.walk_packages([str(PKG / sub)], prefix="")
             if not m.name.startswith("_")] + [f"benchloupe.{sub}"]
@@ -117,8 +249,20 @@ def test_layers_load_no_forbidden_package(module):
     layer = _layer_of(module)
     bad = [m for m in FORBIDDEN_PACKAGES[layer] if m in loaded]
     assert not bad, f"{module} pulls in {bad}"
-    ours = {_layer_of(m) for m in loaded if m.startswith("benchloupe.")} - {layer, "(root)"} - LAYERS[layer]
+    ours = {_layer_of(m) for m in loaded if m.startswith("benchloupe.")} - {layer, "(root)"} - _below(layer)
     assert not ours, f"{module} loads layers {ours}"
+
+
+def _below(layer: str) -> set[str]:
+    """The layers *layer* may load, directly or through the layers it imports (the faces load the engine through
+    jobs)."""
+    seen, todo = set(), list(LAYERS[layer])
+    while todo:
+        nxt = todo.pop()
+        if nxt not in seen:
+            seen.add(nxt)
+            todo += LAYERS.get(nxt, ())
+    return seen
 
 
 def test_help_imports_no_engine_module():

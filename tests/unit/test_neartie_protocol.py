@@ -167,3 +167,6 @@ def test_full_protocol_through_run_audit_and_report_sections():
     for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11):
         assert f"## Table {n}:" in text
     assert "Sensitivity analysis" in text
+    # issue 22: the full protocol reruns the primary audit under 20 other owner splits by default
+    assert len(res.tables["split_seeds"]) == 20 and res.summary["split_stability"]["splits"] == 20
+    assert "## Split stability (beyond the paper)" in text

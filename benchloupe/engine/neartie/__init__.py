@@ -9,7 +9,8 @@ R blueprint-matched random subtests.  Why: a composition-robustness check for su
 Paper vs reference (REFERENCE-IMPLEMENTATIONS.md B.1, B.6, B.7, B.11); the reference's choices are defaults:
 - Population follows the reference's maintainer CLI (``family-dif-audit``, which produced the stored reference
   outputs): families sorted, balance cost divided by the family total, >= 2 models per family per half and a
-  feasible nested owner split in each half.
+  feasible nested owner split in each half.  The split's costs are the reference's float64 arithmetic, step
+  for step (pandas' compensated groupby sums, left-to-right cost sums), in both tie modes (issue 22).
 - The gap test ``|full_a - full_b| <= gap`` is evaluated in floating point like the reference, so some
   one-item gaps on 100 items (0.10 - 0.09 = 0.010000000000000009; 80 of the 99 such gaps) fall outside a
   1 pp band.  ``gap_tolerance`` > 0 is a named option that widens the comparison (``<= gap + tolerance``).
@@ -26,11 +27,16 @@ Paper vs reference (REFERENCE-IMPLEMENTATIONS.md B.1, B.6, B.7, B.11); the refer
 - Missing cells (``mask``): full and anchor scores are weighted means over the observed items of each model;
   fits use observed cells only (see :mod:`.dif`).  The reference refuses missing cells.
 
+Modules, bottom to top (no module imports itself back): ``config``, ``exactstats``, ``scoring``, ``population``,
+``report``; ``results`` (the result types); ``secondary``; ``audit`` (the primary audit); the protocol tables
+(``matched``, ``replication``, ``shifts``, ``direct_mirt``, ``perturb``) and ``splits`` above it; ``protocol``
+on top, whose :func:`run_audit` is the entry point.
+
 Secondary analyses (on request): within-family specificity (B.3, eqs. 54-55), composition bootstrap (C.7),
 gap-threshold curve (Table 7 / Figure 2), anchor-fraction sensitivity (Table 8, descriptive only).
 """
 
-from .audit import run_audit, run_fold
+from .audit import run_fold, run_primary
 from .config import (
                      FRACTION_INDEX,
                      HALVES,
@@ -41,6 +47,7 @@ from .config import (
                      AuditConfig,
 )
 from .population import build_population
+from .protocol import run_audit
 from .results import AuditResult, FoldResult
 from .scoring import (
                      PairSet,
@@ -55,4 +62,4 @@ from .scoring import (
 __all__ = ["FRACTION_INDEX", "HALVES", "STATUS_DETECTED", "STATUS_INSUFFICIENT", "STATUS_NOT_DETECTED",
            "STATUS_UNDEFINED", "AuditConfig", "AuditResult", "FoldResult", "PairSet", "build_population",
            "control_weights", "count_reversals", "exact_scale", "make_pairs", "pool_folds", "randomization_test",
-           "run_audit", "run_fold"]
+           "run_audit", "run_fold", "run_primary"]

@@ -8,14 +8,12 @@ from dataclasses import replace
 import numpy as np
 
 from benchloupe.columns import Columns
-from benchloupe.engine import dense
-from benchloupe.engine.backend import Backend
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.dif import DimensionSelection, purify, select_dimension
 
 from .config import FULL_BOOTSTRAP, FULL_FRACTIONS, FULL_GAP_CURVE, HALVES, AuditConfig
 from .exactstats import kendall_tau_b
-from .population import build_population
+from .population import SplitLog, population_with_split
 from .results import AuditResult, FoldResult, ProtocolInputs
 from .scoring import (
     _median_rate,
@@ -31,7 +29,7 @@ from .scoring import (
 )
 
 
-def run_audit(
+def primary_audit(
     responses: np.ndarray,
     model_ids: list[str],
     families: list[str | None],
@@ -43,60 +41,74 @@ def run_audit(
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
     fixed_k: tuple[int, int] | None = None,
-    device: str | Backend | None = None,
-) -> AuditResult:
-    """Run the primary audit (and requested secondary analyses) on a models x items 0/1 matrix.
+) -> tuple[AuditResult, ProtocolInputs]:
+    """The primary audit (and the secondary analyses the config asks for) on a models x items 0/1 matrix, with
+    the inputs the robustness protocol reruns from.  :func:`benchloupe.engine.neartie.run_audit` (in
+    :mod:`.protocol`) is the public entry: it adds the protocol and the split-stability reruns on top.
 
     ``mask`` (same shape, 1 = observed) marks missing cells; without it the matrix must be complete 0/1.
     ``fixed_k`` (discovery, validation) skips dimension selection (the D.2 perturbations freeze K).
-    With ``config.protocol == "full"`` the robustness protocol (:mod:`.protocol`) runs too.
-    ``device`` ("cpu", "cuda", "auto" or a ``backend.Backend``; ``None``: the current :mod:`~benchloupe.engine.dense`
-    context, numpy by default) runs control scoring, the DIF Newton passes and the spectral products there.
     """
-    if device is not None:
-        with dense.use(dense.resolve(device, int(np.asarray(responses).size))):
-            return run_audit(responses, model_ids, families, owners, item_groups, config, mask=mask,
-                             progress=progress, cancel=cancel, fixed_k=fixed_k)
-    _check_config(config)
-    if config.protocol == "full":  # the secondary analyses run too, at the paper's settings where unset
-        config = replace(config, specificity=True, bootstrap=config.bootstrap or FULL_BOOTSTRAP,
-                         gap_curve=config.gap_curve or FULL_GAP_CURVE,
-                         fraction_sensitivity=config.fraction_sensitivity or FULL_FRACTIONS)
+    check_config(config)
     y_all, obs_all = _validate(responses, mask, model_ids, families, owners, item_groups)
     groups = np.asarray(item_groups, dtype=str)
     n_items = y_all.shape[1]
-    accuracy = _scores(y_all, obs_all, np.ones(n_items))
     correct = np.rint(y_all.sum(axis=1)).astype(np.int64)
     observed = n_items if obs_all is None else np.rint(obs_all.sum(axis=1)).astype(np.int64)
-    population = build_population(accuracy, list(model_ids), list(families), list(owners), config,
-                                  correct=correct, observed=observed)
+    accuracy = correct / np.broadcast_to(np.asarray(observed, dtype=np.float64), correct.shape)
+    population, split = population_with_split(accuracy, list(model_ids), list(families), list(owners), config,
+                                              correct=correct, observed=observed)
     kept = population["kept"]
     fam_names = sorted(set(population["family"][kept].tolist()))
     code = {f: float(i) for i, f in enumerate(fam_names)}
     fam_code = np.array([code.get(f, np.nan) for f in population["family"].tolist()])
     owner_arr = population["owner"].astype(str)
     half_arr = population["half"]
+    ids = np.asarray(model_ids, dtype=object)
     folds = []
     for fold, audit_half in enumerate(HALVES):
         check_cancel(cancel)
-        audit_rows = np.flatnonzero(kept & (half_arr == audit_half))
+        audit_rows = reference_order(np.flatnonzero(kept & (half_arr == audit_half)), population["family"],
+                                     owner_arr, ids)
         target_rows = np.flatnonzero(population["representative"] & (half_arr != audit_half) & kept)
         folds.append(run_fold(fold, audit_half, y_all, obs_all, audit_rows, target_rows, fam_code, len(fam_names),
                               owner_arr, groups, config, cancel, progress,
                               None if fixed_k is None else fixed_k[fold]))
-    result = _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names, cancel)
-    if config.protocol == "full":
-        from .protocol import run_protocol
-
-        progress(0.95, 1.0, "robustness protocol")
-        inputs = ProtocolInputs(responses, list(model_ids), list(families), list(owners), list(item_groups), mask,
-                                y_all, obs_all, groups, fam_code, owner_arr, fam_names)
-        result = replace(result, protocol=run_protocol(result, inputs, cancel))
-    progress(1.0, 1.0, "audit done")
-    return result
+    result = _assemble(config, population, split, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names,
+                       cancel)
+    inputs = ProtocolInputs(responses, list(model_ids), list(families), list(owners), list(item_groups), mask,
+                            y_all, obs_all, groups, fam_code, owner_arr, fam_names)
+    return result, inputs
 
 
-def _check_config(config: AuditConfig) -> None:
+def reference_order(rows: np.ndarray, family, owner, ids) -> np.ndarray:
+    """``rows`` in the reference's population order, family, then owner, then model id (its frame is sorted by
+    family, half, owner, model id).  The audit half's model columns go into the randomized SVDs in this order, and
+    their Gaussian draws follow the columns: in another order the approximate factors differ where the spectrum is
+    not well separated (issue 22's differential test: DIF ranges 0.07 apart on small populations)."""
+    keys = [(family[r], owner[r], ids[r]) for r in rows.tolist()]
+    return rows[sorted(range(rows.size), key=keys.__getitem__)]
+
+
+def run_primary(responses, model_ids, families, owners, item_groups, config: AuditConfig = AuditConfig(), *,
+                mask=None, progress: Progress = no_progress, cancel: threading.Event | None = None,
+                fixed_k: tuple[int, int] | None = None) -> AuditResult:
+    """:func:`primary_audit` without the protocol inputs (the reruns of Table 9 and of the split seeds)."""
+    return primary_audit(responses, model_ids, families, owners, item_groups, config, mask=mask, progress=progress,
+                         cancel=cancel, fixed_k=fixed_k)[0]
+
+
+def with_secondary(config: AuditConfig) -> AuditConfig:
+    """``protocol="full"`` switches every secondary analysis on, at the paper's settings where unset."""
+    if config.protocol != "full":
+        return config
+    return replace(config, specificity=True, bootstrap=config.bootstrap or FULL_BOOTSTRAP,
+                   gap_curve=config.gap_curve or FULL_GAP_CURVE,
+                   fraction_sensitivity=config.fraction_sensitivity or FULL_FRACTIONS)
+
+
+def check_config(config: AuditConfig) -> None:
+    """Refuse a config the audit cannot run, with one line naming the field."""
     if config.protocol not in ("primary", "full"):
         raise EngineError(f"protocol must be 'primary' or 'full', not {config.protocol!r}")
     if config.representative not in ("median", "id"):
@@ -216,7 +228,8 @@ def _pool(folds: list[FoldResult]) -> tuple[int, int, np.ndarray, np.ndarray]:
                        for f in folds])
 
 
-def _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names, cancel):
+def _assemble(config, population, split: SplitLog, folds, y_all, obs_all, groups, fam_code, owner_arr, fam_names,
+              cancel):
     pairs, flips, ctrl_pairs, ctrl_flips = _pool(folds)
     if pairs == 0:
         raise EngineError(
@@ -234,7 +247,7 @@ def _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner
         "k_discovery": folds[0].selection.k, "k_validation": folds[1].selection.k,
         "tau_b": float(np.mean([f.tau_b for f in folds])),
         "eligible_pairs": pairs, "reversals": flips, **test, "controls": int(ctrl_pairs.size),
-        "undefined_controls": int((ctrl_pairs == 0).sum()),
+        "undefined_controls": int((ctrl_pairs == 0).sum()), **split.summary(),
     }
     fold_rows, curves, rounds, items, pair_rows, contrib = [], [], [], [], [], []
     for fold, f in enumerate(folds):
@@ -275,7 +288,8 @@ def _assemble(config, population, folds, y_all, obs_all, groups, fam_code, owner
               "purification": Columns.concat(rounds),
               "folds": Columns({k: [r[k] for r in fold_rows] for k in fold_rows[0]}),
               "items": Columns.concat(items), "pairs": Columns.concat(pair_rows),
-              "contributions": Columns.concat(contrib, CONTRIBUTION_COLUMNS), "controls": controls}
+              "contributions": Columns.concat(contrib, CONTRIBUTION_COLUMNS), "controls": controls,
+              "split_edges": split.edges()}
     return AuditResult(config, tables, summary, secondary, tuple(folds))
 
 

@@ -14,11 +14,12 @@ import re
 import threading
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
 from benchloupe.engine.common import EngineError, check_cancel
 
+from .audit import run_primary
+from .report import star
 from .results import AuditResult, ProtocolInputs
 
 LINEAGE = re.compile(r"merge|slerp|franken|lora|qlora|adapter|distill|hybrid|fusion|dpo|ppo|orpo|kto|abliterat|"
@@ -51,8 +52,6 @@ def _families(inputs: ProtocolInputs, rule) -> list:
 def population_robustness(result: AuditResult, inputs: ProtocolInputs, controls: int = 200,
                           min_family: int = 15, cancel: threading.Event | None = None) -> pd.DataFrame:
     """One row per specification (the primary baseline first, with its own 1,000 controls)."""
-    from .audit import run_audit
-
     s = result.summary
     rows = [{"variant": "Baseline cap 5", "excess_pp": s["excess_pp"], "p": s["p"], "pairs": s["eligible_pairs"],
              "rate": s["rate"], "random_median": s["random_median"], "controls": s["controls"],
@@ -67,7 +66,7 @@ def population_robustness(result: AuditResult, inputs: ProtocolInputs, controls:
             rows.append({"variant": label, "status": "not applicable", "note": f"no {rule} models in the audit"})
             continue
         try:
-            res = run_audit(inputs.responses, inputs.model_ids, fams, inputs.owners, inputs.item_groups,
+            res = run_primary(inputs.responses, inputs.model_ids, fams, inputs.owners, inputs.item_groups,
                             replace(base, **changes), mask=inputs.mask, fixed_k=k, cancel=cancel)
         except EngineError as exc:
             rows.append({"variant": label, "status": "not run", "note": str(exc).splitlines()[0]})
@@ -120,7 +119,3 @@ def cross_benchmark_table(tables: dict[str, pd.DataFrame], alpha: float = 0.05, 
     return pd.DataFrame(rows, columns=["variant", *tables, "G_dir", "G_sig", "passes"])
 
 
-def star(excess: float | None, p: float | None, alpha: float = 0.05) -> str:
-    if excess is None or (isinstance(excess, float) and np.isnan(excess)):
-        return "n/a"
-    return f"{excess:+.1f}" + ("*" if p is not None and p <= alpha else "")

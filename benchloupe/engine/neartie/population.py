@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,14 +15,26 @@ from .config import HALVES, AuditConfig
 
 def build_population(
     accuracy: np.ndarray, model_ids: list[str], families: list[str | None], owners: list[str], config: AuditConfig,
-    *, correct: np.ndarray | None = None, observed: np.ndarray | None = None,
+    *, correct: np.ndarray | None = None, observed: np.ndarray | int | None = None,
 ) -> Columns:
     """Cap, split and pick representatives: one row per input model with kept/why/half/representative.
 
-    ``correct`` / ``observed`` (integer counts per model) make the split's accuracy sums exact rationals
-    k / n, so that two owners whose accuracies sum to the same value tie exactly (see :func:`split_owners`);
-    without them the float accuracies are taken at their exact binary value.
+    ``correct`` / ``observed`` (counts per model) define the split's accuracies as the reference does,
+    ``correct / observed`` in float64; without them ``accuracy`` is taken as given.  The split's decisions
+    (ties drawn, knife edges) are in :func:`population_with_split`.
     """
+    return population_with_split(accuracy, model_ids, families, owners, config, correct=correct,
+                                 observed=observed)[0]
+
+
+def population_with_split(
+    accuracy: np.ndarray, model_ids: list[str], families: list[str | None], owners: list[str], config: AuditConfig,
+    *, correct: np.ndarray | None = None, observed: np.ndarray | int | None = None,
+) -> tuple[Columns, SplitLog]:
+    """:func:`build_population` and the log of the owner split's decisions (:class:`SplitLog`)."""
+    if correct is not None and observed is not None:  # the reference's accuracy: count / items, in float64
+        accuracy = np.asarray(correct, dtype=np.float64) / np.broadcast_to(np.asarray(observed, dtype=np.float64),
+                                                                           np.shape(correct))
     n = len(model_ids)
     fam = np.array([f if f else "" for f in families], dtype=object)
     own = np.array([o.lower() for o in owners], dtype=object)
@@ -75,12 +86,17 @@ def build_population(
     f_of = np.array([code[f] for f in fam[kept_idx]])
     counts = np.zeros((owner_names.size, n_fam), dtype=np.int64)
     np.add.at(counts, (g_of, f_of), 1)
-    numerators, denominator = _scaled_accuracy(accuracy, correct, observed, kept_idx)
-    sums = [[0] * n_fam for _ in owner_names]
-    for num, g, f in zip(numerators, g_of.tolist(), f_of.tolist(), strict=True):
-        sums[g][f] += num
+    cell: list[list[list[float]]] = [[[] for _ in range(n_fam)] for _ in owner_names]
+    for a, g, f in zip(np.asarray(accuracy, dtype=np.float64)[kept_idx].tolist(), g_of.tolist(), f_of.tolist(),
+                       strict=True):  # dataset row order within each owner and family
+        cell[g][f].append(a)
+    sums = [[kahan_sum(cell[g][f]) for f in range(n_fam)] for g in range(owner_names.size)]
+    # family means: the family's capped models, owners sorted, then row order (the reference's frame order)
+    means = [kahan_sum([a for g in range(owner_names.size) for a in cell[g][f]]) / int(counts[:, f].sum())
+             for f in range(n_fam)]
     ties = np.array([rng.uniform() for _ in owner_names])
-    side_of, side_counts = split_owners(counts, sums, denominator, ties, rng)
+    side_of, side_counts, log = split_owners(counts, sums, means, ties, rng)
+    log = log.named(owner_names)
     for side in (0, 1):
         for f in family_names:
             have = int(side_counts[side][code[f]])
@@ -103,70 +119,141 @@ def build_population(
         representative[min(zip(dist, (model_ids[i] for i in members), members, strict=True))[2]] = True
     return Columns({"model_id": list(model_ids), "family": [f or None for f in fam], "owner": own,
                     "accuracy": np.asarray(accuracy, dtype=float), "half": half, "kept": kept, "why": why,
-                    "representative": representative})
+                    "representative": representative}), log
 
 
+KNIFE_EDGE = 1e-12  # a split decision whose two costs differ by less than this, relatively, is a knife edge
 
 
-def _scaled_accuracy(accuracy, correct, observed, rows: np.ndarray) -> tuple[list[int], int]:
-    """The kept rows' accuracies as integers over one common denominator N (exact: a_i = numerator_i / N).
-
-    With counts, a_i = k_i / n_i and N = lcm of the distinct n_i (N = n for complete data); the split's costs
-    scale by the same factor whatever common N is used, so its decisions and exact ties do not depend on it."""
-    if correct is None:
-        exact = [Fraction(float(accuracy[r])) for r in rows.tolist()]
-        denominator = 1
-        for q in exact:
-            denominator = math.lcm(denominator, q.denominator)
-        return [q.numerator * (denominator // q.denominator) for q in exact], denominator
-    n = np.full(len(correct), observed, dtype=np.int64) if np.ndim(observed) == 0 else np.asarray(observed)
-    n_rows, k_rows = n[rows].tolist(), np.asarray(correct)[rows].tolist()
-    denominator = 1
-    for m in set(n_rows):
-        denominator = math.lcm(denominator, int(m))
-    return [int(k) * (denominator // int(m)) for k, m in zip(k_rows, n_rows, strict=True)], denominator
+def kahan_sum(values) -> float:
+    """The sum pandas' groupby ``sum`` / ``mean`` compute (pandas 2.3.3, ``_libs/groupby.pyx``), which the reference
+    uses for the owner split: a Kahan-compensated running sum in the order given that returns the running sum
+    *without* adding the final compensation (so it is not always the correctly rounded sum: issue 22)."""
+    total = 0.0
+    comp = 0.0
+    for v in values:
+        y = v - comp
+        t = total + y
+        comp = (t - total) - y
+        total = t
+    return total
 
 
-def split_owners(counts: np.ndarray, sums: list[list[int]], denominator: int, ties: np.ndarray,
-                 rng: np.random.Generator) -> tuple[np.ndarray, list[list[int]]]:
-    """Greedy owner-disjoint split (reference B.1, maintainer variant) in exact integer arithmetic.
+def numpy_sum(values: list[float]) -> float:
+    """``numpy.sum`` of a contiguous float64 vector, in the order numpy adds (its ``pairwise_sum``): from the
+    identity 0.0, left to right below 8 terms (every family count of the paper), else 8 accumulators per block
+    of up to 128 combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest left to right, and
+    longer vectors halved at a multiple of 8."""
+    def pairwise(a: list[float]) -> float:
+        n = len(a)
+        if n < 8:
+            res = -0.0
+            for v in a:
+                res += v
+            return res
+        if n <= 128:
+            r = a[:8]
+            i = 8
+            while i < n - n % 8:
+                for j in range(8):
+                    r[j] += a[i + j]
+                i += 8
+            res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+            for v in a[i:]:
+                res += v
+            return res
+        half = n // 2
+        half -= half % 8
+        return pairwise(a[:half]) + pairwise(a[half:])
+    return 0.0 + pairwise(list(values))
 
-    ``sums[g][f]`` is owner g's family-f accuracy sum times ``denominator`` (an integer).  Owners go in order
-    of (-models, tie draw), each to the side with the lower cost sum_f |c0_f - c1_f| / T_f +
-    sum_f |(s0_f - c0_f m_f) - (s1_f - c1_f m_f)| / T_f after adding it; an exact cost tie is broken by
-    ``rng.integers(0, 2)``.  The reference sums accuracies with pandas' compensated groupby sum, which returns
-    the exact sum for such k / n values, so its ties are true ties; a plain float sum (1e-16 apart) skips the
-    draw and puts the random stream out of step (issue 13).  With N the denominator and Delta = side 0 - side 1,
-    N L cost = sum_f (L / T_f^2) (N T_f |Delta c_f| + |T_f Delta s_f - S_f Delta c_f|), L = lcm(T_f^2), all
-    integers; families the owner does not touch cost the same on both sides and are left out of the
-    comparison.  Returns the side per owner and the per-side family counts.
+
+@dataclass(frozen=True)
+class SplitLog:
+    """The owner split's decisions, in processing order: how close each one was (issue 22).
+
+    ``cost`` holds the two candidate costs per step (side 0 = discovery, side 1 = validation), ``drawn`` the
+    steps whose costs were exactly equal (decided by ``rng.integers(0, 2)``), ``knife_edge`` the others whose
+    relative difference ``|c0 - c1| / max(c0, c1)`` is below :data:`KNIFE_EDGE`: a last-bit change in one
+    accuracy could move such an owner, and every later owner with it.
+    """
+
+    owner_index: np.ndarray
+    cost: np.ndarray
+    side: np.ndarray
+    drawn: np.ndarray
+    knife_edge: np.ndarray
+    owners: np.ndarray | None = None
+
+    def named(self, owner_names: np.ndarray) -> SplitLog:
+        return SplitLog(self.owner_index, self.cost, self.side, self.drawn, self.knife_edge,
+                        np.asarray(owner_names, dtype=object)[self.owner_index])
+
+    @property
+    def relative_difference(self) -> np.ndarray:
+        top = np.maximum(np.abs(self.cost[:, 0]), np.abs(self.cost[:, 1]))
+        return np.where(top > 0, np.abs(self.cost[:, 0] - self.cost[:, 1]) / np.where(top > 0, top, 1.0), 0.0)
+
+    def summary(self) -> dict:
+        return {"split_decisions": int(self.side.size), "split_ties": int(self.drawn.sum()),
+                "split_knife_edges": int(self.knife_edge.sum())}
+
+    def edges(self) -> Columns:
+        """One row per drawn or knife-edge step: step, owner, both costs, relative difference, decision, half."""
+        rows = np.flatnonzero(self.drawn | self.knife_edge)
+        return Columns({"step": rows + 1, "owner": (self.owners if self.owners is not None
+                                                    else self.owner_index.astype(object))[rows],
+                        "cost_discovery": self.cost[rows, 0], "cost_validation": self.cost[rows, 1],
+                        "relative_difference": self.relative_difference[rows],
+                        "decision": np.where(self.drawn[rows], "tie drawn", "lower cost").astype(object),
+                        "half": np.array(HALVES, dtype=object)[self.side[rows]]},
+                       columns=["step", "owner", "cost_discovery", "cost_validation", "relative_difference",
+                                "decision", "half"])
+
+
+def split_owners(counts: np.ndarray, sums: list[list[float]], means: list[float], ties: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, SplitLog]:
+    """Greedy owner-disjoint split (reference B.1, maintainer variant) in the reference's float64 arithmetic.
+
+    ``counts[g, f]``: owner g's capped models in family f; ``sums[g][f]`` their accuracy sum and ``means[f]`` the
+    family mean, both as :func:`kahan_sum` gives them.  Owners go in order of (-models, tie draw); each side's
+    cost, after tentatively adding the owner there, is ``sum_f |c0_f - c1_f| / T_f + sum_f |(s0_f - c0_f m_f) -
+    (s1_f - c1_f m_f)| / T_f`` with the per-side counts c and sums s as float64 running totals, every family in
+    order, each sum as :func:`numpy_sum` adds; exactly equal costs are broken by ``rng.integers(0, 2)``, else
+    the lower side wins.  The decisions follow these float values, not the exact rationals: a tie in exact
+    arithmetic that a last-bit residual breaks is no tie (the reference takes the lower side), and a float tie
+    draws (issue 22).  Returns the side per owner, the per-side family counts and the :class:`SplitLog`.
     """
     n_owner, n_fam = counts.shape
-    totals = [max(int(counts[:, f].sum()), 1) for f in range(n_fam)]
-    big_s = [sum(sums[g][f] for g in range(n_owner)) for f in range(n_fam)]
-    lcm = 1
-    for tf in totals:
-        lcm = math.lcm(lcm, tf * tf)
-    scale = [lcm // (tf * tf) for tf in totals]
-    side_c = [[0] * n_fam, [0] * n_fam]
-    side_s = [[0] * n_fam, [0] * n_fam]
+    totals = [float(max(int(counts[:, f].sum()), 1)) for f in range(n_fam)]
+    cnt = counts.astype(np.float64).tolist()
+    side_c = [[0.0] * n_fam, [0.0] * n_fam]
+    side_s = [[0.0] * n_fam, [0.0] * n_fam]
     side_of = np.zeros(n_owner, dtype=int)
-    cnt = counts.tolist()
-    for g in sorted(range(n_owner), key=lambda g: (-sum(cnt[g]), ties[g])):
-        touched = [f for f in range(n_fam) if cnt[g][f]]
-        costs = []
+    order = sorted(range(n_owner), key=lambda g: (-sum(cnt[g]), ties[g]))
+    costs = np.zeros((n_owner, 2))
+    sides = np.zeros(n_owner, dtype=int)
+    drawn = np.zeros(n_owner, dtype=bool)
+    fams = range(n_fam)
+    for step, g in enumerate(order):
         for side in (0, 1):
-            sign = 1 if side == 0 else -1
-            cost = 0
-            for f in touched:
-                dc = side_c[0][f] - side_c[1][f] + sign * cnt[g][f]
-                ds = side_s[0][f] - side_s[1][f] + sign * sums[g][f]
-                tf = totals[f]
-                cost += scale[f] * (denominator * tf * abs(dc) + abs(tf * ds - big_s[f] * dc))
-            costs.append(cost)
-        side = int(rng.integers(0, 2)) if costs[0] == costs[1] else int(costs[1] < costs[0])
-        for f in touched:
+            c0 = [side_c[0][f] + (cnt[g][f] if side == 0 else 0.0) for f in fams]
+            c1 = [side_c[1][f] + (cnt[g][f] if side == 1 else 0.0) for f in fams]
+            s0 = [side_s[0][f] + (sums[g][f] if side == 0 else 0.0) for f in fams]
+            s1 = [side_s[1][f] + (sums[g][f] if side == 1 else 0.0) for f in fams]
+            balance = numpy_sum([abs(c0[f] - c1[f]) / totals[f] for f in fams])
+            level = numpy_sum([abs((s0[f] - c0[f] * means[f]) - (s1[f] - c1[f] * means[f])) / totals[f]
+                               for f in fams])
+            costs[step, side] = balance + level
+        tie = costs[step, 0] == costs[step, 1]
+        side = int(rng.integers(0, 2)) if tie else int(costs[step, 1] < costs[step, 0])
+        for f in fams:
             side_c[side][f] += cnt[g][f]
             side_s[side][f] += sums[g][f]
-        side_of[g] = side
-    return side_of, side_c
+        side_of[g] = sides[step] = side
+        drawn[step] = tie
+    log = SplitLog(np.array(order, dtype=int), costs, sides, drawn, np.zeros(n_owner, dtype=bool))
+    knife = ~drawn & (log.relative_difference < KNIFE_EDGE)
+    log = SplitLog(log.owner_index, costs, sides, drawn, knife)
+    side_counts = np.array([[round(c) for c in side_c[0]], [round(c) for c in side_c[1]]], dtype=np.int64)
+    return side_of, side_counts, log

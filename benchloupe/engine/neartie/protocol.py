@@ -7,28 +7,101 @@ Tables by the paper's numbering (002):
 - Table 5  discrimination- and reliability-matched controls (D.1 / B.2, :mod:`.matched`);
 - Table 9  nine population perturbations, K frozen, 200 controls each (D.2, :mod:`.perturb`);
 - Table 10 family score / percentile shifts with 2,000 owner-bootstrap intervals (D.1, B.7, :mod:`.shifts`);
-- Tables 6, 7, 8, 11 are the secondary analyses (:mod:`.secondary`), switched on by the same option.
+- Tables 6, 7, 8, 11 are the secondary analyses (:mod:`.secondary`), switched on by the same option;
+- beyond the paper, the split-stability reruns (:mod:`.splits`), 20 by default under the full protocol.
+
+:func:`run_audit` is the package's entry point: it orchestrates from above the primary audit
+(:mod:`.audit`), whose result types (:mod:`.results`) sit below both, so no module imports itself back.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import pandas as pd
+import numpy as np
 
-from benchloupe.engine.common import check_cancel
+from benchloupe.engine import dense
+from benchloupe.engine.backend import Backend
+from benchloupe.engine.common import Progress, check_cancel, no_progress
 
-from .matched import matched_controls
-from .perturb import population_robustness
-from .replication import replication
+from .audit import check_config, primary_audit, with_secondary
+from .config import AuditConfig
 from .results import AuditResult, ProtocolInputs
-from .shifts import family_shifts, shift_range
+from .splits import split_stability
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def run_audit(
+    responses: np.ndarray,
+    model_ids: list[str],
+    families: list[str | None],
+    owners: list[str],
+    item_groups: list[str],
+    config: AuditConfig = AuditConfig(),
+    *,
+    mask: np.ndarray | None = None,
+    progress: Progress = no_progress,
+    cancel: threading.Event | None = None,
+    fixed_k: tuple[int, int] | None = None,
+    device: str | Backend | None = None,
+) -> AuditResult:
+    """Run the primary audit, the secondary analyses and protocol the config asks for, and the split-stability
+    reruns, on a models x items 0/1 matrix.
+
+    ``mask`` (same shape, 1 = observed) marks missing cells; without it the matrix must be complete 0/1.
+    ``fixed_k`` (discovery, validation) skips dimension selection (the D.2 perturbations freeze K).
+    With ``config.protocol == "full"`` the robustness protocol runs too; ``config.resolved_split_seeds`` other
+    owner splits are audited again (:mod:`.splits`).
+    ``device`` ("cpu", "cuda", "auto" or a ``backend.Backend``; ``None``: the current :mod:`~benchloupe.engine.dense`
+    context, numpy by default) runs control scoring, the DIF Newton passes and the spectral products there.
+    """
+    if device is not None:
+        with dense.use(dense.resolve(device, int(np.asarray(responses).size))):
+            return run_audit(responses, model_ids, families, owners, item_groups, config, mask=mask,
+                             progress=progress, cancel=cancel, fixed_k=fixed_k)
+    check_config(config)
+    config = with_secondary(config)
+    n_splits = config.resolved_split_seeds
+    full = config.protocol == "full"
+    # progress shares: the primary audit, then the protocol, then the split reruns (each about one primary audit)
+    share = 1.0 / (1 + (3 if full else 0) + (0.6 * n_splits if n_splits else 0))
+    protocol_end = share * (4 if full else 1)
+
+    def primary_progress(done: float, total: float, message: str) -> None:
+        progress(share * done / (total or 1.0), 1.0, message)
+
+    result, inputs = primary_audit(responses, model_ids, families, owners, item_groups, config, mask=mask,
+                                   progress=primary_progress, cancel=cancel, fixed_k=fixed_k)
+    if full:
+        progress(share, 1.0, "robustness protocol")
+        result = replace(result, protocol=run_protocol(result, inputs, cancel))
+    if n_splits:
+        def split_progress(done: float, total: float, message: str) -> None:
+            progress(protocol_end + (1.0 - protocol_end) * done / (total or 1.0), 1.0, message)
+
+        table, summary = split_stability(result, inputs, n_splits, cancel, split_progress)
+        result = replace(result, tables={**result.tables, "split_seeds": table},
+                         summary={**result.summary, "split_stability": summary})
+    progress(1.0, 1.0, "audit done")
+    return result
 
 
 def run_protocol(result: AuditResult, inputs: ProtocolInputs, cancel: threading.Event | None = None,
                  *, matched: int | None = None, perturbation_controls: int = 200, permutations: int = 500,
                  owner_bootstrap: int = 2000, direct_mirt: bool = True) -> dict[str, pd.DataFrame]:
-    """All protocol tables, keyed by a short name (stored as run artifacts ``protocol_<name>``)."""
+    """All protocol tables, keyed by a short name (stored as run artifacts ``protocol_<name>``).
+
+    The table modules are imported here, not at the top: they need pandas, which a primary audit never loads."""
+    from .direct_mirt import direct_mirt_audit
+    from .matched import matched_controls
+    from .perturb import population_robustness
+    from .replication import replication
+    from .shifts import family_shifts, shift_range
+
     out: dict[str, pd.DataFrame] = {}
     table5, detail = matched_controls(result, inputs, matched or result.config.controls)
     out["table5_matched_controls"] = table5
@@ -48,8 +121,6 @@ def run_protocol(result: AuditResult, inputs: ProtocolInputs, cancel: threading.
     out["table9_population_robustness"] = population_robustness(result, inputs, perturbation_controls,
                                                                 cancel=cancel)
     if direct_mirt:
-        from .direct_mirt import direct_mirt_audit
-
         check_cancel(cancel)
         out["table4_direct_mirt"] = direct_mirt_audit(result, inputs, cancel=cancel)
     return out

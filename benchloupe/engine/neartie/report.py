@@ -39,6 +39,63 @@ def md_table(table: pd.DataFrame | Columns) -> str:
     return "\n".join([head, rule, *rows])
 
 
+def star(excess: float | None, p: float | None, alpha: float = 0.05) -> str:
+    """Excess in pp with a star where p <= alpha (Table 9's cells), "n/a" where the variant did not run."""
+    if excess is None or (isinstance(excess, float) and np.isnan(excess)):
+        return "n/a"
+    return f"{excess:+.1f}" + ("*" if p is not None and p <= alpha else "")
+
+
+def split_lines(res) -> list[str]:
+    """The owner split's knife edges (issue 22): how many decisions were drawn or within 1e-12 of a tie."""
+    s = res.summary
+    if "split_decisions" not in s:
+        return []
+    lines = ["## Owner split: knife-edge decisions", "",
+             f"{s['split_decisions']} owner decisions; {s['split_ties']} exact cost ties (drawn, as the reference "
+             f"draws); {s['split_knife_edges']} knife edges (costs differ by less than 1e-12, relatively: a last-bit "
+             "change in one accuracy could move that owner, and every later owner with it).", ""]
+    edges = res.tables.get("split_edges")
+    if edges is not None and len(edges):
+        shown = edges.take(np.arange(min(len(edges), 20)))
+        lines += [md_table(shown.assign(relative_difference=[f"{v:.2g}" for v in shown["relative_difference"]])),
+                  ""]
+        if len(edges) > 20:
+            lines += [f"({len(edges) - 20} more in the run's split_edges artifact.)", ""]
+    return lines
+
+
+def verdict_line(summary: dict) -> str:
+    """The split-stability verdict in one line (report, CLI, run details, Reversals screen): the verdict, then
+    the spread of p over the splits."""
+    text = summary["verdict"]
+    if summary.get("p_min") is not None:
+        text += (f"; p {summary['p_min']:.3f}-{summary['p_max']:.3f} (median {summary['p_median']:.3f}), "
+                 f"{100 * summary['share_significant']:.0f}% of splits at or below {summary['significance']:g}")
+    return text
+
+
+def stability_lines(res) -> list[str]:
+    """The split-stability section: the verdict and Table 1 under each other owner split (issue 22)."""
+    summary = res.summary.get("split_stability")
+    table = res.tables.get("split_seeds")
+    if not summary or table is None:
+        return []
+    line = verdict_line(summary)
+    rows = [[str(r["split"]), str(r["family_seed"]),
+             f"{r['k_discovery']}/{r['k_validation']}" if r.get("k_discovery") is not None else "",
+             _n(r.get("eligible_pairs")), _n(r.get("reversals")), _pct(r.get("rate")), _pct(r.get("random_median")),
+             _f(r.get("excess_pp"), "+.1f"), _f(r.get("p")), str(r["status"]), "yes" if r["agrees"] else "no",
+             str(r.get("note") or "")] for r in table.records()]
+    return ["## Split stability (beyond the paper)", "",
+            f"**{line}.** The primary audit again under {summary['splits']} other owner splits (population seed "
+            f"family_seed + 1 .. + {summary['splits']}: owner-cap draws, owner order and tie draws), each with its own "
+            f"K, anchors and controls; a split agrees when it reaches the primary status "
+            f"({summary['primary_status']}, p {_f(summary['primary_p'])}). Stable: at least 90% agree.", "",
+            *_rows(["Split", "Seed", "K", "Pairs", "Reversals", "Low-DIF", "Random", "Excess", "p", "Status",
+                    "Agrees", "Note"], rows), ""]
+
+
 def _n(x) -> str:
     return "" if x is None or (isinstance(x, float | np.floating) and np.isnan(x)) else str(int(x))
 
@@ -60,6 +117,7 @@ def markdown_report(res, bench: str) -> str:
                      _pct(s["rate"]), _pct(s["random_median"]), _f(s["excess_pp"], "+.1f"), _f(s["p"])]])
     lines += ["", f"Reversals {s['reversals']} of {s['eligible_pairs']}; R = {s['controls']} blueprint-matched "
               f"controls ({s['undefined_controls']} undefined).", "", "### Folds", "", md_table(res.tables["folds"]), ""]
+    lines += split_lines(res) + stability_lines(res)
     pr = res.protocol
     if "table2_replication" in pr:
         t = pr["table2_replication"].iloc[0]
@@ -125,8 +183,6 @@ def markdown_report(res, bench: str) -> str:
         lines += ["## Table 8: sensitivity to the retained anchor fraction (tau_b / rate)", "", SENSITIVITY, ""]
         lines += _rows(["Benchmark", *keys], [[bench] + [fr[k] for k in keys]]) + [""]
     if "table9_population_robustness" in pr:
-        from .perturb import star
-
         t = pr["table9_population_robustness"]
         lines += ["## Table 9: excess one-point reversal rate (pp) under nine population perturbations", ""]
         rows = [[r.variant, star(r.excess_pp, r.p, cfg.significance), _n(r.pairs), _f(r.p), _n(r.controls),

@@ -48,7 +48,8 @@ class ProtocolInputs:
     fam_names: list
 
 
-TABLES = ("population", "dimension_curves", "purification", "folds", "items", "pairs", "contributions", "controls")
+TABLES = ("population", "dimension_curves", "purification", "folds", "items", "pairs", "contributions", "controls",
+          "split_edges")  # and "split_seeds" when the split-stability reruns ran (splits.py)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class AuditResult:
     pairs = cached_property(lambda self: self._frame("pairs"))
     contributions = cached_property(lambda self: self._frame("contributions"))
     controls = cached_property(lambda self: self._frame("controls"))
+    split_edges = cached_property(lambda self: self._frame("split_edges"))
 
     @property
     def power_iterations(self) -> str:

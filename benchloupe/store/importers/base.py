@@ -170,6 +170,9 @@ class ParsedImport:
     source: str = ""
     item_metadata_only: bool = False
     notes: list[str] = field(default_factory=list)  # what the parser skipped or assumed, shown to the user
+    # One run of a harness (lm-eval): tool, task, stamp, settings, reruns; the batch import resolves re-runs of one
+    # (benchmark, model, task) with it (jobs.imports, issue 23). None for every other format.
+    run: dict | None = None
 
     def counts(self) -> dict[str, int]:
         """Counts a test or the CLI can report: items, models, observed static cells, rewards, preferences."""

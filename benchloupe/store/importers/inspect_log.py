@@ -12,10 +12,14 @@ Scores map to correct/incorrect: "C" (correct) = 1, "I" (incorrect) and "N" (no 
 epochs the result is successes/trials per item (2 of 4 epochs right stays 2/4).
 
 Items line up across tools: the key is the sample ``id`` (Inspect takes it from the dataset's ``id`` field),
-or ``item_key=`` a dotted path into the sample (``metadata.doc_id``). Multiple choice (a sample with
-``choices``) keeps the choices in metadata, stores the answer as the choice's text (target "D" -> its text,
-label kept as ``answer_label``) and sets the guessing level ``chance`` = 1 / number of choices. Sample
-metadata becomes item metadata; ``group_col=`` names the metadata field that is the item's group.
+or ``item_key=`` a dotted path into the sample (``metadata.doc_id``). A sample's ``choices`` are kept in
+metadata. The task is multiple choice only when the log says so: a ``multiple_choice`` solver in its plan or the
+``choice`` scorer (issue 23: a ``generate()`` task scored by ``match`` whose dataset happens to carry a
+``choices`` field is free response, and lm-eval leaves the same items without chance). Then the answer is stored
+as the choice's text (target "D" -> its text, label kept as ``answer_label``) and the guessing level ``chance``
+is 1 / number of choices, or 1 / (2^n - 1) when the solver lets the model pick several answers
+(``multiple_correct``: a guess is one of the non-empty subsets). Sample metadata becomes item metadata;
+``group_col=`` names the metadata field that is the item's group.
 Models: the provider prefix (``mockllm/``, ``vllm/`` ...) is stripped for identity, the full name is an alias.
 """
 
@@ -153,6 +157,28 @@ def _answer(target, choices: list[str] | None) -> tuple[str | None, str | None]:
     return _text(target), None
 
 
+def _base(name) -> str:
+    """A registry name without its package (``inspect_ai/multiple_choice`` -> ``multiple_choice``)."""
+    return str(name).rsplit("/", 1)[-1] if isinstance(name, str) else ""
+
+
+def multiple_choice_plan(header: dict, scorer: str | None) -> tuple[bool, bool]:
+    """(multiple choice, several answers allowed) from the log's plan and scorers: a ``multiple_choice`` solver
+    step, or ``scorer`` (the one imported; else any the eval declares) being ``choice``."""
+    plan = header.get("plan") if isinstance(header.get("plan"), dict) else {}
+    steps = plan.get("steps") if isinstance(plan.get("steps"), list) else []
+    mc_steps = [st for st in steps if isinstance(st, dict) and _base(st.get("solver")) == "multiple_choice"]
+    several = any(isinstance(st.get("params"), dict) and st["params"].get("multiple_correct") is True
+                  for st in mc_steps)
+    if mc_steps:
+        return True, several
+    if scorer is not None:
+        return _base(scorer) == "choice", False
+    ev = header.get("eval") if isinstance(header.get("eval"), dict) else {}
+    declared = ev.get("scorers") if isinstance(ev.get("scorers"), list) else []
+    return any(isinstance(sc, dict) and _base(sc.get("name")) == "choice" for sc in declared), False
+
+
 def parse_inspect(
     path: str | Path,
     *,
@@ -186,6 +212,7 @@ def parse_inspect(
     succ: dict[str, int] = {}
     trials: dict[str, int] = {}
     rows: dict[str, dict] = {}
+    mc = None
     for where, s in samples:
         if not isinstance(s, dict):
             raise ImportFormatError(p, where, f"a sample is {json_kind(s)}, not an object", FIX)
@@ -212,8 +239,10 @@ def parse_inspect(
                                     say("name a field that identifies the item with ", Opt("item_key"), " (e.g. metadata.id)"))
         succ[key] = succ.get(key, 0) + v
         trials[key] = trials.get(key, 0) + 1
+        if mc is None:
+            mc = multiple_choice_plan(header, scorer)
         if key not in rows:
-            rows[key] = _item_row(p, where, s, group_col)
+            rows[key] = _item_row(p, where, s, group_col, mc)
     if not trials:
         raise ImportFormatError(p, "samples", "no scored samples", "import a finished log with scores")
     keys = list(trials)
@@ -236,12 +265,13 @@ def parse_inspect(
     return parsed
 
 
-def _item_row(p: Path, where: str, s: dict, group_col: str | None) -> dict:
+def _item_row(p: Path, where: str, s: dict, group_col: str | None, mc: tuple[bool, bool]) -> dict:
     meta = s.get("metadata") if isinstance(s.get("metadata"), dict) else {}
     meta = dict(meta)
     raw_choices = s.get("choices")
     choices = [str(c) for c in raw_choices] if isinstance(raw_choices, list) and raw_choices else None
-    answer, label = _answer(s.get("target"), choices)
+    multiple_choice, several = mc
+    answer, label = _answer(s.get("target"), choices if multiple_choice else None)
     if choices:
         meta["choices"] = choices
     if label is not None:
@@ -255,4 +285,12 @@ def _item_row(p: Path, where: str, s: dict, group_col: str | None) -> dict:
                                     say("name a sample metadata field with ", Opt("group_col")))
         group = None if meta[group_col] is None else str(meta[group_col])
     return {"text": _text(s.get("input")), "answer": answer, "group": group,
-            "chance": 1.0 / len(choices) if choices else None, "metadata": meta}
+            "chance": _chance(choices, several) if multiple_choice and choices else None, "metadata": meta}
+
+
+def _chance(choices: list[str], several: bool) -> float:
+    """A blind guess's success probability: one of n options, or one of the 2^n - 1 non-empty subsets."""
+    n = len(choices)
+    if several:
+        return 0.0 if n > 1000 else 1.0 / (2 ** n - 1)
+    return 1.0 / n

@@ -10,6 +10,19 @@ the first of acc_norm, acc, exact_match, prompt_level_strict_acc the row has), 0
 unless ``threshold=`` turns a score into pass (>= threshold) / fail. Generation tasks log one row per filter
 (gsm8k "strict-match", "flexible-extract"): ``filter_name=`` picks one, default the first seen.
 
+The filter a generation task's rows were scored under is named in a note (the import summary), with the others
+the file holds, whenever it is not lm-eval's "none".
+
+Re-runs (issue 23): users re-run a task, and ``lm_eval --output_path OUT`` writes every run into the same model
+folder with its own timestamp. Each parsed file carries its run (``ParsedImport.run``: task, timestamp, the
+settings that change results, ``reruns=``), and the batch import (``jobs.imports``) resolves several runs of one
+(benchmark, model, task): ``reruns="newest"`` (default) keeps the latest run, as leaderboard "latest" details do,
+with a note naming the files it supersedes; ``reruns="trials"`` keeps every run as a repeated trial
+(successes/trials per item) when their settings agree and refuses naming the settings that differ. The settings
+compared are the results file's ``config.model``, ``config.model_args``, ``config.gen_kwargs``, ``config.limit``,
+the task's ``n-shot``, ``versions`` and ``configs`` entries, the chat template and system instruction hashes and
+``fewshot_as_multiturn``, and the filter; seeds are not compared (a repeat with another seed is still a repeat).
+
 Model: ``model=``, else ``model_name`` of the sibling ``results_<timestamp>.json`` (or ``pretrained=`` of
 ``config.model_args``). ``--model dummy`` gets a random name each run, so its logs need ``model=``.
 Item key (``item_key=``, a dotted path into the row such as ``doc.id``; a bare name is looked up in ``doc``
@@ -63,6 +76,59 @@ def _results(path: Path) -> dict | None:
         if isinstance(res, dict):
             return res
     return None
+
+
+RERUNS = ("newest", "trials")
+SETTING_KEYS = ("model", "model_args", "gen_kwargs", "limit")
+RUN_KEYS = ("system_instruction_sha", "chat_template_sha", "fewshot_as_multiturn")
+
+
+def _own_results(path: Path) -> dict | None:
+    """The results file written by the same run as ``path`` (same timestamp), or None."""
+    m = NAME_RE.match(path.name)
+    if not m:
+        return None
+    for cand in sorted(path.parent.glob(f"results_{m.group('stamp')}.json")):
+        try:
+            res = json.loads(load_text(cand))
+        except (ImportFormatError, json.JSONDecodeError):
+            continue
+        if isinstance(res, dict):
+            return res
+    return None
+
+
+def run_settings(path: Path, task: str) -> dict:
+    """What a run of ``task`` was run with, from its own results file (module docstring); {} without one."""
+    res = _own_results(path)
+    if res is None:
+        return {}
+    config = res.get("config") if isinstance(res.get("config"), dict) else {}
+    out = {f"config.{k}": config.get(k) for k in SETTING_KEYS}
+    for key in ("n-shot", "versions", "configs"):
+        table = res.get(key) if isinstance(res.get(key), dict) else {}
+        out[f"{key}.{task}"] = table.get(task)
+    out.update({k: res.get(k) for k in RUN_KEYS})
+    return out
+
+
+def recorded_model(path: Path) -> str:
+    """Who ran, as the run's own results file records it (``model_name``, else the model of ``model_args``), or the
+    folder lm-eval wrote into when there is no results file: runs of one task are re-runs only when this agrees
+    (``--model`` renaming three models' files to one name does not make them re-runs)."""
+    res = _own_results(path)
+    if res is not None:
+        if isinstance(res.get("model_name"), str) and res["model_name"].strip():
+            return res["model_name"].strip()
+        config = res.get("config") if isinstance(res.get("config"), dict) else {}
+        args = config.get("model_args")
+        if isinstance(args, dict):
+            for key in ("pretrained", "model", "path"):
+                if args.get(key):
+                    return f"{config.get('model')}:{args[key]}"
+        if args:
+            return f"{config.get('model')}:{args}"
+    return f"folder:{path.parent.resolve()}"
 
 
 def model_from_results(path: Path) -> str | None:
@@ -149,10 +215,15 @@ def parse_lmeval(
     threshold: float | None = None,
     item_key: str | None = None,
     group_col: str | None = None,
+    reruns: str = "newest",
     **_: object,
 ) -> ParsedImport:
-    """Parse one lm-eval samples file (JSONL or parquet) into a 1 x items static matrix."""
+    """Parse one lm-eval samples file (JSONL or parquet) into a 1 x items static matrix; ``reruns`` says what the
+    batch import does with several runs of one task (module docstring)."""
     p = Path(path)
+    if reruns not in RERUNS:
+        raise ImportFormatError(p, "", say(Opt("reruns"), f" is {str(reruns)[:20]!r}"),
+                                "use newest (the latest run wins) or trials (every run is a repeated trial)")
     threshold = None if threshold is None else float(threshold)
     table = _read(p)
     if table.frame.empty:
@@ -172,13 +243,17 @@ def parse_lmeval(
                                 say("give the model with ", Opt("model", "NAME")))
     chosen_filter = filter_name
     kept: list[tuple[int, dict]] = []
+    filters: list[str] = []
     for i, row in enumerate(records):
         row_filter = row.get("filter") if isinstance(row.get("filter"), str) else None
+        if row_filter is not None and row_filter not in filters:
+            filters.append(row_filter)
         chosen_filter = chosen_filter or row_filter
         if row_filter is None or row_filter == chosen_filter:
             kept.append((i, row))
     if not kept:
-        raise ImportFormatError(p, "", f"no rows for filter {chosen_filter!r}", say("pick a filter with ", Opt("filter_name")))
+        raise ImportFormatError(p, "", f"no rows for filter {chosen_filter!r} (the file has "
+                                f"{', '.join(filters) or 'no filter'})", say("pick a filter with ", Opt("filter_name")))
     key_field = _key_field([r for _, r in kept], item_key)
     keys: dict[str, int] = {}
     values: list[int] = []
@@ -214,13 +289,26 @@ def parse_lmeval(
     frame = pd.DataFrame({c: [r[c] for r in items] for c in ("text", "answer", "group", "chance", "metadata")},
                          dtype=object)
     frame.insert(0, "key", list(keys))
+    notes = []
+    if chosen_filter is not None and filters != ["none"]:
+        others = [f for f in filters if f != chosen_filter]
+        notes.append(say(f"scored under lm-eval filter {chosen_filter!r}"
+                         + (f" (the file also has {', '.join(repr(f) for f in others)}; choose with " if others
+                            else " (choose another with "), Opt("filter_name"), ")"))
+    task = task_of(p)
+    m = NAME_RE.match(p.name)
+    run = {"tool": "lm-eval", "task": task, "stamp": m.group("stamp") if m else "", "reruns": reruns,
+           "identity": recorded_model(p),
+           "settings": {**run_settings(p, task), "filter": chosen_filter}, "path": str(path)}
     return ParsedImport(
-        benchmark=benchmark or task_of(p),
+        benchmark=benchmark or task,
         kind="static",
         items=frame,
         models=models_frame([str(name)]),
         correct=np.asarray([values], dtype=np.int8),
         source=f"lmeval:{path}",
+        notes=notes,
+        run=run,
     )
 
 

@@ -50,7 +50,11 @@ OPTIONS: list[ImportOption] = [
     ImportOption("freq_col", "frequency columns", "pattern frequency column(s), comma-separated (classic pattern tables)"),
     ImportOption("na_values", "missing values", "extra cell values meaning missing, comma-separated (wide)"),
     ImportOption("key_prefix", "key prefix", "DualEval keys: 'tag' reproduces the reference's tag::key"),
-    ImportOption("filter_name", "filter", "lm-eval filter (e.g. strict-match)"),
+    ImportOption("filter_name", "filter", "lm-eval filter of a generation task (e.g. strict-match, "
+                 "flexible-extract; default: the first the file logs, named in the summary)"),
+    ImportOption("reruns", "re-runs", "lm-eval: several runs of one task for one model: newest (the latest run "
+                 "wins, a note names the files it supersedes; default) or trials (every run is a repeated trial; "
+                 "their settings must agree)"),
     ImportOption("threshold", "threshold", "score at or above which a cell is correct", "number"),
     ImportOption("partial", "partial scores", "Inspect 'P' scores: incorrect | correct | error"),
     ImportOption("scorer", "scorer", "Inspect scorer name"),

@@ -21,7 +21,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, TextArea
 
-from benchloupe.prompts import simulated
+from benchloupe.jobs import simulated
 from benchloupe.textsafe import visible
 from benchloupe.tui.jobs_ui import state_word  # the job's process decides a session's outcome in these words
 from benchloupe.tui.screens.base import BenchScreen, store_write
@@ -544,7 +544,7 @@ class EditDialog(ModalScreen[tuple[str, str] | None]):
 
 def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
     """Ask for a session's options (the paper's defaults) and start it as the app's job."""
-    from benchloupe.engine.benchfill import BenchFillConfig
+    from benchloupe.jobs.fill import BenchFillConfig
     from benchloupe.tui.screens.run_forms import fill_fields
 
     config = BenchFillConfig()

@@ -39,12 +39,13 @@ class ReversalsScreen(FlagQueueScreen):
         from benchloupe.store import read, runs
 
         models = read.models(conn, benchmark).set_index("id")
-        tables = {}
+        tables, splits = {}, {}
         for rid in (flags["run_id"].dropna().unique() if len(flags) else []):
-            run = runs.get_run(conn, int(rid)) or {}
-            tables[int(rid)] = run.get("metrics", {}).get("table1")
+            metrics = (runs.get_run(conn, int(rid)) or {}).get("metrics", {})
+            tables[int(rid)] = metrics.get("table1")
+            splits[int(rid)] = split_header(metrics)
         keys = read.items(conn, benchmark, with_text=False)
-        return {"models": models, "table1": tables, "item_ids": dict(zip(keys["key"], keys["id"]))}
+        return {"models": models, "table1": tables, "splits": splits, "item_ids": dict(zip(keys["key"], keys["id"]))}
 
     def driving_item(self, row: pd.Series) -> int | None:
         """The id of the item that drove the reversal most (the first of ``top_items``)."""
@@ -80,6 +81,11 @@ class ReversalsScreen(FlagQueueScreen):
         p = row["payload"]
         models = self.context.get("models")
         text = Text()
+        header = self.context.get("splits", {}).get(int(row["run_id"])) if pd.notna(row["run_id"]) else None
+        if header:  # how much the run's verdict rests on its owner split (issue 22), above the pair
+            stable = header.startswith("stable")
+            text.append("Owner split: ", style="bold")
+            text.append(header + "\n", style="bold green" if stable else "bold yellow" if "fragile" in header else "")
         for side, mid, name in (("a", row["model_id"], row["model"]), ("b", row["model_b_id"], row["model_b"])):
             text.append(f"Model {side.upper()} ", style="bold")
             text.append(str(p.get(f"model_{side}", name)), style="bold cyan")
@@ -117,6 +123,17 @@ class ReversalsScreen(FlagQueueScreen):
                 text.append(f"{k} ", style="dim")
                 text.append(fmt_value(v, 3) + "   ", style="bold" if k in ("p", "status", "rate") else "")
         return text
+
+
+def split_header(metrics: dict) -> str:
+    """The run's split-stability verdict and knife-edge count in one line ("" for a run from before issue 22)."""
+    parts = []
+    if metrics.get("split_verdict"):
+        parts.append(str(metrics["split_verdict"]))
+    if "split_decisions" in metrics:
+        parts.append(f"{metrics.get('split_ties', 0)} cost ties drawn, {metrics.get('split_knife_edges', 0)} knife "
+                     f"edges in {metrics['split_decisions']} decisions")
+    return " · ".join(parts)
 
 
 def _pair(p: dict, what: str, side: str) -> str:

@@ -63,9 +63,10 @@ RULES: dict[str, dict[str, Callable[[Raw], bool]]] = {
 
 
 def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
-    from benchloupe.engine.informativeness import SELECTIONS
-    from benchloupe.engine.joint.inputs import VARIANTS
     from benchloupe.jobs.audit import FAMILY_SOURCES
+    from benchloupe.jobs.calibration import VARIANTS
+    from benchloupe.jobs.data import CHANCE_MODES
+    from benchloupe.jobs.diagnostics import SELECTIONS
 
     joint = {"mode": JOINT_MODES, "variant": VARIANTS, "optimizer": ("newton", "block", "lbfgs", "adam"),
              "reg_reduction": ("mean", "sum")}
@@ -73,14 +74,22 @@ def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
         "JointConfig": joint,
         "BaselineConfig": {"variant": VARIANTS},
         "EvaluateConfig": {"variant": VARIANTS},
-        "CompressConfig": {"mode": AUTO_MODES, "strategy": SELECTIONS, "baseline_reference": ("dualeval", "own")},
-        "AnomalyConfig": {"mode": AUTO_MODES},
+        "CompressConfig": {"mode": AUTO_MODES, "strategy": SELECTIONS, "baseline_reference": ("dualeval", "own"),
+                           "chance": CHANCE_MODES},
+        "AnomalyConfig": {"mode": AUTO_MODES, "chance": CHANCE_MODES},
         "BootstrapConfig": {"mode": AUTO_MODES},
         "ContaminationConfig": {"mode": AUTO_MODES},
         "CoverageConfig": {"method": ("map", "mml"), "uncertainty": ("laplace", "bootstrap", "none"),
                            "prior": ("normal", "hierarchical_theta", "hierarchical_b")},
-        "AuditConfig": {"family_from": tuple(FAMILY_SOURCES)},
+        "AuditConfig": {"protocol": ("primary", "full"), "anchor_ties": ("exact", "float"),
+                        "family_from": tuple(FAMILY_SOURCES), "representative": ("median", "id")},
     }
+
+
+# a field whose empty value means something the name does not say
+HELP: dict[str, dict[str, str]] = {
+    "AuditConfig": {"split_seeds": "other owner splits to rerun; empty = 20 with protocol full, else 0"},
+}
 
 
 def parser_for(default: object, annotation: object = None):
@@ -165,12 +174,12 @@ def analysis_fields(analysis, config, benchmark: str) -> list[Field]:
                             applies=rules.get("arena")))
         fields.append(Field("reward_model", "reward model", "", lambda s: s or None,
                             "empty = the arena set's only reward model", applies=rules.get("reward_model")))
+    helps = HELP.get(name, {})
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         fields.append(Field(f"cfg-{f.name}", f.name, "" if value is None else str(value),
                             _ranged(name, f.name, parser_for(value, f.type), each=isinstance(value, tuple | list)),
-                            choices=choices.get(f.name, ()),
-                            applies=rules.get(f.name)))
+                            helps.get(f.name, ""), choices=choices.get(f.name, ()), applies=rules.get(f.name)))
     return fields
 
 

@@ -140,6 +140,10 @@ class RunsScreen(BenchScreen):
         text.append(f" · seed {r['seed']} · {r['created_at']} → {r['finished_at'] or '…'}\n")
         if r["error"]:
             text.append(f"error: {r['error']}\n", style="red")
+        verdict = json.loads(r["metrics"] or "{}").get("split_verdict")
+        if verdict:  # a near-tie run's owner-split stability (issue 22), before the metrics cut at 300 characters
+            text.append("split stability: ", style="bold")
+            text.append(f"{verdict}\n")
         for label, blob in (("config", r["config"]), ("metrics", r["metrics"]), ("timings", r["timings"])):
             d = json.loads(blob)
             shown = ", ".join(f"{k}={_short(v)}" for k, v in d.items())
