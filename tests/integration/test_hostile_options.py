@@ -303,3 +303,26 @@ def test_form_field_reads_numbers_as_the_command_line(case):
 
 def test_analysis_commands_are_all_walked():
     assert len(analysis_commands()) >= 13
+
+
+def test_the_endpoint_dialogs_trials_read_as_the_command_lines():
+    """The BenchFill screen's endpoints dialog takes ``name=model*trials``: its trials are the CLI's ``--trials``
+    (10^20 trials was accepted and asked of the annotator)."""
+    from benchloupe.tui.screens.benchfill import _parse_annotators
+
+    declared = ranges.FIELDS["AnnotatorSpec.trials"]
+    for number in NUMBERS:
+        argv = ["endpoints", "set", "annotator", "--name", "a", "--trials", number]
+        try:
+            build_parser(argv).parse_args(argv)
+            cli_ok = True
+        except RangeError as exc:
+            cli_ok = False
+            assert declared.describe() in str(exc)
+        try:
+            _parse_annotators(f"a=b*{number}")
+            form_ok = True
+        except ValueError as exc:
+            form_ok = False
+            assert declared.describe() in str(exc) and "\n" not in str(exc)
+        assert cli_ok == form_ok, number
