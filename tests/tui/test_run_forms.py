@@ -121,7 +121,7 @@ BAD_VALUES = [  # (analysis, field, typed value, what the one line says)
     ("anomalies", "cfg-protocol", "maybe", "protocol: 'maybe' is not true/false"),
     ("bootstrap", "cfg-B", "1", "B: must be a whole number from 2 to 100,000 (replicates), got 1"),
     ("neartie", "cfg-family_from", "vibes", "family_from: 'vibes' is not one of"),
-    ("neartie", "cfg-split_seeds", "-1", "split_seeds must be 0 or more"),
+    ("neartie", "cfg-split_seeds", "-1", "split_seeds: must be a whole number from 0 to 1,000"),
 ]
 
 
