@@ -284,6 +284,7 @@ FIELDS: dict[str, Range | Numbers] = {
     "BenchFillConfig.max_child_chars": count(1, 10_000_000, "characters"),
     "FillOptions.gap": count(1, 1_000_000, "gap rank; 1 = largest"),
     "FillOptions.max_stored_chars": count(1, 10**9, "characters", special=(0, "all")),
+    "FillOptions.approvals": count(1, 20, "curators who must accept a proposal"),
     "EndpointConfig.timeout": Range(0, 86_400, lo_open=True, unit="seconds per request"),
     "EndpointConfig.max_retries": count(0, 100, "retries"),
     "EndpointConfig.concurrency": count(1, 1024, "requests at once"),

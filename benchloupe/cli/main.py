@@ -32,6 +32,9 @@ def _global_options(p: argparse.ArgumentParser, default) -> None:
     p.add_argument("--json", action="store_true", default=default(False), help="machine-readable JSON on stdout")
     p.add_argument("--debug", action="store_true", default=default(False),
                    help="print the full traceback of an unexpected error on stderr")
+    p.add_argument("--as", dest="actor", metavar="NAME", default=default(None),
+                   help="the curator's name recorded on every decision, note, acceptance and import (default: "
+                        "$BENCHLOUPE_USER, else the login name)")
 
 
 def _top_options(p: argparse.ArgumentParser) -> None:
@@ -184,6 +187,10 @@ def _main(argv: list[str] | None) -> int:
         args.file = None
         args.func = cmd_open
     try:
+        if getattr(args, "actor", None) is not None:
+            from benchloupe.store import actor
+
+            actor.set_actor(args.actor)  # also $BENCHLOUPE_USER, for the job processes the workbench starts
         with output.terminal_safe(), _quiet_numeric_warnings():
             if getattr(args, "db", None) is not None:
                 from benchloupe.cli.errors import db_path

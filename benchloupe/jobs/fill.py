@@ -262,12 +262,14 @@ class FillOptions:
     """A BenchFill session (paper 003 Algorithm 2, E.1): gap N of the latest coverage run (1 = largest), the
     answer format ("auto" = choice when items have a chance level, else short), and whether to run the
     budget-matched best-of-N baseline beside it; max_stored_chars caps each prompt and reply kept in the
-    journal (issue 10 #12; 0 = no cap)."""
+    journal (issue 10 #12; 0 = no cap); approvals is how many curators must accept a proposal before it becomes
+    an item (issue 25; the approvers are recorded)."""
 
     gap: int = 1
     answer_format: str = "auto"
     baseline: bool = False
     max_stored_chars: int = fillstore.DEFAULT_MAX_STORED_CHARS
+    approvals: int = 1
 
 
 class FillStopped(EngineError):
@@ -362,6 +364,9 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
                 options.max_stored_chars < 0:
             raise EngineError(say(Opt("max_stored_chars"), " must be a whole number 0 or more, got "
                                   f"{options.max_stored_chars!r}"))
+        if isinstance(options.approvals, bool) or not isinstance(options.approvals, int) or \
+                not 1 <= options.approvals <= 20:
+            raise EngineError(say(Opt("approvals"), f" must be a whole number from 1 to 20, got {options.approvals!r}"))
         gaps = runs.load_artifact(conn, cov, "gaps")
         if not 1 <= options.gap <= len(gaps):
             raise EngineError(f"gap {options.gap} does not exist; the coverage run has gaps 1..{len(gaps)}")
@@ -384,7 +389,7 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
                        "guessing": float(chance.median()) if len(chance) else 0.0, "b_min": metrics["b_min"],
                        "b_max": metrics["b_max"], "annotators": annotators, "item_ids": item_ids,
                        "benchfill": _plain(config), "baseline": options.baseline,
-                       "max_stored_chars": options.max_stored_chars,
+                       "max_stored_chars": options.max_stored_chars, "approvals": options.approvals,
                        "endpoints": {r: {k: v for k, v in (eps[r] or {}).items()} for r in ("rewriter", "judge")}}
         runner = runners.this_runner()
         sid = fillstore.create_session(conn, bid, float(g["lo"]), float(g["hi"]), float(g["midpoint"]), session_cfg,
@@ -495,9 +500,12 @@ def uses_simulated(db_path) -> bool:
 
 
 def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", *, edited_text: str | None = None,
-                     edited_answer: str | None = None, recompute: bool = True) -> int | None:
+                     edited_answer: str | None = None, recompute: bool = True, expect_version: int | None = None,
+                     lease_token: str | None = None) -> int | None:
     """Accept (insert the item, then recompute coverage) or reject a proposal; returns the new item id.
-    A coverage run missed by an earlier accept (the process was killed before its recompute) is made first."""
+    A coverage run missed by an earlier accept (the process was killed before its recompute) is made first.
+    *expect_version*, *lease_token*: store.fill.decide (refused when it changed since, or another curator
+    reviews it)."""
     conn = connect(db_path)
     try:
         row = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
@@ -523,7 +531,8 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
     conn = connect(db_path)
     try:
         item_id = fillstore.decide(conn, candidate_id, decision, note, edited_text=edited_text,
-                                   edited_answer=edited_answer)
+                                   edited_answer=edited_answer, expect_version=expect_version,
+                                   lease_token=lease_token)
     finally:
         conn.close()
     if item_id is not None and recompute:
@@ -557,7 +566,8 @@ def _benchmark_of(db_path, candidate_id: int) -> str:
     return row[0]
 
 
-def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: str = "") -> list[int]:
+def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: str = "", *,
+                      expect: dict[int, int] | None = None, lease_token: str | None = None) -> list[int]:
     """Accept or reject several proposals in one transaction (store.fill.decide_many); coverage is recomputed
     once after accepts. Returns the new items' ids."""
     if not candidate_ids:
@@ -567,7 +577,7 @@ def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: st
         _coverage_current(db_path, bench)
     conn = connect(db_path)
     try:
-        items = fillstore.decide_many(conn, candidate_ids, decision, note)
+        items = fillstore.decide_many(conn, candidate_ids, decision, note, expect=expect, lease_token=lease_token)
     finally:
         conn.close()
     if items:
@@ -577,7 +587,8 @@ def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: st
     return items
 
 
-def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[dict]:
+def undo_candidates(db_path, candidate_ids: list[int], note: str = "", *,
+                    expect: dict[int, int] | None = None) -> list[dict]:
     """Undo the accept or reject of proposals in one transaction (store.fill.undo_decisions: an accepted item
     is removed again, or the whole undo refused when later work uses one); after an accept's undo, coverage
     is recomputed without the item."""
@@ -586,7 +597,7 @@ def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[d
     bench = _benchmark_of(db_path, candidate_ids[0])
     conn = connect(db_path)
     try:
-        out = fillstore.undo_decisions(conn, candidate_ids, note)
+        out = fillstore.undo_decisions(conn, candidate_ids, note, expect=expect)
     finally:
         conn.close()
     if any(o["item_id"] is not None for o in out):
@@ -626,8 +637,9 @@ def session_summary(db_path, session_id: int) -> dict:
                "llm_calls": conn.execute("SELECT count(*) FROM llm_calls WHERE session_id = ?",
                                          (session_id,)).fetchone()[0]}
         acc = cands[cands["review_state"] == "accepted"]
-        if len(acc):
-            ri = runs.run_items(conn, sess["config"]["coverage_run"])
+        cov = sess["config"].get("coverage_run")
+        if len(acc) and cov is not None and runs.get_run(conn, cov) is not None:  # its run may have been removed
+            ri = runs.run_items(conn, cov)
             m = gap_fill_metrics(ri["z"].to_numpy(), acc["difficulty_norm"].tolist(), [sess["target"]] * len(acc))
             out["table2"] = asdict(m)
         return out

@@ -6,7 +6,6 @@ A connection belongs to the thread that made it (sqlite3's default): the TUI's w
 
 from __future__ import annotations
 
-import getpass
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -45,6 +44,9 @@ def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
     if "disk is full" in low or "disk full" in low:
         return f"{path}: the disk is full; nothing was written; free some space and retry"
     if "readonly" in low or "read-only" in low:
+        problem = write_problem(path)
+        if problem:
+            return problem
         return say(f"{path}: the database is read-only (the file or its folder is not writable); fix the "
                    "permissions or ", Alt("pass another --db", "open the workbench on another database file"))
     if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
@@ -74,13 +76,14 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
     if not create and not p.exists():
         raise StoreError(say(f"{p}: no such database; create it ", Alt(f"with `benchloupe demo --db {p}` or an import",
                                                                      "with the demo or an import")))
+    created = False
     if create:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(say(f"{p}: cannot create its folder ({exc.strerror or exc}); ", Alt("pass another --db", "open the workbench on another database file"))) from None
         if not p.exists():
-            _create_new(p)
+            created = _create_new(p)
     if p.exists() and not p.is_file():
         raise StoreError(say(f"{p}: not a regular file (a device, a pipe or a socket); ",
                              Alt("pass a database file with --db", "open the workbench on a database file")))
@@ -89,20 +92,25 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         if p.stat().st_size == 0:
             raise StoreError(say(f"{p}: an empty file (0 bytes), not a benchloupe database; it was left untouched; "
                                  "delete it or ", Alt("pass another --db", "open the workbench on another database file")))
-        conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        readonly = None if created else write_problem(p)
+        conn = _open_readonly(p) if readonly else sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         version, app_id = _classify(conn, p)
         if migrate:
             _check_sound(conn, p)
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        if readonly and migrate and version < SCHEMA_VERSION:
+            raise StoreError(f"{readonly}; besides, its schema is older than this benchloupe's, and a member "
+                             "with write access must open it once to upgrade it")
+        if not readonly:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         if migrate and version < SCHEMA_VERSION:
             _migrate(conn, version)
-        if migrate and app_id == 0:  # a benchloupe file from before the id was set: mark it ours
+        if migrate and app_id == 0 and not readonly:  # a benchloupe file from before the id was set: mark it ours
             _set_application_id(conn)
     except StoreError:
         if conn is not None:
@@ -120,6 +128,7 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         raise StoreError(f"{p}: cannot open the database ({exc.strerror or exc})") from None
     if migrate:
         _mark_interrupted(conn)
+    share_sidecars(p)
     return conn
 
 
@@ -159,10 +168,11 @@ def _classify(conn: sqlite3.Connection, p: Path) -> tuple[int, int]:
     return version, app_id
 
 
-def _create_new(p: Path) -> None:
+def _create_new(p: Path) -> bool:
     """A new database at *p*: the schema and our application id are written to a temporary file in the same
-    folder, which is then hard-linked to *p* (atomic, and it fails if *p* appeared meanwhile: then that file is
-    opened as it is). So a crash or a second process never sees a half-made or empty file."""
+    folder, with the team's permissions (:func:`_share_new`), which is then hard-linked to *p* (atomic, and it
+    fails if *p* appeared meanwhile: then that file is opened as it is). So a crash or a second process never
+    sees a half-made or empty file (issue 24: an empty file is not benchloupe's). True when this call made it."""
     import tempfile
 
     try:
@@ -171,7 +181,9 @@ def _create_new(p: Path) -> None:
         raise StoreError(say(f"{p}: cannot create the database ({exc.strerror or exc}); ",
                              Alt("pass another --db", "open the workbench on another database file"))) from None
     os.close(fd)
+    made = False
     try:
+        _share_new(Path(tmp), p.parent)
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -182,11 +194,13 @@ def _create_new(p: Path) -> None:
             conn.close()
         try:
             os.link(tmp, p)
+            made = True
         except FileExistsError:
             pass  # another process created it first: open theirs
         except OSError:  # no hard links here (some network or FAT file systems): a rename, if still absent
             if not p.exists():
                 os.replace(tmp, p)
+                made = True
     except sqlite3.Error as exc:
         raise StoreError(describe_sqlite_error(exc, p)) from exc
     except OSError as exc:
@@ -195,6 +209,7 @@ def _create_new(p: Path) -> None:
     finally:
         for suffix in ("", "-wal", "-shm"):
             Path(tmp + suffix).unlink(missing_ok=True)
+    return made
 
 
 def _set_application_id(conn: sqlite3.Connection) -> None:
@@ -231,6 +246,101 @@ def _check_sound(conn: sqlite3.Connection, p: Path) -> None:
     _SOUND.add(key)
 
 
+# ------------------------------------------------------------------ a file shared by a Unix group (issue 25 #5)
+# A team shares one database in a group-writable folder. A new database file gets 0666 minus the umask, and when
+# its folder is group-writable, group read and write too, with the folder's group: whoever creates it, the
+# team can write it. SQLite creates the -wal and -shm files next to it (whichever process opens it first after
+# the last one closed) with the database file's permission bits but the creator's own group unless the folder is
+# setgid; every open hands those files that are ours to the database file's group and mode, so the next
+# member can open them. README, "Working as a team": chmod 2775 the folder (setgid) and umask 002.
+
+def _share_new(p: Path, folder_path: Path) -> None:
+    """Give the new database file (made under a temporary name by :func:`_create_new`) the permissions above."""
+    try:
+        folder = folder_path.stat()
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+        if folder.st_mode & 0o020:
+            mode |= 0o060
+        os.chmod(p, mode)  # mkstemp made it 0600
+        if folder.st_mode & 0o020 and os.stat(p).st_gid != folder.st_gid:
+            os.chown(p, -1, folder.st_gid)
+    except OSError:
+        pass  # the file keeps what it was made with
+
+
+def _open_readonly(p: Path) -> sqlite3.Connection:
+    """A database this user may read but not write: opened read-only (``mode=ro``); when SQLite cannot make the
+    -shm file it needs for that (nobody else has the database open and the folder is not writable), as an
+    immutable file (no locks: what another writer does later shows on the next open)."""
+    uri = p.resolve().as_uri()
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+    return sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+def share_sidecars(p: Path) -> None:
+    """Give the -wal and -shm files this process owns the database file's group and permission bits."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{p}{suffix}")
+        try:
+            s = os.stat(side)
+            if s.st_uid != os.getuid():
+                continue
+            if s.st_gid != st.st_gid:
+                os.chown(side, -1, st.st_gid)
+            if (s.st_mode & 0o777) != (st.st_mode & 0o666):
+                os.chmod(side, st.st_mode & 0o666)
+        except OSError:
+            continue  # not there, or not ours to change: SQLite's own permissions stand
+
+
+def write_problem(path: str | os.PathLike) -> str | None:
+    """Why this user cannot write the database at *path* (one line), or None when they can: the file, its
+    -wal/-shm files or its folder is not writable for them (a team member without group write access gets a
+    read-only workbench that says so)."""
+    p = Path(path)
+    if not p.exists():
+        return None if os.access(p.parent if p.parent.exists() else p.parent.parent, os.W_OK) else (
+            f"{p.parent}: the folder is not writable for you, so no database can be made there")
+
+    def who(target: Path) -> str:
+        try:
+            import grp
+            import stat
+
+            st = target.stat()
+            try:
+                group = grp.getgrgid(st.st_gid).gr_name
+            except KeyError:
+                group = str(st.st_gid)
+            return f"{stat.filemode(st.st_mode)}, group {group}"
+        except (OSError, ImportError):
+            return "permissions unknown"
+
+    fix = "ask its owner to add you to its group with write access (README, \"Working as a team\")"
+    if not os.access(p, os.W_OK):
+        return f"read-only: you cannot write {p} ({who(p)}); you can look but not decide; {fix}"
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{p}{suffix}")
+        if side.exists() and not os.access(side, os.W_OK):
+            return f"read-only: you cannot write {side} ({who(side)}); you can look but not decide; {fix}"
+    if not os.access(p.parent, os.W_OK) and not all(Path(f"{p}{s}").exists() for s in ("-wal", "-shm")):
+        return (f"read-only: the folder {p.parent} is not writable for you ({who(p.parent)}) and SQLite keeps "
+                f"its -wal and -shm files there; {fix}")
+    return None
+
+
 def _mark_interrupted(conn: sqlite3.Connection) -> None:
     """Runs and BenchFill sessions whose runner died become ``interrupted`` on open (issue 10 #5)."""
     from . import runners
@@ -265,16 +375,15 @@ def _split(script: str) -> Iterator[str]:
 
 
 def audit(conn: sqlite3.Connection, action: str, entity: str, entity_id: int | None, detail: str = "{}",
-          note: str = "") -> None:
-    """Append one decision to the audit log (call inside the decision's transaction)."""
-    try:
-        actor = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in some containers
-        actor = ""
-    conn.execute(
+          note: str = "", *, actor: str | None = None) -> int:
+    """Append one decision to the audit log (call inside the decision's transaction); its id. The actor is the
+    curator's name (store/actor.py: ``--as``, ``$BENCHLOUPE_USER``, the login), not only the Unix user."""
+    from .actor import current
+
+    return int(conn.execute(
         "INSERT INTO audit_log (actor, action, entity, entity_id, detail, note) VALUES (?, ?, ?, ?, ?, ?)",
-        (actor, action, entity, entity_id, detail, note),
-    )
+        (actor if actor is not None else current(), action, entity, entity_id, detail, note),
+    ).lastrowid)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

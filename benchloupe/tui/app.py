@@ -117,9 +117,23 @@ class BenchloupeApp(App[int]):
         self._progress = ProgressSlot()
         self.job_paints = 0
         self.flag_focus: tuple[str, str, int, str] | None = None
+        from benchloupe.store import actor
+        from benchloupe.store.db import write_problem
+        from benchloupe.tui.live import StoreWatcher
+        from benchloupe.tui.writes import WriteQueue
+
+        self.actor = actor.current()  # the curator's name on every write (--as, $BENCHLOUPE_USER, the login)
+        self.read_only = write_problem(self.db_path)  # None, or the one line that says why nothing can be saved
+        self.write_queue = WriteQueue()
+        self.watcher = StoreWatcher(self.db_path)
 
     def on_mount(self) -> None:
+        from benchloupe.tui.live import POLL_HZ
+
         self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
+        self.set_interval(1 / POLL_HZ, self._watch)
+        if self.read_only:
+            self.notify(self.read_only, title="Read-only workbench", severity="warning", timeout=15)
         from benchloupe.jobs.simulated import SimulatedHold
 
         self.simulated_hold = SimulatedHold()
@@ -132,6 +146,7 @@ class BenchloupeApp(App[int]):
         self.simulated_hold.take(self.db_path)
 
     def on_unmount(self) -> None:
+        self.watcher.close()
         if self.job_process is not None and self.job_process.is_alive():
             self.job_process.stop()  # cancel, then SIGTERM, then SIGKILL: no job outlives the app
         self.simulated_hold.close()
@@ -280,6 +295,29 @@ class BenchloupeApp(App[int]):
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    # ------------------------------------------------------------------ other writers (tui/live.py)
+    def _watch(self) -> None:
+        """Timer: when another connection committed (another curator, a CLI script, a job, this app's own write
+        worker), every screen reloads when next shown and the one on view reloads what changed now (the screen
+        under a dialog too: it stays visible)."""
+        if not self.watcher.changed():
+            return
+        from benchloupe.tui.screens.base import BenchScreen
+
+        self.data_version += 1
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, BenchScreen):
+                screen.live_refresh()
+                break
+
+    def can_write(self) -> bool:
+        """False, with the one line saying why, on a database this curator cannot write (tui: decisions stop
+        before they change what the screen shows)."""
+        if self.read_only:
+            self.notify(self.read_only, title="Read-only", severity="warning")
+            return False
+        return True
 
     def data_changed(self, *, reload_current: bool = True) -> None:
         """The store changed (an import, a run, a decision): screens reload when next shown, the current one

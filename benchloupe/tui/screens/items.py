@@ -308,13 +308,21 @@ class ItemPanel(BenchScreen):
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import views
 
-        return views.item_detail(conn, self.item_id)
+        d = views.item_detail(conn, self.item_id)
+        last = conn.execute("SELECT actor, at FROM audit_log WHERE entity = 'item' AND entity_id = ? ORDER BY id DESC"
+                            " LIMIT 1", (self.item_id,)).fetchone()  # who retired or restored it (issue 25)
+        d["status_by"] = (last[0], last[1]) if last else None
+        return d
 
     def show(self, d: dict) -> None:
         self.detail = d
         head = Text(str(d["key"]), style="bold")
         head.append(f"   {d['benchmark']} · group {d['grp'] or '-'} · {d['kind']} · {d['origin']} · ")
         head.append(d["status"], style="bold red" if d["status"] == "retired" else "bold green")
+        if d.get("status_by"):
+            from benchloupe.store.actor import by_at
+
+            head.append(" " + by_at(*d["status_by"]), style="dim")
         if d.get("parent_id"):
             head.append(f" · parent item #{d['parent_id']}")
         self.query_one("#item-head", SafeStatic).update(head)
@@ -407,14 +415,14 @@ class ItemPanel(BenchScreen):
             return
         new = "active" if self.detail["status"] == "retired" else "retired"
         verb = "Restore" if new == "active" else "Retire"
-        item_id, key = self.item_id, str(self.detail["key"])
+        item_id, key, seen = self.item_id, str(self.detail["key"]), str(self.detail["status"])
 
         def done(note: str | None) -> None:
             if note is None:
                 return
             from benchloupe.store import curation
 
-            store_write(self, lambda conn: curation.set_item_status(conn, item_id, new, note),
+            store_write(self, lambda conn: curation.set_item_status(conn, item_id, new, note, expect_status=seen),
                         f"{key}: {new}")
 
         self.app.push_screen(PromptDialog(f"{verb} {key}", placeholder="why (kept in the audit log)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import unicodedata
 from collections.abc import Callable, Mapping
@@ -22,16 +23,25 @@ Validator = Callable[[str], str | None]
 
 class PromptDialog(ModalScreen[str | None]):
     """Ask for one value. Enter submits when *validate* returns None, otherwise its message shows in one line;
-    escape cancels (returns None)."""
+    escape cancels (returns None).
+
+    Enter and escape are priority bindings, handled where the app reads the keys, so the keys typed after them
+    act on the screen underneath in the order they were typed (issue 21 #3: "fast note", enter, d, z stored
+    "fast notedz"): enter first lets the field take every key typed before it, then closes the dialog at once.
+    *on_submit* is called with the value right there, before any later key is handled (a note then applies
+    before the decision typed after it); the ``push_screen`` callback, if any, runs later as usual."""
 
     AUTO_FOCUS = "Input"
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel", priority=True),
+                Binding("enter", "submit", "OK", id="dialog.submit", priority=True, show=False)]
 
     def __init__(self, title: str, *, value: str = "", placeholder: str = "", help: str = "",
-                 validate: Validator | None = None) -> None:
+                 validate: Validator | None = None, on_submit: Callable[[str], None] | None = None) -> None:
         super().__init__()
         self.title_text, self.value, self.placeholder, self.help = title, value, placeholder, help
         self.validate = validate
+        self.on_submit = on_submit
+        self._answered = False
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -42,19 +52,40 @@ class PromptDialog(ModalScreen[str | None]):
             yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
             yield SafeStatic(Text("enter: ok   escape: cancel", style="dim"))
 
+    async def action_submit(self) -> None:
+        """Enter: wait until the field has taken the keys typed before this one, then submit its value."""
+        field = self.query_one("#dialog-input", Input)
+        drained = asyncio.Event()
+        if field.call_later(drained.set):
+            try:
+                await asyncio.wait_for(drained.wait(), 2.0)
+            except TimeoutError:
+                pass
+        self._submit(field.value)
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        value = event.value.strip()
+        self._submit(event.value)
+
+    def _submit(self, raw: str) -> None:
+        if self._answered:
+            return
+        value = raw.strip()
         bad = control_character(value)
         error = f"contains the control character {bad}; type plain text" if bad else \
             self.validate(value) if self.validate else None
         if error:
             self.query_one("#dialog-error", SafeStatic).update(Text(error))
             return
+        self._answered = True
+        if self.on_submit is not None:
+            self.on_submit(value)
         self.dismiss(value)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        if not self._answered:
+            self._answered = True
+            self.dismiss(None)
 
 
 Values = Mapping[str, str]
