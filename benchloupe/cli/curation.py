@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db
+from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import print_json, table
 from benchloupe.words import count
 
@@ -95,8 +97,11 @@ def _flag_action(args, conn) -> int:
             for f in changed.to_dict("records"):
                 print(f"{_flag_line(f)}: {current()}'s decision undone; back to {f['state']}")
         return 0
-    if not args.set[0].isdigit():
-        raise CliError(f"--set needs a flag id (a number) then a state; got {args.set[0]!r}")
+    try:
+        ranges.ROW_ID.parse(args.set[0])
+    except ValueError:
+        raise CliError(f"--set needs a flag id (a whole number from 1, as `flags` lists them) then a state; got "
+                       f"{ranges.shown(args.set[0])!r}") from None
     fid = int(args.set[0])
     before = curation.flags(conn)
     before = before[before["id"] == fid]
@@ -125,7 +130,7 @@ def register_flags(sub, common) -> None:
                                    "what it replaced. --undo takes back your own latest decision (--as NAME).")
     common(p)
     p.add_argument("benchmark", nargs="?")
-    p.add_argument("--run", type=int)
+    ranged_argument(p, "--run", range=ranges.ROW_ID, help="only this run's flags")
     p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate"])
     p.add_argument("--state", choices=["open", "confirmed", "dismissed", "unsure"])
     p.add_argument("--by", metavar="NAME", help="only flags last decided by this curator")
@@ -133,13 +138,14 @@ def register_flags(sub, common) -> None:
     p.add_argument("--note")
     p.add_argument("--expect", choices=["open", "confirmed", "dismissed", "unsure"], metavar="STATE",
                    help="with --set: the state the flag must still be in (else refused: another curator changed it)")
-    p.add_argument("--expect-version", type=int, metavar="N",
+    ranged_argument(p, "--expect-version", range=ranges.count(0, ranges.INT64_MAX, "a flag's version"), metavar="N",
                    help="with --set: the version the flag must still have (the version column of the listing)")
-    p.add_argument("--undo", type=int, nargs="?", const=0, metavar="ID",
+    ranged_argument(p, "--undo", nargs="?", const=0, metavar="ID",
+                    range=ranges.count(1, ranges.INT64_MAX, "a flag id", special=(0, "your latest decision")),
                    help="undo your own latest flag decision (on flag ID when given); refused when someone "
                         "changed the flag since")
-    p.add_argument("--history", type=int, metavar="ID", help="who decided what on flag ID, and when")
-    p.add_argument("--limit", type=int, default=50)
+    ranged_argument(p, "--history", range=ranges.ROW_ID, metavar="ID", help="who decided what on flag ID, and when")
+    ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "rows"), default=50, help="rows shown (default: 50)")
     p.set_defaults(func=cmd_flags)
 
 

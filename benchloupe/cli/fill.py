@@ -6,8 +6,9 @@ import argparse
 import difflib
 import sys
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, db_path
-from benchloupe.cli.options import StderrProgress
+from benchloupe.cli.options import StderrProgress, ranged_argument
 from benchloupe.cli.output import kv, print_json, table
 from benchloupe.words import count
 
@@ -25,7 +26,8 @@ def cmd_endpoints(args) -> int:
     else:
         fields = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
                   "timeout": args.timeout, "max_retries": args.max_retries, "concurrency": args.concurrency,
-                  "name": args.name, "trials": args.trials, "json_mode": args.json_mode}
+                  "name": args.name, "trials": args.trials, "json_mode": args.json_mode,
+                  "retry_after_max": args.retry_after_max}
         for flag, value, least in (("--timeout", args.timeout, None), ("--max-retries", args.max_retries, 0),
                                    ("--concurrency", args.concurrency, 1), ("--trials", args.trials, 1)):
             if value is None:
@@ -84,10 +86,16 @@ def register_endpoints(sub, common) -> None:
     p.add_argument("--model", help="model name the server knows")
     p.add_argument("--api-key-env", help="environment variable holding the key (default: OPENAI_API_KEY)")
     p.add_argument("--name", help="annotator: the benchmark model whose fitted ability it carries")
-    p.add_argument("--trials", type=int, help="annotator: trials K_j per child (default: 4)")
-    p.add_argument("--timeout", type=float, help="seconds per request (default: 60)")
-    p.add_argument("--max-retries", type=int, help="retries on 429/5xx/timeouts (default: 4)")
-    p.add_argument("--concurrency", type=int, help="parallel requests to this endpoint (default: 8)")
+    ranged_argument(p, "--trials", range=ranges.FIELDS["AnnotatorSpec.trials"],
+                    help="annotator: trials K_j per child (default: 4)")
+    ranged_argument(p, "--timeout", range=ranges.FIELDS["EndpointConfig.timeout"], help="seconds per request (default: 60)")
+    ranged_argument(p, "--max-retries", range=ranges.FIELDS["EndpointConfig.max_retries"],
+                    help="retries on 429/5xx/timeouts (default: 4)")
+    ranged_argument(p, "--concurrency", range=ranges.FIELDS["EndpointConfig.concurrency"],
+                    help="parallel requests to this endpoint (default: 8)")
+    ranged_argument(p, "--retry-after-max", range=ranges.FIELDS["EndpointConfig.retry_after_max"], metavar="SECONDS",
+                    help="longest Retry-After of a 429/503 that a request waits for; a server asking more fails the "
+                         "request at once (default: 60)")
     p.set_defaults(func=cmd_endpoints)
 
 
@@ -161,14 +169,14 @@ def register_fill(sub, common) -> None:
                                    "interrupted session. Proposals wait for `benchloupe review`.")
     common(p)
     p.add_argument("benchmark", nargs="?")
-    p.add_argument("--gap", type=int, default=1, help="which gap (1 = largest; default: 1)")
+    ranged_argument(p, "--gap", range=ranges.FIELDS["FillOptions.gap"], default=1, help="which gap (1 = largest; default: 1)")
     p.add_argument("--answer-format", default="auto", choices=["auto", "short", "choice", "free"])
     p.add_argument("--baseline", action="store_true", help="also run the budget-matched best-of-N baseline (E.1)")
-    p.add_argument("--resume", type=int, metavar="SESSION", help="continue a session")
-    p.add_argument("--max-stored-chars", type=int, metavar="N",
+    ranged_argument(p, "--resume", range=ranges.ROW_ID, metavar="SESSION", help="continue a session")
+    ranged_argument(p, "--max-stored-chars", range=ranges.FIELDS["FillOptions.max_stored_chars"], metavar="N",
                    help="keep at most N characters of each prompt and reply in the journal (default: 16384; 0 = all)")
     p.add_argument("--list", action="store_true", help="list sessions")
-    p.add_argument("--approvals", type=int, default=1, metavar="N",
+    ranged_argument(p, "--approvals", range=ranges.FIELDS["FillOptions.approvals"], default=1, metavar="N",
                    help="curators who must accept a proposal before it becomes an item (default: 1); the "
                         "approvers are recorded")
     p.set_defaults(func=cmd_fill)
@@ -220,6 +228,8 @@ def cmd_review(args) -> int:
     me = actor.current()
     conn = connect(db_path(args))
     try:
+        if args.session is not None:
+            fillstore.session(conn, args.session)  # no such session: one line, exit 1 (issue 24)
         queue = fillstore.candidates(conn, args.session)
     finally:
         conn.close()
@@ -342,5 +352,5 @@ def register_review(sub, common) -> None:
                                    "prompt waits), so another curator reviewing the same session skips it; one "
                                    "decided or held by someone else meanwhile is skipped or refused with their name.")
     common(p)
-    p.add_argument("--session", type=int, help="only this session's proposals")
+    ranged_argument(p, "--session", range=ranges.ROW_ID, help="only this session's proposals")
     p.set_defaults(func=cmd_review)

@@ -53,7 +53,7 @@ from .base import cancellable_by_signals, stop_reason
 
 ENDPOINTS_KEY = "benchfill.endpoints"
 ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
-                   "max_tokens", "json_mode")
+                   "max_tokens", "json_mode", "retry_after_max")
 SCOPES = ("database", "user")
 
 
@@ -296,10 +296,11 @@ def _problem(conn, sess: dict) -> FillProblem:
                        DifficultyScale(cfg["b_min"], cfg["b_max"]), cfg["answer_format"], float(cfg["guessing"]))
 
 
-def _llms(eps: dict):
-    rewriter = LLMRewriter(ChatClient(_endpoint(eps["rewriter"])))
-    judge = LLMJudge(ChatClient(_endpoint(eps["judge"])))
-    annotator = LLMAnnotator({a["model"]: ChatClient(_endpoint(a)) for a in eps["annotators"]})
+def _llms(eps: dict, notify=None):
+    """The three LLM roles; *notify* hears of every wait of a second or more (a 429's Retry-After)."""
+    rewriter = LLMRewriter(ChatClient(_endpoint(eps["rewriter"]), notify=notify))
+    judge = LLMJudge(ChatClient(_endpoint(eps["judge"]), notify=notify))
+    annotator = LLMAnnotator({a["model"]: ChatClient(_endpoint(a), notify=notify) for a in eps["annotators"]})
     return rewriter, judge, annotator
 
 
@@ -321,6 +322,26 @@ def recompute_coverage(db_path, benchmark: str) -> int:
     except (TypeError, ValueError, EngineError):  # a run of an older version with settings no longer valid
         config = CoverageConfig()
     return run_coverage(db_path, benchmark, dataclasses.replace(config, robustness="", improvement=""))
+
+
+class _Noticed:
+    """The session's progress, remembering the latest (done, total) so that a notice (the client waiting for a
+    server's Retry-After) is shown on the same job line; a progress with a ``notice`` method (the CLI's stderr
+    lines) gets the notice there, at once."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress, self.done, self.total = progress, 0.0, 0.0
+
+    def __call__(self, done: float, total: float, message: str) -> None:
+        self.done, self.total = done, total
+        self.progress(done, total, message)
+
+    def notice(self, message: str) -> None:
+        direct = getattr(self.progress, "notice", None)
+        if direct is not None:
+            direct(message)
+        else:
+            self.progress(self.done, self.total, message)
 
 
 def _coverage_current(db_path, benchmark: str) -> None:
@@ -431,7 +452,8 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
     if config is None:
         config = BenchFillConfig(**{k: v for k, v in sess["config"].get("benchfill", {}).items()})
     token = runner["token"]
-    rewriter, judge, annotator = _llms(eps)
+    progress = _Noticed(progress)
+    rewriter, judge, annotator = _llms(eps, progress.notice)
     journal = SqliteJournal(db_path, session_id, token=token,
                             max_chars=int(sess["config"].get("max_stored_chars", fillstore.DEFAULT_MAX_STORED_CHARS)))
     heart = runners.Heartbeat(lambda: connect(db_path),

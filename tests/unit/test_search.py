@@ -248,10 +248,12 @@ def test_cli_search_errors_are_one_line_and_exit_1(tmp_path):
     conn = connect(db)
     _import(conn, "alpha", ["a fox"])
     conn.close()
-    for argv in (["--raw", 'a"b'], ["--raw", "AND"], ["--limit", "0", "fox"], ["--benchmark", "nope", "fox"]):
+    for argv in (["--raw", 'a"b'], ["--raw", "AND"], ["--benchmark", "nope", "fox"]):
         out = _cli("search", "--db", str(db), *argv)
         assert out.returncode == 1, (argv, out.stderr)
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("benchloupe: error: search:"), out.stderr
+    out = _cli("search", "--db", str(db), "--limit", "0", "fox")  # the option's stated range (issue 24)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "--limit 0: must be a whole number from 1" in out.stderr
     for argv in (['a"b', "AND", "*"], ["--", "-fox"], ["NEAR(", "^"]):
         out = _cli("search", "--db", str(db), *argv)
         assert out.returncode == 0 and out.stderr == "", (argv, out.stderr)

@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from benchloupe.hints import Alt, Opt, say
 
 from .alpacaeval import parse_alpacaeval
 from .arena import parse_arena
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, bad_json_value, check_nesting, not_a_file, too_deep
 from .battles import parse_battles
 from .dualeval import parse_dualeval
 from .helm import parse_helm
@@ -111,7 +112,9 @@ def parse_file(path: str | Path, fmt: str | None = None, **options) -> ParsedImp
     if Path(path).is_file() and base_suffix(path) not in BINARY_SUFFIXES and name != "neartie-npz" and \
             not (name == "inspect" and zipfile.is_zipfile(path)):
         refuse_binary(Path(path))  # a text format named for a binary file: say what the file is
-    return FORMATS[name](path, **options)
+    parsed = FORMATS[name](path, **options)
+    check_nesting(parsed, path)
+    return parsed
 
 
 # Formats whose files are binary by design (read by their own parsers).
@@ -188,7 +191,7 @@ def _head(path: Path, size: int = 65536) -> str:
         try:
             with gzip.open(path, "rb") as fh:
                 raw = fh.read(size)
-        except (EOFError, OSError) as exc:
+        except (EOFError, OSError, zlib.error) as exc:
             raise ImportFormatError(
                 path, "", f"truncated or corrupt gzip ({exc})", "re-download or re-compress the file"
             ) from None
@@ -199,7 +202,7 @@ def detect_format(path: str | Path) -> str:
     """The FORMATS name for ``path``; ImportFormatError when nothing fits (or the file is a known side file)."""
     p = Path(path)
     if not p.is_file():
-        raise ImportFormatError(p, "", "a folder, not a file" if p.is_dir() else "no such file", "check the path")
+        raise not_a_file(p)
     suffix = base_suffix(p)
     low = p.name.lower()
     if suffix == ".npz":
@@ -240,7 +243,13 @@ def _first_object(p: Path, head: str) -> tuple[str, dict]:
             obj, end = decoder.raw_decode(text)
             if not text[end:].strip() or not text[end:].lstrip().startswith("{"):
                 shape = "object"
-    except json.JSONDecodeError:
+    except RecursionError:  # the whole file's depth, not only its head's
+        from .readers import load_text
+
+        raise too_deep(p, "line 1", load_text(p)) from None
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError):
+            raise bad_json_value(p, "line 1", exc) from None
         if text[:1] == "{" and len(head) >= 65536:
             return "object", {}  # one big object: decided by its keys below
         raise ImportFormatError(p, "line 1", "not JSON", "write a JSON array, one JSON object per line, or a log") \

@@ -28,6 +28,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, TextArea
 
+from benchloupe import ranges
 from benchloupe.jobs import simulated
 from benchloupe.store import runners
 from benchloupe.store.actor import by_at, short_time
@@ -741,7 +742,11 @@ def _parse_annotators(raw: str) -> list[tuple[str, str, int]]:
         model, _, trials = (rest or name).partition("*")
         if not name.strip():
             raise ValueError(f"{part!r}: give name=model*trials")
-        out.append((name.strip(), model.strip() or name.strip(), int(trials) if trials else 4))
+        try:  # the command line's range and words (benchloupe.ranges; issue 24: 10^20 trials was accepted)
+            count = ranges.FIELDS["AnnotatorSpec.trials"].parse(trials, form=True) if trials.strip() else 4
+        except ValueError as exc:
+            raise ValueError(f"{part!r}: trials {exc}") from None
+        out.append((name.strip(), model.strip() or name.strip(), count))
     return out
 
 
