@@ -28,7 +28,7 @@ def check_name(name: str) -> str:
     """*name* stripped, or ValueError with one line saying what is wrong with it."""
     value = str(name).strip()
     if not value:
-        raise ValueError(f"curator name {name!r} is empty; give a name such as --as bea")
+        raise ValueError(f"curator name {name!r} is empty; give a curator name such as bea")
     if has_control(value, allow_layout=False):
         raise ValueError(f"curator name {value!r} contains control characters; use plain text")
     if len(value) > MAX_CHARS:
