@@ -9,12 +9,18 @@ times a second from a timer. When it moved, the screen on view reloads what chan
 and every other screen reloads when it is next shown. Every write of this app comes from a worker's own
 connection, so the watcher sees those too; a stamp that did not move costs one small query in a worker.
 
+The check also compares the database file's identity (device, inode) and the main and WAL files' size and
+mtime: a file replaced under the app (a restore, an atomic whole-file write) holds a new inode that the open
+connection never sees, and a commit the connection's counter missed still moves the WAL file. A moved
+fingerprint reopens the connection and counts as a change (a spurious one, a checkpoint, costs one stamp query).
+
 A database that cannot be read (removed, damaged, locked past the zero timeout) makes the check answer "no
 change" and try again at the next tick: it never blocks or fails the UI.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -29,7 +35,21 @@ class StoreWatcher:
         self._conn: sqlite3.Connection | None = None
         self._version: int | None = None
         self._missed = False  # the connection failed: the next good read counts as a change
+        self._print: tuple | None = None  # the files' fingerprint at the previous check
         self.checks = 0
+
+    def _fingerprint(self) -> tuple:
+        """(dev, inode, size, mtime) of the database file and (size, mtime) of its WAL; () when unreadable."""
+        try:
+            main = os.stat(self.path)
+        except OSError:
+            return ()
+        try:
+            wal = os.stat(f"{self.path}-wal")
+            wal_part = (wal.st_size, wal.st_mtime_ns)
+        except OSError:
+            wal_part = ()
+        return (main.st_dev, main.st_ino, main.st_size, main.st_mtime_ns, wal_part)
 
     def _open(self) -> sqlite3.Connection | None:
         if self._conn is None and self.path.exists():
@@ -41,6 +61,11 @@ class StoreWatcher:
         return self._conn
 
     def changed(self) -> bool:
+        fingerprint = self._fingerprint()
+        replaced = self._print is not None and fingerprint != self._print
+        if replaced and self._print[:2] != fingerprint[:2]:
+            self.close()  # another file at the path now: read that one
+            self._missed = True
         conn = self._open()
         if conn is None:
             return False
@@ -51,7 +76,8 @@ class StoreWatcher:
             self.close()
             self._missed = True
             return False
-        moved = self._missed or (self._version is not None and version != self._version)
+        self._print = self._fingerprint()  # after the read: opening the connection may have made the WAL file
+        moved = self._missed or replaced or (self._version is not None and version != self._version)
         self._version, self._missed = version, False
         return moved
 

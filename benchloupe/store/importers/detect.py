@@ -148,7 +148,7 @@ def binary_description(path: Path) -> str | None:
         try:
             with gzip.open(path, "rb") as fh:
                 head = fh.read(8192)
-        except (EOFError, OSError):
+        except (EOFError, OSError, zlib.error):
             return None  # a corrupt gzip: _head says so
     if not head:
         return None
