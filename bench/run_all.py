@@ -25,6 +25,7 @@ FULL = [
     ("coverage", ["bench/bench_coverage.py"]),
     ("benchfill", ["bench/bench_benchfill.py"]),
     ("tui", ["bench/bench_tui.py"]),
+    ("team", ["bench/bench_team.py"]),
 ]
 QUICK = [
     ("store", ["bench/bench_store.py", "--skip-big"]),
@@ -32,6 +33,7 @@ QUICK = [
     ("coverage", ["bench/bench_coverage.py"]),
     ("benchfill", ["bench/bench_benchfill.py", "--repeat", "1"]),
     ("tui", ["bench/bench_tui.py"]),
+    ("team", ["bench/bench_team.py", "--keys", "30", "--visible", "5"]),
 ]
 
 

@@ -30,6 +30,12 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.delenv("BENCHLOUPE_ENDPOINTS", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    # one curator name in every test (the TUI header shows it; snapshots must not depend on the login name);
+    # a name an earlier test gave with set_actor is forgotten first
+    from benchloupe.store import actor
+
+    actor.set_actor(None)
+    monkeypatch.setenv("BENCHLOUPE_USER", "curator")
 
 
 @pytest.fixture(scope="session")

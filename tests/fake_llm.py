@@ -1,7 +1,9 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for BenchFill tests and bench/ (no network, no mocks).
 
 ``POST /v1/chat/completions`` with JSON bodies, like a real server: Bearer-key check (401), unknown model
-(404), scripted faults per model (429 with ``Retry-After: 0``, as an HTTP date or as ``retry-after-ms``, 500,
+(404), scripted faults per model (429 with ``Retry-After: 0``, as an HTTP date or as ``retry-after-ms``, any
+``Retry-After`` (``429after:SECONDS``, ``503after:SECONDS``, ``429ms:MS``, ``429date-far``), a reset connection
+(``reset``), 500,
 a hang past the client's timeout, a non-JSON body, a number as the content, ``choices: [null]``, empty
 content, a multi-megabyte reply, control characters in a rewrite or in the judge's reason (``ctrl_reason``), malformed, fenced or truncated model output,
 empty or parent-identical rewrites), occasional 429/500 by request count, JSON mode (``response_format``,
@@ -100,6 +102,14 @@ class FakeLLM:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 code, payload, ctype, *extra = fake.handle(self.path, self.headers.get("Authorization", ""), body)
+                if code == 0:  # fault "reset": the connection is reset (RST), no reply at all
+                    import socket
+                    import struct
+
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    self.connection.close()
+                    return
                 headers = extra[0] if extra else ({"Retry-After": "0"} if code == 429 else {})
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
@@ -172,6 +182,19 @@ class FakeLLM:
         if fault == "429ms":
             return (*self._error(429, "Rate limit reached", "rate_limit_error"),
                     {"retry-after-ms": "250", "Retry-After": "1"})
+        if fault.startswith("429after:") if fault else False:  # "429after:SECONDS", as a server writes it
+            return (*self._error(429, "Rate limit reached", "rate_limit_error"), {"Retry-After": fault.split(":", 1)[1]})
+        if fault.startswith("503after:") if fault else False:
+            return (*self._error(503, "Service unavailable", "server_error"), {"Retry-After": fault.split(":", 1)[1]})
+        if fault.startswith("429ms:") if fault else False:
+            return (*self._error(429, "Rate limit reached", "rate_limit_error"), {"retry-after-ms": fault.split(":", 1)[1]})
+        if fault == "429date-far":  # an HTTP date a day ahead
+            from email.utils import formatdate
+
+            return (*self._error(429, "Rate limit reached", "rate_limit_error"),
+                    {"Retry-After": formatdate(time.time() + 86_400, usegmt=True)})
+        if fault == "reset":
+            return 0, b"", ""
         if fault in ("number_content", "null_choice"):
             choices = [None] if fault == "null_choice" else [
                 {"index": 0, "message": {"role": "assistant", "content": 42}, "finish_reason": "stop"}]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, db_path, stderr, stored_run, stored_table
-from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
+from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
 from benchloupe.cli.output import data_stream, kv, print_json, table, table_rows
 
 TUPLE_FIELDS = ("dimensions", "gap_curve", "fraction_sensitivity")
@@ -157,7 +158,7 @@ def register_audit(sub, common) -> None:
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help="one benchmark (neartie) or several (robustness)")
     p.add_argument("--report", help="also write the Markdown report to this file, or to standard output with - (the "
                                     "other lines then go to standard error); it is always stored with the run")
-    p.add_argument("--need", type=int, default=None,
+    ranged_argument(p, "--need", range=ranges.count(1, 1000, "benchmarks"), default=None,
                    help="robustness: benchmarks that must be positive and significant per variant (paper: 3 of 5)")
     p.add_argument("--family-from", choices=["name", "column", "arch"], default="name",
                    help="model families from the paper's name rules (default), the stored family column, or the "
@@ -168,9 +169,12 @@ def register_audit(sub, common) -> None:
                    help="full: also the paper's robustness protocol (D.1-D.3, B.1, B.2) and secondary analyses")
     p.add_argument("--compare", metavar="BENCHMARK",
                    help="exact-common-model check (B.7, Table 10) against BENCHMARK's latest near-tie run")
-    p.add_argument("--gap-curve", help="secondary: gap thresholds in points, e.g. 0.25,0.5,1,2,5 (Table 7)")
-    p.add_argument("--fractions", help="secondary: anchor fractions, e.g. 0.3,0.7 (Table 8)")
-    p.add_argument("--k-grid", help="dimension grid (default: 1,2,4,...,256)")
+    ranged_argument(p, "--gap-curve", range=ranges.number_list(ranges.FIELDS["AuditConfig.gap_curve"]),
+                    help="secondary: gap thresholds in points, e.g. 0.25,0.5,1,2,5 (Table 7)")
+    ranged_argument(p, "--fractions", range=ranges.number_list(ranges.FIELDS["AuditConfig.fraction_sensitivity"]),
+                    help="secondary: anchor fractions, e.g. 0.3,0.7 (Table 8)")
+    ranged_argument(p, "--k-grid", range=ranges.number_list(ranges.FIELDS["AuditConfig.dimensions"]),
+                    help="dimension grid (default: 1,2,4,...,256)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="neartie: where control scoring, the DIF Newton passes and the spectral products run: cuda "
                         "(torch on a GPU, float64), cpu (numpy), or auto (CUDA when present and the matrix is large; "

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db, db_path, stored_run
-from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
+from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
 from benchloupe.cli.output import kv, print_json, table
 from benchloupe.textsafe import visible
 
@@ -135,13 +136,13 @@ def register_fit(sub, common) -> None:
     p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
     add_external_args(p)
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out 20%% ECE (Appendix E)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the held-out splits and of bt's bootstrap (default: 0)")
+    ranged_argument(p, "--seed", range=ranges.SEED, default=0,
+                    help="seed of the held-out splits and of bt's bootstrap (default: 0)")
     pref = p.add_argument_group("bt on pairwise preferences (battles, AlpacaEval pairs; no rewards)")
-    pref.add_argument("--bootstrap", type=int, metavar="N",
+    ranged_argument(pref, "--bootstrap", range=ranges.FIELDS["PairwiseConfig.bootstrap"], metavar="N",
                       help="bootstrap replicates over the comparisons for percentile intervals; 0 = none "
                            "(default: 200)")
-    pref.add_argument("--prior-alpha", type=float, metavar="A",
+    ranged_argument(pref, "--prior-alpha", range=ranges.FIELDS["PairwiseConfig.alpha"], metavar="A",
                       help="pseudo-comparisons per model against a reference of strength 1 (half won, half lost): "
                            "keeps all-win/all-loss models finite; 0 = the plain MLE (default: 0.5)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, db_path, stored_run
-from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args
+from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
 from benchloupe.cli.output import kv, print_json, table
 
 
@@ -99,7 +100,8 @@ def register_coverage(sub, common) -> None:
     common(p)
     from benchloupe.jobs.coverage import CoverageConfig
     p.add_argument("benchmark")
-    p.add_argument("--gaps", type=int, default=10, help="how many gaps to list (default: 10)")
+    ranged_argument(p, "--gaps", range=ranges.count(1, 1_000_000, "gaps"), default=10,
+                    help="how many gaps to list (default: 10)")
     p.add_argument("--ecdf", action="store_true", help="include the ECDF points in --json output")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="where the C.6 uncertainty draws' metrics run: cuda (torch on a GPU), cpu (numpy), or auto "

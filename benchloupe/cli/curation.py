@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db
+from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import print_json, table
+from benchloupe.words import count
 
 
 def cmd_alias(args) -> int:
@@ -30,32 +33,29 @@ def register_alias(sub, common) -> None:
     p.set_defaults(func=cmd_alias)
 
 
-FLAG_COLS = ["id", "run_id", "kind", "state", "score", "model", "model_b", "item_key", "note"]
+FLAG_COLS = ["id", "run_id", "kind", "state", "score", "model", "model_b", "item_key", "note", "updated_by",
+             "updated_at", "version"]
+
+
+def _flag_line(f) -> str:
+    what = " ".join(x for x in (f["model"], f["item_key"]) if isinstance(x, str) and x)
+    return f"flag {f['id']} ({f['kind']}, run #{f['run_id']}{', ' + what if what else ''})"
 
 
 def cmd_flags(args) -> int:
     from benchloupe.store import curation, read
+    from benchloupe.store.actor import by_at
 
     conn = connect_db(args)
     try:
-        if args.set:
-            if not args.set[0].isdigit():
-                raise CliError(f"--set needs a flag id (a number) then a state; got {args.set[0]!r}")
-            curation.set_flag_state(conn, int(args.set[0]), args.set[1], args.note)
-            changed = curation.flags(conn)
-            changed = changed[changed["id"] == int(args.set[0])]
-            if args.json:
-                print_json(changed[FLAG_COLS + ["payload"]])
-            else:
-                f = changed.iloc[0]
-                what = " ".join(x for x in (f["model"], f["item_key"]) if isinstance(x, str) and x)
-                print(f"flag {f['id']} ({f['kind']}, run #{f['run_id']}{', ' + what if what else ''}) is now "
-                      f"{f['state']}")
-            return 0
+        if args.set or args.undo is not None or args.history is not None:
+            return _flag_action(args, conn)
         bid = read.benchmark_id(conn, args.benchmark) if args.benchmark else None
         df = curation.flags(conn, run_id=args.run, kind=args.kind, state=args.state, benchmark_id=bid)
     finally:
         conn.close()
+    if args.by is not None:
+        df = df[(df["updated_by"] == args.by) & (df["version"] > 0)]
     cols = FLAG_COLS
     if args.json:
         print_json(df[cols + ["payload"]])
@@ -63,23 +63,89 @@ def cmd_flags(args) -> int:
         print("no flags match")
     else:
         decided = int((df["state"] != "open").sum())
-        print(f"{len(df)} flags, {decided} triaged")
-        print(table(df[cols], limit=args.limit))
+        print(f"{count(len(df), 'flag')}, {decided} triaged")
+        shown = df[cols[:-3]].copy()
+        shown["decided"] = [by_at(b, a) if v else "" for b, a, v in zip(df["updated_by"], df["updated_at"],
+                                                                        df["version"])]
+        print(table(shown, limit=args.limit))
+    return 0
+
+
+def _flag_action(args, conn) -> int:
+    """``--set ID STATE`` (optimistic with ``--expect``), ``--undo [ID]``, ``--history ID``."""
+    from benchloupe.store import curation
+    from benchloupe.store.actor import by_at, current
+
+    if args.history is not None:
+        rows = curation.flag_history(conn, [args.history], limit=args.limit)
+        if args.json:
+            print_json(rows)
+        elif rows.empty:
+            print(f"flag {args.history} has no decisions")
+        else:
+            for r in rows.itertuples():
+                print(f"{r.state:9s} {'(undo) ' if r.action == 'flag:undo' else ''}{by_at(r.actor, r.at)}"
+                      + (f"  note: {r.note}" if r.note else ""))
+        return 0
+    if args.undo is not None:
+        out = curation.undo_latest(conn, None if args.undo == 0 else args.undo)
+        changed = curation.flags(conn)
+        changed = changed[changed["id"].isin(list(out["flags"]))]
+        if args.json:
+            print_json({"undone": out["undone"], "flags": changed[FLAG_COLS]})
+        else:
+            for f in changed.to_dict("records"):
+                print(f"{_flag_line(f)}: {current()}'s decision undone; back to {f['state']}")
+        return 0
+    try:
+        ranges.ROW_ID.parse(args.set[0])
+    except ValueError:
+        raise CliError(f"--set needs a flag id (a whole number from 1, as `flags` lists them) then a state; got "
+                       f"{ranges.shown(args.set[0])!r}") from None
+    fid = int(args.set[0])
+    before = curation.flags(conn)
+    before = before[before["id"] == fid]
+    if args.expect is not None and args.expect_version is not None:
+        raise CliError("give --expect STATE or --expect-version N, not both")
+    curation.set_flag_state(conn, fid, args.set[1], args.note, expect_state=args.expect,
+                            expect_version=args.expect_version)
+    changed = curation.flags(conn)
+    changed = changed[changed["id"] == fid]
+    if args.json:
+        print_json(changed[FLAG_COLS + ["payload"]])
+    else:
+        f, old = changed.iloc[0], before.iloc[0]
+        was = f"was {old['state']}" + (f" {by_at(old['updated_by'], old['updated_at'])}" if old["version"] else "")
+        print(f"{_flag_line(f)} is now {f['state']} ({was})")
     return 0
 
 
 def register_flags(sub, common) -> None:
     p = sub.add_parser("flags", help="list flags (anomalies, reversals, gaps) and triage one headlessly",
                        description="The Anomalies and Reversals screens are the place to step through flags; this "
-                                   "lists them and sets one's state from a script: --set ID STATE [--note TEXT].")
+                                   "lists them and sets one's state from a script: --set ID STATE [--note TEXT]. "
+                                   "With several curators on one database, --expect STATE (or --expect-version N) "
+                                   "refuses the write, exit 1, naming who changed it when the flag is no longer "
+                                   "in that state; without it the write goes through and the audit log keeps "
+                                   "what it replaced. --undo takes back your own latest decision (--as NAME).")
     common(p)
     p.add_argument("benchmark", nargs="?")
-    p.add_argument("--run", type=int)
+    ranged_argument(p, "--run", range=ranges.ROW_ID, help="only this run's flags")
     p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate"])
     p.add_argument("--state", choices=["open", "confirmed", "dismissed", "unsure"])
+    p.add_argument("--by", metavar="NAME", help="only flags last decided by this curator")
     p.add_argument("--set", nargs=2, metavar=("ID", "STATE"), type=str)
     p.add_argument("--note")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--expect", choices=["open", "confirmed", "dismissed", "unsure"], metavar="STATE",
+                   help="with --set: the state the flag must still be in (else refused: another curator changed it)")
+    ranged_argument(p, "--expect-version", range=ranges.count(0, ranges.INT64_MAX, "a flag's version"), metavar="N",
+                   help="with --set: the version the flag must still have (the version column of the listing)")
+    ranged_argument(p, "--undo", nargs="?", const=0, metavar="ID",
+                    range=ranges.count(1, ranges.INT64_MAX, "a flag id", special=(0, "your latest decision")),
+                   help="undo your own latest flag decision (on flag ID when given); refused when someone "
+                        "changed the flag since")
+    ranged_argument(p, "--history", range=ranges.ROW_ID, metavar="ID", help="who decided what on flag ID, and when")
+    ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "rows"), default=50, help="rows shown (default: 50)")
     p.set_defaults(func=cmd_flags)
 
 

@@ -16,11 +16,19 @@ class CliError(Exception):
     """An error already phrased for the user (one line: what, where, how to fix)."""
 
 
+class UsageError(CliError):
+    """Wrong usage found by a command rather than by argparse (an unknown import format): one line, exit 2."""
+
+
 def db_path(args) -> Path:
-    """``--db`` if given, else ``$BENCHLOUPE_DB``, else the XDG default."""
+    """``--db`` if given, else ``$BENCHLOUPE_DB``, else the XDG default. ``--db ''`` is refused: an empty path
+    silently meant the default database (issue 24)."""
     from benchloupe.store.db import default_db_path
 
-    return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
+    given = getattr(args, "db", None)
+    if given is not None and not str(given).strip():
+        raise CliError("--db is empty: give the database file's path (leave --db out for the default database)")
+    return Path(given).expanduser() if given else default_db_path()
 
 
 def connect_db(args, *, must_exist: bool = True):

@@ -6,9 +6,11 @@ import argparse
 import difflib
 import sys
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, db_path
-from benchloupe.cli.options import StderrProgress
+from benchloupe.cli.options import StderrProgress, ranged_argument
 from benchloupe.cli.output import kv, print_json, table
+from benchloupe.words import count
 
 
 def cmd_endpoints(args) -> int:
@@ -24,7 +26,8 @@ def cmd_endpoints(args) -> int:
     else:
         fields = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
                   "timeout": args.timeout, "max_retries": args.max_retries, "concurrency": args.concurrency,
-                  "name": args.name, "trials": args.trials, "json_mode": args.json_mode}
+                  "name": args.name, "trials": args.trials, "json_mode": args.json_mode,
+                  "retry_after_max": args.retry_after_max}
         for flag, value, least in (("--timeout", args.timeout, None), ("--max-retries", args.max_retries, 0),
                                    ("--concurrency", args.concurrency, 1), ("--trials", args.trials, 1)):
             if value is None:
@@ -83,10 +86,16 @@ def register_endpoints(sub, common) -> None:
     p.add_argument("--model", help="model name the server knows")
     p.add_argument("--api-key-env", help="environment variable holding the key (default: OPENAI_API_KEY)")
     p.add_argument("--name", help="annotator: the benchmark model whose fitted ability it carries")
-    p.add_argument("--trials", type=int, help="annotator: trials K_j per child (default: 4)")
-    p.add_argument("--timeout", type=float, help="seconds per request (default: 60)")
-    p.add_argument("--max-retries", type=int, help="retries on 429/5xx/timeouts (default: 4)")
-    p.add_argument("--concurrency", type=int, help="parallel requests to this endpoint (default: 8)")
+    ranged_argument(p, "--trials", range=ranges.FIELDS["AnnotatorSpec.trials"],
+                    help="annotator: trials K_j per child (default: 4)")
+    ranged_argument(p, "--timeout", range=ranges.FIELDS["EndpointConfig.timeout"], help="seconds per request (default: 60)")
+    ranged_argument(p, "--max-retries", range=ranges.FIELDS["EndpointConfig.max_retries"],
+                    help="retries on 429/5xx/timeouts (default: 4)")
+    ranged_argument(p, "--concurrency", range=ranges.FIELDS["EndpointConfig.concurrency"],
+                    help="parallel requests to this endpoint (default: 8)")
+    ranged_argument(p, "--retry-after-max", range=ranges.FIELDS["EndpointConfig.retry_after_max"], metavar="SECONDS",
+                    help="longest Retry-After of a 429/503 that a request waits for; a server asking more fails the "
+                         "request at once (default: 60)")
     p.set_defaults(func=cmd_endpoints)
 
 
@@ -128,6 +137,7 @@ def _run_fill(args) -> int:
             if not args.benchmark:
                 raise CliError("fill needs a BENCHMARK (or --resume SESSION / --list)")
             options = fill.FillOptions(gap=args.gap, answer_format=args.answer_format, baseline=args.baseline,
+                                       approvals=args.approvals,
                                        **({} if args.max_stored_chars is None
                                           else {"max_stored_chars": args.max_stored_chars}))
             sid = fill.start_fill(db_path(args), args.benchmark, options, progress=progress)
@@ -143,7 +153,8 @@ def _run_fill(args) -> int:
             if e["level"] != "info":
                 print(f"{e['level']}: {e['message']}")
         if summary["pending"]:
-            print(f"\n{summary['pending']} proposals wait for review: `benchloupe review --session {sid}`")
+            print(f"\n{count(summary['pending'], 'proposal')} {'waits' if summary['pending'] == 1 else 'wait'} for "
+                  f"review: `benchloupe review --session {sid}`")
     if stopped is not None:
         raise CliError(str(stopped))
     return 0
@@ -158,13 +169,16 @@ def register_fill(sub, common) -> None:
                                    "interrupted session. Proposals wait for `benchloupe review`.")
     common(p)
     p.add_argument("benchmark", nargs="?")
-    p.add_argument("--gap", type=int, default=1, help="which gap (1 = largest; default: 1)")
+    ranged_argument(p, "--gap", range=ranges.FIELDS["FillOptions.gap"], default=1, help="which gap (1 = largest; default: 1)")
     p.add_argument("--answer-format", default="auto", choices=["auto", "short", "choice", "free"])
     p.add_argument("--baseline", action="store_true", help="also run the budget-matched best-of-N baseline (E.1)")
-    p.add_argument("--resume", type=int, metavar="SESSION", help="continue a session")
-    p.add_argument("--max-stored-chars", type=int, metavar="N",
+    ranged_argument(p, "--resume", range=ranges.ROW_ID, metavar="SESSION", help="continue a session")
+    ranged_argument(p, "--max-stored-chars", range=ranges.FIELDS["FillOptions.max_stored_chars"], metavar="N",
                    help="keep at most N characters of each prompt and reply in the journal (default: 16384; 0 = all)")
     p.add_argument("--list", action="store_true", help="list sessions")
+    ranged_argument(p, "--approvals", range=ranges.FIELDS["FillOptions.approvals"], default=1, metavar="N",
+                   help="curators who must accept a proposal before it becomes an item (default: 1); the "
+                        "approvers are recorded")
     p.set_defaults(func=cmd_fill)
 
 
@@ -173,66 +187,170 @@ def _diff(parent: str, child: str) -> str:
     return "\n".join(lines)
 
 
-def cmd_review(args) -> int:
-    from benchloupe.jobs import fill
-    from benchloupe.store import fill as fillstore
-    from benchloupe.store.db import connect
+class _Heartbeat:
+    """Renews this reviewer's review leases every REVIEW_BEAT_S from a thread with its own connection, while the
+    prompt waits for the curator (store/fill.py: a lease not renewed expires)."""
 
+    def __init__(self, db, token: str) -> None:
+        import threading
+
+        self.db, self.token, self.stop = db, token, threading.Event()
+        self.thread = threading.Thread(target=self._run, name="review-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        from benchloupe.store import fill as fillstore
+        from benchloupe.store.db import connect
+
+        while not self.stop.wait(fillstore.REVIEW_BEAT_S):
+            try:
+                conn = connect(self.db)
+                try:
+                    fillstore.renew_reviews(conn, self.token)
+                finally:
+                    conn.close()
+            except Exception:  # noqa: BLE001 - a missed beat: the lease lasts REVIEW_LEASE_S
+                pass
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+
+
+def cmd_review(args) -> int:
+    from benchloupe.store import actor, runners
+    from benchloupe.store import fill as fillstore
+    from benchloupe.store.actor import by_at, short_time
+    from benchloupe.store.db import StoreError, connect
+
+    me = actor.current()
     conn = connect(db_path(args))
     try:
-        queue = fillstore.candidates(conn, args.session, state="pending")
+        if args.session is not None:
+            fillstore.session(conn, args.session)  # no such session: one line, exit 1 (issue 24)
+        queue = fillstore.candidates(conn, args.session)
     finally:
         conn.close()
+    queue = queue[queue["review_state"].isin(("pending", "waiting"))]
+    queue = queue[[me not in str(a or "").split(", ") for a in queue["approvers"]]]  # not approved by me yet
     if args.json:
         print_json(queue.drop(columns=["payload"]))
         return 0
     if queue.empty:
         print("no proposals wait for review")
         return 0
-    inp = sys.stdin
-    decided = 0
-    for n, c in enumerate(queue.itertuples(), 1):
-        print(f"\n=== proposal {n} of {len(queue)} (candidate {c.id}, session {c.session_id}, round {c.round}) ===")
-        print(f"target z* = {c.target:.3f}   estimated z = {c.difficulty_norm:.3f}   |z - z*| = {c.distance:.3f}")
-        print(f"judge: {c.verdict or 'valid'}")
-        print("--- parent " + (c.parent_key or "") + "\n" + (c.parent_text or "(another proposal)"))
-        print("--- proposal\n" + c.text + f"\n--- answer: {c.answer}")
-        if c.parent_text:
-            print("--- diff\n" + _diff(c.parent_text, c.text))
-        while True:
-            print("[a]ccept  [r]eject  [e]dit then accept  [s]kip  [q]uit > ", end="", flush=True)
-            choice = inp.readline()
-            if not choice:
-                return 0
-            choice = choice.strip().lower()[:1]
-            if choice in ("a", "r", "e"):
-                print("note (optional) > ", end="", flush=True)
-                note = inp.readline().rstrip("\n")
-                edited = None
-                if choice == "e":
-                    print("new text, end with a line holding only '.' >", flush=True)
-                    lines = []
-                    for line in inp:
-                        if line.rstrip("\n") == ".":
-                            break
-                        lines.append(line.rstrip("\n"))
-                    edited = "\n".join(lines)
-                item = fill.decide_candidate(db_path(args), int(c.id), "reject" if choice == "r" else "accept", note,
-                                             edited_text=edited)
-                print(f"accepted as item {item}; coverage recomputed" if item else "rejected")
-                decided += 1
-                break
-            if choice == "s":
-                break
-            if choice == "q":
-                print(f"{decided} decided")
-                return 0
-    print(f"{decided} decided")
+    reviewer = runners.this_runner()
+    decided = refused = 0
+    try:
+        with _Heartbeat(db_path(args), reviewer["token"]):
+            for n, c in enumerate(queue.itertuples(), 1):
+                conn = connect(db_path(args))
+                try:
+                    busy = fillstore.claim_review(conn, int(c.id), reviewer)
+                    rows = fillstore.candidates(conn, int(c.session_id), reviewable_only=False)
+                    now = rows.set_index("id").loc[int(c.id)]
+                finally:
+                    conn.close()
+                if busy is not None:
+                    print(f"proposal #{c.id}: {busy['holder']} is reviewing it (since {short_time(busy['since_at'])});"
+                          " skipped")
+                    continue
+                if now["review_state"] not in ("pending", "waiting"):
+                    print(f"proposal #{c.id}: already {now['review_state']} "
+                          f"{by_at(now['decided_by'], now['decided_at'])}; skipped")
+                    continue
+                outcome = _review_one(args, c, now, n, len(queue), reviewer["token"])
+                if outcome == "quit":
+                    break
+                if outcome == "decided":
+                    decided += 1
+                elif outcome == "refused":
+                    refused += 1
+    finally:
+        try:
+            conn = connect(db_path(args))
+            try:
+                fillstore.release_reviews(conn, reviewer["token"])
+            finally:
+                conn.close()
+        except StoreError:
+            pass
+    print(f"{decided} decided" + (f", {refused} refused (another curator got there first)" if refused else ""))
     return 0
 
 
+def _review_one(args, c, now, n: int, total: int, token: str) -> str:
+    """Show one proposal and take the curator's decision: decided, refused, skipped or quit."""
+    from benchloupe.jobs import fill
+    from benchloupe.store.db import StoreError
+
+    inp = sys.stdin
+    print(f"\n=== proposal {n} of {total} (candidate {c.id}, session {c.session_id}, round {c.round}) ===")
+    print(f"target z* = {c.target:.3f}   estimated z = {c.difficulty_norm:.3f}   |z - z*| = {c.distance:.3f}")
+    if int(now["approvals"]) > 1:
+        got = [a for a in str(now["approvers"] or "").split(", ") if a]
+        print(f"approvals: {len(got)} of {int(now['approvals'])}" + (f" ({', '.join(got)})" if got else ""))
+    print(f"judge: {c.verdict or 'valid'}")
+    print("--- parent " + (c.parent_key or "") + "\n" + (c.parent_text or "(another proposal)"))
+    print("--- proposal\n" + c.text + f"\n--- answer: {c.answer}")
+    if c.parent_text:
+        print("--- diff\n" + _diff(c.parent_text, c.text))
+    while True:
+        print("[a]ccept  [r]eject  [e]dit then accept  [s]kip  [q]uit > ", end="", flush=True)
+        choice = inp.readline()
+        if not choice:
+            return "quit"
+        choice = choice.strip().lower()[:1]
+        if choice == "s":
+            return "skipped"
+        if choice == "q":
+            return "quit"
+        if choice not in ("a", "r", "e"):
+            continue
+        print("note (optional) > ", end="", flush=True)
+        note = inp.readline().rstrip("\n")
+        edited = None
+        if choice == "e":
+            print("new text, end with a line holding only '.' >", flush=True)
+            lines = []
+            for line in inp:
+                if line.rstrip("\n") == ".":
+                    break
+                lines.append(line.rstrip("\n"))
+            edited = "\n".join(lines)
+        try:
+            item = fill.decide_candidate(db_path(args), int(c.id), "reject" if choice == "r" else "accept", note,
+                                         edited_text=edited, expect_version=int(now["version"]), lease_token=token)
+        except StoreError as exc:  # another curator decided it meanwhile: say so and go on
+            print(f"refused: {exc}", file=sys.stderr, flush=True)
+            return "refused"
+        if choice == "r":
+            print("rejected")
+        elif item is None:
+            print("approved; it becomes an item when the session's other approvals are in")
+        else:
+            print(f"accepted as item {_item_key(args, item)}; coverage recomputed")
+        return "decided"
+
+
+def _item_key(args, item_id: int) -> str:
+    from benchloupe.store.db import connect
+
+    conn = connect(db_path(args))
+    try:
+        row = conn.execute("SELECT key FROM items WHERE id = ?", (item_id,)).fetchone()
+    finally:
+        conn.close()
+    return row[0] if row else f"#{item_id}"
+
+
 def register_review(sub, common) -> None:
-    p = sub.add_parser("review", help="accept / reject / edit BenchFill proposals at a plain line prompt")
+    p = sub.add_parser("review", help="accept / reject / edit BenchFill proposals at a plain line prompt",
+                       description="Each proposal shown is held for you by a short review lease (renewed while the "
+                                   "prompt waits), so another curator reviewing the same session skips it; one "
+                                   "decided or held by someone else meanwhile is skipped or refused with their name.")
     common(p)
-    p.add_argument("--session", type=int, help="only this session's proposals")
+    ranged_argument(p, "--session", range=ranges.ROW_ID, help="only this session's proposals")
     p.set_defaults(func=cmd_review)

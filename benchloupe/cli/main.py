@@ -1,15 +1,21 @@
 """The ``benchloupe`` parser and dispatcher: the headless face of every feature, and the door to the terminal UI.
 
 Exit codes a script can rely on: 0 success; 1 bad input or a failed operation (one line on stderr says what,
-where and how to fix it); 2 wrong usage (argparse); 130 interrupted.
+where and how to fix it); 2 wrong usage (one line too); 130 interrupted (Ctrl-C or SIGTERM, from the first
+instruction on: :mod:`benchloupe.interrupt`).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import sys
+
+from benchloupe import interrupt
+
+interrupt.install()  # before anything else of the command line is imported (issue 24, defect 8)
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
 
 # Single-threaded BLAS unless the user says otherwise: on the 2-core machines measured here, multi-threaded
 # OpenBLAS oversubscribed the cores and was slower in every engine benchmark (docs/BENCHMARKS.md). This must
@@ -17,7 +23,7 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from benchloupe import __version__  # noqa: E402
-from benchloupe.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CliError  # noqa: E402
+from benchloupe.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, UsageError  # noqa: E402
 
 
 def _global_options(p: argparse.ArgumentParser, default) -> None:
@@ -26,6 +32,9 @@ def _global_options(p: argparse.ArgumentParser, default) -> None:
     p.add_argument("--json", action="store_true", default=default(False), help="machine-readable JSON on stdout")
     p.add_argument("--debug", action="store_true", default=default(False),
                    help="print the full traceback of an unexpected error on stderr")
+    p.add_argument("--as", dest="actor", metavar="NAME", default=default(None),
+                   help="the curator's name recorded on every decision, note, acceptance and import (default: "
+                        "$BENCHLOUPE_USER, else the login name)")
 
 
 def _top_options(p: argparse.ArgumentParser) -> None:
@@ -37,6 +46,25 @@ def _common(p: argparse.ArgumentParser) -> None:
     mean the same. The command's copy has no default (SUPPRESS): argparse would otherwise overwrite the value
     given before the command with the subparser's default."""
     _global_options(p, lambda value: argparse.SUPPRESS)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a usage error on one line (what is wrong, and where the options are listed) instead of the
+    whole usage block before it: exit 2, like argparse. A value such as ``-inf``, ``-1e309``, ``-2.5e-3`` or
+    ``-1,2`` is a negative number (list), not an unknown option (argparse's own rule knows only ``-12`` and ``-1.5``), so that it
+    reaches the option's range check."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        import re
+
+        number = r"(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity|nan"
+        self._negative_number_matcher = re.compile(rf"^-({number})(,\s*-?({number}))*$", re.IGNORECASE)
+
+    def error(self, message: str):
+        from benchloupe.textsafe import visible
+
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {visible(message)}; `{self.prog} --help` lists the options\n")
 
 
 class _Listed(Exception):
@@ -63,7 +91,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     argv = sys.argv[1:] if argv is None else argv
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="benchloupe",
         description="A terminal workbench for LLM-benchmark curators: import results, calibrate models and items "
                     "jointly, audit near-tie rankings, measure difficulty coverage and fill gaps with BenchFill. "
@@ -128,7 +156,18 @@ def _os_error_line(exc: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Every failure ends as one line on stderr and exit 1: errors phrased for the user as they
     are, SQLite and file-system failures explained, and anything unexpected as what failed plus where its full
-    traceback was written (``--debug`` prints it instead)."""
+    traceback was written (``--debug`` prints it instead). Ctrl-C and SIGTERM at any point: exit 130."""
+    try:
+        with interrupt.guarded():
+            code = _main(argv)
+            interrupt.finished()
+            return code
+    except KeyboardInterrupt:
+        print("benchloupe: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     import sqlite3
 
     from benchloupe.cli import output
@@ -138,17 +177,33 @@ def main(argv: list[str] | None = None) -> int:
     job_errors = (ValueError, StoreError)
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:  # every number is read against its stated range here, before any work (cli.options.Ranged)
+        args = parser.parse_args(argv)
+    except CliError as exc:
+        return _error(str(exc))
     if args.command is None:
         from benchloupe.cli.workspace import cmd_open
 
         args.file = None
         args.func = cmd_open
     try:
+        if getattr(args, "actor", None) is not None:
+            from benchloupe.store import actor
+
+            actor.set_actor(args.actor)  # also $BENCHLOUPE_USER, for the job processes the workbench starts
         with output.terminal_safe(), _quiet_numeric_warnings():
+            if getattr(args, "db", None) is not None:
+                from benchloupe.cli.errors import db_path
+
+                db_path(args)  # `--db ''` is refused before any command runs
             code = int(args.func(args) or 0)
             sys.stdout.flush()
         return code
+    except UsageError as exc:
+        from benchloupe.textsafe import visible
+
+        print(f"benchloupe: error: {visible(str(exc))}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     except CliError as exc:
         return _error(str(exc))
     except job_errors as exc:
@@ -167,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"writing the output failed ({exc.strerror or exc}); what `{args.command or 'open'}` "
                       "did to the database is saved; check the disk or where the output goes")
     except OSError as exc:
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, sqlite3.Error):  # pandas' DatabaseError: the statement's text is not for the user
+            from benchloupe.cli.errors import db_path
+
+            return _error(describe_sqlite_error(cause, db_path(args)))
         if exc.filename is None:
             return _error(f"`{args.command or 'open'}` failed: {exc.strerror or exc}")
         return _error(_os_error_line(exc))

@@ -1,12 +1,68 @@
-"""CLI helpers shared by the analysis commands: config dataclasses as options, progress on stderr."""
+"""CLI helpers shared by the analysis commands: config dataclasses as options, numbers read against their
+stated ranges, progress on stderr."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 import time
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError
+
+
+class RangeError(CliError):
+    """A number on the command line outside its stated range: one line naming the option, exit 1."""
+
+
+class Ranged(argparse.Action):
+    """An option (or positional) whose number is read and checked as it is parsed, before any work (issue 24):
+    ``range`` is a :class:`benchloupe.ranges.Range` (the value becomes an int or a float) or a
+    :class:`benchloupe.ranges.Numbers` (a text holding numbers, kept as the text). Text that is no number is a
+    usage error (exit 2); a number outside the range is :class:`RangeError` (exit 1). The help shows the range.
+
+    Declare one with ``p.add_argument("--gaps", action=Ranged, range=ranges.count(1, 1000), ...)``, or let
+    :func:`add_config_args` find a config field's range in :data:`benchloupe.ranges.FIELDS`."""
+
+    def __init__(self, option_strings, dest, range=None, help=None, **kw):  # noqa: A002 - argparse's keyword
+        self.range = range if range is not None else ranges.any_finite()
+        if help not in (None, argparse.SUPPRESS) and getattr(self.range, "stated", True):
+            help = f"{help}; range: " + self.range.describe().replace("%", "%%")
+        kw.pop("type", None)
+        super().__init__(option_strings, dest, help=help, **kw)
+
+    @property
+    def flag(self) -> str:
+        return self.option_strings[0] if self.option_strings else (self.metavar or self.dest).upper()
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if values is None or isinstance(values, list) and not values:
+            setattr(namespace, self.dest, values)
+            return
+        text = values[0] if isinstance(values, list) else values
+        flag = option_string or self.flag
+        try:
+            if isinstance(self.range, ranges.Numbers):
+                value = self.range.check(text)
+            else:
+                value = self.range.parse(text)
+        except ranges.NotANumber as exc:
+            parser.error(f"argument {flag}: {exc}")
+        except ranges.OutOfRange as exc:
+            if exc.off:
+                raise RangeError(f"{flag} {ranges.shown(text)}: leave {flag} out for the default ({exc.off}), "
+                                 f"or give {exc.expected}") from None
+            raise RangeError(f"{flag} {ranges.shown(text)}: must be {exc.expected}" +
+                             (f" (got {exc.got})" if exc.got != ranges.shown(text) else "")) from None
+        except ValueError as exc:  # a Numbers text of the wrong shape
+            raise RangeError(f"{flag} {ranges.shown(text)}: {exc}") from None
+        setattr(namespace, self.dest, value)
+
+
+def ranged_argument(p, *flags, range, **kw):  # noqa: A002
+    """``p.add_argument`` of a number with its stated range (see :class:`Ranged`)."""
+    return p.add_argument(*flags, action=Ranged, range=range, **kw)
 
 
 def _field_type(f: dataclasses.Field) -> type:
@@ -27,12 +83,20 @@ def add_config_args(parser, config_cls, *, skip: tuple[str, ...] = ()) -> None:
         flag = "--" + f.name.replace("_", "-")
         typ = _field_type(f)
         default = f.default if f.default is not dataclasses.MISSING else None
+        declared = ranges.field_range(config_cls.__name__, f.name)
+        shown = f"default: {default if default is not None else 'per variant'}"
         if typ is bool:
             group.add_argument(flag, dest=f"cfg_{f.name}", type=_bool, default=None, metavar="yes|no",
                                help=f"default: {default}")
+        elif typ in (int, float):
+            group.add_argument(flag, dest=f"cfg_{f.name}", action=Ranged, default=None, metavar=f.name.upper(),
+                               range=declared or ranges.any_finite(typ is int), help=shown)
+        elif declared is not None:  # a text holding numbers (coverage's beta:A,B)
+            group.add_argument(flag, dest=f"cfg_{f.name}", action=Ranged, default=None, metavar=f.name.upper(),
+                               range=declared, help=shown)
         else:
             group.add_argument(flag, dest=f"cfg_{f.name}", type=typ, default=None, metavar=f.name.upper(),
-                               help=f"default: {default if default is not None else 'per variant'}")
+                               help=shown)
 
 
 def _bool(s: str) -> bool:
@@ -69,4 +133,11 @@ class StderrProgress:
         self.last = now
         pct = f"{100 * done / total:5.1f}% " if total else ""
         print(f"[{self.label} {now - self.t0:6.1f}s] {pct}{message}", file=sys.stderr, flush=True)
+        self.shown = True
+
+    def notice(self, message: str) -> None:
+        """A line that must be seen whenever it comes (a wait for a server), unthrottled; text escaped."""
+        from benchloupe.textsafe import visible
+
+        print(f"[{self.label} {time.perf_counter() - self.t0:6.1f}s] {visible(message)}", file=sys.stderr, flush=True)
         self.shown = True

@@ -7,7 +7,9 @@ search is a whole process of tens of milliseconds. The words of the query are pl
 
 from __future__ import annotations
 
+from benchloupe import ranges
 from benchloupe.cli.errors import connect_db
+from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import print_json, table_rows
 
 SNIPPET_WIDTH = 72
@@ -39,7 +41,8 @@ def register_search(sub, common) -> None:
     common(p)
     p.add_argument("text", nargs="+", help="words to find (all must match; quotes, AND, * are plain words)")
     p.add_argument("--benchmark", metavar="B", help="search only this benchmark")
-    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N hits (default 50)")
+    ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "hits"), default=50, metavar="N",
+                    help="at most N hits (default 50)")
     p.add_argument("--raw", action="store_true",
                    help="TEXT is an FTS5 query (OR, NOT, NEAR, \"phrases\", prefix*, column:word)")
     p.set_defaults(func=cmd_search)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
+from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import data_stream, print_json, safe_json
 from benchloupe.textsafe import visible
 
@@ -35,6 +37,7 @@ def cmd_import(args) -> int:
                        "`benchloupe import wide results.csv --benchmark mybench`")
     opts = {name: getattr(args, name) for name in OPTION_NAMES}
     fmt = None if args.format == "auto" else args.format
+    _check_format(args.format, opts)
     tty = sys.stderr.isatty() and not args.json
 
     def progress(n: int, total: int, path: str) -> None:
@@ -56,6 +59,27 @@ def cmd_import(args) -> int:
     return 0
 
 
+def _check_format(fmt: str, opts: dict) -> None:
+    """An unknown format is a usage error (exit 2, before any path is looked at); an option the named format does
+    not take is refused rather than silently ignored (``import wide --exclude-models`` kept every model)."""
+    from benchloupe.cli.errors import UsageError
+    from benchloupe.jobs.imports import format_options
+    from benchloupe.store.importers.detect import ALIASES, FORMATS
+
+    if fmt == "auto":
+        return
+    if fmt not in FORMATS and fmt not in ALIASES:
+        raise UsageError(f"unknown import format {ranges.shown(fmt)!r}; use auto or one of "
+                         f"{', '.join(sorted(FORMATS))} (`benchloupe import formats` lists them)")
+    takes = set(format_options(fmt))
+    given = [name for name, value in opts.items() if value is not None and name not in takes]
+    if given:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        own = ", ".join("--" + n.replace("_", "-") for n in format_options(fmt)) or "none"
+        raise CliError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to format {fmt}; drop "
+                       f"{'it' if len(given) == 1 else 'them'} (format {fmt} takes: {own})")
+
+
 def register_import(sub, common) -> None:
     p = sub.add_parser(
         "import", help="import results or item metadata (validated, one transaction; `import formats` lists formats)",
@@ -72,8 +96,10 @@ def register_import(sub, common) -> None:
     for flag, helptext, switch, number in _import_options():
         if switch:
             p.add_argument(flag, action="store_true", default=None, help=helptext)
-        else:  # a number is checked by argparse: `--threshold abc` is a usage error naming the option
-            p.add_argument(flag, default=None, help=helptext, **({"type": float} if number else {}))
+        elif number:  # `--threshold abc` is a usage error naming the option, `--threshold nan` one line (issue 24)
+            ranged_argument(p, flag, default=None, help=helptext, range=ranges.FIELDS[f"import.{flag[2:].replace('-', '_')}"])
+        else:
+            p.add_argument(flag, default=None, help=helptext)
     p.set_defaults(func=cmd_import)
 
 
@@ -103,7 +129,8 @@ def _export_harness(args) -> int:
             data_stream().write(safe_json(text))
             return 0
         Path(args.out).write_text(text, encoding="utf-8")
-        stderr(f"wrote {len(rows)} Inspect samples to {args.out} (inspect_ai.dataset.json_dataset reads it)")
+        _wrote(args, {"path": args.out, "rows": len(rows), "format": "inspect-samples"},
+               f"wrote {len(rows)} Inspect samples to {args.out} (inspect_ai.dataset.json_dataset reads it)")
         return 0
     if not args.out:
         raise CliError("export lm-eval-task needs --out FOLDER (it writes the dataset JSONL and the task YAML)")
@@ -114,9 +141,20 @@ def _export_harness(args) -> int:
     data = folder / f"{task}.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     (folder / f"{task}.yaml").write_text(export.lmeval_task_yaml(task, str(data.resolve()), mc), encoding="utf-8")
-    stderr(f"wrote {len(records)} items to {data} and task {task!r} to {folder / (task + '.yaml')}; run: "
+    _wrote(args, {"path": str(data), "task": task, "task_yaml": str(folder / (task + ".yaml")), "rows": len(records),
+                  "format": "lm-eval-task"},
+           f"wrote {len(records)} items to {data} and task {task!r} to {folder / (task + '.yaml')}; run: "
            f"lm_eval --include_path {folder} --tasks {task} --model ...")
     return 0
+
+
+def _wrote(args, info: dict, line: str) -> None:
+    """What an export wrote to a file: the line on stderr, or with --json a JSON object on stdout (a script asked
+    for JSON; issue 24: it got the text line)."""
+    if args.json:
+        print_json(info)
+    else:
+        stderr(line)
 
 
 def cmd_export(args) -> int:
@@ -190,7 +228,8 @@ def cmd_export(args) -> int:
             with contextlib.suppress(OSError):
                 out.close()
     if to_file:
-        stderr(f"wrote {len(df)} rows to {args.out}")
+        _wrote(args, {"path": args.out, "rows": len(df), "format": "json" if args.format == "json" or args.json
+                      else "csv"}, f"wrote {len(df)} rows to {args.out}")
     return 0
 
 
@@ -218,7 +257,7 @@ def register_export(sub, common) -> None:
                    help="inspect-samples: accepted BenchFill items as Inspect Sample JSONL; lm-eval-task: the same as "
                         "an lm-eval JSONL dataset plus task YAML, written into the --out folder")
     p.add_argument("benchmark", nargs="?", default=None)
-    p.add_argument("--run", type=int, help="run id (run-* exports)")
+    ranged_argument(p, "--run", range=ranges.ROW_ID, help="run id (run-* exports)")
     p.add_argument("--name", help="artifact name (run-artifact)")
     p.add_argument("--reward-model", default=None)
     p.add_argument("--format", choices=["csv", "json"], default="csv")

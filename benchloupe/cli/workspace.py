@@ -5,8 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
+from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import kv, print_json, table, table_rows
+from benchloupe.textsafe import visible
 
 # ------------------------------------------------------------------------------------------------ open / demo
 
@@ -95,7 +98,7 @@ def cmd_demo(args) -> int:
 def register_demo(sub, common) -> None:
     p = sub.add_parser("demo", help="build the seeded demo workspace (simulated, with known ground truth)")
     common(p)
-    p.add_argument("--seed", type=int, default=20261129, help="simulation seed (default: %(default)s)")
+    ranged_argument(p, "--seed", range=ranges.SEED, default=20261129, help="simulation seed (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rebuild the demo benchmarks if they exist")
     p.add_argument("--open", action="store_true", help="then open the workbench (summary when not a terminal)")
     p.add_argument("--bare", action="store_true", help="data only: skip the showcase analyses (fits, anomalies, "
@@ -254,6 +257,17 @@ def cmd_db(args) -> int:
         print_json(info)
     else:
         print(kv(info))
+    if not ok:  # the report is on stdout; stderr gets the one line every failure gets (issue 24)
+        if integrity != ["ok"]:
+            what = f"the database file is damaged ({str(integrity[0]).removeprefix('damaged: ')[:120]})"
+            fix = "restore it from a backup; `sqlite3 FILE .recover` may salvage rows"
+        elif fk:
+            what, fix = f"{len(fk)} foreign-key violations", "restore it from a backup"
+        else:
+            what = f"schema version {version}, expected {SCHEMA_VERSION}"
+            fix = "open it once with this benchloupe to migrate it" if version and version < SCHEMA_VERSION else \
+                "upgrade benchloupe"
+        stderr(f"benchloupe: error: {visible(str(path))}: {visible(what)}; {fix}")
     return 0 if ok else 1
 
 
@@ -262,7 +276,8 @@ def register_db(sub, common) -> None:
                                   "`db remove-run N` (an interrupted, cancelled or failed run)")
     common(p)
     p.add_argument("action", choices=["check", "remove-run"])
-    p.add_argument("run", nargs="?", type=int, help="remove-run: the run's id (`benchloupe show BENCHMARK` lists them)")
+    ranged_argument(p, "run", nargs="?", range=ranges.ROW_ID,
+                    help="remove-run: the run's id (`benchloupe show BENCHMARK` lists them)")
     p.set_defaults(func=cmd_db)
 
 

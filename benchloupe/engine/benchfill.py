@@ -363,6 +363,44 @@ class _Replay:
         self.estimates = {e.child_id for e in state.estimates}
 
 
+class _Calls:
+    """LLM calls done of calls planned for the whole session (issue 21 item 8: the progress restarted at every
+    round). A call is a rewrite request, a judged child or an annotation (a judge's grading of a free answer
+    rides with its annotation); calls replayed from the journal count as done. The plan is every round still to
+    run at its most (each parent rewritten into ``n_children`` children, each judged and answered by every
+    annotator trial), brought down to the real counts as a round learns them (how many children came back,
+    how many were valid); a session that stops early (the tolerance reached) ends at its total."""
+
+    def __init__(self, progress: Progress, label: str, rounds: int, rewrites: int, children: int, answers: int):
+        self.progress, self.label, self.rounds = progress, label, rounds
+        self.rewrites, self.children, self.answers = rewrites, children, answers
+        self.done = 0
+        self.total = rounds * self.per_round()
+        self.round, self.stage = 1, "rewriting"
+
+    def per_round(self) -> int:
+        return self.rewrites + self.children * (1 + self.answers)
+
+    def plan(self, t: int, rest: int, stage: str) -> None:
+        """Round *t* has *rest* calls left; the rounds after it are planned at their most."""
+        self.round, self.stage = t, stage
+        self.total = max(self.done + rest + (self.rounds - t) * self.per_round(), self.done)
+        self.report()
+
+    def tick(self, n: int = 1) -> None:
+        self.done += n
+        self.total = max(self.total, self.done)
+        self.report()
+
+    def report(self) -> None:
+        self.progress(self.done, self.total, f"{self.label}round {self.round}/{self.rounds} {self.stage}: "
+                                             f"{self.done:,} of {self.total:,} LLM calls")
+
+    def finish(self, message: str) -> None:
+        self.total = self.done
+        self.progress(self.done, max(self.total, 1), message)
+
+
 class _Session:
     def __init__(self, problem: FillProblem, rewriter: Rewriter, judge: Judge, annotator: Annotator,
                  journal: FillJournal, config: BenchFillConfig, phase: Phase,
@@ -378,6 +416,7 @@ class _Session:
         self.unidentified: Counter[str] = Counter()
         self.n_children = 0
         self.round_devs: list[float] = []
+        self.calls: _Calls | None = None  # set by run_session / run_baseline before the first round
 
     # -- journal helpers
     def _calls(self, calls: Sequence[LLMCallRecord]) -> None:
@@ -398,14 +437,32 @@ class _Session:
         if (self.phase, t, False) not in self.replay.rounds:
             self.journal.record_round(RoundRecord(self.phase, t, ids, tuple(r.item_id for r in refs),
                                                   self.target, done=False))
+        calls = self.calls
+        slots = len(parents) * n_calls_per_parent
+        most = self.cfg.n_children
+        answers = sum(a.trials for a in self.p.annotators)
         children: list[tuple[ChildRecord, FillItem]] = []
-        for slot in range(len(parents) * n_calls_per_parent):
+        for slot in range(slots):
             check_cancel(self.cancel)
+            if calls:
+                calls.plan(t, (slots - slot) * (1 + most * (1 + answers)) + len(children) * (1 + answers),
+                           "rewriting")
             parent = parents[slot // n_calls_per_parent]
             record = self.replay.rewrites.get((self.phase, t, slot)) or self._rewrite(t, slot, parent, refs)
             children.extend((c, parent) for c in record.children)
+            if calls:
+                calls.tick()
         self.n_children += len(children)
-        valid_children = [(c, parent) for c, parent in children if self._verdict(c, parent)]
+        valid_children = []
+        for k, (c, parent) in enumerate(children):
+            if calls:
+                calls.plan(t, (len(children) - k) * (1 + answers) + len(valid_children) * answers, "judging")
+            if self._verdict(c, parent):
+                valid_children.append((c, parent))
+            if calls:
+                calls.tick()
+        if calls:
+            calls.plan(t, len(valid_children) * answers, "annotating")
         self._annotate(t, [c for c, _ in valid_children])
         devs = []
         for child, _ in valid_children:
@@ -470,6 +527,7 @@ class _Session:
 
     def _annotate(self, t: int, children: Sequence[ChildRecord]) -> None:
         requests = []
+        replayed = 0
         for child in children:
             done = self.replay.annotations.setdefault(child.child_id, {})
             draft = ChildDraft(child.text, child.answer, child.choices)
@@ -479,6 +537,10 @@ class _Session:
                         requests.append(AnnotationRequest(
                             f"{self.phase}/{child.child_id}/{spec.model}/t{trial}", child.child_id,
                             spec.model, trial, draft, self.p.answer_format))
+                    else:
+                        replayed += 1
+        if self.calls and replayed:
+            self.calls.tick(replayed)
         if not requests:
             return
         check_cancel(self.cancel)
@@ -496,7 +558,10 @@ class _Session:
                                           bool(correct) and ok, ok)
                 self.journal.record_annotation(record)
                 self.replay.annotations[req.child_id][(req.model, req.trial)] = record
-                self.progress(n, len(requests), f"{self.phase} round {t}: annotated {n}/{len(requests)}")
+                if self.calls:
+                    self.calls.tick()
+                else:
+                    self.progress(n, len(requests), f"{self.phase} round {t}: annotated {n}/{len(requests)}")
                 check_cancel(self.cancel)
         except LLMFailure as failure:
             self._fatal(failure)
@@ -557,11 +622,13 @@ def run_session(problem: FillProblem, rewriter: Rewriter, judge: Judge, annotato
                 progress: Progress = no_progress, cancel: threading.Event | None = None) -> FillResult:
     """Algorithm 2 on one gap; resumes from whatever ``journal`` already holds.  Raises Cancelled on cancel."""
     s = _Session(problem, rewriter, judge, annotator, journal, config, "benchfill", progress, cancel)
+    answers = sum(a.trials for a in problem.annotators)
+    s.calls = _Calls(progress, "", config.max_rounds, config.n_parents,
+                     config.n_parents * config.n_children, answers)
     memory = nearest_items_split(problem.items, s.target, config.memory_size)
     rounds_run = 0
     try:
         for t in range(1, config.max_rounds + 1):
-            progress(t - 1, config.max_rounds, f"benchfill round {t}/{config.max_rounds}")
             parents = nearest_items(memory, s.target, config.n_parents)
             refs = reference_list(memory, s.target, config.reference_budget)
             before = len(s.valid)
@@ -572,7 +639,7 @@ def run_session(problem: FillProblem, rewriter: Rewriter, judge: Judge, annotato
                 break
     except _Stop as stop:
         return s.result(rounds_run, str(stop))
-    progress(config.max_rounds, config.max_rounds, "benchfill done")
+    s.calls.finish(f"benchfill done: {s.calls.done:,} LLM calls in {rounds_run} round(s)")
     return s.result(rounds_run, None)
 
 
@@ -590,6 +657,9 @@ def run_baseline(problem: FillProblem, rewriter: Rewriter, judge: Judge, annotat
     rng = np.random.default_rng(config.seed)
     pick = rng.choice(len(problem.items), size=min(config.n_parents, len(problem.items)), replace=False)
     parents = [problem.items[i] for i in sorted(pick)]
+    slots = len(parents) * rounds
+    s.calls = _Calls(progress, "baseline ", 1, slots, slots * config.n_children,
+                     sum(a.trials for a in problem.annotators))
     try:
         s.run_round(1, parents, (), rounds)
     except _Stop as stop:

@@ -23,6 +23,7 @@ import numpy as np
 
 from benchloupe import __version__
 from benchloupe.engine.common import Cancelled, EngineError
+from benchloupe.interrupt import Terminated  # noqa: F401 - one class from the first instruction on (issue 24)
 from benchloupe.store import read, runners, runs
 from benchloupe.store.db import StoreError, connect, transaction
 
@@ -51,10 +52,6 @@ def fingerprint(*arrays) -> str:
         h.update(str(a.dtype).encode() + str(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()[:16]
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like Ctrl-C so that a run ends ``cancelled`` (issue 10 #5)."""
 
 
 @contextmanager

@@ -112,6 +112,22 @@ def _inputs(sm, benchmark: str, config: CoverageConfig):
 
 
 
+def _added_se(conn, items: pd.DataFrame) -> np.ndarray:
+    """The standard error of each accepted BenchFill item's online-calibrated difficulty (its proposal's
+    ``se``), NaN where the proposal is gone or never had one."""
+    cands = []
+    for meta in items["metadata"]:
+        got = json.loads(meta).get("candidate") if isinstance(meta, str) else None
+        cands.append(int(got) if isinstance(got, int | float) and not isinstance(got, bool) else None)
+    known = [c for c in cands if c is not None]
+    se: dict[int, object] = {}
+    if known:
+        se = dict(conn.execute(f"SELECT id, json_extract(payload, '$.se') FROM fill_candidates WHERE id IN "
+                               f"({','.join('?' * len(known))})", known).fetchall())
+    out = [se.get(c) if c is not None else None for c in cands]
+    return np.array([float(v) if isinstance(v, int | float) else np.nan for v in out], float)
+
+
 def validate_config(config: CoverageConfig) -> None:
     """Bad options get one line before anything is computed or stored."""
     checks = [(config.k >= 1, say(Opt("k"), f" must be at least 1; got {config.k}")),
@@ -281,8 +297,10 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
             item_ids = sm.items["id"].to_numpy()[fitted]
             readout = res.resolution
             report = res.report
+            unc = res.uncertainty
             if added.any():  # accepted BenchFill items join with their online-calibrated difficulty
-                b_all = np.concatenate([b_all, prior_b[added].astype(float)])
+                added_b = prior_b[added].astype(float)
+                b_all = np.concatenate([b_all, added_b])
                 item_ids = np.concatenate([item_ids, sm.items["id"].to_numpy()[added]])
                 report = coverage.coverage_report(b_all, target=target, k=config.k, seed=config.seed)
                 lat = readout.lattice
@@ -290,15 +308,19 @@ def run_coverage(db_path, benchmark: str, config: CoverageConfig = CoverageConfi
                     pad = np.full(int(added.sum()), np.nan)
                     lat = replace(lat, step_down=np.concatenate([lat.step_down, pad]),
                                   step_up=np.concatenate([lat.step_up, pad]))
+                m = min(config.interval_gaps, len(report.gaps))
+                if config.uncertainty != "none" and config.method == "map":
+                    # C.6 over the benchmark as it now stands: the added items in every draw (issue 21 item 7)
+                    unc = coverage.metric_uncertainty(
+                        res.fit, target=target, correct=yy, mask=mm, successes=succ, trials=tri,
+                        config=coverage.UncertaintyConfig(method=config.uncertainty, n_draws=config.n_draws,
+                                                          seed=config.seed, k=config.k),
+                        locations=coverage.gap_locations(report, m), added_b=added_b,
+                        added_se=_added_se(conn, sm.items[added]), progress=progress, cancel=cancel)
                 readout = coverage.readout(report, res.fit.theta, lattice_info=lat, k=config.k, delta=config.delta,
-                                           lipschitz=config.lipschitz, rollouts=readout.rollouts)
-            unc = res.uncertainty
-            if config.uncertainty != "none" and config.method == "map" and added.any():
-                unc = coverage.metric_uncertainty(
-                    res.fit, target=target, correct=yy, mask=mm, successes=succ, trials=tri,
-                    config=coverage.UncertaintyConfig(method=config.uncertainty, n_draws=config.n_draws,
-                                                      seed=config.seed, k=config.k),
-                    progress=progress, cancel=cancel)
+                                           lipschitz=config.lipschitz, rollouts=readout.rollouts, interval_gaps=m,
+                                           location_widths=None if unc is None else unc.location_widths,
+                                           max_gap_ci=None if unc is None else unc.max_gap_ci)
             d = res.diagnostics
             widest = readout.gaps.iloc[0]  # the headline max gap must be a resolvable gap inside the ability range
             resolution_ok = not bool(widest["below_resolution"])

@@ -53,7 +53,7 @@ from .base import cancellable_by_signals, stop_reason
 
 ENDPOINTS_KEY = "benchfill.endpoints"
 ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
-                   "max_tokens", "json_mode")
+                   "max_tokens", "json_mode", "retry_after_max")
 SCOPES = ("database", "user")
 
 
@@ -262,12 +262,14 @@ class FillOptions:
     """A BenchFill session (paper 003 Algorithm 2, E.1): gap N of the latest coverage run (1 = largest), the
     answer format ("auto" = choice when items have a chance level, else short), and whether to run the
     budget-matched best-of-N baseline beside it; max_stored_chars caps each prompt and reply kept in the
-    journal (issue 10 #12; 0 = no cap)."""
+    journal (issue 10 #12; 0 = no cap); approvals is how many curators must accept a proposal before it becomes
+    an item (issue 25; the approvers are recorded)."""
 
     gap: int = 1
     answer_format: str = "auto"
     baseline: bool = False
     max_stored_chars: int = fillstore.DEFAULT_MAX_STORED_CHARS
+    approvals: int = 1
 
 
 class FillStopped(EngineError):
@@ -294,11 +296,52 @@ def _problem(conn, sess: dict) -> FillProblem:
                        DifficultyScale(cfg["b_min"], cfg["b_max"]), cfg["answer_format"], float(cfg["guessing"]))
 
 
-def _llms(eps: dict):
-    rewriter = LLMRewriter(ChatClient(_endpoint(eps["rewriter"])))
-    judge = LLMJudge(ChatClient(_endpoint(eps["judge"])))
-    annotator = LLMAnnotator({a["model"]: ChatClient(_endpoint(a)) for a in eps["annotators"]})
+def _llms(eps: dict, notify=None):
+    """The three LLM roles; *notify* hears of every wait of a second or more (a 429's Retry-After)."""
+    rewriter = LLMRewriter(ChatClient(_endpoint(eps["rewriter"]), notify=notify))
+    judge = LLMJudge(ChatClient(_endpoint(eps["judge"]), notify=notify))
+    annotator = LLMAnnotator({a["model"]: ChatClient(_endpoint(a), notify=notify) for a in eps["annotators"]})
     return rewriter, judge, annotator
+
+
+def recompute_coverage(db_path, benchmark: str) -> int:
+    """Coverage again after an accept or its undo: the latest coverage run's own settings (its target, group
+    and C.6 uncertainty, so the gaps keep their intervals: issue 21 item 7; the slow robustness refits and the
+    improvement test left out), now with the accepted items at their online-calibrated difficulties."""
+    from .coverage import CoverageConfig, run_coverage
+
+    conn = connect(db_path)
+    try:
+        cov = runs.latest_run(conn, read.benchmark_id(conn, benchmark), ("coverage",))
+        saved = runs.get_run(conn, cov)["config"] if cov is not None else {}
+    finally:
+        conn.close()
+    names = {f.name for f in dataclasses.fields(CoverageConfig)}
+    try:
+        config = CoverageConfig(**{k: v for k, v in saved.items() if k in names})
+    except (TypeError, ValueError, EngineError):  # a run of an older version with settings no longer valid
+        config = CoverageConfig()
+    return run_coverage(db_path, benchmark, dataclasses.replace(config, robustness="", improvement=""))
+
+
+class _Noticed:
+    """The session's progress, remembering the latest (done, total) so that a notice (the client waiting for a
+    server's Retry-After) is shown on the same job line; a progress with a ``notice`` method (the CLI's stderr
+    lines) gets the notice there, at once."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress, self.done, self.total = progress, 0.0, 0.0
+
+    def __call__(self, done: float, total: float, message: str) -> None:
+        self.done, self.total = done, total
+        self.progress(done, total, message)
+
+    def notice(self, message: str) -> None:
+        direct = getattr(self.progress, "notice", None)
+        if direct is not None:
+            direct(message)
+        else:
+            self.progress(self.done, self.total, message)
 
 
 def _coverage_current(db_path, benchmark: str) -> None:
@@ -317,9 +360,7 @@ def _coverage_current(db_path, benchmark: str) -> None:
     finally:
         conn.close()
     if missing:
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, benchmark, CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, benchmark)
 
 
 def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
@@ -341,6 +382,9 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
                 options.max_stored_chars < 0:
             raise EngineError(say(Opt("max_stored_chars"), " must be a whole number 0 or more, got "
                                   f"{options.max_stored_chars!r}"))
+        if isinstance(options.approvals, bool) or not isinstance(options.approvals, int) or \
+                not 1 <= options.approvals <= 20:
+            raise EngineError(say(Opt("approvals"), f" must be a whole number from 1 to 20, got {options.approvals!r}"))
         gaps = runs.load_artifact(conn, cov, "gaps")
         if not 1 <= options.gap <= len(gaps):
             raise EngineError(f"gap {options.gap} does not exist; the coverage run has gaps 1..{len(gaps)}")
@@ -363,7 +407,7 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
                        "guessing": float(chance.median()) if len(chance) else 0.0, "b_min": metrics["b_min"],
                        "b_max": metrics["b_max"], "annotators": annotators, "item_ids": item_ids,
                        "benchfill": _plain(config), "baseline": options.baseline,
-                       "max_stored_chars": options.max_stored_chars,
+                       "max_stored_chars": options.max_stored_chars, "approvals": options.approvals,
                        "endpoints": {r: {k: v for k, v in (eps[r] or {}).items()} for r in ("rewriter", "judge")}}
         runner = runners.this_runner()
         sid = fillstore.create_session(conn, bid, float(g["lo"]), float(g["hi"]), float(g["midpoint"]), session_cfg,
@@ -408,7 +452,8 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
     if config is None:
         config = BenchFillConfig(**{k: v for k, v in sess["config"].get("benchfill", {}).items()})
     token = runner["token"]
-    rewriter, judge, annotator = _llms(eps)
+    progress = _Noticed(progress)
+    rewriter, judge, annotator = _llms(eps, progress.notice)
     journal = SqliteJournal(db_path, session_id, token=token,
                             max_chars=int(sess["config"].get("max_stored_chars", fillstore.DEFAULT_MAX_STORED_CHARS)))
     heart = runners.Heartbeat(lambda: connect(db_path),
@@ -473,9 +518,12 @@ def uses_simulated(db_path) -> bool:
 
 
 def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", *, edited_text: str | None = None,
-                     edited_answer: str | None = None, recompute: bool = True) -> int | None:
+                     edited_answer: str | None = None, recompute: bool = True, expect_version: int | None = None,
+                     lease_token: str | None = None) -> int | None:
     """Accept (insert the item, then recompute coverage) or reject a proposal; returns the new item id.
-    A coverage run missed by an earlier accept (the process was killed before its recompute) is made first."""
+    A coverage run missed by an earlier accept (the process was killed before its recompute) is made first.
+    *expect_version*, *lease_token*: store.fill.decide (refused when it changed since, or another curator
+    reviews it)."""
     conn = connect(db_path)
     try:
         row = conn.execute("SELECT b.name FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
@@ -501,13 +549,12 @@ def decide_candidate(db_path, candidate_id: int, decision: str, note: str = "", 
     conn = connect(db_path)
     try:
         item_id = fillstore.decide(conn, candidate_id, decision, note, edited_text=edited_text,
-                                   edited_answer=edited_answer)
+                                   edited_answer=edited_answer, expect_version=expect_version,
+                                   lease_token=lease_token)
     finally:
         conn.close()
     if item_id is not None and recompute:
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, row[0], CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, row[0])
     return item_id
 
 
@@ -535,7 +582,8 @@ def _benchmark_of(db_path, candidate_id: int) -> str:
     return row[0]
 
 
-def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: str = "") -> list[int]:
+def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: str = "", *,
+                      expect: dict[int, int] | None = None, lease_token: str | None = None) -> list[int]:
     """Accept or reject several proposals in one transaction (store.fill.decide_many); coverage is recomputed
     once after accepts. Returns the new items' ids."""
     if not candidate_ids:
@@ -545,17 +593,16 @@ def decide_candidates(db_path, candidate_ids: list[int], decision: str, note: st
         _coverage_current(db_path, bench)
     conn = connect(db_path)
     try:
-        items = fillstore.decide_many(conn, candidate_ids, decision, note)
+        items = fillstore.decide_many(conn, candidate_ids, decision, note, expect=expect, lease_token=lease_token)
     finally:
         conn.close()
     if items:
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, bench)
     return items
 
 
-def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[dict]:
+def undo_candidates(db_path, candidate_ids: list[int], note: str = "", *,
+                    expect: dict[int, int] | None = None) -> list[dict]:
     """Undo the accept or reject of proposals in one transaction (store.fill.undo_decisions: an accepted item
     is removed again, or the whole undo refused when later work uses one); after an accept's undo, coverage
     is recomputed without the item."""
@@ -564,13 +611,11 @@ def undo_candidates(db_path, candidate_ids: list[int], note: str = "") -> list[d
     bench = _benchmark_of(db_path, candidate_ids[0])
     conn = connect(db_path)
     try:
-        out = fillstore.undo_decisions(conn, candidate_ids, note)
+        out = fillstore.undo_decisions(conn, candidate_ids, note, expect=expect)
     finally:
         conn.close()
     if any(o["item_id"] is not None for o in out):
-        from .coverage import CoverageConfig, run_coverage
-
-        run_coverage(db_path, bench, CoverageConfig(uncertainty="none"))
+        recompute_coverage(db_path, bench)
     return out
 
 
@@ -604,8 +649,9 @@ def session_summary(db_path, session_id: int) -> dict:
                "llm_calls": conn.execute("SELECT count(*) FROM llm_calls WHERE session_id = ?",
                                          (session_id,)).fetchone()[0]}
         acc = cands[cands["review_state"] == "accepted"]
-        if len(acc):
-            ri = runs.run_items(conn, sess["config"]["coverage_run"])
+        cov = sess["config"].get("coverage_run")
+        if len(acc) and cov is not None and runs.get_run(conn, cov) is not None:  # its run may have been removed
+            ri = runs.run_items(conn, cov)
             m = gap_fill_metrics(ri["z"].to_numpy(), acc["difficulty_norm"].tolist(), [sess["target"]] * len(acc))
             out["table2"] = asdict(m)
         return out

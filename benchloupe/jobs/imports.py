@@ -26,6 +26,7 @@ import numpy as np
 from benchloupe.hints import Opt, say
 from benchloupe.store.importers.base import ImportFormatError, ParsedImport
 from benchloupe.store.importers.options import OPTION_NAMES, OPTIONS, ImportOption  # noqa: F401 - re-exported
+from benchloupe.words import count
 
 STDIN = "-"
 
@@ -58,33 +59,133 @@ class BatchSummary:
         return {"files": self.files, "benchmarks": self.benchmarks, "skipped": self.skipped}
 
 
+def walk(root: str | Path, *, max_depth: int | None = None, visited: set | None = None):
+    """``(folder, subfolders, files)`` under *root*, top-down and sorted, hidden names skipped, like ``os.walk``,
+    except that a link to a folder is followed only into a folder not visited yet (by device and inode): a tree
+    with ``a/self -> .`` and ``a/up -> ..`` is walked once, instead of forever as ``glob('**')`` did (issue 24).
+    *max_depth* stops below that many levels; folders that cannot be read are skipped."""
+    seen = set() if visited is None else visited
+    try:
+        st = os.stat(root)
+    except OSError:
+        return
+    seen.add((st.st_dev, st.st_ino))
+    stack = [(str(root), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            try:
+                if e.is_dir():  # follows links
+                    if max_depth is not None and depth >= max_depth:
+                        continue
+                    est = e.stat()
+                    key = (est.st_dev, est.st_ino)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    dirs.append(e.name)
+                elif e.is_file():
+                    files.append(e.name)
+            except OSError:  # a dangling link, a file that vanished
+                continue
+        yield folder, dirs, files
+        stack.extend((os.path.join(folder, d), depth + 1) for d in reversed(dirs))
+
+
+def glob_paths(pattern: str) -> list[str]:
+    """The paths matching *pattern* (``*``, ``?``, ``[...]`` within a name, ``**`` for any number of folders),
+    sorted, as ``glob.glob(pattern, recursive=True)`` gives them but walked with :func:`walk`, so links never
+    lead back into a folder already visited. Hidden names match only a pattern part that starts with a dot."""
+    parts = pattern.split(os.sep)
+    fixed = 0
+    while fixed < len(parts) - 1 and not glob.has_magic(parts[fixed]):
+        fixed += 1
+    root = os.sep.join(parts[:fixed]) or ("" if not pattern.startswith(os.sep) else os.sep)
+    pats = [q for q in parts[fixed:] if q != ""]
+    if not pats:
+        return [pattern] if os.path.exists(pattern) else []
+    depth = None if "**" in pats else len(pats)
+    out = []
+    start = root or os.curdir
+    if not os.path.isdir(start):
+        return []
+    only_dirs = pattern.endswith(os.sep)
+    for folder, dirs, files in walk(start, max_depth=depth):
+        rel = os.path.relpath(folder, start)
+        prefix = [] if rel == os.curdir else rel.split(os.sep)
+        for name in dirs if only_dirs else dirs + files:
+            if _match(prefix + [name], pats):
+                out.append(os.path.join(root, *prefix, name) if root else os.path.join(*prefix, name))
+    return sorted(out)
+
+
+def _match(parts: list[str], pats: list[str]) -> bool:
+    """Whether path *parts* match pattern *pats* part by part (``**``: zero or more non-hidden folders)."""
+    import fnmatch
+
+    if not pats:
+        return not parts
+    head = pats[0]
+    if head == "**":
+        if _match(parts, pats[1:]):
+            return True
+        return bool(parts) and not parts[0].startswith(".") and _match(parts[1:], pats)
+    if not parts or (parts[0].startswith(".") and not head.startswith(".")):
+        return False
+    return fnmatch.fnmatchcase(parts[0], head) and _match(parts[1:], pats[1:])
+
+
 def expand_paths(paths: list[str], fmt: str | None) -> list[tuple[Path, bool]]:
-    """(file, named explicitly) for every PATH; folders walked, globs expanded, duplicates dropped."""
+    """(file, named explicitly) for every PATH; folders walked, globs expanded, duplicates dropped. Walks and
+    globs go through :func:`walk`: no folder is entered twice, whatever links point where."""
     from benchloupe.store.importers.detect import wanted
 
     out: dict[Path, bool] = {}
+    seen: set[tuple[int, int]] = set()  # (device, inode) of files found by walks and globs
+
+    def found(f: Path) -> None:
+        """A file found in a folder or by a glob, once whatever links lead to it."""
+        try:
+            st = f.stat()
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.setdefault(f, False)
+
     for raw in paths:
         if raw == STDIN:
             continue
         p = Path(raw)
         if p.is_dir():
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
+            for root, _dirs, files in walk(p):
+                for name in files:
                     f = Path(root) / name
                     if wanted(f, fmt):
-                        out.setdefault(f, False)
+                        found(f)
         elif p.exists():
             out[p] = True
+            try:
+                st = p.stat()
+                seen.add((st.st_dev, st.st_ino))
+            except OSError:
+                pass
         elif glob.has_magic(raw):
-            hits = sorted(glob.glob(raw, recursive=True))
+            hits = glob_paths(raw)
             files = [Path(h) for h in hits if Path(h).is_file() and wanted(Path(h), fmt)]
             for d in (Path(h) for h in hits if Path(h).is_dir()):
                 files += [f for f, _ in expand_paths([str(d)], fmt)]
             if not files:
                 raise ImportFormatError(raw, "", "the pattern matches no importable file", "check the pattern")
             for f in files:
-                out.setdefault(f, False)
+                found(f)
         else:
             raise ImportFormatError(p, "", "no such file or folder", "check the path")
     return list(out.items())
@@ -274,6 +375,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
     """Parse every file of ``paths`` (see the module docstring), then write them all in one transaction."""
     from benchloupe.jobs import parse_file
     from benchloupe.store.db import connect
+    from benchloupe.store.importers.readers import read_sha256
     from benchloupe.store.writer import write_imports
 
     fmt = None if fmt in (None, "auto") else fmt
@@ -303,7 +405,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
                 continue
             if path in temp:
                 parsed.source = parsed.source.replace(str(path), "<stdin>")
-            parsed_all.append((label, name, parsed, _sha256(path)))
+            parsed_all.append((label, name, parsed, read_sha256(path) or _sha256(path)))  # the bytes parsed, once
         if not parsed_all:
             raise ImportFormatError(", ".join(paths), "", f"none of {len(files)} files could be imported "
                                     f"({summary.skipped[0] if summary.skipped else ''})", "name the format explicitly")
@@ -356,8 +458,8 @@ def _cells_per_model(parsed: ParsedImport) -> dict[str, int]:
     return out
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
+def _n(n: int, word: str) -> str:
+    return count(n, word)
 
 
 def summary_lines(summary: BatchSummary, *, max_models: int | None = None) -> list[str]:
@@ -367,22 +469,24 @@ def summary_lines(summary: BatchSummary, *, max_models: int | None = None) -> li
     if len(summary.files) == 1 and not summary.skipped:
         s = summary.files[0]
         updated = f", {s['items_updated']} updated" if s["items_updated"] else ""
-        lines = [f"imported {s['path']} into {s['benchmark']!r} ({s['format']}): {s['items_new']} new items{updated}, "
-                 f"{s['models_new']} new models, {s['static_cells']} static cells ({s['cells_changed']} changed), "
-                 f"{s['rewards']} rewards, {s['preferences']} preferences" + (" [replaced]" if s["replaced"] else "")]
+        lines = [f"imported {s['path']} into {s['benchmark']!r} ({s['format']}): {_n(s['items_new'], 'new item')}"
+                 f"{updated}, {_n(s['models_new'], 'new model')}, {_n(s['static_cells'], 'static cell')} "
+                 f"({s['cells_changed']} changed), {_n(s['rewards'], 'reward')}, {_n(s['preferences'], 'preference')}"
+                 + (" [replaced]" if s["replaced"] else "")]
         return lines + [f"  note: {note}" for note in s["notes"]]
-    lines = [f"imported {len(summary.files)} files in one transaction"
+    lines = [f"imported {_n(len(summary.files), 'file')} in one transaction"
              + (f"; skipped {len(summary.skipped)} not recognised" if summary.skipped else "")]
     for name, b in summary.benchmarks.items():
-        lines.append(f"{name} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {b['items']} items "
+        lines.append(f"{name} ({', '.join(b['formats'])}): {_n(b['files'], 'file')}, {_n(b['items'], 'item')} "
                      f"({b['items_new']} new), {_n(len(b['models']), 'model')} ({b['models_new']} new), "
-                     f"{b['static_cells']} static cells ({b['cells_changed']} changed), {b['rewards']} rewards, "
-                     f"{b['preferences']} preferences" + (" [replaced]" if b["replaced"] else ""))
+                     f"{_n(b['static_cells'], 'static cell')} ({b['cells_changed']} changed), "
+                     f"{_n(b['rewards'], 'reward')}, {_n(b['preferences'], 'preference')}"
+                     + (" [replaced]" if b["replaced"] else ""))
         models = list(b["models"].items())
         shown = models if max_models is None else models[:max_models]
         lines += [f"  {model}: {cells}" for model, cells in shown]
         if len(shown) < len(models):
-            lines.append(f"  ... and {len(models) - len(shown)} more models")
+            lines.append(f"  ... and {_n(len(models) - len(shown), 'more model')}")
     for f in summary.files:
         lines += [f"note: {f['path']}: {note}" for note in f["notes"]]
     lines += [f"skipped {line}" for line in summary.skipped[:5]]

@@ -9,8 +9,11 @@
 - Retries with exponential backoff and jitter (``backoff_initial * 2**attempt`` capped at ``backoff_max``,
   then drawn uniformly from its upper half so that many clients do not retry in step) on 429, 5xx, timeouts,
   connection errors and non-JSON or malformed bodies; a server's ``retry-after-ms`` or ``Retry-After``
-  (seconds or an HTTP date) is a floor, honoured up to ``retry_after_max``.  The ``openai`` package's own
-  retries are off so each attempt is visible.  401/403/404/other 4xx are not retried.
+  (seconds or an HTTP date) is a floor, obeyed up to ``retry_after_max`` (default :data:`RETRY_AFTER_MAX`,
+  60 s; ``endpoints set ROLE --retry-after-max S``). A server that asks for more fails the call at once with
+  one line that says so (``Retry-After: 100000`` made a session wait 240 s in silence, issue 24); every wait of
+  a second or more is announced through ``notify`` (the CLI's stderr, the workbench's job line). The
+  ``openai`` package's own retries are off so each attempt is visible.  401/403/404/other 4xx are not retried.
 - JSON mode: with ``json_mode`` the rewriter's and judge's requests ask for ``response_format =
   {"type": "json_object"}`` (servers that support it then reply with a JSON object only); a server that
   refuses the option stops the session with one line saying how to turn it off.
@@ -40,6 +43,7 @@ from benchloupe.prompts import simulated
 
 NO_KEY = "not-needed"
 BASE_URL_ENV = "OPENAI_BASE_URL"
+RETRY_AFTER_MAX = 60.0  # seconds of a server's Retry-After that a call waits at most (configurable per endpoint)
 
 
 def _number(value, name: str, *, minimum: float, integer: bool = False, strict: bool = False) -> None:
@@ -66,7 +70,7 @@ class EndpointConfig:
     json_mode: bool = False
     backoff_initial: float = 0.5
     backoff_max: float = 20.0
-    retry_after_max: float = 120.0
+    retry_after_max: float = RETRY_AFTER_MAX
     api_key: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +91,7 @@ class EndpointConfig:
             _number(self.max_tokens, say(Opt("max_tokens")), minimum=1, integer=True)
         _number(self.backoff_initial, "backoff_initial", minimum=0)
         _number(self.backoff_max, "backoff_max", minimum=0)
+        _number(self.retry_after_max, say(Opt("retry_after_max"), " (seconds)"), minimum=0)
 
     @property
     def url(self) -> str:
@@ -140,9 +145,10 @@ class ChatClient:
     """Thread-safe chat-completions client for one endpoint."""
 
     def __init__(self, endpoint: EndpointConfig, sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, notify: Callable[[str], None] | None = None):
         self.endpoint = endpoint
         self._sleep = sleep
+        self.notify = notify  # one line per wait of a second or more: what the call waits for, and how long
         self._rng = rng or random.Random()
         self._sem = threading.BoundedSemaphore(max(1, endpoint.concurrency))
         self._lock = threading.Lock()
@@ -216,7 +222,14 @@ class ChatClient:
                 calls.append(self._record(tag, attempt, prompt, None, t0, started, None, err.status,
                                           err.http_status, err.error))
                 if attempt < ep.max_retries:
-                    self._sleep(self.backoff(attempt, err.retry_after))
+                    if err.retry_after is not None and err.retry_after > ep.retry_after_max:
+                        raise LLMFailure(self._too_long(err), fatal=True, calls=calls) from None
+                    delay = self.backoff(attempt, err.retry_after)
+                    if delay >= 1.0 and self.notify is not None:
+                        asked = f", the server's Retry-After {err.retry_after:g} s" if err.retry_after else ""
+                        self.notify(f"{ep.model} at {ep.url}: {err.error[:80]}; waiting {delay:.0f} s before retry "
+                                    f"{attempt + 1} of {ep.max_retries}{asked}")
+                    self._sleep(delay)
                 continue
             except LLMFailure as failure:
                 calls.append(self._record(tag, attempt, prompt, None, t0, started, None, "error",
@@ -225,8 +238,18 @@ class ChatClient:
             calls.append(self._record(tag, attempt, prompt, text, t0, started, usage, "ok", 200, None))
             return ChatReply(text, tuple(calls), truncated)
         error = last.error if last is not None else "no attempt was made"
-        raise LLMFailure(f"{ep.model!r} at {ep.url}: gave up after {ep.max_retries + 1} attempts, "
+        tries = ep.max_retries + 1
+        raise LLMFailure(f"{ep.model!r} at {ep.url}: gave up after {tries} attempt{'s' if tries > 1 else ''}, "
                          f"last error: {error}", fatal=True, calls=calls)
+
+    def _too_long(self, err: _Retryable) -> str:
+        """The one line for a server that asks to wait longer than ``retry_after_max``."""
+        ep = self.endpoint
+        return say(f"{ep.model!r} at {ep.url} answered {err.error[:60]} and asks to wait {err.retry_after:,.0f} s "
+                   f"before retrying, more than this endpoint waits ({ep.retry_after_max:g} s, ", Opt("retry_after_max"),
+                   "); try again later, or raise the limit ",
+                   Alt("with `benchloupe endpoints set ROLE --retry-after-max SECONDS`",
+                       "in the endpoint's settings (E on the BenchFill screen)"))
 
     def _once(self, client: openai.OpenAI, messages: list[dict[str, str]], json_mode: bool = False):
         ep = self.endpoint
@@ -242,7 +265,7 @@ class ChatClient:
         except openai.APITimeoutError:
             raise _Retryable("timeout", None, f"no reply within {ep.timeout:g} s (timeout)") from None
         except openai.APIConnectionError as exc:
-            raise _Retryable("connection", None, f"cannot reach {ep.url}: {self._scrub(str(exc))}") from None
+            raise _Retryable("connection", None, f"cannot reach {ep.url}: {self._scrub(_connection_cause(exc))}") from None
         except openai.AuthenticationError as exc:
             where = "api_key in the endpoint config" if ep.api_key else f"${ep.api_key_env}"
             raise LLMFailure(f"{ep.url} rejected the API key for {ep.model!r} (HTTP 401): check {where} "
@@ -292,3 +315,27 @@ class ChatClient:
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
             status=status, http_status=http_status, error=error, started_at=started)
+
+
+def _connection_cause(exc: BaseException) -> str:
+    """What broke a connection, in words: the server reset it, refused it, closed it, the name did not resolve
+    (the openai package says only "Connection error."; a reset was reported as a timeout, issue 24). The whole
+    chain of causes is read, the most specific finding first."""
+    import errno
+
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and all(cause is not c for c in chain):
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    texts = [f"{type(c).__name__} {c}".lower() for c in chain]
+    if any(isinstance(c, ConnectionResetError) or getattr(c, "errno", None) == errno.ECONNRESET for c in chain) \
+            or any("reset by peer" in t or "connection reset" in t for t in texts):
+        return "the server reset the connection"
+    if any(isinstance(c, ConnectionRefusedError) or getattr(c, "errno", None) == errno.ECONNREFUSED for c in chain):
+        return "connection refused (is the server running on that port?)"
+    if any("name or service not known" in t or "nodename nor servname" in t or "getaddrinfo" in t for t in texts):
+        return "the host name does not resolve"
+    if any("server disconnected" in t or "remoteprotocolerror" in t for t in texts):
+        return "the server closed the connection without a reply"
+    return " ".join(str(exc).split())[:200] or "connection error"

@@ -9,6 +9,7 @@ bounds its concurrency, and replies are yielded in the caller's thread as they c
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,8 +38,13 @@ _FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
 # ------------------------------------------------------------------------------------------- parsing
 
 
+MAX_STARTS = 1000
+MAX_OBJECT_DEPTH = 8  # a child object sits one or two levels down; deeper ones are not salvaged (issue 24)
+
+
 def _balanced_objects(text: str) -> Iterator[str]:
-    """Every balanced {...} substring, innermost last, honouring JSON strings and escapes."""
+    """Every balanced {...} substring at most :data:`MAX_OBJECT_DEPTH` braces deep, innermost last, honouring JSON
+    strings and escapes (a reply of 100,000 nested braces is one linear pass, not 100,000 long copies)."""
     stack: list[int] = []
     in_str = esc = False
     for i, ch in enumerate(text):
@@ -54,18 +60,23 @@ def _balanced_objects(text: str) -> Iterator[str]:
         elif ch == "{":
             stack.append(i)
         elif ch == "}" and stack:
-            yield text[stack.pop(): i + 1]
+            start = stack.pop()
+            if len(stack) < MAX_OBJECT_DEPTH:
+                yield text[start: i + 1]
 
 
 def parse_json_loose(text: str) -> Any | None:
     """The first JSON value in the text (fences and prose ignored), or None."""
     cleaned = _FENCE.sub("", text).strip()
     decoder = json.JSONDecoder()
-    for start in (i for i, ch in enumerate(cleaned) if ch in "{["):
+    starts = (i for i, ch in enumerate(cleaned) if ch in "{[")
+    for start in itertools.islice(starts, MAX_STARTS):  # a reply whose first 1,000 brackets start no JSON has none
         try:
-            return decoder.raw_decode(cleaned[start:])[0]
-        except json.JSONDecodeError:
+            return decoder.raw_decode(cleaned, start)[0]
+        except ValueError:  # not JSON here, or a 5,000-digit number
             continue
+        except RecursionError:  # nested past what the parser follows: not a usable reply, whatever follows
+            return None
     return None
 
 
@@ -94,7 +105,7 @@ def parse_children(text: str) -> list[ChildDraft]:
     for chunk in _balanced_objects(_FENCE.sub("", text)):
         try:
             child = _child_from(json.loads(chunk))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         if child is not None and child not in salvaged:
             salvaged.append(child)

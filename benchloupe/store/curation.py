@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from benchloupe.hints import Alt, say
 
+from .actor import by_at, current
 from .db import StoreError, audit, transaction
 
 FLAG_STATES = ("open", "confirmed", "dismissed", "unsure")
@@ -113,45 +117,199 @@ def _flag_identity(r) -> tuple:
     return (r.kind, item, a, b)
 
 
-def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str | None = None, *,
-                   undo: bool = False) -> None:
-    """Triage one flag (confirm / dismiss / unsure / reopen) and keep an optional note.
+class Conflict(StoreError):
+    """A decision refused because the object changed since the curator saw it (another curator's write, or
+    another process of the same curator): nothing was written. ``changes`` has one dict per changed object
+    (``id``, ``state``, ``note``, ``by``, ``at``) so a face can refresh what it shows."""
 
-    The audit row keeps the state and note it replaced (``from``, ``note_from``), so a decision can be undone;
-    *undo* marks a write that restores an earlier state (action ``flag:undo``)."""
-    set_flag_states(conn, [(flag_id, state, note)], undo=undo)
+    def __init__(self, message: str, changes: list[dict]) -> None:
+        super().__init__(message)
+        self.changes = changes
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a decision wrote: each object's new version and the id of its audit row."""
+
+    versions: dict[int, int]
+    audit_ids: dict[int, int]
+
+
+def _describe_flag(row) -> str:
+    """``dismissed by bea at 14:02, note: noise`` from a flags row (state, note, updated_by, updated_at)."""
+    who = by_at(row["updated_by"], row["updated_at"])
+    text = str(row["state"]) + (f" {who}" if who else "")
+    if row["note"]:
+        note = str(row["note"])
+        text += f", note: {note[:60]}{'…' if len(note) > 60 else ''}"
+    return text
+
+
+def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str | None = None, *,
+                   undo: bool = False, expect_version: int | None = None,
+                   expect_state: str | None = None) -> Saved:
+    """Triage one flag (confirm / dismiss / unsure / reopen) and keep an optional note; see
+    :func:`set_flag_states` for the expectations and the audit row."""
+    return set_flag_states(conn, [(flag_id, state, note)], undo=undo,
+                           expect=None if expect_version is None else {flag_id: expect_version},
+                           expect_state=None if expect_state is None else {flag_id: expect_state})
 
 
 def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str | None]], *,
-                    undo: bool = False) -> None:
+                    undo: bool = False, expect: Mapping[int, int] | None = None,
+                    expect_state: Mapping[int, str] | None = None, undoes: list[int] | None = None) -> Saved:
     """Triage several flags in one transaction (a batch: the marked flags, or every open flag of one model or
-    item): each ``(flag id, state, note or None)`` is written and audited as :func:`set_flag_state` does, all
-    or none. The audit rows of one batch share ``"batch": n`` (the number of flags) in their detail."""
+    item): each ``(flag id, state, note or None)`` is written and audited, all or none.
+
+    Optimistic concurrency (issue 25): *expect* maps a flag id to the version the curator saw (``flags.version``
+    grows by one with every write), *expect_state* to the state a script expects; when a flag no longer matches,
+    :class:`Conflict` names who changed it, when and to what, and nothing of the batch is written. The check and
+    the write share one IMMEDIATE transaction, so no other writer can land between them.
+
+    The audit row keeps the state, note and version it replaced (``from``, ``note_from``, ``replaced``: by whom
+    and when), so a decision can be undone and the log replayed; *undo* marks a write that restores an earlier
+    state (action ``flag:undo``; *undoes*: the audit ids of the decision it takes back). The rows of one batch
+    share ``"batch": n`` (the number of flags) in their detail."""
     for _fid, state, _note in changes:
         if state not in FLAG_STATES:
             raise StoreError(f"unknown triage state {state!r}; use one of {', '.join(FLAG_STATES)}")
+    who = current()
+    versions, audit_ids = {}, {}
+    batch_id = uuid.uuid4().hex[:12] if len(changes) > 1 else None
     with transaction(conn):
-        for flag_id, state, note in changes:
-            row = conn.execute("SELECT state, note FROM flags WHERE id = ?", (flag_id,)).fetchone()
+        rows = {}
+        for flag_id, _state, _note in changes:
+            row = conn.execute("SELECT id, state, note, version, updated_by, updated_at FROM flags WHERE id = ?",
+                               (flag_id,)).fetchone()
             if row is None:
                 raise StoreError(f"no flag with id {flag_id}")
+            rows[flag_id] = row
+        stale = [r for fid, r in rows.items()
+                 if (expect and fid in expect and int(r["version"]) != int(expect[fid]))
+                 or (expect_state and fid in expect_state and r["state"] != expect_state[fid])]
+        if stale:
+            what = "your undo" if undo else "your decision"
+            since = "after your decision" if undo else "since you saw it"
+            if len(rows) == 1:
+                msg = (f"flag #{stale[0]['id']} changed {since}: now {_describe_flag(stale[0])}; {what} was "
+                       "not saved")
+            else:
+                listed = "; ".join(f"#{r['id']} {_describe_flag(r)}" for r in stale[:3]) + (
+                    "; …" if len(stale) > 3 else "")
+                msg = (f"{len(stale)} of the {len(rows)} flags changed {since.replace('it', 'them')} ({listed}); "
+                       "nothing of the batch was saved")
+            raise Conflict(msg, [{"id": int(r["id"]), "state": r["state"], "note": r["note"],
+                                  "version": int(r["version"]), "by": r["updated_by"], "at": r["updated_at"]}
+                                 for r in stale])
+        restored = _restored_authors(conn, undoes) if undo else {}
+        for flag_id, state, note in changes:
+            row = rows[flag_id]
             new_note = row["note"] if note is None else note
-            conn.execute("UPDATE flags SET state = ?, note = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now')"
-                         " WHERE id = ?", (state, new_note, flag_id))
-            detail = {"from": row["state"], "to": state, "note_from": row["note"]}
-            if len(changes) > 1:
-                detail["batch"] = len(changes)
-            audit(conn, "flag:undo" if undo else f"flag:{state}", "flag", flag_id, json.dumps(detail), new_note)
+            version = int(row["version"]) + 1
+            if flag_id in restored:  # an undo brings back the earlier decision: its author and time come back too
+                by, at = restored[flag_id]
+                conn.execute("UPDATE flags SET state = ?, note = ?, version = ?, updated_by = ?, updated_at = ?"
+                             " WHERE id = ?", (state, new_note, version, by or "", at, flag_id))
+            else:
+                conn.execute("UPDATE flags SET state = ?, note = ?, version = ?, updated_by = ?,"
+                             " updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now') WHERE id = ?",
+                             (state, new_note, version, who, flag_id))
+            detail = {"from": row["state"], "to": state, "note_from": row["note"], "version": version,
+                      "replaced": {"version": int(row["version"]), "by": row["updated_by"], "at": row["updated_at"]}}
+            if batch_id is not None:
+                detail["batch"], detail["batch_id"] = len(changes), batch_id
+            if undoes:
+                detail["undoes"] = list(undoes)
+            audit_ids[flag_id] = audit(conn, "flag:undo" if undo else f"flag:{state}", "flag", flag_id,
+                                       json.dumps(detail), new_note, actor=who)
+            versions[flag_id] = version
+    return Saved(versions, audit_ids)
 
 
-def set_item_status(conn: sqlite3.Connection, item_id: int, status: str, note: str = "") -> None:
-    """Retire or restore an item; retired items drop out of new fits but keep their results."""
+def _restored_authors(conn: sqlite3.Connection, audit_ids: list[int] | None) -> dict[int, tuple]:
+    """flag id -> (by, at) of the state the decisions *audit_ids* replaced (what their undo brings back)."""
+    out = {}
+    for aid in audit_ids or []:
+        row = conn.execute("SELECT entity_id, detail FROM audit_log WHERE id = ? AND entity = 'flag'",
+                           (aid,)).fetchone()
+        if row is not None:
+            rep = json.loads(row["detail"] or "{}").get("replaced") or {}
+            out[int(row["entity_id"])] = (rep.get("by") or "", rep.get("at"))
+    return out
+
+
+def undo_latest(conn: sqlite3.Connection, flag_id: int | None = None) -> dict:
+    """Undo this curator's own latest flag decision (on *flag_id* when given) that is not undone yet: the flags
+    of that decision (a whole batch) get back the state and note it replaced, audited as ``flag:undo``. Refused
+    (:class:`Conflict`, nothing written) when anyone changed one of them since that decision. Returns
+    ``{"undone": audit ids, "flags": {id: state restored}}``."""
+    who = current()
+    rows = conn.execute(
+        "SELECT id, entity_id, action, detail, at FROM audit_log WHERE entity = 'flag' AND actor = ?"
+        " ORDER BY id DESC LIMIT 5000", (who,)).fetchall()
+    undone = set()
+    for r in rows:
+        if r["action"] == "flag:undo":
+            undone.update(json.loads(r["detail"] or "{}").get("undoes") or [])
+    target = next((r for r in rows if r["action"] != "flag:undo" and int(r["id"]) not in undone
+                   and (flag_id is None or int(r["entity_id"]) == flag_id)), None)
+    if target is None:
+        raise StoreError(f"{who} has no decision to undo" + (f" on flag {flag_id}" if flag_id is not None else ""))
+    detail = json.loads(target["detail"] or "{}")
+    group = [target]
+    if detail.get("batch_id"):  # the other rows of the same batch (one transaction, one undo)
+        group = [r for r in rows if int(r["id"]) not in undone
+                 and json.loads(r["detail"] or "{}").get("batch_id") == detail["batch_id"]]
+    changes, expect, expect_state = [], {}, {}
+    for r in group:
+        d = json.loads(r["detail"] or "{}")
+        changes.append((int(r["entity_id"]), d["from"], d.get("note_from", "")))
+        if "version" in d:
+            expect[int(r["entity_id"])] = int(d["version"])
+        else:  # written before versions were kept: at least the state it set must still be there
+            expect_state[int(r["entity_id"])] = d.get("to")
+    set_flag_states(conn, changes, undo=True, expect=expect, expect_state=expect_state,
+                    undoes=[int(r["id"]) for r in group])
+    return {"undone": [int(r["id"]) for r in group], "flags": {fid: st for fid, st, _n in changes}}
+
+
+def flag_history(conn: sqlite3.Connection, flag_ids: list[int] | None = None, *, limit: int = 20) -> pd.DataFrame:
+    """The audit rows of flags (every flag when *flag_ids* is None), latest first, at most *limit* per flag:
+    ``flag_id, at, actor, action, state, note``."""
+    sql = ("SELECT entity_id AS flag_id, at, actor, action, json_extract(detail, '$.to') AS state, note,"
+           " row_number() OVER (PARTITION BY entity_id ORDER BY id DESC) AS k, id FROM audit_log"
+           " WHERE entity = 'flag'")
+    args: list = []
+    if flag_ids is not None:
+        ids = [int(i) for i in flag_ids]
+        if not ids:
+            return pd.DataFrame(columns=["flag_id", "at", "actor", "action", "state", "note"])
+        sql += f" AND entity_id IN ({','.join('?' * len(ids))})"
+        args += ids
+    df = pd.read_sql_query(f"SELECT * FROM ({sql}) WHERE k <= ? ORDER BY flag_id, id DESC", conn,
+                           params=[*args, limit])
+    return df.drop(columns=["k", "id"])
+
+
+def set_item_status(conn: sqlite3.Connection, item_id: int, status: str, note: str = "", *,
+                    expect_status: str | None = None) -> None:
+    """Retire or restore an item; retired items drop out of new fits but keep their results. With
+    *expect_status* (the status the curator saw) the write is refused (:class:`Conflict`) when the item's status
+    is another by now, naming who changed it and when (from the audit log)."""
     if status not in ("active", "retired"):
         raise StoreError(f"unknown item status {status!r}; use active or retired")
     with transaction(conn):
-        row = conn.execute("SELECT status FROM items WHERE id = ?", (item_id,)).fetchone()
+        row = conn.execute("SELECT key, status FROM items WHERE id = ?", (item_id,)).fetchone()
         if row is None:
             raise StoreError(f"no item with id {item_id}")
+        if expect_status is not None and row["status"] != expect_status:
+            last = conn.execute("SELECT actor, at FROM audit_log WHERE entity = 'item' AND entity_id = ?"
+                                " ORDER BY id DESC LIMIT 1", (item_id,)).fetchone()
+            who = by_at(last["actor"], last["at"]) if last else ""
+            raise Conflict(f"item {row['key']} is now {row['status']}{' ' + who if who else ''}, since you saw "
+                           "it; nothing was changed", [{"id": item_id, "state": row["status"],
+                                                        "by": last["actor"] if last else "",
+                                                        "at": last["at"] if last else None}])
         conn.execute("UPDATE items SET status = ? WHERE id = ?", (status, item_id))
         audit(conn, "item:retire" if status == "retired" else "item:restore", "item", item_id,
               json.dumps({"from": row["status"], "to": status}), note)
@@ -236,3 +394,27 @@ def _alias_one(conn: sqlite3.Connection, model: str, alias: str, note: str) -> d
     conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)", (alias, mid))
     audit(conn, "model:alias", "model", mid, json.dumps({"alias": alias, "merged": merged}), note)
     return {"model": model, "alias": alias, "merged": merged}
+
+
+def replay_flags(conn: sqlite3.Connection) -> dict:
+    """The audit log replayed from empty (every flag open with no note, as a run creates it): each flag's
+    state, note and version after its audited writes in order. Returns ``{"states": {id: (state, note,
+    version)}, "gaps": [...], "mismatches": [...]}``: *gaps* are writes missing from the log (a version that
+    does not follow the previous one), *mismatches* the flags whose stored row differs from the replay."""
+    states: dict[int, tuple[str, str, int]] = {}
+    gaps = []
+    for r in conn.execute("SELECT id, entity_id, detail, note FROM audit_log WHERE entity = 'flag' ORDER BY id"):
+        d = json.loads(r["detail"] or "{}")
+        fid = int(r["entity_id"])
+        prev = states.get(fid, ("open", "", 0))
+        version = int(d.get("version", prev[2] + 1))
+        if version != prev[2] + 1:
+            gaps.append({"flag": fid, "audit_id": int(r["id"]), "expected": prev[2] + 1, "found": version})
+        states[fid] = (d.get("to", prev[0]), r["note"], version)
+    mismatches = []
+    for row in conn.execute("SELECT id, state, note, version FROM flags"):
+        want = states.get(int(row["id"]), ("open", "", 0))
+        if (row["state"], row["note"], int(row["version"])) != want:
+            mismatches.append({"flag": int(row["id"]), "stored": (row["state"], row["note"], int(row["version"])),
+                               "replayed": want})
+    return {"states": states, "gaps": gaps, "mismatches": mismatches}

@@ -6,7 +6,6 @@ A connection belongs to the thread that made it (sqlite3's default): the TUI's w
 
 from __future__ import annotations
 
-import getpass
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -45,11 +44,13 @@ def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
     if "disk is full" in low or "disk full" in low:
         return f"{path}: the disk is full; nothing was written; free some space and retry"
     if "readonly" in low or "read-only" in low:
+        problem = write_problem(path)
+        if problem:
+            return problem
         return say(f"{path}: the database is read-only (the file or its folder is not writable); fix the "
                    "permissions or ", Alt("pass another --db", "open the workbench on another database file"))
     if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
-        return say(f"{path}: the database file is damaged ({msg}); restore it from a backup or ", Alt("pass another --db", "open the workbench on another database file"),
-                   Alt(" (`benchloupe db check` shows the details)", ""))
+        return damaged_error(path, msg).args[0]
     if "unable to open" in low:
         return f"{path}: cannot open the database ({msg}); check that its folder exists and is writable"
     return f"{path}: database error ({msg})"
@@ -58,44 +59,59 @@ def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
 def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = True) -> sqlite3.Connection:
     """Open (and by default create and migrate) the database at *path*.
 
-    Nothing is written before the file is known to be benchloupe's: a new or empty file gets the schema; a
-    SQLite file with other tables (another application's) is refused untouched (not even switched to WAL).
-    Raises :class:`StoreError` when the file is not a benchloupe database, is newer than this code, is damaged,
-    or cannot be opened.
+    Nothing is written before the file is known to be benchloupe's (:func:`_classify`): a new file is created
+    whole (schema and :data:`APPLICATION_ID` written under a temporary name, then linked into place, so no other
+    process ever sees it half made); an existing file must carry our application id or, from before the id was
+    set, our tables; anything else (another application's SQLite file, even one holding only a view, a trigger
+    or a foreign ``application_id``/``user_version``, and an empty 0-byte file) is refused untouched. An ordinary
+    open (``migrate``) also runs ``PRAGMA quick_check`` once per file and process (:func:`_check_sound`), so that
+    no command writes into a file SQLite reports as damaged (issue 24). Raises :class:`StoreError` when the file
+    is not a benchloupe database, is newer than this code, is damaged, or cannot be opened.
     """
     p = Path(path)
+    if not str(path).strip():
+        raise StoreError(say("the database path is empty; ", Alt("pass a file with --db PATH", "open the workbench on a database file")))
     if p.is_dir():
         raise StoreError(say(f"{p}: is a directory; ", Alt("pass a database file with --db", "open the workbench on a database file")))
     if not create and not p.exists():
         raise StoreError(say(f"{p}: no such database; create it ", Alt(f"with `benchloupe demo --db {p}` or an import",
                                                                      "with the demo or an import")))
+    created = False
     if create:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(say(f"{p}: cannot create its folder ({exc.strerror or exc}); ", Alt("pass another --db", "open the workbench on another database file"))) from None
+        if not p.exists():
+            created = _create_new(p)
+    if p.exists() and not p.is_file():
+        raise StoreError(say(f"{p}: not a regular file (a device, a pipe or a socket); ",
+                             Alt("pass a database file with --db", "open the workbench on a database file")))
     conn = None
     try:
-        conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        if p.stat().st_size == 0:
+            raise StoreError(say(f"{p}: an empty file (0 bytes), not a benchloupe database; it was left untouched; "
+                                 "delete it or ", Alt("pass another --db", "open the workbench on another database file")))
+        readonly = None if created else write_problem(p)
+        conn = _open_readonly(p) if readonly else sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        foreign = bool(tables) and not set(MARKER_TABLES) <= tables
-        if foreign or (version == 0 and tables) or (0 < version <= SCHEMA_VERSION and not tables):
-            raise StoreError(say(f"{p}: not a benchloupe database (another application's SQLite file, tables: "
-                                 f"{', '.join(sorted(tables)[:6]) or 'none'}); it was left untouched; ", Alt("pass another --db", "open the workbench on another database file")))
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{p}: schema version {version} is newer than this benchloupe ({SCHEMA_VERSION}); upgrade benchloupe"
-            )
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        version, app_id = _classify(conn, p)
+        if migrate:
+            _check_sound(conn, p)
+        if readonly and migrate and version < SCHEMA_VERSION:
+            raise StoreError(f"{readonly}; besides, its schema is older than this benchloupe's, and a member "
+                             "with write access must open it once to upgrade it")
+        if not readonly:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         if migrate and version < SCHEMA_VERSION:
             _migrate(conn, version)
+        if migrate and app_id == 0 and not readonly:  # a benchloupe file from before the id was set: mark it ours
+            _set_application_id(conn)
     except StoreError:
         if conn is not None:
             conn.close()
@@ -106,9 +122,223 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         if "not a database" in str(exc) or "file is encrypted" in str(exc):
             raise StoreError(say(f"{p}: not a usable SQLite database ({exc}); ", Alt("pass another --db", "open the workbench on another database file"))) from None
         raise StoreError(describe_sqlite_error(exc, p)) from exc
+    except OSError as exc:  # the file vanished or cannot be read between the checks and the open
+        if conn is not None:
+            conn.close()
+        raise StoreError(f"{p}: cannot open the database ({exc.strerror or exc})") from None
     if migrate:
         _mark_interrupted(conn)
+    share_sidecars(p)
     return conn
+
+
+# ``PRAGMA application_id`` of every database benchloupe creates (the header's 4 bytes at offset 68): "BLup".
+APPLICATION_ID = 0x424C7570
+
+
+def _foreign(p: Path, what: str) -> StoreError:
+    return StoreError(say(f"{p}: not a benchloupe database (another application's SQLite file: {what}); it was left "
+                          "untouched; ", Alt("pass another --db", "open the workbench on another database file")))
+
+
+def _classify(conn: sqlite3.Connection, p: Path) -> tuple[int, int]:
+    """(user_version, application_id) of a file that is benchloupe's; :class:`StoreError` for any other.
+
+    Ours: our application id, or (written before the id was set) id 0 with our marker tables. Everything else
+    is foreign, whatever it holds: tables, views, indexes or triggers only, another application id, or a
+    user_version with none of our tables. Reads only the header and the schema table."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    objects = [(r[0], r[1]) for r in conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")]
+    tables = {name for kind, name in objects if kind == "table"}
+    ours = app_id == APPLICATION_ID or (app_id == 0 and set(MARKER_TABLES) <= tables)
+    if app_id not in (0, APPLICATION_ID):
+        raise _foreign(p, f"application_id {app_id}")
+    if not ours:
+        if objects:
+            shown = ", ".join(f"{kind} {name}" for kind, name in sorted(objects)[:6])
+            raise _foreign(p, shown + (" ..." if len(objects) > 6 else ""))
+        if version:
+            raise _foreign(p, f"user_version {version}, no tables")
+        raise _foreign(p, "no benchloupe schema")  # a SQLite header and nothing else: never ours
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{p}: schema version {version} is newer than this benchloupe ({SCHEMA_VERSION}); upgrade benchloupe")
+    if version == 0 or not tables:
+        raise _foreign(p, f"benchloupe's application id but {'no schema version' if not version else 'no tables'}")
+    return version, app_id
+
+
+def _create_new(p: Path) -> bool:
+    """A new database at *p*: the schema and our application id are written to a temporary file in the same
+    folder, with the team's permissions (:func:`_share_new`), which is then hard-linked to *p* (atomic, and it
+    fails if *p* appeared meanwhile: then that file is opened as it is). So a crash or a second process never
+    sees a half-made or empty file (issue 24: an empty file is not benchloupe's). True when this call made it."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".new", dir=p.parent)
+    except OSError as exc:
+        raise StoreError(say(f"{p}: cannot create the database ({exc.strerror or exc}); ",
+                             Alt("pass another --db", "open the workbench on another database file"))) from None
+    os.close(fd)
+    made = False
+    try:
+        _share_new(Path(tmp), p.parent)
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            _migrate(conn, 0)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, p)
+            made = True
+        except FileExistsError:
+            pass  # another process created it first: open theirs
+        except OSError:  # no hard links here (some network or FAT file systems): a rename, if still absent
+            if not p.exists():
+                os.replace(tmp, p)
+                made = True
+    except sqlite3.Error as exc:
+        raise StoreError(describe_sqlite_error(exc, p)) from exc
+    except OSError as exc:
+        raise StoreError(say(f"{p}: cannot create the database ({exc.strerror or exc}); ",
+                             Alt("pass another --db", "open the workbench on another database file"))) from None
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(tmp + suffix).unlink(missing_ok=True)
+    return made
+
+
+def _set_application_id(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    except sqlite3.OperationalError:  # read-only or locked: stays as it was, still recognised by its tables
+        pass
+
+
+_SOUND: set[tuple[int, int]] = set()  # (device, inode) of files this process found sound
+
+
+def damaged_error(p: str | os.PathLike, detail: str) -> StoreError:
+    """The one line for a database SQLite reports as damaged: nothing was written, how to see more, the fix."""
+    detail = " ".join(str(detail).replace("*** in database main ***", "").split())[:120]
+    return StoreError(say(f"{p}: the database file is damaged ({detail}); nothing was written; ",
+                          Alt("`benchloupe db check` shows the details; ", ""),
+                          "restore it from a backup or ", Alt("pass another --db", "open the workbench on another database file")))
+
+
+def _check_sound(conn: sqlite3.Connection, p: Path) -> None:
+    """``PRAGMA quick_check`` once per file and process (43 ms on a 79 MB file of 5,000 x 14,042 results,
+    docs/BENCHMARKS.md): a damaged file is refused before anything reads or writes it further."""
+    st = p.stat()
+    key = (st.st_dev, st.st_ino)
+    if key in _SOUND:
+        return
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA quick_check(1)")]
+    except sqlite3.DatabaseError as exc:
+        raise damaged_error(p, str(exc)) from None
+    if rows != ["ok"]:
+        raise damaged_error(p, rows[0] if rows else "quick_check returned nothing")
+    _SOUND.add(key)
+
+
+# ------------------------------------------------------------------ a file shared by a Unix group (issue 25 #5)
+# A team shares one database in a group-writable folder. A new database file gets 0666 minus the umask, and when
+# its folder is group-writable, group read and write too, with the folder's group: whoever creates it, the
+# team can write it. SQLite creates the -wal and -shm files next to it (whichever process opens it first after
+# the last one closed) with the database file's permission bits but the creator's own group unless the folder is
+# setgid; every open hands those files that are ours to the database file's group and mode, so the next
+# member can open them. README, "Working as a team": chmod 2775 the folder (setgid) and umask 002.
+
+def _share_new(p: Path, folder_path: Path) -> None:
+    """Give the new database file (made under a temporary name by :func:`_create_new`) the permissions above."""
+    try:
+        folder = folder_path.stat()
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+        if folder.st_mode & 0o020:
+            mode |= 0o060
+        os.chmod(p, mode)  # mkstemp made it 0600
+        if folder.st_mode & 0o020 and os.stat(p).st_gid != folder.st_gid:
+            os.chown(p, -1, folder.st_gid)
+    except OSError:
+        pass  # the file keeps what it was made with
+
+
+def _open_readonly(p: Path) -> sqlite3.Connection:
+    """A database this user may read but not write: opened read-only (``mode=ro``); when SQLite cannot make the
+    -shm file it needs for that (nobody else has the database open and the folder is not writable), as an
+    immutable file (no locks: what another writer does later shows on the next open)."""
+    uri = p.resolve().as_uri()
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+    return sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+def share_sidecars(p: Path) -> None:
+    """Give the -wal and -shm files this process owns the database file's group and permission bits."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{p}{suffix}")
+        try:
+            s = os.stat(side)
+            if s.st_uid != os.getuid():
+                continue
+            if s.st_gid != st.st_gid:
+                os.chown(side, -1, st.st_gid)
+            if (s.st_mode & 0o777) != (st.st_mode & 0o666):
+                os.chmod(side, st.st_mode & 0o666)
+        except OSError:
+            continue  # not there, or not ours to change: SQLite's own permissions stand
+
+
+def write_problem(path: str | os.PathLike) -> str | None:
+    """Why this user cannot write the database at *path* (one line), or None when they can: the file, its
+    -wal/-shm files or its folder is not writable for them (a team member without group write access gets a
+    read-only workbench that says so)."""
+    p = Path(path)
+    if not p.exists():
+        return None if os.access(p.parent if p.parent.exists() else p.parent.parent, os.W_OK) else (
+            f"{p.parent}: the folder is not writable for you, so no database can be made there")
+
+    def who(target: Path) -> str:
+        try:
+            import grp
+            import stat
+
+            st = target.stat()
+            try:
+                group = grp.getgrgid(st.st_gid).gr_name
+            except KeyError:
+                group = str(st.st_gid)
+            return f"{stat.filemode(st.st_mode)}, group {group}"
+        except (OSError, ImportError):
+            return "permissions unknown"
+
+    fix = "ask its owner to add you to its group with write access (README, \"Working as a team\")"
+    if not os.access(p, os.W_OK):
+        return f"read-only: you cannot write {p} ({who(p)}); you can look but not decide; {fix}"
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{p}{suffix}")
+        if side.exists() and not os.access(side, os.W_OK):
+            return f"read-only: you cannot write {side} ({who(side)}); you can look but not decide; {fix}"
+    if not os.access(p.parent, os.W_OK) and not all(Path(f"{p}{s}").exists() for s in ("-wal", "-shm")):
+        return (f"read-only: the folder {p.parent} is not writable for you ({who(p.parent)}) and SQLite keeps "
+                f"its -wal and -shm files there; {fix}")
+    return None
 
 
 def _mark_interrupted(conn: sqlite3.Connection) -> None:
@@ -145,16 +375,15 @@ def _split(script: str) -> Iterator[str]:
 
 
 def audit(conn: sqlite3.Connection, action: str, entity: str, entity_id: int | None, detail: str = "{}",
-          note: str = "") -> None:
-    """Append one decision to the audit log (call inside the decision's transaction)."""
-    try:
-        actor = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in some containers
-        actor = ""
-    conn.execute(
+          note: str = "", *, actor: str | None = None) -> int:
+    """Append one decision to the audit log (call inside the decision's transaction); its id. The actor is the
+    curator's name (store/actor.py: ``--as``, ``$BENCHLOUPE_USER``, the login), not only the Unix user."""
+    from .actor import current
+
+    return int(conn.execute(
         "INSERT INTO audit_log (actor, action, entity, entity_id, detail, note) VALUES (?, ?, ?, ?, ?, ?)",
-        (actor, action, entity, entity_id, detail, note),
-    )
+        (actor if actor is not None else current(), action, entity, entity_id, detail, note),
+    ).lastrowid)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -8,6 +8,7 @@ valid, calibrated children waiting for a human; only :func:`decide` with "accept
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import time
 
@@ -17,6 +18,7 @@ from benchloupe.hints import Alt, say
 from benchloupe.textsafe import has_control
 
 from . import runners
+from .actor import by_at, current, short_time
 from .db import StoreError, audit, transaction
 
 DEFAULT_MAX_STORED_CHARS = 16_384  # per prompt and per reply in llm_calls
@@ -220,8 +222,14 @@ def candidates(conn: sqlite3.Connection, session_id: int | None = None, state: s
                reviewable_only: bool = True) -> pd.DataFrame:
     """Proposals (valid and calibrated unless ``reviewable_only=False``), nearest the target first."""
     sql = ("SELECT c.*, p.key AS parent_key, p.text AS parent_text, p.answer AS parent_answer, s.target,"
-           " b.name AS benchmark FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
-           " JOIN benchmarks b ON b.id = s.benchmark_id LEFT JOIN items p ON p.id = c.parent_item_id WHERE 1")
+           " b.name AS benchmark, i.key AS item_key, coalesce(json_extract(s.config, '$.approvals'), 1) AS approvals,"
+           " (SELECT group_concat(a.actor, ', ') FROM (SELECT actor FROM fill_approvals WHERE candidate_id = c.id"
+           " ORDER BY at) a) AS approvers,"
+           " r.holder AS review_holder, r.runner AS review_runner, r.since AS review_since,"
+           " r.heartbeat AS review_heartbeat"
+           " FROM fill_candidates c JOIN fill_sessions s ON s.id = c.session_id"
+           " JOIN benchmarks b ON b.id = s.benchmark_id LEFT JOIN items p ON p.id = c.parent_item_id"
+           " LEFT JOIN items i ON i.id = c.item_id LEFT JOIN fill_reviews r ON r.candidate_id = c.id WHERE 1")
     args: list = []
     if session_id is not None:
         sql += " AND c.session_id = ?"
@@ -236,35 +244,93 @@ def candidates(conn: sqlite3.Connection, session_id: int | None = None, state: s
     return df
 
 
+class ReviewBusy(StoreError):
+    """Another curator holds the review lease of the proposal (they are looking at it now)."""
+
+
 def decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: str = "", *,
-           edited_text: str | None = None, edited_answer: str | None = None) -> int | None:
+           edited_text: str | None = None, edited_answer: str | None = None, expect_version: int | None = None,
+           lease_token: str | None = None) -> int | None:
     """Accept (insert the item, origin benchfill) or reject a proposal; both keep the note and are audited.
 
-    Returns the new item's id on accept. An edit-then-accept stores the curator's text and answer (checked by
-    :func:`edit_problem`, as the LLM's are) and keeps the proposal's original text in the item's metadata.
+    Returns the new item's id on accept (None while a session that needs N approvals waits for more). An
+    edit-then-accept stores the curator's text and answer (checked by :func:`edit_problem`, as the LLM's are)
+    and keeps the proposal's original text in the item's metadata.
+
+    Several curators (issue 25): refused (nothing written) when another curator holds a live review lease on
+    it (:class:`ReviewBusy`; *lease_token* is this reviewer's own), when it changed since the version the
+    curator saw (*expect_version*; :class:`~benchloupe.store.curation.Conflict`), or when it is decided already,
+    each naming who and when. The check and the write share one IMMEDIATE transaction and the item's key is
+    unique in its benchmark, so no accept can create the item twice.
     """
     with transaction(conn):
-        return _decide(conn, candidate_id, decision, note, edited_text, edited_answer)
+        return _decide(conn, candidate_id, decision, note, edited_text, edited_answer, expect_version, lease_token)
 
 
-def decide_many(conn: sqlite3.Connection, candidate_ids: list[int], decision: str, note: str = "") -> list[int]:
+def decide_many(conn: sqlite3.Connection, candidate_ids: list[int], decision: str, note: str = "", *,
+                expect: dict[int, int] | None = None, lease_token: str | None = None) -> list[int]:
     """:func:`decide` for several proposals in one transaction (a batch: the marked ones, the rest of a
-    session): all are decided, or none. Returns the new items' ids (accept)."""
+    session): all are decided, or none (one refused refuses the batch). Returns the new items' ids (accept)."""
     with transaction(conn):
-        out = [_decide(conn, cid, decision, note, None, None) for cid in candidate_ids]
+        out = [_decide(conn, cid, decision, note, None, None, (expect or {}).get(cid), lease_token)
+               for cid in candidate_ids]
     return [i for i in out if i is not None]
 
 
+def _who(row) -> str:
+    who = by_at(row["decided_by"], row["decided_at"])
+    return f" {who}" if who else ""
+
+
 def _decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: str, edited_text: str | None,
-            edited_answer: str | None) -> int | None:
+            edited_answer: str | None, expect_version: int | None = None, lease_token: str | None = None
+            ) -> int | None:
+    from .curation import Conflict
+
     if decision not in ("accept", "reject"):
         raise StoreError(f"unknown decision {decision!r}; use accept or reject")
-    c = conn.execute("SELECT c.*, s.benchmark_id, s.target FROM fill_candidates c JOIN fill_sessions s"
-                     " ON s.id = c.session_id WHERE c.id = ?", (candidate_id,)).fetchone()
+    c = conn.execute("SELECT c.*, s.benchmark_id, s.target, s.config AS session_config FROM fill_candidates c"
+                     " JOIN fill_sessions s ON s.id = c.session_id WHERE c.id = ?", (candidate_id,)).fetchone()
     if c is None:
         raise StoreError(f"no BenchFill candidate {candidate_id}")
+    busy = review_holder(conn, candidate_id, lease_token)
+    if busy is not None:
+        raise ReviewBusy(f"{busy['holder']} is reviewing proposal #{candidate_id} (since "
+                         f"{short_time(busy['since_at'])}); it stays theirs while they look at it: pick another "
+                         "or wait")
+    if expect_version is not None and int(c["version"]) != int(expect_version):
+        raise Conflict(f"proposal #{candidate_id} changed since you saw it: now {c['review_state']}{_who(c)}; "
+                       "your decision was not saved",
+                       [{"id": candidate_id, "state": c["review_state"], "note": c["note"],
+                         "by": c["decided_by"], "at": c["decided_at"]}])
     if c["review_state"] in ("accepted", "rejected"):
-        raise StoreError(f"candidate {candidate_id} was already {c['review_state']}; undo that decision first")
+        raise Conflict(f"proposal #{candidate_id} was already {c['review_state']}{_who(c)}; undo that decision "
+                       "first", [{"id": candidate_id, "state": c["review_state"], "note": c["note"],
+                                  "by": c["decided_by"], "at": c["decided_at"]}])
+    who = current()
+    needed = _approvals_needed(c["session_config"])
+    approvers: list[str] = []
+    if decision == "accept" and needed > 1:
+        if edited_text is not None or edited_answer is not None:
+            raise StoreError(f"proposal #{candidate_id}: its session needs {needed} approvals, so it is accepted as "
+                             "proposed; reject it instead of editing it")
+        approvers = [r[0] for r in conn.execute("SELECT actor FROM fill_approvals WHERE candidate_id = ?"
+                                                " ORDER BY at", (candidate_id,))]
+        if who in approvers:
+            raise StoreError(f"{who} already approved proposal #{candidate_id}; it needs {needed - len(approvers)} "
+                             "more approval(s) from other curators")
+        conn.execute("INSERT INTO fill_approvals (candidate_id, actor, note) VALUES (?, ?, ?)",
+                     (candidate_id, who, note))
+        approvers.append(who)
+        if len(approvers) < needed:
+            conn.execute("UPDATE fill_candidates SET review_state = 'waiting', version = version + 1,"
+                         " decided_by = ?, decided_at = strftime('%Y-%m-%dT%H:%M:%f', 'now') WHERE id = ?",
+                         (who, candidate_id))
+            conn.execute("DELETE FROM fill_reviews WHERE candidate_id = ?", (candidate_id,))
+            audit(conn, "fill:approve", "fill_candidate", candidate_id,
+                  json.dumps({"approvers": approvers, "needed": needed, "from": c["review_state"],
+                              "version": int(c["version"]) + 1}), note, actor=who)
+            return None
     item_id = None
     if decision == "accept":
         text = edited_text if edited_text is not None else c["text"]
@@ -276,7 +342,8 @@ def _decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: st
         pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
         parent = conn.execute("SELECT grp, kind, chance FROM items WHERE id = ?", (c["parent_item_id"],)).fetchone()
         meta = {"benchfill_session": c["session_id"], "candidate": candidate_id, "target": c["target"],
-                "difficulty_raw": c["difficulty_raw"], "difficulty_norm": c["difficulty_norm"]}
+                "difficulty_raw": c["difficulty_raw"], "difficulty_norm": c["difficulty_norm"],
+                "accepted_by": approvers or [who]}
         if edited_text is not None or edited_answer is not None:
             meta["proposed_text"], meta["proposed_answer"] = c["text"], c["answer"]
         key = f"benchfill-{c['session_id']}-{candidate_id}"
@@ -286,12 +353,25 @@ def _decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: st
             (bid, pos, key, text, answer, parent["grp"] if parent else "", parent["kind"] if parent else "static",
              parent["chance"] if parent else None, c["parent_item_id"], json.dumps(meta)),
         ).lastrowid
-    conn.execute("UPDATE fill_candidates SET review_state = ?, note = ?, item_id = ?,"
-                 " decided_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
-                 ("accepted" if decision == "accept" else "rejected", note, item_id, candidate_id))
-    audit(conn, f"fill:{decision}", "fill_candidate", candidate_id,
-          json.dumps({"item_id": item_id, "edited": edited_text is not None or edited_answer is not None}), note)
+    version = int(c["version"]) + 1
+    conn.execute("UPDATE fill_candidates SET review_state = ?, note = ?, item_id = ?, version = ?, decided_by = ?,"
+                 " decided_at = strftime('%Y-%m-%dT%H:%M:%f', 'now') WHERE id = ?",
+                 ("accepted" if decision == "accept" else "rejected", note, item_id, version, who, candidate_id))
+    conn.execute("DELETE FROM fill_reviews WHERE candidate_id = ?", (candidate_id,))
+    detail = {"item_id": item_id, "edited": edited_text is not None or edited_answer is not None,
+              "from": c["review_state"], "version": version}
+    if approvers:
+        detail["approvers"] = approvers
+    audit(conn, f"fill:{decision}", "fill_candidate", candidate_id, json.dumps(detail), note, actor=who)
     return item_id
+
+
+def _approvals_needed(config: str | None) -> int:
+    try:
+        n = json.loads(config or "{}").get("approvals", 1)
+        return max(1, int(n))
+    except (TypeError, ValueError):
+        return 1
 
 
 def edit_problem(text: str, answer: str) -> str | None:
@@ -309,29 +389,43 @@ def edit_problem(text: str, answer: str) -> str | None:
     return None
 
 
-def undo_decision(conn: sqlite3.Connection, candidate_id: int, note: str = "") -> dict:
-    """Take back the accept or reject of a proposal: it is pending again (note and decision time cleared),
-    audited as ``fill:undo`` with the decision it replaced. Undoing an accept deletes exactly the item the
-    accept inserted (its rows in coverage runs go with it; the caller recomputes coverage) in the same
-    transaction, and is refused, changing nothing, when later work depends on that item: results, preferences
-    or flags on it, an item after it in the benchmark (results are stored by position), an item or a BenchFill
-    session built from it, or a run other than coverage that used it. Returns ``{"from", "item_id"}``."""
-    return undo_decisions(conn, [candidate_id], note)[0]
+def undo_decision(conn: sqlite3.Connection, candidate_id: int, note: str = "", *,
+                  expect_version: int | None = None) -> dict:
+    """Take back the accept, reject or approval of a proposal: it is pending again (or waiting, when other
+    curators' approvals remain; note and decision time cleared), audited as ``fill:undo`` with the decision it
+    replaced. Undoing an accept deletes exactly the item the accept inserted (its rows in coverage runs go with
+    it; the caller recomputes coverage) in the same transaction, and is refused, changing nothing, when later
+    work depends on that item: results, preferences or flags on it, an item after it in the benchmark (results
+    are stored by position), an item or a BenchFill session built from it, or a run other than coverage that used
+    it. *expect_version*: the version this curator's decision left; refused when someone changed the proposal
+    since. Returns ``{"from", "item_id"}``."""
+    return undo_decisions(conn, [candidate_id], note,
+                          expect=None if expect_version is None else {candidate_id: expect_version})[0]
 
 
-def undo_decisions(conn: sqlite3.Connection, candidate_ids: list[int], note: str = "") -> list[dict]:
+def undo_decisions(conn: sqlite3.Connection, candidate_ids: list[int], note: str = "", *,
+                   expect: dict[int, int] | None = None) -> list[dict]:
     """:func:`undo_decision` for a batch in one transaction (latest first, so the items a batch of accepts
     added come off in reverse): all are undone, or none."""
     with transaction(conn):
-        return [_undo(conn, cid, note) for cid in reversed(candidate_ids)][::-1]
+        return [_undo(conn, cid, note, (expect or {}).get(cid)) for cid in reversed(candidate_ids)][::-1]
 
 
-def _undo(conn: sqlite3.Connection, candidate_id: int, note: str) -> dict:
+def _undo(conn: sqlite3.Connection, candidate_id: int, note: str, expect_version: int | None = None) -> dict:
+    from .curation import Conflict
+
     c = conn.execute("SELECT c.*, s.benchmark_id FROM fill_candidates c JOIN fill_sessions s"
                      " ON s.id = c.session_id WHERE c.id = ?", (candidate_id,)).fetchone()
     if c is None:
         raise StoreError(f"no BenchFill candidate {candidate_id}")
-    if c["review_state"] not in ("accepted", "rejected"):
+    if expect_version is not None and int(c["version"]) != int(expect_version):
+        raise Conflict(f"proposal #{candidate_id} changed after your decision: now {c['review_state']}{_who(c)}; "
+                       "nothing was undone", [{"id": candidate_id, "state": c["review_state"], "note": c["note"],
+                                               "by": c["decided_by"], "at": c["decided_at"]}])
+    who = current()
+    mine = conn.execute("SELECT 1 FROM fill_approvals WHERE candidate_id = ? AND actor = ?",
+                        (candidate_id, who)).fetchone() is not None
+    if c["review_state"] not in ("accepted", "rejected") and not (c["review_state"] == "waiting" and mine):
         raise StoreError(f"proposal {candidate_id} is {c['review_state']}: there is no decision to undo")
     item_id = c["item_id"] if c["review_state"] == "accepted" else None
     if item_id is not None:
@@ -340,11 +434,87 @@ def _undo(conn: sqlite3.Connection, candidate_id: int, note: str) -> dict:
             raise StoreError(f"cannot undo the accept of proposal {candidate_id}: item #{item_id} is already "
                              f"used ({why}); retire the item on 2 Items instead")
         conn.execute("DELETE FROM items WHERE id = ?", (item_id,))
-    conn.execute("UPDATE fill_candidates SET review_state = 'pending', note = '', item_id = NULL,"
-                 " decided_at = NULL WHERE id = ?", (candidate_id,))
+    if c["review_state"] in ("accepted", "waiting") and mine:  # this curator's approval goes with the undo
+        conn.execute("DELETE FROM fill_approvals WHERE candidate_id = ? AND actor = ?", (candidate_id, who))
+    left = conn.execute("SELECT count(*) FROM fill_approvals WHERE candidate_id = ?", (candidate_id,)).fetchone()[0]
+    version = int(c["version"]) + 1
+    conn.execute("UPDATE fill_candidates SET review_state = ?, note = '', item_id = NULL, version = ?,"
+                 " decided_by = ?, decided_at = NULL WHERE id = ?",
+                 ("waiting" if left else "pending", version, who, candidate_id))
     audit(conn, "fill:undo", "fill_candidate", candidate_id,
-          json.dumps({"from": c["review_state"], "note_from": c["note"], "item_id": item_id}), note)
-    return {"from": c["review_state"], "item_id": item_id}
+          json.dumps({"from": c["review_state"], "note_from": c["note"], "item_id": item_id, "version": version}),
+          note, actor=who)
+    return {"from": c["review_state"], "item_id": item_id, "version": version}
+
+
+# ------------------------------------------------------------------------------------ review leases (issue 25)
+# A proposal a curator is looking at is theirs for a short lease: fill_reviews holds the holder's name, their
+# runner (pid, host, token: store/runners.py) and a heartbeat the face renews every REVIEW_BEAT_S. Another curator
+# sees "bea is reviewing" and cannot decide it; a lease whose heartbeat is older than REVIEW_LEASE_S, or whose
+# process is gone (same host), has expired and may be taken. A decision releases the lease in its transaction.
+
+REVIEW_LEASE_S = 15.0
+REVIEW_BEAT_S = 4.0
+
+
+def review_alive(runner: str | dict | None, heartbeat: float | None, now: float | None = None) -> bool:
+    """Whether a review lease still holds: a recent heartbeat, and (same host) its process still there."""
+    now = time.time() if now is None else now
+    if heartbeat is None or now - float(heartbeat) > REVIEW_LEASE_S:
+        return False
+    r = runners.parse(runner)
+    if r.get("host") == socket.gethostname() and isinstance(r.get("pid"), int):
+        return runners.alive(r, heartbeat, now)
+    return True
+
+
+def review_holder(conn: sqlite3.Connection, candidate_id: int, token: str | None = None,
+                  now: float | None = None) -> dict | None:
+    """The live review lease on *candidate_id* held by someone other than *token*, or None."""
+    row = conn.execute("SELECT holder, runner, since, heartbeat FROM fill_reviews WHERE candidate_id = ?",
+                       (candidate_id,)).fetchone()
+    if row is None or (token is not None and runners.parse(row["runner"]).get("token") == token):
+        return None
+    if not review_alive(row["runner"], row["heartbeat"], now):
+        return None
+    import datetime as dt
+
+    since = dt.datetime.fromtimestamp(float(row["since"]), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return {"holder": row["holder"], "since": float(row["since"]), "since_at": since}
+
+
+def claim_review(conn: sqlite3.Connection, candidate_id: int, runner: dict, *, now: float | None = None,
+                 release_others: bool = True) -> dict | None:
+    """Hold *candidate_id* for review by this curator (*runner*: pid, host, token). Returns None when it is
+    ours now, or the other holder (``{"holder", "since"}``) when their lease is alive. With *release_others*
+    this reviewer's other leases end (one proposal looked at at a time)."""
+    now = time.time() if now is None else now
+    with transaction(conn):
+        busy = review_holder(conn, candidate_id, runner["token"], now)
+        if busy is not None:
+            return busy
+        if release_others:
+            conn.execute("DELETE FROM fill_reviews WHERE json_extract(runner, '$.token') = ? AND candidate_id != ?",
+                         (runner["token"], candidate_id))
+        held = conn.execute("SELECT runner FROM fill_reviews WHERE candidate_id = ?", (candidate_id,)).fetchone()
+        if held is not None and runners.parse(held["runner"]).get("token") == runner["token"]:
+            conn.execute("UPDATE fill_reviews SET heartbeat = ? WHERE candidate_id = ?", (now, candidate_id))
+        else:
+            conn.execute("INSERT OR REPLACE INTO fill_reviews (candidate_id, holder, runner, since, heartbeat)"
+                         " VALUES (?, ?, ?, ?, ?)", (candidate_id, current(), json.dumps(runner), now, now))
+    return None
+
+
+def renew_reviews(conn: sqlite3.Connection, token: str, now: float | None = None) -> int:
+    """Renew the heartbeat of this reviewer's leases; how many it holds."""
+    now = time.time() if now is None else now
+    return conn.execute("UPDATE fill_reviews SET heartbeat = ? WHERE json_extract(runner, '$.token') = ?",
+                        (now, token)).rowcount
+
+
+def release_reviews(conn: sqlite3.Connection, token: str) -> None:
+    """End this reviewer's leases (leaving the queue, quitting)."""
+    conn.execute("DELETE FROM fill_reviews WHERE json_extract(runner, '$.token') = ?", (token,))
 
 
 def _item_dependents(conn: sqlite3.Connection, item_id: int, benchmark_id: int, candidate_id: int) -> str:

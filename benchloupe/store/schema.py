@@ -277,6 +277,43 @@ MIGRATIONS: list[str] = [
         SELECT i.id, b.name, i.key, i.text, i.answer, i.grp, {_META_WORDS.format(m="i.metadata")}
         FROM items i JOIN benchmarks b ON b.id = i.benchmark_id;
     """,
+    # curators (issue 25): several curators on one database. A flag and a BenchFill proposal carry a version
+    # (every write adds 1, in the write's transaction) and who wrote it last, so a decision names the state it
+    # was made on and is refused when that changed (optimistic concurrency: store/curation.py, store/fill.py).
+    # Existing rows get the number of audited decisions on them and the actor of the latest, so the audit log
+    # replayed from empty still ends at each row's version. A proposal under review is held by a lease
+    # (fill_reviews: holder, runner, heartbeat; expired when its heartbeat is older than the lease); a session
+    # that needs N approvals records each approver once (fill_approvals).
+    """
+    CREATE INDEX audit_by_entity ON audit_log (entity, entity_id, id);
+    ALTER TABLE flags ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE flags ADD COLUMN updated_by TEXT NOT NULL DEFAULT '';
+    UPDATE flags SET
+        version = (SELECT count(*) FROM audit_log a WHERE a.entity = 'flag' AND a.entity_id = flags.id),
+        updated_by = coalesce((SELECT a.actor FROM audit_log a WHERE a.entity = 'flag' AND a.entity_id = flags.id
+                               ORDER BY a.id DESC LIMIT 1), '');
+    ALTER TABLE fill_candidates ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE fill_candidates ADD COLUMN decided_by TEXT NOT NULL DEFAULT '';
+    UPDATE fill_candidates SET
+        version = (SELECT count(*) FROM audit_log a WHERE a.entity = 'fill_candidate'
+                   AND a.entity_id = fill_candidates.id),
+        decided_by = coalesce((SELECT a.actor FROM audit_log a WHERE a.entity = 'fill_candidate'
+                               AND a.entity_id = fill_candidates.id ORDER BY a.id DESC LIMIT 1), '');
+    CREATE TABLE fill_reviews (
+        candidate_id INTEGER PRIMARY KEY REFERENCES fill_candidates(id) ON DELETE CASCADE,
+        holder TEXT NOT NULL,
+        runner TEXT NOT NULL DEFAULT '{}',
+        since REAL NOT NULL,
+        heartbeat REAL NOT NULL
+    );
+    CREATE TABLE fill_approvals (
+        candidate_id INTEGER NOT NULL REFERENCES fill_candidates(id) ON DELETE CASCADE,
+        actor TEXT NOT NULL,
+        note TEXT NOT NULL DEFAULT '',
+        at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now')),
+        PRIMARY KEY (candidate_id, actor)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

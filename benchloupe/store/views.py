@@ -151,7 +151,8 @@ def run_model_table(conn: sqlite3.Connection, benchmark: str, run_id: int | None
     if run_id is not None:
         vals = {r[0]: r[1:] for r in conn.execute(
             f"SELECT model_id, {', '.join(cols)} FROM run_models WHERE run_id = ?", (run_id,))}
-    for k, name in enumerate(cols):  # float: a bootstrap's rank interval is percentiles (12.5 is common)
+    for k, name in enumerate(cols):  # every estimate as a float: a bootstrap's rank interval is fractional
+        # (quantiles of the replicates' ranks, 18.525), so ranks are not cast to integers (issue 21 item 2)
         ms[name] = pd.array([vals.get(i, (None,) * len(cols))[k] for i in ms["id"]], dtype="Float64").astype(float)
     if ms["rank"].notna().any():
         ms = ms.sort_values("rank", na_position="last", kind="stable")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,15 +50,6 @@ def _text(v) -> str:
     return str(v)
 
 
-def _opt(df: pd.DataFrame, col: str, i: int):
-    if col not in df.columns:
-        return None
-    v = df[col].iat[i]
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return None
-    return v
-
-
 def get_or_create_benchmark(conn: sqlite3.Connection, name: str, kind: str | None) -> int:
     """The benchmark's id, creating it; a static benchmark that receives arena data becomes "mixed"."""
     row = conn.execute("SELECT id, kind FROM benchmarks WHERE name = ?", (name,)).fetchone()
@@ -68,56 +60,146 @@ def get_or_create_benchmark(conn: sqlite3.Connection, name: str, kind: str | Non
     return int(row["id"])
 
 
-def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summary: ImportSummary) -> dict[str, int]:
-    stored = {r["key"]: r for r in conn.execute(
-        "SELECT id, key, text, answer, grp, kind, chance, metadata FROM items WHERE benchmark_id = ?", (bid,))}
-    existing = {k: r["id"] for k, r in stored.items()}
-    next_pos = conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0]
+class _Batch:
+    """What a batch of imports has read and not yet written, per benchmark, so that each file costs its own size
+    (issue 24, defect 7: a folder of 5,000 one-row files re-read every stored item and rewrote every model's
+    vector once per file, 213 s). Items and models are read once per benchmark and kept up to date as files add
+    to them; static vectors are merged in memory and written once, by :meth:`flush`, at the end of the batch."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.items: dict[int, dict[str, dict]] = {}  # benchmark -> key -> stored row (as a dict)
+        self.next_item: dict[int, int] = {}
+        self.models_in: dict[int, set[int]] = {}  # benchmark -> model ids listed
+        self.next_model: dict[int, int] = {}
+        self.static: dict[int, dict[int, list]] = {}  # benchmark -> model -> [n, correct, successes, trials]
+        self.dirty: dict[int, set[int]] = {}  # benchmark -> models whose vectors changed
+        self.model_ids: dict[str, int] = {}  # name or alias -> model id, as resolved in this batch
+
+    def stored_items(self, bid: int) -> dict[str, dict]:
+        if bid not in self.items:
+            rows = self.conn.execute("SELECT id, key, pos, text, answer, grp, kind, chance, metadata FROM items "
+                                     "WHERE benchmark_id = ?", (bid,))
+            self.items[bid] = {r["key"]: dict(r) for r in rows}
+            self.next_item[bid] = max((r["pos"] for r in self.items[bid].values()), default=-1) + 1
+        return self.items[bid]
+
+    def listed(self, bid: int) -> set[int]:
+        if bid not in self.models_in:
+            rows = self.conn.execute("SELECT model_id, pos FROM benchmark_models WHERE benchmark_id = ?", (bid,)).fetchall()
+            self.models_in[bid] = {r[0] for r in rows}
+            self.next_model[bid] = max((r[1] for r in rows), default=-1) + 1
+        return self.models_in[bid]
+
+    def vectors(self, bid: int) -> dict[int, list]:
+        if bid not in self.static:
+            rows = self.conn.execute("SELECT model_id, n, correct, successes, trials FROM static_results "
+                                     "WHERE benchmark_id = ?", (bid,))
+            self.static[bid] = {r["model_id"]: [r["n"],
+                                                None if r["correct"] is None else np.frombuffer(r["correct"], np.int8),
+                                                None if r["successes"] is None else np.frombuffer(r["successes"], np.int32),
+                                                None if r["trials"] is None else np.frombuffer(r["trials"], np.int32)]
+                                for r in rows}
+        return self.static[bid]
+
+    def cleared(self, bid: int) -> None:
+        """``replace``: the benchmark's stored results are gone."""
+        self.static[bid] = {}
+        self.dirty.pop(bid, None)
+
+    def flush(self) -> None:
+        """Write every changed vector once (padded to its benchmark's item count), a chunk of models per
+        executemany (issue 26: no list of every packed row at 2,000 x 14,000)."""
+        sql = ("INSERT OR REPLACE INTO static_results (benchmark_id, model_id, n, correct, successes, trials)"
+               " VALUES (?, ?, ?, ?, ?, ?)")
+        rows = []
+        for bid, models in self.dirty.items():
+            n = self.next_item.get(bid, 0)
+            for mid in sorted(models):
+                if len(rows) >= _WRITE_CHUNK:
+                    self.conn.executemany(sql, rows)
+                    rows = []
+                old_n, correct, succ, tri = self.static[bid][mid]
+                if tri is not None:
+                    s_out, t_out = np.zeros(n, np.int32), np.zeros(n, np.int32)
+                    s_out[:old_n], t_out[:old_n] = succ[:old_n], tri[:old_n]
+                    rows.append((bid, mid, n, None, s_out.tobytes(), t_out.tobytes()))
+                else:
+                    c_out = np.full(n, MISSING, np.int8)
+                    c_out[:old_n] = correct[:old_n]
+                    rows.append((bid, mid, n, c_out.tobytes(), None, None))
+        self.conn.executemany(sql, rows)
+        self.dirty.clear()
+
+
+def _upsert_items(conn, bid: int, items: pd.DataFrame, default_kind: str, summary: ImportSummary,
+                  batch: _Batch) -> dict[str, int]:
+    stored = batch.stored_items(bid)
     keys = items["key"].astype(str).tolist()
+    columns = {c: items[c].tolist() if c in items.columns else None
+               for c in ("text", "answer", "group", "kind", "chance", "metadata")}
     new_rows = []
     updates = []
     for i, key in enumerate(keys):
-        fields = {
-            "text": _opt(items, "text", i),
-            "answer": _opt(items, "answer", i),
-            "grp": _opt(items, "group", i),
-            "kind": _opt(items, "kind", i),
-            "chance": _opt(items, "chance", i),
-            "metadata": _opt(items, "metadata", i),
-        }
-        if key in existing:
-            sets = {k: v for k, v in fields.items() if v is not None and v != ""
-                    and key in stored and not _same(stored[key][k], k, v)}
-            if sets:
-                updates.append((existing[key], sets))
+        fields = {name: _present(columns[col][i]) if columns[col] is not None else None
+                  for name, col in (("text", "text"), ("answer", "answer"), ("grp", "group"), ("kind", "kind"),
+                                    ("chance", "chance"), ("metadata", "metadata"))}
+        row = stored.get(key)
+        if row is not None:
+            if row["id"] is not None:
+                sets = {k: v for k, v in fields.items() if v is not None and v != "" and not _same(row[k], k, v)}
+                if sets:
+                    updates.append((row, sets))
             continue
-        existing[key] = -1
-        new_rows.append((
-            bid, next_pos, key, _text(fields["text"]), _text(fields["answer"]), _text(fields["grp"]),
-            fields["kind"] or default_kind,
-            None if fields["chance"] is None else float(fields["chance"]),
-            json.dumps(fields["metadata"] or {}),
-        ))
-        next_pos += 1
-    conn.executemany(
-        "INSERT INTO items (benchmark_id, pos, key, text, answer, grp, kind, chance, metadata)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        new_rows,
-    )
-    for item_id, sets in updates:
+        pos = batch.next_item[bid]
+        batch.next_item[bid] = pos + 1
+        new = {"id": None, "key": key, "pos": pos, "text": _text(fields["text"]), "answer": _text(fields["answer"]),
+               "grp": _text(fields["grp"]), "kind": fields["kind"] or default_kind,
+               "chance": None if fields["chance"] is None else float(fields["chance"]),
+               "metadata": json.dumps(fields["metadata"] or {})}
+        stored[key] = new
+        new_rows.append(new)
+    for new in new_rows:
+        new["id"] = conn.execute(
+            "INSERT INTO items (benchmark_id, pos, key, text, answer, grp, kind, chance, metadata)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (bid, new["pos"], new["key"], new["text"], new["answer"], new["grp"], new["kind"], new["chance"],
+             new["metadata"])).lastrowid
+    for row, sets in updates:
         if "metadata" in sets:  # merged: the same item seen by two harnesses keeps what each said
-            old = conn.execute("SELECT metadata FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+            old = row["metadata"]
             merged = json.loads(old or "{}") if (old or "").startswith("{") else {}
             merged.update(sets["metadata"] if isinstance(sets["metadata"], dict) else {})
             sets["metadata"] = json.dumps(merged)
         if "chance" in sets:
             sets["chance"] = float(sets["chance"])
-        cols = ", ".join(f"{k} = ?" for k in sets)
-        conn.execute(f"UPDATE items SET {cols} WHERE id = ?", (*[str(v) if k not in ("chance",) else v
-                                                                for k, v in sets.items()], item_id))
+        values = {k: (str(v) if k != "chance" else v) for k, v in sets.items()}
+        cols = ", ".join(f"{k} = ?" for k in values)
+        conn.execute(f"UPDATE items SET {cols} WHERE id = ?", (*values.values(), row["id"]))
+        row.update(values)
     summary.items_new += len(new_rows)
     summary.items_updated += len(updates)
-    return {r["key"]: r["id"] for r in conn.execute("SELECT id, key FROM items WHERE benchmark_id = ?", (bid,))}
+    return _Ids(stored)
+
+
+class _Ids(Mapping):
+    """key -> item id of every item of the benchmark, read from the batch's rows (no copy per file)."""
+
+    def __init__(self, stored: dict[str, dict]) -> None:
+        self.stored = stored
+
+    def __getitem__(self, key: str) -> int:
+        return self.stored[key]["id"]
+
+    def __iter__(self):
+        return iter(self.stored)
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+
+def _present(v):
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
 
 
 def _same(stored, column: str, value) -> bool:
@@ -139,15 +221,15 @@ def resolve_model(conn: sqlite3.Connection, name: str) -> int | None:
     return None if row is None else int(row["id"])
 
 
-def _upsert_models(conn, bid: int, models: pd.DataFrame, summary: ImportSummary) -> list[int]:
+def _upsert_models(conn, bid: int, models: pd.DataFrame, summary: ImportSummary, batch: _Batch) -> list[int]:
     ids: list[int] = []
-    next_pos = conn.execute(
-        "SELECT coalesce(max(pos) + 1, 0) FROM benchmark_models WHERE benchmark_id = ?", (bid,)).fetchone()[0]
-    in_bench = {r[0] for r in conn.execute("SELECT model_id FROM benchmark_models WHERE benchmark_id = ?", (bid,))}
-    for i, name in enumerate(models["name"].astype(str).tolist()):
-        family, owner = _opt(models, "family", i), _opt(models, "owner", i)
-        meta = _opt(models, "metadata", i)
-        mid = resolve_model(conn, name)
+    in_bench = batch.listed(bid)
+    names = models["name"].astype(str).tolist()
+    column = {c: models[c].tolist() if c in models.columns else None for c in ("family", "owner", "metadata", "aliases")}
+    for i, name in enumerate(names):
+        family, owner, meta, aliases = (_present(column[c][i]) if column[c] is not None else None
+                                        for c in ("family", "owner", "metadata", "aliases"))
+        mid = batch.model_ids.get(name) or resolve_model(conn, name)
         if mid is None:
             mid = conn.execute(
                 "INSERT INTO models (name, family, owner, metadata) VALUES (?, ?, ?, ?)",
@@ -159,76 +241,71 @@ def _upsert_models(conn, bid: int, models: pd.DataFrame, summary: ImportSummary)
                 conn.execute("UPDATE models SET family = ? WHERE id = ?", (family, mid))
             if owner is not None:
                 conn.execute("UPDATE models SET owner = ? WHERE id = ?", (owner, mid))
-        for alias in _opt(models, "aliases", i) or []:
-            conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)", (str(alias), mid))
+        batch.model_ids[name] = mid
+        for alias in aliases or []:
+            if conn.execute("INSERT OR IGNORE INTO model_aliases (alias, model_id) VALUES (?, ?)",
+                            (str(alias), mid)).rowcount:
+                batch.model_ids.setdefault(str(alias), mid)
         if mid not in in_bench:
             conn.execute("INSERT INTO benchmark_models (benchmark_id, model_id, pos) VALUES (?, ?, ?)",
-                         (bid, mid, next_pos))
+                         (bid, mid, batch.next_model[bid]))
             in_bench.add(mid)
-            next_pos += 1
+            batch.next_model[bid] += 1
         ids.append(int(mid))
     return ids
 
 
 def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int], model_ids: list[int],
-                  summary: ImportSummary) -> None:
-    pos_of = {r["id"]: r["pos"] for r in conn.execute("SELECT id, pos FROM items WHERE benchmark_id = ?", (bid,))}
-    n = max(pos_of.values()) + 1 if pos_of else 0
-    cols = np.array([pos_of[item_ids[k]] for k in parsed.items["key"].astype(str)], dtype=np.int64)
-    existing = {
-        r["model_id"]: r
-        for r in conn.execute("SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?",
-                              (bid,))
-    }
-    if parsed.trials is None and any(r["trials"] is not None for r in existing.values()):
+                  summary: ImportSummary, batch: _Batch) -> None:
+    """Merge the file's cells into the benchmark's vectors (in memory; written by :meth:`_Batch.flush`)."""
+    stored = batch.stored_items(bid)
+    n = batch.next_item[bid]
+    cols = np.array([stored[k]["pos"] for k in parsed.items["key"].astype(str)], dtype=np.int64)
+    existing = batch.vectors(bid)
+    if parsed.trials is None and any(v[3] is not None for v in existing.values()):
         # 0/1 results into a successes/trials benchmark: one trial each (lossless), e.g. lm-eval next to epochs.
         parsed.successes = np.maximum(parsed.correct, 0).astype(np.int32)
         parsed.trials = (parsed.correct >= 0).astype(np.int32)
     binomial = parsed.trials is not None
-    rows = []
     changed = 0
-    sql = ("INSERT OR REPLACE INTO static_results (benchmark_id, model_id, n, correct, successes, trials)"
-           " VALUES (?, ?, ?, ?, ?, ?)")
+    dirty = batch.dirty.setdefault(bid, set())
     for m, mid in enumerate(model_ids):
-        if len(rows) >= _WRITE_CHUNK:  # cells go to the store a chunk of models at a time (issue 26)
-            conn.executemany(sql, rows)
-            rows = []
         old = existing.get(mid)
         if binomial:
             succ = np.zeros(n, np.int32)
             tri = np.zeros(n, np.int32)
-            if old is not None and old["trials"] is not None:
-                succ[: old["n"]] = np.frombuffer(old["successes"], np.int32)
-                tri[: old["n"]] = np.frombuffer(old["trials"], np.int32)
-            elif old is not None and old["correct"] is not None:
-                prev = np.frombuffer(old["correct"], np.int8)
+            if old is not None and old[3] is not None:
+                succ[: old[0]] = old[2][: old[0]]
+                tri[: old[0]] = old[3][: old[0]]
+            elif old is not None and old[1] is not None:
+                prev = old[1][: old[0]]
                 seen = prev >= 0
-                succ[: old["n"]][seen] = prev[seen]
-                tri[: old["n"]][seen] = 1
+                succ[: old[0]][seen] = prev[seen]
+                tri[: old[0]][seen] = 1
             new_t = parsed.trials[m]
             obs = new_t > 0
             tgt = cols[obs]
             changed += int(((tri[tgt] != new_t[obs]) | (succ[tgt] != parsed.successes[m][obs])).sum())
             tri[tgt] = new_t[obs]
             succ[tgt] = parsed.successes[m][obs]
-            rows.append((bid, mid, n, None, succ.tobytes(), tri.tobytes()))
+            existing[mid] = [n, None, succ, tri]
         else:
-            if old is not None and old["trials"] is not None:
+            if old is not None and old[3] is not None:
                 raise ValueError(
                     say(f"benchmark {parsed.benchmark!r} holds successes/trials results; import 0/1 results with ",
                         Opt("replace"), " or into another benchmark")
                 )
             vec = np.full(n, MISSING, np.int8)
             if old is not None:
-                vec[: old["n"]] = np.frombuffer(old["correct"], np.int8)
+                vec[: old[0]] = old[1][: old[0]]
             new = parsed.correct[m]
             obs = new >= 0
             tgt = cols[obs]
             changed += int((vec[tgt] != new[obs]).sum())
             vec[tgt] = new[obs]
-            rows.append((bid, mid, n, vec.tobytes(), None, None))
+            existing[mid] = [n, vec, None, None]
+        dirty.add(mid)
         summary.static_cells += int(obs.sum())
-    conn.executemany(sql, rows)
     summary.cells_changed = changed
 
 
@@ -246,7 +323,10 @@ def write_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
                  replace: bool = False) -> ImportSummary:
     """Apply *parsed* in one transaction and record it in ``imports`` and the audit log."""
     with transaction(conn):
-        return apply_import(conn, parsed, fmt=fmt, sha256=sha256, replace=replace)
+        batch = _Batch(conn)
+        out = apply_import(conn, parsed, fmt=fmt, sha256=sha256, replace=replace, batch=batch)
+        batch.flush()
+        return out
 
 
 def write_imports(conn: sqlite3.Connection, batch: list[tuple[ParsedImport, str, str]], *,
@@ -257,16 +337,24 @@ def write_imports(conn: sqlite3.Connection, batch: list[tuple[ParsedImport, str,
     """
     out, cleared = [], set()
     with transaction(conn):
+        state = _Batch(conn)
         for parsed, fmt, sha in batch:
             first = parsed.benchmark not in cleared
             cleared.add(parsed.benchmark)
-            out.append(apply_import(conn, parsed, fmt=fmt, sha256=sha, replace=replace and first))
+            out.append(apply_import(conn, parsed, fmt=fmt, sha256=sha, replace=replace and first, batch=state))
+        state.flush()
     return out
 
 
 def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sha256: str = "",
-                 replace: bool = False) -> ImportSummary:
-    """Apply *parsed* inside the caller's transaction (see :func:`write_import`)."""
+                 replace: bool = False, batch: _Batch | None = None) -> ImportSummary:
+    """Apply *parsed* inside the caller's transaction (see :func:`write_import`); static vectors wait in *batch*
+    until its :meth:`_Batch.flush` (without one, they are written before this returns)."""
+    if batch is None:
+        batch = _Batch(conn)
+        out = apply_import(conn, parsed, fmt=fmt, sha256=sha256, replace=replace, batch=batch)
+        batch.flush()
+        return out
     bid = get_or_create_benchmark(conn, parsed.benchmark, None if parsed.item_metadata_only else parsed.kind)
     summary = ImportSummary(parsed.benchmark, bid, fmt, replaced=replace, notes=list(parsed.notes))
     if replace:
@@ -275,11 +363,12 @@ def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
                      (bid,))
         conn.execute("DELETE FROM preferences WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
                      (bid,))
+        batch.cleared(bid)
     default_kind = "arena" if parsed.kind == "arena" else "static"
-    item_ids = _upsert_items(conn, bid, parsed.items, default_kind, summary)
-    model_ids = _upsert_models(conn, bid, parsed.models, summary) if len(parsed.models) else []
+    item_ids = _upsert_items(conn, bid, parsed.items, default_kind, summary, batch)
+    model_ids = _upsert_models(conn, bid, parsed.models, summary, batch) if len(parsed.models) else []
     if parsed.correct is not None or parsed.trials is not None:
-        _write_static(conn, bid, parsed, item_ids, model_ids, summary)
+        _write_static(conn, bid, parsed, item_ids, model_ids, summary, batch)
     if parsed.rewards is not None and len(parsed.rewards):
         r = parsed.rewards
         models = _model_lookup(conn, bid, r["model"].astype(str))

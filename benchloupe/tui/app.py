@@ -31,6 +31,7 @@ from benchloupe.tui.palette import WorkbenchCommands
 from benchloupe.tui.screens import SCREENS
 from benchloupe.tui.widgets.jobbar import JobBar, JobState
 from benchloupe.tui.widgets.table import WholeCellScrollBar
+from benchloupe.words import count
 
 # Every scrollbar's thumb in whole cells: the default's fractional ends are block glyphs (▇ ▁) that read as
 # stray characters at the right edge of tables and panels at 80x24 (issue 11).
@@ -91,11 +92,15 @@ class BenchloupeApp(App[int]):
     TITLE = "benchloupe"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     MODES = {name: cls for name, (cls, _key, _title) in SCREENS.items()}
+    SCREEN_TITLES = {name: title for name, (_cls, _key, title) in SCREENS.items()}
     DEFAULT_MODE = "benchmarks"
+    # At 80 columns the footer holds a screen's keys and three of the app's: while a job runs, x Cancel comes
+    # first and q Quit leaves the footer (q still asks to quit): it cut "x Cancel jo" (issue 21 item 11).
     BINDINGS = [
+        Binding("x", "cancel_job", "Cancel", id="app.cancel"),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("x", "cancel_job", "Cancel job", id="app.cancel"),
+        Binding("q", "quit_running", "Quit", show=False, id="app.quit_running"),
         Binding("B", "switch_benchmark", "Switch benchmark", show=False, id="app.benchmark"),
         Binding("w", "export_table", "Export table", show=False, id="app.export"),
         Binding("W", "export_decisions", "Export decisions", show=False, id="app.export_decisions"),
@@ -117,9 +122,24 @@ class BenchloupeApp(App[int]):
         self._progress = ProgressSlot()
         self.job_paints = 0
         self.flag_focus: tuple[str, str, int, str] | None = None
+        self.benchmark_count: int | None = None  # how many the database holds (the Benchmarks screen counts them)
+        from benchloupe.store import actor
+        from benchloupe.store.db import write_problem
+        from benchloupe.tui.live import StoreWatcher
+        from benchloupe.tui.writes import WriteQueue
+
+        self.actor = actor.current()  # the curator's name on every write (--as, $BENCHLOUPE_USER, the login)
+        self.read_only = write_problem(self.db_path)  # None, or the one line that says why nothing can be saved
+        self.write_queue = WriteQueue()
+        self.watcher = StoreWatcher(self.db_path)
 
     def on_mount(self) -> None:
+        from benchloupe.tui.live import POLL_HZ
+
         self.set_interval(1 / PROGRESS_HZ, self._drain_progress)
+        self.set_interval(1 / POLL_HZ, self._watch)
+        if self.read_only:
+            self.notify(self.read_only, title="Read-only workbench", severity="warning", timeout=15)
         from benchloupe.jobs.simulated import SimulatedHold
 
         self.simulated_hold = SimulatedHold()
@@ -132,6 +152,7 @@ class BenchloupeApp(App[int]):
         self.simulated_hold.take(self.db_path)
 
     def on_unmount(self) -> None:
+        self.watcher.close()
         if self.job_process is not None and self.job_process.is_alive():
             self.job_process.stop()  # cancel, then SIGTERM, then SIGKILL: no job outlives the app
         self.simulated_hold.close()
@@ -189,6 +210,13 @@ class BenchloupeApp(App[int]):
                 screen.reload()
         self.notify(f"benchmark {name}", markup=False)
 
+    def no_benchmark_hint(self) -> str:
+        """What to do when no benchmark is open: get data into an empty database, or pick one (issue 21 item
+        11: "press 1 and choose one" when there was nothing to choose)."""
+        if self.benchmark_count == 0:
+            return "the database is empty: on 1 Bench, d builds the demo workspace and o imports a results file"
+        return "no benchmark open: B picks one"
+
     def remember_benchmark(self, name: str) -> None:
         """Store *name* as this database's last benchmark (settings table), in a worker."""
         def write() -> None:
@@ -213,7 +241,7 @@ class BenchloupeApp(App[int]):
             self.notify("nothing to export on this screen: w exports the table of a list screen", severity="warning")
             return
         frame, name = got[0].copy(), got[1]
-        self._ask_export(f"Export {len(frame)} rows of {name}", export.default_path(name, self.benchmark),
+        self._ask_export(f"Export {count(len(frame), 'row')} of {name}", export.default_path(name, self.benchmark),
                          lambda conn: frame)
 
     def action_export_decisions(self) -> None:
@@ -222,7 +250,7 @@ class BenchloupeApp(App[int]):
 
         bench = self.benchmark
         if not bench:
-            self.notify("no benchmark open: press 1 and choose one", severity="warning")
+            self.notify(self.no_benchmark_hint(), severity="warning")
             return
         self._ask_export(f"Export the decisions on {bench}", export.default_path("decisions", bench),
                          lambda conn: export.decisions(conn, bench))
@@ -254,7 +282,11 @@ class BenchloupeApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - shown in one line; the app keeps running
             self.call_from_thread(self.report_error, exc, "export")
             return
-        self.call_from_thread(self.notify, f"wrote {len(frame)} rows to {written}", title="Exported", timeout=10)
+        self.call_from_thread(self.notify, f"wrote {count(len(frame), 'row')} to {written}", title="Exported",
+                              timeout=10)
+
+    async def action_quit_running(self) -> None:
+        await self.action_quit()
 
     async def action_quit(self) -> None:
         """Quit; while a job runs, ask first: yes cancels the job (its run is recorded as cancelled) and quits,
@@ -280,6 +312,29 @@ class BenchloupeApp(App[int]):
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    # ------------------------------------------------------------------ other writers (tui/live.py)
+    def _watch(self) -> None:
+        """Timer: when another connection committed (another curator, a CLI script, a job, this app's own write
+        worker), every screen reloads when next shown and the one on view reloads what changed now (the screen
+        under a dialog too: it stays visible)."""
+        if not self.watcher.changed():
+            return
+        from benchloupe.tui.screens.base import BenchScreen
+
+        self.data_version += 1
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, BenchScreen):
+                screen.live_refresh()
+                break
+
+    def can_write(self) -> bool:
+        """False, with the one line saying why, on a database this curator cannot write (tui: decisions stop
+        before they change what the screen shows)."""
+        if self.read_only:
+            self.notify(self.read_only, title="Read-only", severity="warning")
+            return False
+        return True
 
     def data_changed(self, *, reload_current: bool = True) -> None:
         """The store changed (an import, a run, a decision): screens reload when next shown, the current one
@@ -350,6 +405,8 @@ class BenchloupeApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_job":
             return self.job.running
+        if action in ("quit", "quit_running"):  # one q; its footer label only while no job runs
+            return (action == "quit_running") == self.job.running
         return True
 
     def _show_job(self, *, bindings: bool = False) -> None:

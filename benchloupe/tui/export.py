@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 FORMATS = (".csv", ".json")
-FLAG_COLUMNS = ["id", "kind", "state", "note", "item_key", "model", "model_b", "score", "run_id"]
-DECISION_COLUMNS = ["what", "kind", "id", "state", "note", "item", "model", "model_b", "score", "run_id",
-                    "session_id", "text", "updated_at"]
+FLAG_COLUMNS = ["id", "kind", "state", "note", "updated_by", "updated_at", "item_key", "model", "model_b", "score", "run_id"]
+DECISION_COLUMNS = ["what", "kind", "id", "state", "note", "by", "at", "item", "proposal", "model", "model_b", "score",
+                    "run_id", "session_id", "version", "text"]
 
 
 def default_path(what: str, benchmark: str | None, cwd: Path | None = None) -> Path:
@@ -64,21 +64,34 @@ def screen_table(screen) -> tuple[pd.DataFrame, str] | None:
 
 def decisions(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
     """Every decision on *benchmark*: each flag triaged or annotated (anomalies, reversals, gaps; its own
-    stored state, earlier runs' too) and each BenchFill proposal accepted or rejected, with its note."""
+    stored state, earlier runs' too) and each BenchFill proposal accepted, rejected or approved, with its note,
+    who made the decision and when (``by``, ``at``: issue 25). A proposal's ``item`` is the key of the item its
+    accept created (empty otherwise) and ``proposal`` its label in the session. Ids are whole numbers (issue 21
+    #9: they were written as 3.0 where a column also held empty cells)."""
     from benchloupe.store import curation, fill, read
 
     bid = read.benchmark_id(conn, benchmark)
     f = curation.flags(conn, benchmark_id=bid)
-    f = f[(f["state"] != "open") | (f["note"] != "")]
+    f = f[(f["state"] != "open") | (f["note"] != "") | (f["version"] > 0)]
     rows = [{"what": "flag", "kind": r.kind, "id": int(r.id), "state": r.state, "note": r.note,
-             "item": r.item_key, "model": r.model, "model_b": r.model_b, "score": r.score, "run_id": r.run_id,
-             "session_id": None, "text": None, "updated_at": r.updated_at} for r in f.itertuples()]
+             "by": r.updated_by or None, "at": r.updated_at, "item": r.item_key, "proposal": None,
+             "model": r.model, "model_b": r.model_b, "score": r.score, "run_id": _int(r.run_id), "session_id": None,
+             "version": int(r.version), "text": None} for r in f.itertuples()]
     c = fill.candidates(conn, reviewable_only=False)
-    c = c[(c["benchmark"] == benchmark) & c["review_state"].isin(("accepted", "rejected"))]
+    c = c[(c["benchmark"] == benchmark) & c["review_state"].isin(("accepted", "rejected", "waiting"))]
     rows += [{"what": "proposal", "kind": "benchfill", "id": int(r.id), "state": r.review_state, "note": r.note,
-              "item": r.child_key, "model": None, "model_b": None, "score": r.distance, "run_id": None,
-              "session_id": int(r.session_id), "text": r.text, "updated_at": r.decided_at} for r in c.itertuples()]
-    return pd.DataFrame(rows, columns=DECISION_COLUMNS)
+              "by": r.decided_by or None, "at": r.decided_at, "item": r.item_key if isinstance(r.item_key, str)
+              else None, "proposal": r.child_key, "model": None, "model_b": None, "score": r.distance,
+              "run_id": None, "session_id": int(r.session_id), "version": int(r.version), "text": r.text}
+             for r in c.itertuples()]
+    frame = pd.DataFrame(rows, columns=DECISION_COLUMNS)
+    for col in ("id", "run_id", "session_id", "version"):
+        frame[col] = frame[col].astype("Int64")
+    return frame
+
+
+def _int(v) -> int | None:
+    return None if v is None or pd.isna(v) else int(v)
 
 
 def _plain(v):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchloupe.jobs.process import JobSpec
+from benchloupe.words import count
 
 Progress = Callable[[float, float, str], None]
 
@@ -37,7 +38,7 @@ def session_outcome(db, sid: int) -> dict:
 
     s = jobs_fill.session_summary(db, sid)
     if s["state"] == "proposed":
-        return {"message": f"session #{sid}: {s['pending']} proposals to review on 8 Fill", "session": sid}
+        return {"message": f"session #{sid}: {count(s['pending'], 'proposal')} to review on 8 Fill", "session": sid}
     reason = str(s.get("message") or "no reason recorded").strip()
     raise SessionEnded(f"session #{sid} ended {state_word(s['state'])}: {reason}")
 
@@ -48,15 +49,18 @@ MAX_MODELS_SHOWN = 8  # per benchmark in the notification (metabench has 4,280);
 
 
 def run_demo(progress: Progress, cancel: threading.Event, db_path: str) -> dict:
+    """The demo as ``benchloupe demo`` builds it: the simulated data, then its showcase analyses (fits,
+    anomalies, coverage, the near-tie audit), so every screen has something to show (issue 21 item 5: the
+    app built it bare)."""
     from benchloupe.hints import render
     from benchloupe.jobs import build_demo
     from benchloupe.tui.wording import label
 
     progress(0, 1, "simulating the demo workspace")
-    info = build_demo(db_path)
+    info = build_demo(db_path, analyses=True, progress=progress, cancel=cancel)
     progress(1, 1, "written")
     if info.get("created"):
-        return {"message": f"demo workspace written: {', '.join(info['benchmarks'])}", **info}
+        return {"message": f"demo workspace written with its analyses run: {', '.join(info['benchmarks'])}", **info}
     return {**info, "message": render(info["message"], label)}
 
 

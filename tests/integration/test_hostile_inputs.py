@@ -13,8 +13,6 @@ a missing doc_id, huge or wrong-typed scores) and byte mutations.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import random
 import re
@@ -26,11 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchloupe.cli.main import main
-from tests.warnings_shown import warnings_on_stderr
+from tests.hostile import HOSTILE_TEXT, RAW_CONTROL, check_outcome, dump, run_cli  # noqa: F401
 
-HOSTILE_TEXT = "\x1b]0;pwned\x07\x1b]52;c;aGk=\x07\x1b[2J[bold red]x[/]\b\b\u202e\x9b31m\u00e9\u4e2d\U0001f600"
-RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 HUGE_NUMBERS = ["9" * 400, "1e308", "-1e308", "1e400", "inf", "-inf", "nan", "3000000000", "4294967297",
                 "-2147483649", "1e-400", "0x10", "1_000"]
 
@@ -157,24 +152,6 @@ LOGS = {
 
 
 
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings_on_stderr():
-        try:
-            rc = main(argv)
-        except SystemExit as exc:  # argparse usage errors
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
-
-
-def dump(db: Path) -> str:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return "\n".join(conn.iterdump())
-    finally:
-        conn.close()
-
-
 @pytest.fixture(scope="module")
 def template_db(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("hostile")
@@ -294,22 +271,7 @@ CASES = _cases()
 EXTRA_OPTIONS = {fmt: opts for fmt, _, _, opts, _ in LOGS.values()}
 
 
-def _check_outcome(case_id, rc, out, err, before, after, expect):
-    assert "Traceback" not in err and "Traceback" not in out, (case_id, err)
-    trace = re.search(r"full traceback in (\S+) ", err)
-    if trace:  # the last-resort handler wrote one; leave no litter
-        Path(trace.group(1)).unlink(missing_ok=True)
-    assert not RAW_CONTROL.search(out) and not RAW_CONTROL.search(err), (case_id, repr(out[-300:]), repr(err))
-    if expect == "ok":
-        assert rc == 0, (case_id, err)
-    assert rc in (0, 1), (case_id, rc, err)
-    if rc == 1:
-        assert err.count("\n") == 1 and err.startswith("benchloupe: error: "), (case_id, err)
-        # every importer names the problem; the last-resort handler's "unexpected ..." line means one did not
-        assert "unexpected" not in err and "full traceback in" not in err, (case_id, err)
-        assert after == before, case_id
-    else:
-        assert err == "", (case_id, err)
+_check_outcome = check_outcome
 
 
 PY_WORDS = re.compile(r"\b(NoneType|dict|str|int|float|list|nan)\b")

@@ -83,7 +83,7 @@ def test_split_seeds_below_zero_is_one_line_before_any_run(demo_db, capsys):
     before = _run_count(demo_db)
     assert main(["audit", "neartie", "demo-chem", "--db", str(demo_db), "--split-seeds", "-1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "split_seeds must be 0 or more" in err[0]
+    assert len(err) == 1 and "--split-seeds -1: must be a whole number from 0" in err[0]  # its stated range (issue 24)
     assert _run_count(demo_db) == before
 
 

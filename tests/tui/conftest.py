@@ -118,3 +118,28 @@ def flagged_db(demo_db: Path) -> Path:
 def anyio_backend() -> str:
     """Async tests run on asyncio through anyio's pytest plugin (anyio comes with openai/httpx)."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def showcase_template(tmp_path_factory) -> Path:
+    """The demo as ``benchloupe demo`` builds it: the data, then the showcase analyses (fits, anomalies,
+    coverage, the near-tie audit)."""
+    from benchloupe.jobs import build_demo
+    from benchloupe.store.db import connect
+
+    path = tmp_path_factory.mktemp("showcase") / "demo.db"
+    build_demo(path, analyses=True)
+    conn = connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return path
+
+
+@pytest.fixture
+def showcase_db(showcase_template, tmp_path) -> Path:
+    """A private copy of the demo with its analyses run, for one test."""
+    import shutil
+
+    dst = tmp_path / "showcase.db"
+    shutil.copy(showcase_template, dst)
+    return dst

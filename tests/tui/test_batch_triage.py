@@ -145,7 +145,7 @@ async def test_decide_every_open_flag_of_a_model_after_the_count(flagged_db):
         await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="undo write")
         await pilot.press("I")  # every open flag of this item: just this one (the others are on other items)
         await wait_until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="item confirmation")
-        assert "Decide the 1 open anomalies of item" in str(app.screen.query_one("Label").render())
+        assert "Decide the 1 open anomaly of item" in str(app.screen.query_one("Label").render())
         await pilot.press("escape")
     assert sorted(_flags(flagged_db, "anomaly")[0].loc[mine, "state"]) == ["confirmed", "open", "open", "open"]
 

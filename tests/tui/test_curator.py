@@ -108,7 +108,9 @@ async def test_queue_undo_and_next_untriaged(flagged_db, key, mode, kind):
     undos = log[log["action"] == "flag:undo"]
     assert len(undos) == 3 and set(undos["entity_id"]) == {first, second}
     note_undo = json.loads(undos.iloc[0]["detail"])  # the latest undo: the note back to none
-    assert note_undo == {"from": "open", "to": "open", "note_from": "first look"} and undos.iloc[0]["note"] == ""
+    assert {k: note_undo[k] for k in ("from", "to", "note_from")} == {"from": "open", "to": "open",
+                                                                      "note_from": "first look"}
+    assert undos.iloc[0]["note"] == "" and note_undo["undoes"]  # it names the decision it takes back
 
 
 async def test_every_flag_triaged_then_n_says_so(flagged_db):

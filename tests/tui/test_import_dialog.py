@@ -199,7 +199,7 @@ async def test_dialog_refuses_bad_values_before_starting(demo_db, tmp_path):
         await set_field(pilot, "threshold", "abc")
         await refused("threshold: ")
         await set_field(pilot, "threshold", "inf")
-        await refused("threshold: 'inf' is not a finite number")
+        await refused("threshold: must be a finite number (score at or above which a cell is correct), got inf")
         await set_field(pilot, "threshold", "")
         app.screen.query_one("#field-model").value = "evil\x1b[31m"  # pasted text can hold an escape
         await refused("model: contains the control character U+001B")

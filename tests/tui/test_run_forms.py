@@ -104,24 +104,24 @@ async def test_anomalies_with_the_forms_defaults_runs(demo_db):
 BAD_VALUES = [  # (analysis, field, typed value, what the one line says)
     ("joint", "cfg-epochs", "abc", None),  # hidden with Newton: set below with adam
     ("static", "cfg-max_iter", "abc", "max_iter: 'abc' is not a whole number"),
-    ("static", "cfg-max_iter", "99999999999999999999999", "max_iter: 9999"),
-    ("static", "cfg-max_iter", "0", "max_iter: must be at least 1"),
-    ("static", "cfg-gtol", "1e999", "gtol: '1e999' is not a finite number"),
-    ("static", "cfg-gtol", "nan", "gtol: 'nan' is not a finite number"),
-    ("static", "cfg-lambda_static", "-1", "loss weights and lambda_reg must be non-negative"),
+    ("static", "cfg-max_iter", "99999999999999999999999", "max_iter: must be a whole number from 1 to 1,000,000"),
+    ("static", "cfg-max_iter", "0", "max_iter: must be a whole number from 1 to 1,000,000 (iterations), got 0"),
+    ("static", "cfg-gtol", "1e999", "gtol: must be a number above 0 and below 1, got 1e999"),
+    ("static", "cfg-gtol", "nan", "gtol: must be a number above 0 and below 1, got nan"),
+    ("static", "cfg-lambda_static", "-1", "lambda_static: must be a number from 0 to 1,000,000, got -1"),
     ("static", "cfg-variant", "papers", "variant: 'papers' is not one of paper, reference"),
-    ("joint", "cfg-tie_pct", "150", "tie_pct and bb_pct are percentiles"),
+    ("joint", "cfg-tie_pct", "150", "tie_pct: must be a number from 0 to 100 (percentile), got 150"),
     ("joint", "cfg-lambda_reg", "x", "lambda_reg: 'x' is not a number"),
-    ("coverage", "cfg-delta", "2", "the delta field is a probability in (0, 1)"),
-    ("coverage", "cfg-k", "0", "the k field must be at least 1"),
+    ("coverage", "cfg-delta", "2", "delta: must be a number above 0 and below 1, got 2"),
+    ("coverage", "cfg-k", "0", "k: must be a whole number from 1 to 1,000,000 (gaps), got 0"),
     ("coverage", "cfg-group", "\x1b[31mred", "group: contains the control character U+001B"),
     ("coverage", "cfg-target", "uniform\u202e", "target: contains the control character U+202E"),
     ("coverage", "benchmark", "no-such-bench", "benchmark: no benchmark named 'no-such-bench'"),
     ("compress", "arena", "nope", "arena benchmark: no benchmark named 'nope'"),
     ("anomalies", "cfg-protocol", "maybe", "protocol: 'maybe' is not true/false"),
-    ("bootstrap", "cfg-B", "1", "B: must be at least 2"),
+    ("bootstrap", "cfg-B", "1", "B: must be a whole number from 2 to 100,000 (replicates), got 1"),
     ("neartie", "cfg-family_from", "vibes", "family_from: 'vibes' is not one of"),
-    ("neartie", "cfg-split_seeds", "-1", "split_seeds must be 0 or more"),
+    ("neartie", "cfg-split_seeds", "-1", "split_seeds: must be a whole number from 0 to 1,000"),
 ]
 
 
@@ -236,11 +236,11 @@ async def test_benchfill_form_shows_the_seed_with_the_baseline_and_refuses_bad_v
         assert "cfg-seed" not in visible_rows(app) and "cfg-n_parents" in visible_rows(app)
         await set_field(pilot, "baseline", "true")
         assert "cfg-seed" in visible_rows(app)
-        for field, value, expected in (("gap", "0", "gap (1 = largest): must be at least 1"),
+        for field, value, expected in (("gap", "0", "gap (1 = largest): must be a whole number from 1 to 1,000,000"),
                                        ("gap", "two", "gap (1 = largest): 'two' is not a whole number"),
                                        ("answer_format", "essay", "answer format: 'essay' is not one of auto"),
-                                       ("cfg-n_parents", "-3", "n_parents: must be at least 1"),
-                                       ("cfg-tolerance", "nan", "tolerance: 'nan' is not a finite number")):
+                                       ("cfg-n_parents", "-3", "n_parents: must be a whole number from 1 to 1,000, got -3"),
+                                       ("cfg-tolerance", "nan", "tolerance: must be a number above 0 and below 1, got nan")):
             await set_field(pilot, field, value)
             await pilot.press("ctrl+s")
             await pilot.pause()

@@ -44,7 +44,7 @@ async def test_a_session_from_coverage_on_the_simulated_endpoint_then_review(dem
         assert summary.startswith("session #") and "(simulated endpoints) proposals ready" in summary
         assert "estimated difficulty" in str(screen.query_one("#fill-review").render())
         table = screen.query_one("#sessions")
-        assert str(table.frame["message"].iloc[0]).startswith("simulated · ")
+        assert str(table.frame["message_shown"].iloc[0]).startswith("simulated · ")
     assert simulated.current() is None and not port_open(port)
 
 

@@ -117,9 +117,13 @@ def test_cancel_mid_annotation_then_resume(fake_llm):  # noqa: F811
     problem = problem_for_gap(fake_llm, items, specs, largest_gaps(items, 1)[0])
     journal, cancel = MemoryJournal(), threading.Event()
 
-    def progress(done, total, message):
-        if "annotated 40/" in message:
-            cancel.set()
+    start = []
+
+    def progress(done, total, message):  # calls of the whole session (issue 21): cancel at the 40th answer
+        if "annotating" in message:
+            start.append(done) if not start else None
+            if done - start[0] == 40:
+                cancel.set()
 
     with pytest.raises(Cancelled):
         run_session(problem, rewriter, judge, annotator, journal, SHORT, progress=progress, cancel=cancel)

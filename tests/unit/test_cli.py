@@ -122,7 +122,7 @@ def test_demo_with_showcase_analyses_fills_every_screen(tmp_path, capsys):
     db = tmp_path / "d.db"
     assert main(["demo", "--db", str(db), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert len(info["runs"]) == 6
+    assert len(info["runs"]) == 7
     conn = connect(db)
     kinds = {r[0] for r in conn.execute("SELECT kind FROM runs WHERE status = 'done'")}
     assert kinds == {"static", "joint", "anomalies", "coverage", "neartie"}

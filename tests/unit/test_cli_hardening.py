@@ -333,10 +333,14 @@ def test_foreign_sqlite_file_is_refused_untouched(tmp_path):
         assert not other.with_name("other.db-wal").exists()
 
 
-def test_empty_file_gets_the_schema(tmp_path):
+def test_empty_file_is_refused_untouched(tmp_path):
+    """Issue 24 (foreign SQLite kinds): a 0-byte file is not benchloupe's (new databases are created whole under
+    a temporary name, so benchloupe never leaves one): refused, left as it was."""
     empty = tmp_path / "empty.db"
     empty.touch()
-    assert run(["--db", empty, "import", "wide", write(tmp_path / "s.csv", "model,q1\nm1,1\n")])[0] == 0
+    rc, _, err = run(["--db", empty, "import", "wide", write(tmp_path / "s.csv", "model,q1\nm1,1\n")])
+    one_line_error(rc, err, "empty file")
+    assert empty.stat().st_size == 0 and not empty.with_name("empty.db-wal").exists()
 
 
 # -------------------------------------------------------------------------------- 9. retiring every item

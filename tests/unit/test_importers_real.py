@@ -462,7 +462,7 @@ def test_stdin_with_auto_detects_by_content(tmp_path, monkeypatch, capsys):
     battles = [{"model_a": "x", "model_b": "y", "winner": "tie (bothbad)", "judge": "j", "question_id": "q1"}]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(battles).encode())))
     assert main(["import", "auto", "-", "-b", "piped", "--db", str(tmp_path / "w.db")]) == 0
-    assert "(battles): 1 new items" in capsys.readouterr().out
+    assert "(battles): 1 new item," in capsys.readouterr().out
 
 
 def test_repeated_preferences_are_all_stored(tmp_path):

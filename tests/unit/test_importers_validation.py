@@ -66,7 +66,7 @@ def test_nan_literal_in_wide_is_rejected(tmp_path):
 def test_nan_in_long_correct(tmp_path):
     path = _write(tmp_path, "l.csv", "model,item,correct\nm1,a,1\nm1,b,nan\n")
     msg = _error(parse_long, path)
-    assert "line 3, column 3 (correct)" in msg and "missing value" in msg
+    assert "line 3, column 3 (correct)" in msg and "'nan' is not a result" in msg  # the word, as everywhere (issue 24)
 
 
 def test_non_binary_in_long(tmp_path):

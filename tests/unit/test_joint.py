@@ -251,10 +251,10 @@ def test_item_warnings_count_solved_and_failed_items_with_missing_cells():
     y = np.array([[1, 0, 1, 0], [1, 0, 0, 1], [0, 0, 1, 1]])
     mask = np.array([[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]], bool)  # item 0: observed 1, 1 -> solved by all
     (msg,) = _item_warnings(StaticData(y, mask), JointConfig(mode="static"))
-    assert msg.startswith("1 static items solved by every model and 1 failed by every model")
+    assert msg.startswith("1 static item solved by every model and 1 failed by every model")
     binom = StaticData(np.array([[2, 0], [3, 1]]), np.ones((2, 2), bool), trials=np.array([[2, 1], [3, 1]]))
     (msg,) = _item_warnings(binom, JointConfig(mode="static"))
-    assert msg.startswith("1 static items solved by every model and 0 failed")
+    assert msg.startswith("1 static item solved by every model and 0 failed")
 
 
 @pytest.mark.parametrize("mode", ["joint", "arena", "static"])

@@ -40,13 +40,21 @@ def test_refuses_foreign_and_newer_databases(tmp_path):
     c.close()
     with pytest.raises(StoreError, match="not a benchloupe database"):
         connect(other)
-    newer = tmp_path / "newer.db"
+    newer = tmp_path / "newer.db"  # a benchloupe file (our application id) written by a newer version
+    connect(newer).close()
     c = sqlite3.connect(newer)
     c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     c.commit()
     c.close()
     with pytest.raises(StoreError, match="newer than this benchloupe"):
         connect(newer)
+    versioned = tmp_path / "versioned.db"  # only a user_version, not our id: another application's (issue 24)
+    c = sqlite3.connect(versioned)
+    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError, match="not a benchloupe database"):
+        connect(versioned)
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not sqlite at all" * 100)
     with pytest.raises(StoreError, match="not a usable SQLite database"):

@@ -70,6 +70,8 @@ def metric_uncertainty(
     successes: np.ndarray | None = None,
     trials: np.ndarray | None = None,
     locations: np.ndarray | None = None,
+    added_b: np.ndarray | None = None,
+    added_se: np.ndarray | None = None,
     progress: Progress = no_progress,
     cancel: threading.Event | None = None,
     device: str | Backend | None = None,
@@ -81,17 +83,30 @@ def metric_uncertainty(
     device; the draws themselves come from the same CPU generator, so a seed gives the same draws on every
     backend and the metrics agree to rounding (the sums' order: <= 1e-12 relative).  ``device`` ("cpu", "cuda",
     "auto" or a ``backend.Backend``; ``None``: the current context) chooses it.
+
+    ``added_b`` (raw logits) are items with no responses in the matrix, placed on its scale by another
+    calibration: the accepted BenchFill items, at the difficulty their online calibration gave (paper 003
+    §4.1). Every draw holds them too, each drawn from N(b, se²) with ``added_se`` (0 where unknown: held at b),
+    so the metrics and the gap intervals are those of the benchmark as it now stands (issue 21 item 7: the
+    recompute after an accept had none).
     """
     if device is not None:
         with dense.use(dense.resolve(device, int(fit.b.size) * config.n_draws)):
             return metric_uncertainty(fit, target=target, config=config, correct=correct, mask=mask,
-                                      successes=successes, trials=trials, locations=locations, progress=progress,
-                                      cancel=cancel)
+                                      successes=successes, trials=trials, locations=locations, added_b=added_b,
+                                      added_se=added_se, progress=progress, cancel=cancel)
     if config.n_draws < 2:
         raise EngineError("need at least two draws for an uncertainty estimate")
     rng = np.random.default_rng(config.seed)
     tgt = as_target(target)
-    n = fit.b.size
+    extra = np.zeros(0) if added_b is None else np.asarray(added_b, float).ravel()
+    if not np.isfinite(extra).all():
+        raise EngineError("added item difficulties must be finite numbers")
+    extra_se = np.zeros(extra.size) if added_se is None else np.nan_to_num(
+        np.asarray(added_se, float).ravel(), nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
+    if extra_se.size != extra.size:
+        raise EngineError(f"{extra.size} added difficulties but {extra_se.size} standard errors")
+    n = fit.b.size + extra.size
     n_draws = config.n_draws
     if config.method == "laplace":
         n_draws = min(n_draws, max(200, config.max_values // max(n, 1)))
@@ -113,6 +128,9 @@ def metric_uncertainty(
             b_draws = np.stack([_bootstrap_b(fit, mask, correct, trials, rng) for _ in range(size)])
         else:
             raise EngineError(f"unknown uncertainty method {config.method!r}; use 'laplace' or 'bootstrap'")
+        if extra.size:  # the added items in every draw (their own draw, after the matrix items' for the seed)
+            b_draws = np.concatenate([b_draws, extra[None, :] + extra_se[None, :] * rng.standard_normal(
+                (size, extra.size))], axis=1)
         if dense.on_torch():  # the same draws (CPU RNG), their metrics on the device
             from benchloupe.engine import backend_torch
 

@@ -38,6 +38,7 @@ from benchloupe.engine.joint.sweeps import (  # noqa: F401 - the block sweeps' s
     _rate_start,
     _rescale,
 )
+from benchloupe.words import count
 
 _MAX_HALVINGS = 3  # Armijo backtracking steps before the direction is damped instead (Levenberg-Marquardt)
 _NEWTON_MAX_BLOCK = 3000  # larger Schur systems: block-coordinate Newton (static only, or joint) instead
@@ -365,8 +366,8 @@ def _item_warnings(static: StaticData | None, config: JointConfig) -> list[str]:
     failed = int(np.sum((n > 0) & (s == 0)))
     out = []
     if solved or failed:
-        out.append(f"{solved} static items solved by every model and {failed} failed by every model: their b is "
-                   "held finite only by the L2 prior and they carry no ranking information")
+        out.append(f"{count(solved, 'static item')} solved by every model and {failed} failed by every model: "
+                   "their b is held finite only by the L2 prior and they carry no ranking information")
     return out
 
 

@@ -25,6 +25,99 @@ class ImportFormatError(ValueError):
         super().__init__(say(loc, ": ", what, "; ", fix))
 
 
+def json_depth(text: str, start: int = 0, limit: int = 1 << 24) -> int:
+    """How deeply arrays and objects nest in the JSON *text* from *start* (strings skipped), scanning at most
+    *limit* characters: the number a too-deep file's message gives."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text[start:start + limit]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def too_deep(path, where: str, text: str, start: int = 0) -> ImportFormatError:
+    """The one line for JSON nested past what the parser follows (Python's recursion limit, about 1,000 levels:
+    ``'[' * 100000`` was an internal RecursionError in every JSON format, issue 24)."""
+    import sys
+
+    depth = json_depth(text, start)
+    return ImportFormatError(path, where, f"JSON nested {depth:,} levels deep (arrays or objects inside each other; "
+                             f"at most about {sys.getrecursionlimit() - 100:,} can be read)",
+                             "no results format nests that deep: re-export the file, or check that it is the file "
+                             "you meant")
+
+
+MAX_STORED_DEPTH = 64  # item and model metadata nest at most this deep (real harness documents: under 10)
+
+
+def nesting_over(value, limit: int = MAX_STORED_DEPTH) -> int | None:
+    """The depth of lists and dicts in *value* when it exceeds *limit* (walked without recursion, and no deeper
+    than ``limit + 1``), else None."""
+    stack = [(value, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if depth > limit:
+            return depth
+        children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list | tuple) else ()
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return None
+
+
+def check_nesting(parsed: ParsedImport, path) -> None:
+    """Metadata nested deeper than :data:`MAX_STORED_DEPTH` is refused at import: stored, it would be read back
+    where the call stack is already deep (the workbench's screens) and fail there (issue 24, nesting depth)."""
+    for frame, what, key in ((parsed.items, "item", "key"), (parsed.models, "model", "name")):
+        if "metadata" not in frame.columns:
+            continue
+        for name, meta in zip(frame[key].tolist(), frame["metadata"].tolist()):
+            if isinstance(meta, dict | list) and nesting_over(meta) is not None:
+                raise ImportFormatError(path, f"{what} {str(name)[:60]!r}",
+                                        f"its metadata nests more than {MAX_STORED_DEPTH} levels deep",
+                                        "flatten the document (no harness nests that deep) or re-export the file")
+
+
+def bad_json_value(path, where: str, exc: ValueError) -> ImportFormatError:
+    """A JSON text the decoder refused for its content rather than its syntax: Python's limit of 4,300 digits on
+    an integer (a 5,000-digit ``sample_index`` was Python's bare "Exceeds the limit" with no file, issue 24)."""
+    if "digits" in str(exc):
+        return ImportFormatError(path, where, "a number with more than 4,300 digits",
+                                 "no result, score or index is that long: re-export the file")
+    return ImportFormatError(path, where, f"not JSON ({str(exc).splitlines()[0][:120]})", "re-export the file")
+
+
+def not_a_file(path) -> ImportFormatError:
+    """The one line for a path that is not a regular file: missing, a folder, or what it is instead (``/dev/null``
+    and a FIFO were "no such file", issue 24); nothing is read from a device or a pipe."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ImportFormatError(path, "", "no such file", "check the path")
+    for test, what in ((stat.S_ISDIR, "a folder, not a file"), (stat.S_ISCHR, "a character device, not a file"),
+                       (stat.S_ISBLK, "a block device, not a file"), (stat.S_ISFIFO, "a named pipe (FIFO), not a file"),
+                       (stat.S_ISSOCK, "a socket, not a file")):
+        if test(mode):
+            fix = "give the path of a file inside it" if test is stat.S_ISDIR else \
+                "give a file's path (a pipe's data can come on standard input: `-`)"
+            return ImportFormatError(path, "", what, fix)
+    return ImportFormatError(path, "", "not a regular file", "give a file's path")
+
+
 def json_kind(value) -> str:
     """What a parsed JSON value is, in JSON's words ("null", "an array", ...) for messages about a file."""
     if value is None:

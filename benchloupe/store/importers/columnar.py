@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import ImportFormatError
+from .base import ImportFormatError, not_a_file
 from .readers import Table
 
 
 def read_parquet(path: str | Path) -> Table:
     p = Path(path)
     if not p.is_file():
-        raise ImportFormatError(p, "", "no such file", "check the path")
+        raise not_a_file(p)
     try:
         import pyarrow.parquet as pq
     except ImportError:

@@ -23,17 +23,22 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, bad_json_value, too_deep
 from .readers import load_text, models_frame
 
 FIX = "pass benchmark_output/runs/<suite>/<run>/per_instance_stats.json (run_spec.json next to it)"
 
 
 def _json(p: Path):
+    text = load_text(p)
     try:
-        return json.loads(load_text(p))
+        return json.loads(text)
+    except RecursionError:
+        raise too_deep(p, "line 1", text) from None
     except json.JSONDecodeError as exc:
         raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
+    except ValueError as exc:
+        raise bad_json_value(p, "", exc) from None
 
 
 def _run_spec(p: Path, model: str | None) -> tuple[str, str, str]:

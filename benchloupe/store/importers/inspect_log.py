@@ -36,7 +36,7 @@ import pandas as pd
 from benchloupe.hints import Opt, say
 
 from .archive import ArchiveError, read_member
-from .base import ImportFormatError, ParsedImport, json_kind
+from .base import ImportFormatError, ParsedImport, bad_json_value, json_kind, not_a_file, too_deep
 from .names import dotted, harness_models, key_text
 from .readers import load_text
 
@@ -48,14 +48,23 @@ FIX = "pass a log written by inspect eval (.eval or .json)"
 def _json(p: Path, where: str, raw: bytes):
     try:
         return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise too_deep(p, where, raw.decode("utf-8")) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ImportFormatError(p, where, f"not JSON ({exc})", FIX) from None
+    except ValueError as exc:
+        raise bad_json_value(p, where, exc) from None
 
 
 def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
     """(eval header, [(where, sample)]) from a .eval archive or a JSON log; shapes are checked by the caller."""
     if not p.is_file():
-        raise ImportFormatError(p, "", "no such file" if not p.is_dir() else "a folder, not a log file", "check the path")
+        raise not_a_file(p)
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    if not zipfile.is_zipfile(p) and (head.startswith(b"PK") or p.suffix.lower() == ".eval"):
+        raise ImportFormatError(p, "", "truncated or not a zip archive (an Inspect .eval log is a zip file)",
+                                "copy the log again whole, or convert it to a JSON log with Inspect's log convert")
     if zipfile.is_zipfile(p):
         try:
             with zipfile.ZipFile(p) as z:
@@ -70,10 +79,15 @@ def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
         except (zipfile.BadZipFile, EOFError, OSError) as exc:
             raise ImportFormatError(p, "", f"corrupt .eval archive ({exc})", "re-export the log") from None
         return header, samples
+    text = load_text(p)
     try:
-        log = json.loads(load_text(p))
+        log = json.loads(text)
+    except RecursionError:
+        raise too_deep(p, "line 1", text) from None
     except json.JSONDecodeError as exc:
         raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
+    except ValueError as exc:
+        raise bad_json_value(p, "", exc) from None
     if not isinstance(log, dict) or "eval" not in log:
         raise ImportFormatError(p, "", "no 'eval' header: not an Inspect log", FIX)
     samples = log.get("samples")

@@ -71,7 +71,7 @@ def _results(path: Path) -> dict | None:
     for cand in candidates:
         try:
             res = json.loads(load_text(cand))
-        except (ImportFormatError, json.JSONDecodeError):
+        except (ImportFormatError, ValueError, RecursionError):
             continue
         if isinstance(res, dict):
             return res
@@ -156,7 +156,7 @@ def _arguments(arguments) -> list[tuple]:
     if isinstance(arguments, str) and arguments[:1] in "[{":
         try:  # parquet details may hold the arguments as a JSON string
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return []
     if isinstance(arguments, dict):
         return [tuple(a.values()) if isinstance(a, dict) else (a,) for a in arguments.values()]
@@ -322,7 +322,7 @@ def _prompt_text(context) -> str | None:
     if text.startswith("[{"):
         try:
             messages = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return text
         if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
             return "\n".join(str(m.get("content", "")) for m in messages)

@@ -108,7 +108,12 @@ def parse_long(
                 path, "", say("bad ", Opt("exclude_models"), f" pattern ({exc})"), "give a Python regular expression"
             ) from None
         names = table.frame[model_col].astype(str).tolist()
-        table.keep_rows(~np.array([pattern.search(n) is not None for n in names], dtype=bool))
+        keep = ~np.array([pattern.search(n) is not None for n in names], dtype=bool)
+        if not keep.any():  # an import that keeps no model would create an empty benchmark (issue 24)
+            raise ImportFormatError(path, "", say(Opt("exclude_models"), f" {exclude_models[:60]!r} leaves out every "
+                                                  f"model ({len(set(names)):,} of {len(set(names)):,})"),
+                                    "give a pattern that matches only the models to leave out")
+        table.keep_rows(keep)
     binomial = correct_col not in table.frame.columns and successes_col in table.frame.columns
     if not binomial:
         table.require(correct_col, say(Opt("correct_col"), " (or give successes and trials columns)"))

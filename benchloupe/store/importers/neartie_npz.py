@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .base import ImportFormatError, ParsedImport
+from .base import ImportFormatError, ParsedImport, not_a_file
 from .long import default_benchmark
 from .readers import duplicate_rows
 
@@ -26,9 +26,14 @@ def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: ob
     """Parse a family-dif-audit ``.npz``; the matrix is transposed to models x items."""
     p = Path(path)
     if not p.is_file():
-        raise ImportFormatError(p, "", "no such file", "check the path")
+        raise not_a_file(p)
     if p.stat().st_size == 0:
         raise ImportFormatError(p, "", "the file is empty", "write it with numpy.savez")
+    with open(p, "rb") as fh:
+        head = fh.read(6)
+    if not head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"\x93NUMPY")):  # zip (.npz) or a bare .npy
+        raise ImportFormatError(p, "", f"not a .npz archive (it starts with bytes {head[:4].hex(' ')}; a .npz is a zip "
+                                "of .npy arrays)", "write it with numpy.savez, or name the right file")
     try:
         with np.load(p, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
@@ -36,7 +41,7 @@ def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: ob
         raise ImportFormatError(
             p,
             "",
-            f"not a readable unpickled .npz ({exc})",
+            f"not a readable .npz archive ({exc})",
             "save Unicode arrays with numpy.savez (no object arrays)",
         ) from None
     for name in REQUIRED:

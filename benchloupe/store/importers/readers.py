@@ -27,10 +27,14 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
-from .base import ImportFormatError
+from .base import ImportFormatError, bad_json_value, not_a_file, too_deep
 
 GZIP_MAGIC = b"\x1f\x8b"
 TRUE_WORDS = {"1", "1.0", "true", "yes"}
+# Words some tools write for "no value". The one rule (issue 24): a missing value is an empty cell (JSON: null or
+# an absent field); these words are refused in every column (wide takes them as missing only when --na-values
+# names them), so that `chance=NaN` and `correct=NaN` get the same answer.
+NAN_WORDS = {"nan", "na", "n/a", "null", "none"}
 FALSE_WORDS = {"0", "0.0", "false", "no"}
 
 
@@ -49,10 +53,8 @@ def load_bytes(path: str | Path) -> bytes:
     corrupt file, or one that is not UTF-8 (with the line and column of the first bad byte).
     """
     p = Path(path)
-    if p.is_dir():
-        raise ImportFormatError(p, "", "is a directory, not a file", "give the path of a file inside it")
     if not p.is_file():
-        raise ImportFormatError(p, "", "no such file", "check the path")
+        raise not_a_file(p)
     raw = read_file_bytes(p)
     if raw[:2] == GZIP_MAGIC:
         try:
@@ -286,9 +288,13 @@ def _read_json_array(path: str, text: str) -> Table:
         last = pos
         try:
             obj, end = decoder.raw_decode(text, pos)
+        except RecursionError:
+            raise too_deep(path, f"line {line}", text) from None
         except json.JSONDecodeError as exc:
             raise ImportFormatError(path, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})",
                                     "the file must be a JSON array of objects, or one object per line") from None
+        except ValueError as exc:
+            raise bad_json_value(path, f"line {line}", exc) from None
         if not isinstance(obj, dict):
             raise ImportFormatError(path, f"line {line}", "an element of the JSON array is not an object {...}",
                                     "the file must be a JSON array of objects")
@@ -311,6 +317,8 @@ def _read_jsonl(path: str, data: bytes) -> Table:
             continue
         try:
             obj = json.loads(line)
+        except RecursionError:
+            raise too_deep(path, f"line {n}", line) from None
         except json.JSONDecodeError as exc:
             raise ImportFormatError(
                 path,
@@ -318,6 +326,8 @@ def _read_jsonl(path: str, data: bytes) -> Table:
                 f"not JSON ({exc.msg})",
                 "write one JSON object per line",
             ) from None
+        except ValueError as exc:
+            raise bad_json_value(path, f"line {n}", exc) from None
         if not isinstance(obj, dict):
             raise ImportFormatError(
                 path, f"line {n}", "a JSONL line must be an object {...}", "write one JSON object per line"
@@ -352,13 +362,16 @@ def binary_column(table: Table, column: str) -> np.ndarray:
             out[i] = 1
         elif word in FALSE_WORDS:
             out[i] = 0
-        elif _is_missing(v) or word in {"", "nan", "na", "null", "none"}:
+        elif _is_missing(v) or word == "":
             raise table.error(
                 i,
                 column,
                 f"missing value {v!r} in '{column}'",
                 "drop rows without a result (a missing cell is simply an absent row)",
             )
+        elif word in NAN_WORDS:
+            raise table.error(i, column, f"{short_repr(v)} is not a result (a word, not 0 or 1)",
+                              "drop rows without a result (a missing cell is simply an absent row)")
         else:
             raise table.error(
                 i,
@@ -370,11 +383,16 @@ def binary_column(table: Table, column: str) -> np.ndarray:
 
 
 def float_column(table: Table, column: str, *, allow_missing: bool = False) -> np.ndarray:
-    """Finite float values of a column (NaN where missing, only if ``allow_missing``)."""
+    """Finite float values of a column (NaN where missing, only if ``allow_missing``; a missing value is an empty
+    cell or a JSON null, never the word NaN: :data:`NAN_WORDS`)."""
     values = table.frame[column].tolist()
     out = np.empty(len(values), dtype=np.float64)
     for i, v in enumerate(values):
-        if _is_missing(v) or (isinstance(v, str) and v.strip().lower() in {"", "nan", "na", "null", "none"}):
+        if isinstance(v, str) and v.strip().lower() in NAN_WORDS:  # one rule in every column and format (issue 24)
+            raise table.error(i, column, f"{short_repr(v)} is a word, not a number",
+                              "leave the cell empty where there is no value" if allow_missing
+                              else "give a number or drop the row")
+        if _is_missing(v) or (isinstance(v, str) and not v.strip()):
             if allow_missing:
                 out[i] = np.nan
                 continue

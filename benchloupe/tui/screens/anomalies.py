@@ -6,10 +6,10 @@ from __future__ import annotations
 import sqlite3
 
 import pandas as pd
-from rich.text import Text
 from textual.binding import Binding
 
 from benchloupe.tui.screens.queue import FlagQueueScreen, count, fmt_value, item_text, payload_rest
+from benchloupe.tui.widgets.safe import Text
 
 OUTCOME = {1: "1 (right)", 0: "0 (wrong)"}
 

@@ -5,41 +5,61 @@ a note; skip (it stays to review), "reject the rest of this session" after a con
 proposals that a/r then decide together (one transaction), and z to undo the latest decision or batch (an
 accepted item is removed again, or the undo refused when later work uses it: store/fill.py). Sessions are resumed
 from their journal (engine/jobs/fill.py), so closing the app loses nothing. Endpoint settings (base URL,
-model names; the key is read from the environment variable named there) are edited here too."""
+model names; the key is read from the environment variable named there) are edited here too.
+
+Several curators on one session (issue 25): the proposal on the card is held by a short review lease
+(store/fill.py: claimed when it is shown, renewed every few seconds, released when the curator moves on; it
+expires when its reviewer's process is gone or stops renewing it), and another curator's card says "bea is
+reviewing" and refuses a decision on it. A decision names the version it was made on (refused, naming who and
+when, when it changed since); decisions are written in the order of the keys and ``z`` takes back the latest even
+while it is still being saved (tui/writes.py). A session that needs N approvals shows them ("1 of 2: ann")."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import sqlite3
 
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, TextArea
 
+from benchloupe import ranges
 from benchloupe.jobs import simulated
+from benchloupe.store import runners
+from benchloupe.store.actor import by_at, short_time
+from benchloupe.store.db import StoreError
 from benchloupe.textsafe import visible
 from benchloupe.tui.jobs_ui import state_word  # the job's process decides a session's outcome in these words
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.screens.queue import fmt_value
 from benchloupe.tui.widgets.dialogs import ConfirmDialog, Field, FormDialog, PromptDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines
+from benchloupe.tui.writes import CHAIN, ChainBroken, Decision, Ledger
+from benchloupe.words import count
 
-SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 14, state_word),
-                   Column("gap", "gap", 13), Column("target", "target", 6, fmt_num(3), right=True),
+SESSION_COLUMNS = [Column("id", "id", 4, fmt_int, right=True), Column("state", "state", 15, state_word),
+                   Column("gap", "gap", 13, export=("gap_lo", "gap_hi")),
+                   Column("target", "target", 6, fmt_num(3), right=True),
                    Column("candidates", "cands", 5, fmt_int, right=True),
-                   Column("pending", "todo", 4, fmt_int, right=True), Column("message", "message", 40)]
-REVIEW_FILTERS = ("pending", "all", "accepted", "rejected")
+                   Column("pending", "todo", 4, fmt_int, right=True),
+                   Column("message_shown", "message", 40, export=("message", "rewriter_url"))]
+REVIEW_FILTERS = ("pending", "all", "accepted", "rejected", "mine", "others'")
+
+
+def _words(text: str) -> list[str]:
+    """Words split at spaces, tabs and newlines only (CR, VT and FF stay in their word, shown escaped)."""
+    return [w for w in re.split(r"[ \t\n]+", text) if w]
 
 
 def word_diff(parent: str, child: str) -> Text:
     """The proposal against its parent, word by word: removed words red and struck, added words green."""
-    a, b = parent.split(), child.split()
+    a, b = _words(parent), _words(child)
     text = Text()
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if op == "equal":
@@ -56,6 +76,8 @@ def word_diff(parent: str, child: str) -> Text:
 
 class BenchFillScreen(BenchScreen):
     MODE = "benchfill"
+    TOPICS = ("fill", "items", "runs")
+    LIVE_MIN_S = 0.5  # a running session writes its journal many times a second
     BINDINGS = [
         Binding("right_square_bracket", "step(1)", "Next", key_display="]", id="fill.next"),
         Binding("left_square_bracket", "step(-1)", "Prev", key_display="[", id="fill.prev"),
@@ -82,10 +104,12 @@ class BenchFillScreen(BenchScreen):
         self.review_filter = "pending"
         self.endpoints: dict = {}
         self.summary: dict | None = None
-        self.undo_stack: list[list[int]] = []  # this app session's decisions, latest last (a batch is one entry)
+        # versions seen, own queued writes and the undo stack (tui/writes.py: a Decision per key, a batch is one)
+        self.ledger = Ledger()
         self.marked: set[int] = set()  # proposal ids marked with space for a batch decision
         self.focus_after: int | None = None  # the proposal to show after the next reload (an undone one)
-        self.writing = 0  # decisions whose write has not finished (they join undo_stack when it has)
+        self.reviewer = runners.this_runner()  # this screen's review leases (store/fill.py)
+        self.held: int | None = None  # the proposal whose lease this screen holds (or asked for)
 
     def compose_body(self) -> ComposeResult:
         yield FrameTable(id="sessions")
@@ -93,13 +117,97 @@ class BenchFillScreen(BenchScreen):
         with VerticalScroll(id="fill-scroll"):
             yield SafeStatic("", id="fill-review", markup=False)
 
-    def on_mount(self) -> None:
-        self.set_interval(1.0, self._live)
+    @property
+    def undo_stack(self) -> list[Decision]:
+        return self.ledger.stack
 
-    def _live(self) -> None:
-        """While a BenchFill job runs, re-read the session once a second (journal rows land as they happen)."""
-        if self.app.job.running and self.app.job.title.startswith("BenchFill") and self.is_current:
-            self.reload()
+    @property
+    def writing(self) -> int:
+        return int(self.ledger.saving())
+
+    def on_mount(self) -> None:
+        from benchloupe.store.fill import REVIEW_BEAT_S
+
+        self.set_interval(REVIEW_BEAT_S, self._beat)
+
+    # ------------------------------------------------------------------ review leases
+    def _hold(self, cid: int | None) -> None:
+        """Hold the review lease of *cid* (None: release this screen's leases), in a worker."""
+        if cid == self.held or self.app.read_only:
+            return
+        self.held = cid
+        db, reviewer = self.app.db_path, self.reviewer
+
+        def work() -> None:
+            from benchloupe.store import fill
+            from benchloupe.store.db import connect
+
+            conn = connect(db)
+            try:
+                if cid is None:
+                    fill.release_reviews(conn, reviewer["token"])
+                else:
+                    fill.claim_review(conn, cid, reviewer)
+            finally:
+                conn.close()
+
+        self.run_worker(work, thread=True, group="lease", exit_on_error=False)
+
+    def _beat(self) -> None:
+        """Timer: renew the lease of the proposal on the card (another curator sees "… is reviewing")."""
+        if self.held is None or self.app.read_only:
+            return
+        if not self._on_view():  # the curator went to another screen (a dialog over this one keeps the lease)
+            self._hold(None)
+            return
+        db, token = self.app.db_path, self.reviewer["token"]
+
+        def work() -> None:
+            from benchloupe.store import fill
+            from benchloupe.store.db import connect
+
+            conn = connect(db)
+            try:
+                fill.renew_reviews(conn, token)
+            finally:
+                conn.close()
+
+        self.run_worker(work, thread=True, group="lease-beat", exclusive=True, exit_on_error=False)
+        self.render_current()  # a lease of another curator that stopped beating shows as gone
+
+    def on_screen_suspend(self) -> None:
+        """Another screen came up: a dialog (a note for the decision) keeps the lease, leaving the screen ends it."""
+        self.set_timer(0.2, lambda: None if self._on_view() else self._hold(None))
+
+    def on_unmount(self) -> None:
+        if self.held is not None and not self.app.read_only:
+            from benchloupe.store import fill
+            from benchloupe.store.db import connect
+
+            try:  # the app is closing: release at once, on this thread (a short write)
+                conn = connect(self.app.db_path)
+                try:
+                    fill.release_reviews(conn, self.reviewer["token"])
+                finally:
+                    conn.close()
+            except Exception:  # noqa: BLE001 - the lease expires on its own
+                pass
+
+    def other_reviewer(self, c) -> str | None:
+        """``bea (since 14:02)`` when another curator's live lease holds proposal row *c*."""
+        from benchloupe.store import fill
+
+        holder = c.get("review_holder")
+        if not isinstance(holder, str) or not holder:
+            return None
+        if runners.parse(c.get("review_runner")).get("token") == self.reviewer["token"]:
+            return None
+        if not fill.review_alive(c.get("review_runner"), c.get("review_heartbeat")):
+            return None
+        import datetime as dt
+
+        since = dt.datetime.fromtimestamp(float(c["review_since"]), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{holder} (since {short_time(since)})"
 
     # ------------------------------------------------------------------ data
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
@@ -108,8 +216,8 @@ class BenchFillScreen(BenchScreen):
 
         sessions = fill.sessions(conn, benchmark)
         sessions["gap"] = [f"[{lo:.3f},{hi:.3f}]" for lo, hi in zip(sessions["gap_lo"], sessions["gap_hi"])]
-        sessions["message"] = [("simulated · " if simulated.is_simulated(u) else "") + str(m or "")
-                               for u, m in zip(sessions["rewriter_url"], sessions["message"])]
+        sessions["message_shown"] = [("simulated · " if simulated.is_simulated(u) else "") + str(m or "")
+                                     for u, m in zip(sessions["rewriter_url"], sessions["message"])]
         sid = self.session_id if self.session_id in set(sessions["id"]) else (
             int(sessions["id"].iloc[0]) if len(sessions) else None)
         summary = jobs_fill.session_summary(self.app.db_path, sid) if sid is not None else None
@@ -126,11 +234,29 @@ class BenchFillScreen(BenchScreen):
         self.endpoints = data["endpoints"]
         current = self.focus_after if self.focus_after is not None else self.current_candidate()
         self.focus_after = None
-        self.cands = data["cands"]
+        cands = data["cands"]
+        if len(cands):
+            versions = dict(zip((int(i) for i in cands["id"]), (int(v) for v in cands["version"])))
+            if len(self.cands) and "version" in self.cands:  # older than this screen's own latest write: keep
+                old = self.cands.set_index("id")
+                cols = ["review_state", "note", "version", "decided_by", "decided_at"]
+                for cid, v in versions.items():
+                    known = self.ledger.known.get(cid)
+                    if known is not None and v < known and cid in old.index:
+                        cands.loc[cands["id"] == cid, cols] = old.loc[cid, cols].to_numpy()
+            self.ledger.loaded(versions)
+            for cid, (state, note) in self._overlay().items():  # own decisions still being written
+                hit = cands.index[cands["id"] == cid]
+                if len(hit):
+                    cands.loc[hit, ["review_state", "note"]] = [state, note]
+        self.cands = cands
         self.marked &= set(int(i) for i in self.cands["id"]) if len(self.cands) else set()
         self._refilter(keep=current)
         self.summary = data["summary"]
         self._summary(self.summary)
+
+    def forget(self) -> None:
+        self.cands, self.view, self.pos, self.marked, self.summary = pd.DataFrame(), [], 0, set(), None
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         sid = event.table.current_value("id")
@@ -150,20 +276,35 @@ class BenchFillScreen(BenchScreen):
             self._simulated_line(text)
             box.update(text)
             return
-        text = Text(f"session #{s['session']} ", style="bold")
+        # Four lines of at most 78 cells, each cut with an ellipsis rather than wrapped into the next (at 80x24
+        # the box holds four; the session's message and the review counts were cut off: issue 21 item 11).
+        head = Text(f"session #{s['session']} ", style="bold")
         if simulated.uses_simulated(self.endpoints or {}):  # first, so that it shows at 80x24 too
-            text.append("(simulated endpoints) ", style="magenta")
-        text.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
-        text.append(f" · round {s['round']} · children {s['children']} · valid {s['valid']} · annotated "
-                    f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)} · target {s['target']:.3f}")
-        text.append(f"\n{s['pending']} to review · {s['accepted']} accepted · {s['rejected']} rejected", style="dim")
-        if self.marked:
-            text.append(f"   {len(self.marked)} marked: a r decide them", style="bold magenta")
-        text.append(f"   showing {self.review_filter} · ] [ step · l skip · a r e decide · z undo · space mark · "
-                    "X reject the rest · f filter", style="dim")
+            head.append("(simulated endpoints) ", style="magenta")
+        head.append(state_word(s["state"]), style="bold green" if s["state"] == "proposed" else "bold")
+        head.append(f" · round {s['round']}")
+        job = self.app.job
+        if s["state"] == "running" and job.running and job.title.startswith("BenchFill") and job.total:
+            # this app runs the session: its calls of the whole session's plan (engine.benchfill._Calls)
+            head.append(f" · {int(job.done):,} of {int(job.total):,} LLM calls", style="bold")
+        else:
+            head.append(f" · {s['llm_calls']:,} LLM calls")
+        # answers count live (one journal row each); "estimated" only at the end of a round (issue 21 item 8)
+        work = Text(f"children {s['children']} · valid {s['valid']} · answers {s['annotations']:,} · estimated "
+                    f"{s['annotated']} · best distance {fmt_value(s['best_distance'], 3)}")
+        review = Text(f"{len(self.marked)} marked: a r decide them · " if self.marked else "", style="bold magenta")
+        review.append(f"target {s['target']:.3f} · {s['pending']} to review · {s['accepted']} accepted · "
+                      f"{s['rejected']} rejected · showing {self.review_filter}", style="dim")
+        if self.size.width >= 140:
+            review.append("   ] [ step · l skip · a r e decide · z undo · space mark · X reject the rest · f filter",
+                          style="dim")
+        lines = [head, work, review]
         if s.get("message"):
-            text.append("\n" + str(s["message"]), style="dim")
-        box.update(text)
+            lines.append(Text(str(s["message"]), style="dim"))
+        room = max(self.size.width - 2, 40)
+        for line in lines:
+            line.truncate(room, overflow="ellipsis")
+        box.update(Text("\n").join(lines))
 
     def _simulated_line(self, text: Text) -> None:
         """Say so when the endpoints are the built-in simulated ones (prompts/simulated.py): no real model."""
@@ -176,11 +317,20 @@ class BenchFillScreen(BenchScreen):
             return None
         return int(self.cands["id"].iloc[self.view[self.pos]])
 
+    def _overlay(self) -> dict[int, tuple[str, str]]:
+        """What this screen's decisions still being written show (proposal id -> state, note)."""
+        return {cid: v for cid, v in getattr(self, "_shown", {}).items() if self.ledger.pending.get(cid)}
+
     def _refilter(self, keep: int | None = None) -> None:
         if len(self.cands):
             states = self.cands["review_state"]
-            mask = states.isin(("pending", "waiting")) if self.review_filter == "pending" else (
-                states == self.review_filter if self.review_filter != "all" else states.notna())
+            if self.review_filter in ("mine", "others'"):
+                by = self.cands["decided_by"].fillna("")
+                decided = self.cands["version"] > 0
+                mask = decided & ((by == self.app.actor) if self.review_filter == "mine" else (by != self.app.actor))
+            else:
+                mask = states.isin(("pending", "waiting")) if self.review_filter == "pending" else (
+                    states == self.review_filter if self.review_filter != "all" else states.notna())
             self.view = [int(i) for i in mask.to_numpy().nonzero()[0]]
         else:
             self.view = []
@@ -196,12 +346,30 @@ class BenchFillScreen(BenchScreen):
         if not self.view:
             box.update(Text(f"no {self.review_filter} proposals in this session" if self.session_id else "",
                             style="dim"))
+            self._hold(None)
             return
         c = self.cands.iloc[self.view[self.pos]]
-        text = Text("● marked " if int(c["id"]) in self.marked else "", style="bold magenta")
+        cid = int(c["id"])
+        self._hold(cid if c["review_state"] in ("pending", "waiting") else None)
+        text = Text("● marked " if cid in self.marked else "", style="bold magenta")
         text.append(f"Proposal {self.pos + 1} of {len(self.view)} ", style="bold")
         text.append(f"#{c['id']} ({c['child_key']}) · round {c['round']} · ", style="dim")
         text.append(str(c["review_state"]), style="bold")
+        if self.ledger.pending.get(cid):
+            text.append(" (saving…)", style="dim")
+        elif c.get("decided_by") and c["review_state"] != "pending":
+            text.append(" " + by_at(c.get("decided_by"), c.get("decided_at")), style="dim")
+        if isinstance(c.get("item_key"), str) and c["item_key"]:
+            text.append(f" · item {c['item_key']}", style="dim")
+        needed = int(c["approvals"]) if pd.notna(c.get("approvals")) else 1
+        if needed > 1:
+            got = [a for a in str(c.get("approvers") or "").split(", ") if a]
+            text.append(f"\napprovals {len(got)} of {needed}" + (f": {', '.join(got)}" if got else ""),
+                        style="bold cyan")
+        busy = self.other_reviewer(c)
+        if busy:
+            text.append(f"\n⚠ {busy} is reviewing this proposal: a r e wait until they move on (l skips)",
+                        style="bold yellow")
         text.append("\nestimated difficulty ")
         text.append(fmt_value(c["difficulty_norm"], 3), style="bold")
         text.append(f" vs target {fmt_value(c['target'], 3)} · distance {fmt_value(c['distance'], 3)}")
@@ -237,9 +405,23 @@ class BenchFillScreen(BenchScreen):
         self._refilter(keep=self.current_candidate())
         self._summary(self.summary)
 
+    def _busy(self, cids: list[int]) -> bool:
+        """Refuse (with the reason) a decision on a proposal another curator is reviewing."""
+        rows = self.cands.set_index("id")
+        for cid in cids:
+            if cid in rows.index:
+                busy = self.other_reviewer(rows.loc[cid])
+                if busy:
+                    self.notify(f"proposal #{cid}: {busy} is reviewing it; pick another (l skips) or wait",
+                                title="Refused", severity="warning")
+                    return True
+        return False
+
     def action_decide(self, decision: str, edited: tuple[str, str] | None = None) -> None:
         """a / r: accept or reject this proposal with a note; with proposals marked (space), all the marked
         ones (one transaction, one undo). *edited*: the curator's (text, answer) to accept instead."""
+        if not self.app.can_write():
+            return
         if self.marked and edited is None:
             self._decide_marked(decision)
             return
@@ -249,24 +431,25 @@ class BenchFillScreen(BenchScreen):
         if self.cands["review_state"].iloc[self.view[self.pos]] in ("accepted", "rejected"):
             self.notify("this proposal is already decided; z undoes the latest decision", severity="warning")
             return
+        if self._busy([cid]):
+            return
         verb = {"accept": "Accept", "reject": "Reject"}[decision]
+        seen = self._seen([cid])  # the proposal as the curator saw it when they began the decision
 
-        def done(note: str | None) -> None:
-            if note is None:
-                return
+        def submitted(note: str) -> None:
             from benchloupe.jobs import fill as jobs_fill
 
-            self._show_decided([cid], decision, note)
-            db = self.app.db_path
+            db, token = self.app.db_path, self.reviewer["token"]
             text, answer = edited if edited is not None else (None, None)
-            self._write_decisions([cid], lambda conn: jobs_fill.decide_candidate(
-                db, cid, decision, note, edited_text=text, edited_answer=answer),
-                f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else "") + " (z undo)")
+            self._decide([cid], decision, note, lambda conn, expect: jobs_fill.decide_candidate(
+                db, cid, decision, note, edited_text=text, edited_answer=answer, expect_version=expect.get(cid),
+                lease_token=token),
+                f"proposal #{cid}: {decision}ed" + (" (edited)" if edited is not None else "") + " (z undo)", seen)
 
         self.app.push_screen(PromptDialog(f"{verb} proposal #{cid}" + (" as edited" if edited else ""),
                                           placeholder="a note for the audit log",
                                           help="An accepted proposal becomes an item (origin benchfill); "
-                                               "coverage is recomputed."), done)
+                                               "coverage is recomputed.", on_submit=submitted))
 
     def _decide_marked(self, decision: str) -> None:
         ids = [i for i in self.cands["id"].astype(int) if i in self.marked]
@@ -277,74 +460,139 @@ class BenchFillScreen(BenchScreen):
             self.notify("none of the marked proposals is still to review", markup=False)
             self.render_current()
             return
+        if self._busy(ids):
+            self.render_current()
+            return
         verb = {"accept": "Accept", "reject": "Reject"}[decision]
+        seen = self._seen(ids)
 
-        def done(note: str | None) -> None:
-            if note is None:
-                return
+        def submitted(note: str) -> None:
             from benchloupe.jobs import fill as jobs_fill
 
-            self._show_decided(ids, decision, note)
-            db = self.app.db_path
-            self._write_decisions(ids, lambda conn: jobs_fill.decide_candidates(db, ids, decision, note),
-                                  f"{len(ids)} marked proposals {decision}ed (z undo)")
+            db, token = self.app.db_path, self.reviewer["token"]
+            self._decide(ids, decision, note, lambda conn, expect: jobs_fill.decide_candidates(
+                db, ids, decision, note, expect=expect, lease_token=token),
+                f"{count(len(ids), 'marked proposal')} {decision}ed (z undo)", seen)
 
-        self.app.push_screen(PromptDialog(f"{verb} the {len(ids)} marked proposals",
+        self.app.push_screen(PromptDialog(f"{verb} the {count(len(ids), 'marked proposal')}",
                                           placeholder="one note for all of them (audit log)",
-                                          help="One transaction: all of them or none; z undoes them together."),
-                             done)
+                                          help="One transaction: all of them or none; z undoes them together.",
+                                          on_submit=submitted))
 
-    def _show_decided(self, ids: list[int], decision: str, note: str) -> None:
-        """The decision and its note on the proposals at once, before the write lands."""
+    def _show_decided(self, ids: list[int], decision: str, note: str) -> dict[int, tuple]:
+        """The decision and its note on the proposals at once, before the write lands; what they showed."""
         hit = self.cands.index[self.cands["id"].isin(ids)]
-        self.cands.loc[hit, "review_state"] = decision + "ed"
-        self.cands.loc[hit, "note"] = note
+        before = {int(self.cands.loc[i, "id"]): (str(self.cands.loc[i, "review_state"]), str(self.cands.loc[i, "note"]))
+                  for i in hit}
+        for i in hit:
+            state = decision + "ed"
+            needed = int(self.cands.loc[i, "approvals"]) if pd.notna(self.cands.loc[i, "approvals"]) else 1
+            got = len([a for a in str(self.cands.loc[i, "approvers"] or "").split(", ") if a])
+            if decision == "accept" and got + 1 < needed:
+                state = "waiting"
+            self.cands.loc[i, ["review_state", "note"]] = [state, note]
+        self._shown = {**getattr(self, "_shown", {}), **{cid: (decision + "ed", note) for cid in before}}
         self.render_current()
         self._summary(self.summary)
+        return before
 
-    def _write_decisions(self, ids: list[int], fn, message: str) -> None:
-        """Write decisions on *ids* in a worker; they become one undo entry once written (a refused write
-        leaves nothing to undo and the reload shows the store's state)."""
+    def _seen(self, ids: list[int]) -> dict[int, int | None]:
+        """The versions the card shows now (None behind this screen's own queued write)."""
+        return {cid: None if self.ledger.pending.get(cid) else self.ledger.known.get(cid) for cid in ids}
+
+    def _decide(self, ids: list[int], decision: str, note: str, fn, message: str,
+                seen: dict[int, int | None] | None = None) -> None:
+        """Show the decision on *ids*, put it on the undo stack, and queue its write (tui/writes.py): *fn(conn,
+        expect)* decides on the versions this screen saw. A refused write leaves the stack, says why (another
+        curator decided or reviews it) and the card shows the store's state again."""
+        before = self._show_decided(ids, decision, note)
+        d = Decision(list(ids), before, f"proposal #{ids[0]}" if len(ids) == 1 else count(len(ids), "proposal"),
+                     note=note)
+        self.ledger.stack.append(d)
+        expect = self.ledger.expect(ids)
+        for cid, v in (seen or {}).items():
+            if v is not None and expect.get(cid) is not CHAIN:
+                expect[cid] = v
 
         def write(conn) -> None:
             try:
-                fn(conn)
-                self.app.call_from_thread(self.undo_stack.append, list(ids))
-            except Exception:
-                self.app.call_from_thread(self.reload)  # the card shows the store's state again, not the guess
-                raise
-            finally:
-                self.app.call_from_thread(self._written)
+                versions = self.ledger.resolve(expect)
+                fn(conn, versions)
+            except Exception as exc:
+                d.state = "refused"
+                self.ledger.finished(ids, None)
+                self.app.call_from_thread(self._refused, d, exc)
+                if not isinstance(exc, StoreError | ChainBroken | ValueError):
+                    raise
+                return
+            own = {cid: versions[cid] + 1 for cid in ids if cid in versions}
+            d.versions, d.state = own, "saved"
+            self.ledger.finished(ids, own)
 
-        self.writing += 1
         store_write(self, write, message)
 
-    def _written(self) -> None:
-        self.writing -= 1
+    def _refused(self, d: Decision, exc: BaseException) -> None:
+        if d in self.ledger.stack:
+            self.ledger.stack.remove(d)
+        if len(self.cands):  # what the proposals showed before the refused decision, until the reload is in
+            for cid, (state, note) in d.before.items():
+                if not self.ledger.pending.get(cid):
+                    self.cands.loc[self.cands["id"] == cid, ["review_state", "note"]] = [state, note]
+            self.render_current()
+        kept = f" (your note was: {d.note})" if d.note else ""
+        self.notify(str(exc) + kept, title="Refused", severity="error", timeout=10)
+        self.reload()  # the card shows the store's state again, not the guess
 
     def action_undo(self) -> None:
-        """z: undo this session's latest accept/reject (or batch): the proposals are pending again and an
-        accepted item is removed from the benchmark, or, when later work uses it, nothing changes and the
+        """z: undo this session's latest accept/reject (or batch), even one still being saved (the undo is
+        written after it): the proposals are pending again and an accepted item is removed from the benchmark,
+        or, when later work uses it or another curator changed the proposal since, nothing changes and the
         message says why."""
-        if not self.undo_stack:
-            self.notify("the latest decision is still being saved; press z again in a moment" if self.writing
-                        else "nothing to undo", severity="warning")
+        if not self.app.can_write():
             return
-        ids = self.undo_stack.pop()
+        if not self.ledger.stack:
+            self.notify("nothing to undo", severity="warning")
+            return
+        d = self.ledger.stack.pop()
+        ids = d.ids
         db = self.app.db_path
         self.focus_after = ids[0]
+        hit = self.cands.index[self.cands["id"].isin(ids)] if len(self.cands) else []
+        for i in hit:
+            state, note = d.before.get(int(self.cands.loc[i, "id"]), ("pending", ""))
+            self.cands.loc[i, ["review_state", "note"]] = [state, note]
+        self.ledger.expect(ids)
+        own = self.ledger.own
 
         def write(conn) -> None:
             from benchloupe.jobs import fill as jobs_fill
 
+            if d.state != "saved":
+                self.ledger.finished(ids, None, keep=True)
+                self.app.call_from_thread(self.notify, f"{d.label}: that decision was not saved, so there was "
+                                                       "nothing to undo", severity="warning")
+                return
+            expect = {cid: own.get(cid) if own.get(cid) is not None else d.versions.get(cid) for cid in ids}
             try:
-                jobs_fill.undo_candidates(db, ids)
-            except Exception:
-                self.app.call_from_thread(self.undo_stack.append, ids)  # still there to undo once fixed
-                raise
+                out = jobs_fill.undo_candidates(db, ids, expect={k: v for k, v in expect.items() if v is not None})
+            except Exception as exc:
+                from benchloupe.store.curation import Conflict
 
-        what = f"proposal #{ids[0]}" if len(ids) == 1 else f"{len(ids)} proposals"
+                if isinstance(exc, Conflict):  # another curator changed it since: it is theirs now
+                    self.ledger.finished(ids, None)
+                else:  # nothing was written (later work uses the item): still there to undo once fixed
+                    self.ledger.finished(ids, None, keep=True)
+                    self.app.call_from_thread(self.ledger.stack.append, d)
+                self.app.call_from_thread(self._refused, Decision(ids, {}, d.label, state="refused"), exc)
+                if not isinstance(exc, StoreError | ValueError):
+                    raise
+                return
+            self.ledger.finished(ids, {cid: int(o["version"]) for cid, o in zip(ids, out)})
+
+        what = f"proposal #{ids[0]}" if len(ids) == 1 else count(len(ids), "proposal")
         store_write(self, write, f"{what} back to review")
+        self._refilter(keep=ids[0])
+        self._summary(self.summary)
 
     def action_mark(self) -> None:
         """space: mark this proposal for a batch accept/reject (again: unmark) and move on."""
@@ -388,22 +636,22 @@ class BenchFillScreen(BenchScreen):
         ids = [int(self.cands["id"].iloc[i]) for i in rest]
         sid = self.session_id
 
+        if not self.app.can_write() or self._busy(ids):
+            return
+
         def confirmed(yes: bool | None) -> None:
             if not yes:
                 return
             from benchloupe.jobs import fill as jobs_fill
 
             note = f"rejected with the rest of session #{sid}"
-            self.cands.loc[self.cands.index[rest], "review_state"] = "rejected"
-            self.cands.loc[self.cands.index[rest], "note"] = note
+            db, token = self.app.db_path, self.reviewer["token"]
+            self._decide(ids, "reject", note, lambda conn, expect: jobs_fill.decide_candidates(
+                db, ids, "reject", note, expect=expect, lease_token=token),
+                f"session #{sid}: {count(len(ids), 'proposal')} rejected (z undo)")
             self._refilter()
-            self._summary(self.summary)
-            db = self.app.db_path
 
-            self._write_decisions(ids, lambda conn: jobs_fill.decide_candidates(db, ids, "reject", note),
-                                  f"session #{sid}: {len(ids)} proposals rejected (z undo)")
-
-        self.app.push_screen(ConfirmDialog(f"Reject the {len(ids)} proposals of session #{sid} still to review?",
+        self.app.push_screen(ConfirmDialog(f"Reject the {count(len(ids), 'proposal')} of session #{sid} still to review?",
                                            detail="One transaction; z undoes it; each is kept in the audit log."),
                              confirmed)
 
@@ -494,7 +742,11 @@ def _parse_annotators(raw: str) -> list[tuple[str, str, int]]:
         model, _, trials = (rest or name).partition("*")
         if not name.strip():
             raise ValueError(f"{part!r}: give name=model*trials")
-        out.append((name.strip(), model.strip() or name.strip(), int(trials) if trials else 4))
+        try:  # the command line's range and words (benchloupe.ranges; issue 24: 10^20 trials was accepted)
+            count = ranges.FIELDS["AnnotatorSpec.trials"].parse(trials, form=True) if trials.strip() else 4
+        except ValueError as exc:
+            raise ValueError(f"{part!r}: trials {exc}") from None
+        out.append((name.strip(), model.strip() or name.strip(), count))
     return out
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.screens.import_form import check_import, import_fields
 from benchloupe.tui.widgets.dialogs import FormDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
+from benchloupe.words import count
 
 COLUMNS = [
     Column("name", "benchmark", 22),
@@ -54,6 +54,7 @@ class BenchmarksScreen(BenchScreen):
     def show(self, data: dict) -> None:
         df = data["frame"]
         self.recent = data["recent"]
+        self.app.benchmark_count = len(df)
         table = self.query_one(FrameTable)
         table.set_data(df, COLUMNS, data["lines"], keep_key="name")
         hint = self.query_one("#bench-hint", SafeStatic)
@@ -70,7 +71,7 @@ class BenchmarksScreen(BenchScreen):
                 self.app.benchmark = str((static if len(static) else df)["name"].iloc[0])
                 self.query_one("TopBar").refresh_bar()
             table.move_to_value("name", self.app.benchmark)
-            hint.update(Text(f"{len(df)} benchmarks in {self.app.db_path.name}.  enter opens one, "
+            hint.update(Text(f"{count(len(df), 'benchmark')} in {self.app.db_path.name}.  enter opens one, "
                              "o imports a file, d adds the demo workspace.", style="dim"))
         table.focus()
         self._show_detail()
@@ -88,8 +89,9 @@ class BenchmarksScreen(BenchScreen):
             return
         row = table.frame.iloc[table.row]
         text = Text(str(name), style="bold")
-        text.append(f"  {row['active_items']} active of {row['items']} items · {row['models']} models · "
-                    f"{row['rewards']} rewards · {row['preferences']} preferences\n")
+        text.append(f"  {row['active_items']} active of {count(int(row['items']), 'item')} · "
+                    f"{count(int(row['models']), 'model')} · {count(int(row['rewards']), 'reward')} · "
+                    f"{count(int(row['preferences']), 'preference')}\n")
         recent = getattr(self, "recent", {}).get(name)
         if recent is None or recent.empty:
             text.append("no runs yet: 4 opens Runs", style="dim")

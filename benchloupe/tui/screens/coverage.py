@@ -8,24 +8,28 @@ the selected gap."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 
 import numpy as np
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
 
 from benchloupe.textsafe import visible
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.plots import ecdf_plot
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_num, format_lines
+from benchloupe.tui.writes import ChainBroken, Decision, Ledger
 
-GAP_COLUMNS = [Column("mark", "", 1), Column("rank", "gap", 4, right=True), Column("lo", "from", 6, fmt_num(3), right=True),
-               Column("hi", "to", 6, fmt_num(3), right=True), Column("width", "width", 6, fmt_num(3), right=True),
-               Column("interval", "95% interval", 13), Column("status", "status", 9),
-               Column("state", "state", 10)]
+GAP_COLUMNS = [Column("mark", "", 1, export=()), Column("rank", "gap", 4, right=True),
+               Column("lo", "from", 6, fmt_num(3), right=True), Column("hi", "to", 6, fmt_num(3), right=True),
+               Column("width", "width", 6, fmt_num(3), right=True),
+               Column("interval", "95% interval", 13, export=("ci_lo", "ci_hi")), Column("status", "status", 9),
+               Column("state", "state", 10), Column("by", "by", 8)]
 HEADLINE = ("ddm", "max_gap", "topk_sum", "max_gap_ratio", "uniform_exceed_prob")
 
 
@@ -40,12 +44,19 @@ class CoverageScreen(BenchScreen):
                         id="coverage.mark", priority=True),
                 Binding("o", "decide('open')", "Reopen", show=False, id="coverage.reopen"),
                 Binding("n", "next_open", "Next untriaged", show=False, id="coverage.next_open"),
-                Binding("z", "undo", "Undo", show=False, id="coverage.undo")]
+                Binding("z", "undo", "Undo", show=False, id="coverage.undo"),
+                Binding("v", "notes", "All notes", show=False, id="coverage.notes")]
+    TOPICS = ("flags", "runs", "items")
 
     def __init__(self) -> None:
         super().__init__()
-        self.undo_stack: list[list[tuple[int, str]]] = []  # per decision or batch: (flag id, state it replaced)
+        # versions seen, own queued writes, and the undo stack (tui/writes.py; ``before``: the state replaced)
+        self.ledger = Ledger()
         self.marked: set[int] = set()  # gap flag ids marked with space
+
+    @property
+    def undo_stack(self) -> list[Decision]:
+        return self.ledger.stack
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="coverage-head", classes="status-line", markup=False)
@@ -65,11 +76,14 @@ class CoverageScreen(BenchScreen):
         for r in gaps.itertuples():
             p = r.payload
             lo_ci, hi_ci = p.get("ci_lo"), p.get("ci_hi")
-            interval = f"{lo_ci:.3f}-{hi_ci:.3f}" if isinstance(lo_ci, float) and isinstance(hi_ci, float) else "-"
+            interval = f"{lo_ci:.3f}-{hi_ci:.3f}" if isinstance(lo_ci, float) and isinstance(hi_ci, float) and \
+                math.isfinite(lo_ci) and math.isfinite(hi_ci) else "-"
             rows.append({"flag_id": r.id, "rank": p.get("rank"), "lo": p.get("lo"), "hi": p.get("hi"),
-                         "width": p.get("width"), "interval": interval, "status": str(p.get("status", "")),
-                         "state": r.state})
-        gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "interval", "status", "state"])
+                         "width": p.get("width"), "interval": interval, "ci_lo": lo_ci, "ci_hi": hi_ci,
+                         "status": str(p.get("status", "")), "state": r.state, "version": int(r.version),
+                         "by": r.updated_by if r.version else ""})
+        gap_df = pd.DataFrame(rows, columns=["flag_id", "rank", "lo", "hi", "width", "interval", "ci_lo", "ci_hi",
+                                             "status", "state", "version", "by"])
         gap_df.insert(0, "mark", "")
         gap_df = gap_df.sort_values("width", ascending=False, kind="stable").reset_index(drop=True)
         gap_df["rank"] = gap_df["rank"].fillna(pd.Series(range(1, len(gap_df) + 1))).astype(int)
@@ -83,7 +97,7 @@ class CoverageScreen(BenchScreen):
         table = self.query_one(FrameTable)
         if data["run"] is None:
             head.update(Text("no coverage run for this benchmark yet: r runs coverage with the paper's defaults "
-                             "(it needs a calibration: 4 Runs)", style="dim"))
+                             "(it fits its own 1PL difficulties)", style="dim"))
             self.query_one("#coverage-plot", SafeStatic).update("")
             self.query_one("#coverage-notes", SafeStatic).update("")
             table.set_data(pd.DataFrame(columns=[c.key for c in GAP_COLUMNS]), GAP_COLUMNS)
@@ -105,15 +119,25 @@ class CoverageScreen(BenchScreen):
             text.append(" · diagnostics ")
             text.append("pass" if not failed else "fail: " + ", ".join(failed),
                         style="bold green" if not failed else "bold red")
-        head.update(text)
         notes = notes_text(m)
         if self.size.height < 40:  # 80x24: one line per note, so the plot and the gap table keep their room
             lines = notes.split("\n")
-            for line in lines:
-                line.truncate(max(self.size.width - 2, 20), overflow="ellipsis")
+            room = max(self.size.width - 2, 20)
+            cut = [k for k, line in enumerate(lines) if line.cell_len > room]
+            for k, line in enumerate(lines):
+                line.truncate(room - (13 if cut and k == cut[0] else 0), overflow="ellipsis")
+            if cut:  # a note cut before its point says v opens them all in full
+                lines[cut[0]].append(" v: all notes", style="bold")
             notes = Text("\n").join(lines)
+        head.update(text)
         self._note_lines = notes.plain.count("\n") + 1 if notes.plain else 0
         self.query_one("#coverage-notes", SafeStatic).update(notes)
+        self.ledger.loaded(dict(zip((int(i) for i in data["gaps"]["flag_id"]),
+                                    (int(v) for v in data["gaps"]["version"]))))
+        for fid, state in getattr(self, "_overlay", {}).items():  # own decisions still being written
+            if self.ledger.pending.get(fid):
+                data["gaps"].loc[data["gaps"]["flag_id"] == fid, "state"] = state
+        data["lines"] = format_lines(data["gaps"], GAP_COLUMNS)
         self.marked &= set(int(i) for i in data["gaps"]["flag_id"])
         if self.marked:  # marks survive a reload
             data["gaps"]["mark"] = ["●" if int(i) in self.marked else "" for i in data["gaps"]["flag_id"]]
@@ -121,6 +145,20 @@ class CoverageScreen(BenchScreen):
         table.set_data(data["gaps"], GAP_COLUMNS, data["lines"])
         table.focus()
         self._plot()
+
+    def forget(self) -> None:
+        self.data = {"run": None}
+        self.marked = set()
+
+    def action_notes(self) -> None:
+        """v: the run's notes (warnings, intervals, robustness) in full, wrapped and scrollable: at 80x24 each
+        is cut to one line (issue 21 item 11: the tail warning lost its point)."""
+        run = getattr(self, "data", {}).get("run")
+        if run is None:
+            self.notify("no coverage run yet: r runs coverage", severity="warning")
+            return
+        self.app.push_screen(NotesScreen(f"Coverage run #{run['id']} of {self.app.benchmark}: notes",
+                                         notes_text(run["metrics"])))
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         if getattr(self, "data", {}).get("run") is not None:
@@ -170,9 +208,12 @@ class CoverageScreen(BenchScreen):
             self.marked = set()
         else:
             ids = [int(frame["flag_id"].iloc[table.row])]
+        if not self.app.can_write():
+            return
         before = dict(zip(frame["flag_id"].astype(int), frame["state"].astype(str)))
-        self.undo_stack.append([(fid, before[fid]) for fid in ids])
-        self._write([(fid, state) for fid in ids], undo=False)
+        decision = Decision(ids, {fid: (before[fid],) for fid in ids})
+        self.ledger.stack.append(decision)
+        self._write([(fid, state) for fid in ids], decision)
 
     def action_mark(self) -> None:
         """space: mark the selected gap for a batch decision (again: unmark) and move down."""
@@ -186,14 +227,16 @@ class CoverageScreen(BenchScreen):
         if fid in self.marked:
             table.cursor = min(table.cursor + 1, len(table.view) - 1)
 
-    def _write(self, changes: list[tuple[int, str]], *, undo: bool) -> None:
-        """Show each gap's new state on its row at once, then write them in one transaction (audited;
-        ``flag:undo`` when *undo*)."""
+    def _write(self, changes: list[tuple[int, str]], decision: Decision, *, undo: bool = False) -> None:
+        """Show each gap's new state on its row at once, then write them in one transaction on the versions
+        shown (audited; ``flag:undo`` when *undo*, expecting what this screen's own write left); refused, naming
+        who changed a gap since, when another curator did."""
         from benchloupe.store import curation
         from benchloupe.tui.screens.base import store_write
 
         table = self.query_one(FrameTable)
         ranks = []
+        self._overlay = getattr(self, "_overlay", {})
         for flag_id, state in changes:
             hit = np.flatnonzero(table.frame["flag_id"].to_numpy() == flag_id)
             if hit.size:
@@ -202,19 +245,58 @@ class CoverageScreen(BenchScreen):
                 table.update_rows([row])
                 ranks.append(int(table.frame["rank"].iloc[row]))
                 self.data["gaps"].loc[self.data["gaps"]["flag_id"] == flag_id, "state"] = state
+            self._overlay[flag_id] = state
         what = f"gap {ranks[0]}" if len(changes) == 1 and ranks else f"{len(changes)} gaps"
         state = changes[0][1] if len({s for _f, s in changes}) == 1 else "restored"
-        store_write(self, lambda conn: curation.set_flag_states(conn, [(f, s, None) for f, s in changes], undo=undo),
-                    f"{what}: {'back to ' if undo else ''}{state}{'' if undo else ' (z undo)'}")
+        ids = [f for f, _s in changes]
+        expect = self.ledger.expect(ids)
+        own = self.ledger.own
+
+        def write(conn) -> None:
+            if undo and decision.state != "saved":
+                self.ledger.finished(ids, None, keep=True)
+                self.app.call_from_thread(self._refused, None, "that decision was not saved, so there was "
+                                                               "nothing to undo")
+                return
+            try:
+                if undo:
+                    versions = {f: own.get(f) if own.get(f) is not None else decision.versions[f] for f in ids}
+                else:
+                    versions = self.ledger.resolve(expect)
+                saved = curation.set_flag_states(conn, [(f, s, None) for f, s in changes], undo=undo,
+                                                 expect=versions, undoes=decision.audit_ids if undo else None)
+            except Exception as exc:
+                self.ledger.finished(ids, None)
+                if not undo:
+                    decision.state = "refused"
+                self.app.call_from_thread(self._refused, None if undo else decision, str(exc))
+                if not isinstance(exc, curation.StoreError | ChainBroken):
+                    raise
+                return
+            if not undo:
+                decision.versions, decision.audit_ids = saved.versions, list(saved.audit_ids.values())
+                decision.state = "saved"
+            self.ledger.finished(ids, saved.versions)
+
+        store_write(self, write, f"{what}: {'back to ' if undo else ''}{state}{'' if undo else ' (z undo)'}")
+
+    def _refused(self, decision: Decision | None, message: str) -> None:
+        if decision is not None and decision in self.ledger.stack:
+            self.ledger.stack.remove(decision)
+        self.notify(message, title="Refused", severity="error", timeout=10)
+        self.reload()
 
     def action_undo(self) -> None:
-        """z: undo the latest decision or batch on this screen."""
-        if not self.undo_stack:
+        """z: undo the latest decision or batch on this screen (even one still being saved); refused when
+        another curator changed one of its gaps since."""
+        if not self.app.can_write():
+            return
+        if not self.ledger.stack:
             self.notify("nothing to undo", severity="warning")
             return
-        entry = self.undo_stack.pop()
-        self.query_one(FrameTable).move_to_value("flag_id", entry[0][0])
-        self._write(entry, undo=True)
+        decision = self.ledger.stack.pop()
+        self.query_one(FrameTable).move_to_value("flag_id", decision.ids[0])
+        self._write([(fid, decision.before[fid][0]) for fid in decision.ids], decision, undo=True)
 
     def action_next_open(self) -> None:
         """n: the next gap still open (wrapping round)."""
@@ -230,13 +312,36 @@ class CoverageScreen(BenchScreen):
         table.cursor = int(hit[0])
 
 
+class NotesScreen(ModalScreen[None]):
+    """A text shown whole in a scrollable dialog; escape, q or v closes it."""
+
+    BINDINGS = [Binding("escape,q,v", "dismiss", "Close", id="notes.close"),
+                Binding("j,down", "scroll(1)", "Down", show=False), Binding("k,up", "scroll(-1)", "Up", show=False)]
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__()
+        self.title_text, self.body = title, body
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog help"):
+            yield SafeStatic(Text(self.title_text, style="bold underline"))
+            yield SafeStatic(self.body)
+            yield SafeStatic(Text("escape closes", style="dim"))
+
+    def action_scroll(self, step: int) -> None:
+        scroll = self.query_one(VerticalScroll)
+        scroll.scroll_to(y=scroll.scroll_y + step, animate=False)
+
+
 def notes_text(m: dict) -> Text:
     """The trust readout of a run: warnings (lattice, tail, difficulty source), the max gap's interval, the
     models' ability range and the robustness summary (C.3 leave-one-out, C.5 BIC, prior variants)."""
     text = Text(no_wrap=False)
     ci = m.get("max_gap_ci")
-    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, float) for x in ci):
+    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, float) and math.isfinite(x) for x in ci):
         text.append(f"max gap 95% interval {ci[0]:.3f}-{ci[1]:.3f}")
+    elif "uncertainty" not in m:  # a run without C.6 draws has no interval to show (never "nan-nan")
+        text.append("no C.6 intervals (coverage ran without uncertainty draws)")
     if isinstance(m.get("max_gap_trusted"), float):
         text.append(f" · widest trusted gap {m['max_gap_trusted']:.3f}")
     band = m.get("ability_range")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc", "enter": "enter", "space": "space",
              "pagedown": "pgdn", "pageup": "pgup", "ctrl+p": "ctrl+p", "ctrl+s": "ctrl+s",
@@ -34,18 +33,29 @@ def key_label(key: str) -> str:
 
 
 def screen_keys(screen) -> list[tuple[str, str, bool]]:
-    """The screen's own keys (the app's are under "Everywhere") as (keys, description, enabled), one row per
-    action, with every key bound to it, as the terminal names them."""
-    rows: dict[str, list] = {}
+    """The screen's own keys first, then those of its widgets (a table's moves and sorts; the app's are under
+    "Everywhere"), as (keys, description, enabled), one row per action, with every key bound to it, as the
+    terminal names them (issue 21 item 11: the generic keys came before the screen's own)."""
+    rows: dict[tuple[bool, str], list] = {}
     for key, active in screen.active_bindings.items():
         b = active.binding
         if active.node is screen.app or not b.description or b.action.startswith("go("):
             continue
-        row = rows.setdefault(b.action, [[], b.description, active.enabled])
+        row = rows.setdefault((active.node is not screen, b.action), [[], b.description, active.enabled])
         label = b.key_display or KEY_NAMES.get(key, key)
         if label not in row[0]:
             row[0].append(label)
-    return [(", ".join(keys), description, enabled) for keys, description, enabled in rows.values()]
+    order = sorted(rows, key=lambda k: k[0])  # stable: the screen's own (False) first, each in binding order
+    return [(", ".join(rows[k][0]), rows[k][1], rows[k][2]) for k in order]
+
+
+def screen_title(screen) -> str:
+    """The screen in words: "Items", "the item panel" (a class name read "Keys on ItemPanel")."""
+    title = getattr(screen, "HELP_TITLE", "")
+    if title:
+        return title
+    titles = getattr(screen.app, "SCREEN_TITLES", {})  # the app's table of its screens (no import circle)
+    return titles.get(getattr(screen, "MODE", ""), type(screen).__name__.removesuffix("Screen"))
 
 
 class HelpScreen(ModalScreen[None]):
@@ -58,7 +68,7 @@ class HelpScreen(ModalScreen[None]):
 
     def _text(self) -> Text:
         below = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else self.app.screen
-        text = Text(f"Keys on {type(below).__name__.removesuffix('Screen')}\n", style="bold underline")
+        text = Text(f"Keys on {screen_title(below)}\n", style="bold underline")
         for key, description, enabled in screen_keys(below):
             text.append(f"{key:>16}  ", style="bold")
             text.append(description + ("" if enabled else " (not now)"))

@@ -6,13 +6,12 @@ globs, separated by spaces or pasted one per line."""
 from __future__ import annotations
 
 import glob
-import math
-import os
 import shlex
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from benchloupe import ranges
 from benchloupe.tui.widgets.dialogs import Field
 
 
@@ -37,6 +36,7 @@ def detected_format(raw_paths: str) -> str | None:
     """The format ``auto`` would pick for what the first path names (a file, a folder's first files, a glob's
     first matches: the first that parses), or None. Reads at most a few files' heads, so it can run as the user
     types."""
+    from benchloupe.jobs.imports import glob_paths, walk
     from benchloupe.store.importers.base import ImportFormatError
     from benchloupe.store.importers.detect import detect_format, wanted
 
@@ -48,13 +48,12 @@ def detected_format(raw_paths: str) -> str | None:
     if first.is_file():
         candidates = [first]
     elif first.is_dir():  # the first few files the walk finds (an lm-eval folder starts with results_*.json)
-        for n, (root, dirs, files) in enumerate(os.walk(first)):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            candidates += [Path(root) / f for f in sorted(files) if wanted(Path(root) / f, None)]
+        for n, (root, _dirs, files) in enumerate(walk(first)):  # never twice into a folder, whatever the links
+            candidates += [Path(root) / f for f in files if wanted(Path(root) / f, None)]
             if len(candidates) >= DETECT_FILES or n > 50:
                 break
     elif glob.has_magic(str(first)):
-        candidates = [Path(h) for h in sorted(glob.glob(str(first), recursive=True))[:DETECT_FILES] if Path(h).is_file()]
+        candidates = [Path(h) for h in glob_paths(str(first))[:DETECT_FILES] if Path(h).is_file()]
     for c in candidates[:DETECT_FILES]:
         try:
             return detect_format(c)
@@ -68,7 +67,11 @@ def chosen_format(raw: Mapping[str, str]) -> str | None:
     return detected_format(raw.get("paths", "")) if fmt == "auto" else fmt
 
 
-def _parse_option(kind: str):
+def _parse_option(kind: str, name: str = ""):
+    """A form value of an import option: a yes/no switch, a number read against the option's stated range
+    (:data:`benchloupe.ranges.FIELDS`, ``import.NAME``: the command line's words), or text."""
+    declared = ranges.field_range("import", name)
+
     def parse(raw: str):
         if not raw:
             return None
@@ -79,10 +82,7 @@ def _parse_option(kind: str):
                 return None
             raise ValueError(f"{raw!r} is not yes or no")
         if kind == "number":
-            value = float(raw)
-            if not math.isfinite(value):
-                raise ValueError(f"{raw!r} is not a finite number")
-            return value
+            return (declared or ranges.any_finite()).parse(raw, form=True)
         return raw
     return parse
 
@@ -122,7 +122,7 @@ def import_fields() -> list[Field]:
               Field("benchmark", FORM_LABELS["benchmark"], "", lambda v: v or None, "empty = from the file"),
               Field("replace", FORM_LABELS["replace"], "no", _yes_no, "yes replaces the benchmark's results (no = merge)")]
     for o in OPTIONS:
-        parse = _existing_file if o.name == "models_file" else _parse_option(o.kind)
+        parse = _existing_file if o.name == "models_file" else _parse_option(o.kind, o.name)
         fields.append(Field(o.name, o.label, "", parse, o.help + (" (yes/no)" if o.kind == "flag" else ""),
                             applies=applies(o.name)))
     return fields
@@ -131,8 +131,19 @@ def import_fields() -> list[Field]:
 def check_import(values: dict) -> None:
     """Every path names something importable (as the CLI checks them) before the job starts."""
     from benchloupe.jobs.imports import expand_paths
+    from benchloupe.store.importers.detect import ALIASES, detect_format, refuse_binary
 
     fmt = values.get("format")
-    if not expand_paths(values["paths"], None if fmt in (None, "auto") else fmt):
+    found = expand_paths(values["paths"], None if fmt in (None, "auto") else fmt)
+    if not found:
         raise ValueError(f"files: no importable file in {' '.join(values['paths'])}; name the files, or a folder "
                          "that holds the format's files")
+    # a file named here that cannot be imported is said in the form, in one line (issue 21 items 6 and 11: a
+    # binary file's error came as a toast after the form had closed, ten wrapped lines of its bytes)
+    for path, named in found[:DETECT_FILES]:
+        if not named:
+            continue
+        if fmt in (None, "auto"):
+            detect_format(path)
+        elif ALIASES.get(fmt, fmt) != "neartie-npz" and path.suffix.lower() not in (".npz", ".parquet", ".eval"):
+            refuse_binary(path)

@@ -11,11 +11,11 @@ lines (widgets/table.py).
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from rich.cells import cell_len
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -25,8 +25,9 @@ from textual.widgets import Input
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines, middle_cut
+from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
 ORIGIN_SHORT = {"original": "orig", "benchfill": "fill", "derived": "deriv"}
@@ -36,7 +37,8 @@ COLUMNS = [
     Column("kind", "kind", 6),
     Column("origin", "orig", 5, lambda v: ORIGIN_SHORT.get(v, str(v))),
     Column("pass_rate", "pass", 5, fmt_num(2), right=True),
-    Column("difficulty_text", "diff", 9, right=True, sort_key="difficulty_sort"),
+    Column("difficulty_text", "diff", 9, right=True, sort_key="difficulty_sort",
+           export=("difficulty", "difficulty_note")),
     Column("sharpness", "sharp", 5, fmt_num(2), right=True),
     Column("fisher", "info", 5, fmt_num(2), right=True),
     Column("dif_range", "DIF", 5, fmt_num(2), right=True),
@@ -53,9 +55,8 @@ def columns_for(width: int) -> list[Column]:
     if width < WIDE:
         return COLUMNS
     wider = {"key": 24, "group": 14, "origin": 9}
-    return [Column(c.key, "origin" if c.key == "origin" else c.label, wider[c.key],
-                   str if c.key == "origin" else c.fmt, c.right, c.identity) if c.key in wider else c
-            for c in COLUMNS]
+    return [replace(c, label="origin" if c.key == "origin" else c.label, width=wider[c.key],
+                    fmt=str if c.key == "origin" else c.fmt) if c.key in wider else c for c in COLUMNS]
 
 
 def difficulty_text(difficulty: pd.Series, pass_rate: pd.Series) -> tuple[list[str], np.ndarray]:
@@ -114,6 +115,7 @@ class ItemsScreen(BenchScreen):
         df = df.merge(text, on="id", how="left")
         df["text"] = df["text"].fillna("")
         df["difficulty_text"], df["difficulty_sort"] = difficulty_text(df["difficulty"], df["pass_rate"])
+        df["difficulty_note"] = [t if t in ("all right", "all wrong") else "" for t in df["difficulty_text"]]
         hay = (df["key"].astype(str) + "\n" + df["group"].astype(str) + "\n" + df["text"]).str.lower().to_numpy()
         columns = columns_for(self.app.size.width)
         return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "haystack": hay}
@@ -132,7 +134,11 @@ class ItemsScreen(BenchScreen):
             table.focus()
 
     def show_no_benchmark(self) -> None:
-        self.query_one("#items-status", SafeStatic).update(Text("no benchmark open: press 1 and choose one"))
+        self.query_one("#items-status", SafeStatic).update(Text(self.app.no_benchmark_hint()))
+
+    def forget(self) -> None:
+        self.frame = self.frame.iloc[0:0]
+        self._haystack = np.array([], dtype=object)
 
     # ------------------------------------------------------------------ filters
     def mask(self) -> np.ndarray:
@@ -161,6 +167,9 @@ class ItemsScreen(BenchScreen):
         self._status()
 
     def _status(self) -> None:
+        if not self.app.benchmark:  # nothing to count: say how to get a benchmark
+            self.show_no_benchmark()
+            return
         table = self.query_one(FrameTable)
         text = Text(no_wrap=True, overflow="ellipsis")
         key = table.current_value("key")
@@ -168,7 +177,7 @@ class ItemsScreen(BenchScreen):
             text.append(str(key), style="bold cyan")
             text.append(" · ", style="dim")
         text.append(f"{len(table.view)}", style="bold")
-        text.append(f" of {len(self.frame)} items")
+        text.append(f" of {count(len(self.frame), 'item')}")
         if self.query_text:
             text.append("  /", style="dim")
             text.append(self.query_text, style="bold")
@@ -179,7 +188,8 @@ class ItemsScreen(BenchScreen):
                 text.append(f"  {name}=", style="dim")
                 text.append(self.filters[name], style="bold")
         text.append(f"  sort: {table.sort_label}", style="dim")
-        text.append("   g group o origin t status f flags", style="dim")
+        text.append("  g o t f: filters" if self.size.width < WIDE else "   g group o origin t status f flags",
+                    style="dim")
         self.query_one("#items-status", SafeStatic).update(text)
 
     def _choices(self, name: str) -> list[str]:
@@ -283,6 +293,7 @@ class ItemPanel(BenchScreen):
     """One item: everything about it, and retire/restore with a note."""
 
     MODE = "items"
+    HELP_TITLE = "the item panel"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="item.back"),
         Binding("t", "toggle_status", "Retire/restore", id="item.status"),
@@ -308,13 +319,21 @@ class ItemPanel(BenchScreen):
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
         from benchloupe.store import views
 
-        return views.item_detail(conn, self.item_id)
+        d = views.item_detail(conn, self.item_id)
+        last = conn.execute("SELECT actor, at FROM audit_log WHERE entity = 'item' AND entity_id = ? ORDER BY id DESC"
+                            " LIMIT 1", (self.item_id,)).fetchone()  # who retired or restored it (issue 25)
+        d["status_by"] = (last[0], last[1]) if last else None
+        return d
 
     def show(self, d: dict) -> None:
         self.detail = d
         head = Text(str(d["key"]), style="bold")
         head.append(f"   {d['benchmark']} · group {d['grp'] or '-'} · {d['kind']} · {d['origin']} · ")
         head.append(d["status"], style="bold red" if d["status"] == "retired" else "bold green")
+        if d.get("status_by"):
+            from benchloupe.store.actor import by_at
+
+            head.append(" " + by_at(*d["status_by"]), style="dim")
         if d.get("parent_id"):
             head.append(f" · parent item #{d['parent_id']}")
         self.query_one("#item-head", SafeStatic).update(head)
@@ -407,14 +426,14 @@ class ItemPanel(BenchScreen):
             return
         new = "active" if self.detail["status"] == "retired" else "retired"
         verb = "Restore" if new == "active" else "Retire"
-        item_id, key = self.item_id, str(self.detail["key"])
+        item_id, key, seen = self.item_id, str(self.detail["key"]), str(self.detail["status"])
 
         def done(note: str | None) -> None:
             if note is None:
                 return
             from benchloupe.store import curation
 
-            store_write(self, lambda conn: curation.set_item_status(conn, item_id, new, note),
+            store_write(self, lambda conn: curation.set_item_status(conn, item_id, new, note, expect_status=seen),
                         f"{key}: {new}")
 
         self.app.push_screen(PromptDialog(f"{verb} {key}", placeholder="why (kept in the audit log)",

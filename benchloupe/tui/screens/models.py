@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Input
 
 from benchloupe.tui.screens.base import BenchScreen
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fit_columns, fmt_int, fmt_num, format_lines
+from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
 RUN_WORDS = {"joint": "joint fit", "static": "static fit", "arena": "arena fit", "bt": "Bradley-Terry baseline",
@@ -32,19 +33,31 @@ def _interval(lo, hi, digits: int = 2, signed: bool = True) -> str:
     return f"[{a},{b}]" if a and b else ""
 
 
+def rank_interval(lo, hi) -> str:
+    """A rank interval in whole ranks, rounded outwards: a bootstrap's ends are quantiles of the replicates'
+    ranks (25.475-45.575 reads 25-46, which holds it); blank when the run has none. Exports keep the ends."""
+    if pd.isna(lo) or pd.isna(hi):
+        return ""
+    return f"{math.floor(float(lo) + 1e-9)}-{math.ceil(float(hi) - 1e-9)}"
+
+
 COLUMNS = [
     Column("name", "model", 17, identity=True),
     Column("family", "family", 8),
     Column("owner", "owner", 8),
     Column("rank", "rank", 4, fmt_int, right=True),
     Column("theta", "θ", 6, fmt_num(2, signed=True), right=True),
-    Column("ci", "95% interval", 13, sort_key="lo"),
-    Column("rank_ci", "rank CI", 7, sort_key="rank_lo"),
+    Column("ci", "95% interval", 13, sort_key="lo", export=("se", "lo", "hi")),
+    Column("rank_ci", "rank CI", 7, sort_key="rank_lo", export=("rank_lo", "rank_hi")),
 ]
 
 
 def columns_for(width: int) -> list[Column]:
-    """Every column from the one run shown; the model name takes the width the others leave."""
+    """Every column from the one run shown; the model name takes the width the others leave (on a wide
+    terminal family and owner get room too: "northwi…" at 160 columns beside a 60-cell name)."""
+    if width >= 120:
+        wider = {"family": 12, "owner": 16}
+        return fit_columns([replace(c, width=wider.get(c.key, c.width)) for c in COLUMNS], width)
     return fit_columns(COLUMNS, width)
 
 
@@ -81,8 +94,7 @@ class ModelsScreen(BenchScreen):
         rid = self.run_id if self.run_id in ids else (ids[0] if ids else None)
         df = views.run_model_table(conn, benchmark, rid)
         df["ci"] = [_interval(lo, hi) for lo, hi in zip(df["lo"], df["hi"])]
-        df["rank_ci"] = [f"{int(a)}-{int(b)}" if pd.notna(a) and pd.notna(b) else ""
-                         for a, b in zip(df["rank_lo"], df["rank_hi"])]
+        df["rank_ci"] = [rank_interval(a, b) for a, b in zip(df["rank_lo"], df["rank_hi"])]
         flags = views.model_flag_summary(conn, read.benchmark_id(conn, benchmark), "anomaly")  # per model, by SQL
         columns = columns_for(self.app.size.width)
         hay = (df["name"].astype(str) + "\n" + df["family"].fillna("").astype(str) + "\n"
@@ -109,16 +121,20 @@ class ModelsScreen(BenchScreen):
             table.focus()
         self._detail()
 
+    def forget(self) -> None:
+        self.flags, self.runs, self.shown_run = pd.DataFrame(), pd.DataFrame(), None
+        self._haystack = np.array([], dtype=object)
+
     def _status(self) -> None:
         table = self.query_one(FrameTable)
         df = table.frame
         text = Text(no_wrap=True, overflow="ellipsis")
         if self.query_text:
-            text.append(f"{len(table.view)} of {len(df)} models", style="bold")
+            text.append(f"{len(table.view)} of {count(len(df), 'model')}", style="bold")
             text.append(" /", style="dim")
             text.append(self.query_text, style="bold")
         else:
-            text.append(f"{len(df)} models", style="bold")
+            text.append(count(len(df), "model"), style="bold")
         if self.shown_run is None:
             text.append(" · no fits yet: 4 opens Runs (start a static or joint fit)", style="dim")
         else:
@@ -216,7 +232,7 @@ class ModelsScreen(BenchScreen):
             text.append("no unexpected cells flagged for this model (5: Anomalies; screening runs in 4: Runs)",
                         style="dim")
         else:
-            text.append(f"{mine['count']} unexpected cells", style="bold")
+            text.append(count(int(mine["count"]), "unexpected cell"), style="bold")
             text.append("  item · expected P(correct) · observed · residual · state\n", style="dim")
             for r in mine["top"]:
                 p = r["payload"]

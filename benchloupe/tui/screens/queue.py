@@ -10,38 +10,57 @@ confirmation that gives the count. A batch is written in one transaction (store.
 one ``z`` undoes all of it. Jumps: enter opens the item panel (its curve marks the flag's model), ``i`` selects
 the item on 2 Items, ``m`` the model on 3 Models (:func:`select_on_screen`).
 
-A decision changes the flag shown immediately and is written by a worker with its own connection; writes
-are serialised and always store the latest decision for a flag, so quick successive keys cannot land out
-of order.
+A decision changes the flag shown immediately and is written by a worker with its own connection, in the
+order of the keys (tui/writes.py), each as its own audited write. Several curators on one database (issue 25):
+a decision names the version of the flag the curator saw and is refused, naming who changed it, when and to
+what, when another writer changed it since (the card then shows the flag as it is now); ``z`` takes back only
+this curator's own latest decision and is refused when someone changed the flag after it. The queue reloads its
+flags when another process writes (tui/live.py), keeping the cursor, the marks, the filter and the focus; a card
+changed meanwhile says so, and every card says who decided it and when, with its history. The filter also
+offers "mine" and "others'" (decided by this curator, by someone else).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 
+from benchloupe.store.actor import by_at
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import ChoiceDialog, PromptDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
+from benchloupe.tui.writes import CHAIN, ChainBroken, Decision, Ledger
 
 STATE_FILTERS = ("all", "open", "confirmed", "dismissed", "unsure")
+WHO_FILTERS = ("mine", "others'")  # decided by this curator / by another one
+FILTER_WORDS = {"open": "undecided"}
 STATE_STYLE = {"open": "bold", "confirmed": "bold green", "dismissed": "dim", "unsure": "bold yellow"}
 TEXT_PREVIEW = 600
+HISTORY_ROWS = 5  # the latest decisions on a flag shown under its card
+
+
+def _who_line(row) -> str:
+    """``dismissed by bea at 14:02, note: other curator says noise`` from a flag row or a conflict's change."""
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: row[k] if k in row else d)
+    text = f"{get('state')} {by_at(get('updated_by', get('by')), get('updated_at', get('at')))}".strip()
+    note = get("note") or ""
+    if note:
+        text += f", note: {str(note)[:80]}{'…' if len(str(note)) > 80 else ''}"
+    return text
 
 
 class FlagQueueScreen(BenchScreen):
     """Base for the anomaly and reversal queues: subclasses set KIND/NOUN and implement ``render_flag``."""
 
     KIND: ClassVar[str] = ""
-    FILTERS: ClassVar[tuple[str, ...]] = STATE_FILTERS
+    FILTERS: ClassVar[tuple[str, ...]] = STATE_FILTERS + WHO_FILTERS
+    TOPICS = ("flags", "runs", "items", "models")
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
     BINDINGS = [
@@ -73,15 +92,20 @@ class FlagQueueScreen(BenchScreen):
         self.state_filter = self.FILTERS[0]
         self.show_superseded = False
         self.context: dict = {}
-        self._pending: dict[int, tuple[str, str | None]] = {}
-        self._pending_lock = threading.Lock()
+        self.history: dict[int, list[dict]] = {}  # flag id -> its latest audit rows (who, when, what)
         self.focus: tuple[str, int, str] | None = None  # (column, value, label): one model's or item's flags
         self.focus_benchmark: str | None = None  # the benchmark that model or item belongs to
-        # this session's decisions, latest last; one entry per key press (a batch is one entry), each
-        # (flag id, state, note, carried_from) it replaced
-        self.undo_stack: list[list[tuple[int, str, str, object]]] = []
+        # what this screen knows of each flag's version, its own queued writes and the undo stack (one Decision
+        # per key press, a batch is one; ``before`` per flag: (state, note, carried_from) it replaced)
+        self.ledger = Ledger()
+        self._overlay: dict[int, tuple[str, str]] = {}  # own writes still queued: what the flag shows till saved
+        self.changed_meanwhile: dict[int, str] = {}  # flag id -> "dismissed by bea at 14:02" (another writer)
         self.marked: set[int] = set()  # flag ids marked with space for a batch decision
         self.last_decision = ""
+
+    @property
+    def undo_stack(self) -> list[Decision]:
+        return self.ledger.stack
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="queue-status", classes="status-line", markup=False)
@@ -104,12 +128,28 @@ class FlagQueueScreen(BenchScreen):
             self._refilter(keep=self.current_id())
 
     # ------------------------------------------------------------------ data
-    def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
+    def fetch(self, conn: sqlite3.Connection, benchmark: str, *, context: dict | None = None) -> dict:
         from benchloupe.store import curation, read
 
         bid = read.benchmark_id(conn, benchmark)
         flags = curation.queue_flags(conn, bid, self.KIND, include_superseded=self.show_superseded)
-        return {"flags": flags, "context": self.fetch_context(conn, benchmark, flags)}
+        decided = [int(i) for i, v in zip(flags["id"], flags["version"]) if v] if len(flags) else []
+        history = curation.flag_history(conn, decided, limit=HISTORY_ROWS)
+        by_flag: dict[int, list[dict]] = {}
+        for r in history.to_dict("records"):
+            by_flag.setdefault(int(r["flag_id"]), []).append(r)
+        return {"flags": flags, "history": by_flag, "benchmark": benchmark,
+                "context": context if context is not None else self.fetch_context(conn, benchmark, flags)}
+
+    def fetch_live(self, conn: sqlite3.Connection, benchmark: str, changed: set[str]) -> dict:
+        """Another writer changed the store: when only flags changed (a decision), the model and item context
+        stays and only the flags and their history are read again."""
+        keep = self.context if changed <= {"flags"} and self.context else None
+        return self.fetch(conn, benchmark, context=keep)
+
+    def forget(self) -> None:
+        """A failed read leaves no flag to decide on (base.BenchScreen.loading_failed)."""
+        self.flags, self.view, self.pos, self.marked = pd.DataFrame(), np.zeros(0, np.int64), 0, set()
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
         return {}
@@ -118,30 +158,54 @@ class FlagQueueScreen(BenchScreen):
         current = self.current_id()
         if self.focus is not None and self.focus_benchmark != self._token[0]:
             self.focus = None  # a model or item of the benchmark the curator switched away from
-        self.flags = data["flags"].reset_index(drop=True)
+        flags = data["flags"].reset_index(drop=True)
         self.context = data["context"]
-        self.marked &= set(int(i) for i in self.flags["id"]) if len(self.flags) else set()
-        with self._pending_lock:
-            for fid, (state, note, _undo) in self._pending.items():
-                hit = self.flags.index[self.flags["id"] == fid]
-                if len(hit):
-                    self.flags.loc[hit, "state"] = state
-                    if note is not None:
-                        self.flags.loc[hit, "note"] = note
-        self._refilter(keep=current)
+        self.history = data.get("history", {})
+        ids = [int(i) for i in flags["id"]] if len(flags) else []
+        self.marked &= set(ids)
+        first_load = not len(self.flags) and not self.ledger.known
+        versions = dict(zip(ids, (int(v) for v in flags["version"]))) if ids else {}
+        if len(self.flags):  # a load that began before this screen's own latest write: keep what the card shows
+            old = self.flags.set_index("id")
+            cols = [c for c in ("state", "note", "version", "updated_by", "updated_at") if c in old.columns]
+            for fid, v in versions.items():
+                known = self.ledger.known.get(fid)
+                if known is not None and v < known and fid in old.index:
+                    flags.loc[flags["id"] == fid, cols] = old.loc[fid, cols].to_numpy()
+        moved = self.ledger.loaded(versions) if ids else set()
+        if not first_load:
+            for fid in moved:  # another writer decided it while this screen showed it: the card says so
+                row = flags.iloc[ids.index(fid)]
+                self.changed_meanwhile[fid] = _who_line(row)
+        for fid, (state, note) in self._overlay.items():  # this screen's own decisions still being written
+            hit = flags.index[flags["id"] == fid]
+            if len(hit):
+                flags.loc[hit, ["state", "note"]] = [state, note]
+        self.flags = flags
+        self._refilter(keep=current, keep_pos=True)
 
     def current_id(self) -> int | None:
         if not len(self.view):
             return None
         return int(self.flags["id"].iloc[self.view[self.pos]])
 
-    def _refilter(self, keep: int | None = None) -> None:
-        self.view = np.flatnonzero(self.filter_mask()) if len(self.flags) else np.zeros(0, np.int64)
+    def _refilter(self, keep: int | None = None, *, keep_pos: bool = False) -> None:
+        """Recompute the view; the cursor stays on flag *keep*, or (*keep_pos*: a reload, the flag left the
+        filter) at the same place in the list."""
+        old_pos = self.pos
+        mask = self.filter_mask() if len(self.flags) else np.zeros(0, bool)
+        if keep_pos and keep is not None and len(self.flags):
+            # a reload while the card shows a flag the filter no longer takes (just decided here or by someone
+            # else): it stays on screen until the curator moves on
+            mask = mask | (self.flags["id"].to_numpy() == keep)
+        self.view = np.flatnonzero(mask)
         self.pos = 0
         if keep is not None and len(self.view):
             hit = np.flatnonzero(self.flags["id"].to_numpy()[self.view] == keep)
             if hit.size:
                 self.pos = int(hit[0])
+            elif keep_pos:  # the flag is gone (a rerun superseded it): the same place in the list
+                self.pos = min(old_pos, len(self.view) - 1)
         self.render_current()
 
     def filter_mask(self) -> np.ndarray:
@@ -149,6 +213,11 @@ class FlagQueueScreen(BenchScreen):
         keep = np.ones(len(self.flags), bool)
         if self.state_filter in STATE_FILTERS[1:]:
             keep &= (self.flags["state"] == self.state_filter).to_numpy()
+        elif self.state_filter in WHO_FILTERS:
+            by = self.flags["updated_by"].fillna("").to_numpy()
+            decided = ((self.flags["version"] > 0) & ((self.flags["state"] != "open") | (self.flags["note"] != ""))
+                       ).to_numpy()
+            keep &= decided & ((by == self.app.actor) if self.state_filter == "mine" else (by != self.app.actor))
         if self.focus is not None:
             column, value, _label = self.focus
             keep &= (self.flags[column] == value).to_numpy()
@@ -164,7 +233,7 @@ class FlagQueueScreen(BenchScreen):
         else:
             status.append(f"no {self.PLURAL}", style="bold")
         if self.state_filter != "all":
-            status.append(f" ({self.state_filter})", style="bold yellow")
+            status.append(f" ({FILTER_WORDS.get(self.state_filter, self.state_filter)})", style="bold yellow")
             if len(self.view) and self.state_filter in STATE_FILTERS[1:]:
                 now = self.flags["state"].iloc[self.view[self.pos]]
                 if now != self.state_filter:  # just decided: it stays here until the next move
@@ -188,9 +257,16 @@ class FlagQueueScreen(BenchScreen):
         text = Text()
         if int(row["id"]) in self.marked:
             text.append("● marked ", style="bold magenta")
+        fid = int(row["id"])
         text.append(f"#{row['id']} ", style="dim")
         text.append(str(row["state"]), style=STATE_STYLE.get(row["state"], ""))
+        if fid in self._overlay:
+            text.append(" (saving…)", style="dim")
+        elif row.get("version"):
+            text.append(" " + by_at(row.get("updated_by"), row.get("updated_at")), style="dim")
         text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
+        if fid in self.changed_meanwhile:
+            text.append(f"\n⚠ changed while you looked: {self.changed_meanwhile[fid]}", style="bold yellow")
         if row.get("superseded"):
             text.append(" · superseded by a later run", style="bold yellow")
         if pd.notna(row.get("carried_from")):
@@ -200,10 +276,23 @@ class FlagQueueScreen(BenchScreen):
             text.append(str(row["note"]))
         text.append("\n")
         text.append_text(self.render_flag(row))
+        past = self.history.get(fid, [])
+        if past:
+            text.append("\nHistory\n", style="bold underline")
+            for h in past:
+                undo = " (undo)" if h["action"] == "flag:undo" else ""
+                text.append(f"{h['state']}{undo} {by_at(h['actor'], h['at'])}", style="dim")
+                if h["note"]:
+                    text.append(" · note: ", style="dim")
+                    text.append(str(h["note"]))
+                text.append("\n")
         detail.update(text)
         self.query_one("#queue-scroll", VerticalScroll).scroll_home(animate=False)
 
     def empty_text(self, total: int) -> Text:
+        if total and self.state_filter in WHO_FILTERS:
+            who = "you" if self.state_filter == "mine" else "other curators"
+            return Text(f"no {self.PLURAL} decided by {who}; f changes the filter", style="dim")
         if total:
             return Text(f"no {self.PLURAL} in state {self.state_filter!r}; f changes the filter", style="dim")
         return Text(f"no {self.PLURAL} for this benchmark yet: start the analysis that finds them in "
@@ -231,10 +320,12 @@ class FlagQueueScreen(BenchScreen):
     def action_decide(self, state: str) -> None:
         """c/d/u/o: decide the current flag and move on; with flags marked (space), decide all the marked ones
         at once (one transaction, one undo)."""
+        if not self.app.can_write():
+            return
         if self.marked:
             ids = sorted(self.marked)
             self.marked = set()
-            self._decide_many(ids, state, f"{len(ids)} marked {self.PLURAL}")
+            self._decide_many(ids, state, count(len(ids), "marked " + self.NOUN.lower(), "marked " + self.PLURAL))
             return
         fid = self.current_id()
         if fid is None:
@@ -244,56 +335,169 @@ class FlagQueueScreen(BenchScreen):
             self.pos += 1
         self.render_current()
 
-    def _decide_many(self, ids: list[int], state: str, what: str) -> None:
-        """Show *state* on every flag of *ids* at once, remember what each replaced as one undo entry, and write
-        them in one transaction."""
-        rows = [int(np.flatnonzero(self.flags["id"].to_numpy() == fid)[0]) for fid in ids]
-        self.undo_stack.append([self._before(i) for i in rows])
-        for i in rows:
-            self.flags.loc[i, "state"] = state
-            if "stored_state" in self.flags:
-                self.flags.loc[i, "stored_state"] = state
-            if "carried_from" in self.flags:
-                self.flags.loc[i, "carried_from"] = pd.NA  # decided here now
-        self._save([(fid, state, None) for fid in ids])
-        self.last_decision = f"{what} {state}"
+    def _row(self, fid: int) -> int | None:
+        hit = np.flatnonzero(self.flags["id"].to_numpy() == fid) if len(self.flags) else []
+        return int(hit[0]) if len(hit) else None
+
+    def _show_change(self, i: int, state: str, note: str, carried: object = None) -> None:
+        """What flag row *i* shows until its write lands (and after a reload meanwhile: the overlay)."""
+        fid = int(self.flags["id"].iloc[i])
+        self.flags.loc[i, ["state", "note"]] = [state, note]
+        if "carried_from" in self.flags:
+            self.flags.loc[i, "carried_from"] = carried if carried is not None else pd.NA
+        if "stored_state" in self.flags:
+            self.flags.loc[i, "stored_state"] = "open" if carried is not None else state
+        self._overlay[fid] = (state, note)
+        self.changed_meanwhile.pop(fid, None)  # decided here now, on what the card shows
+
+    def _decide_many(self, ids: list[int], state: str, what: str, *, note: str | None = None,
+                     label: str | None = None, seen: dict[int, int | None] | None = None) -> None:
+        """Show *state* (and *note*) on every flag of *ids* at once, put one entry on the undo stack, and write
+        them in one transaction on the versions shown (refused when another writer changed one since)."""
+        rows = {fid: self._row(fid) for fid in ids}
+        rows = {fid: i for fid, i in rows.items() if i is not None}
+        if not rows:
+            return
+        before = {fid: self._before(i) for fid, i in rows.items()}
+        for i in rows.values():
+            self._show_change(i, state, note if note is not None else str(self.flags["note"].iloc[i]))
+        decision = Decision(list(rows), before, what, note=note or "",
+                            kind="note" if label and label.endswith("note saved") else "decision")
+        self.ledger.stack.append(decision)
+        self._write(decision, [(fid, state, note) for fid in rows], seen)
+        self.last_decision = label or f"{what} {state}"
         self.render_current()
 
-    def _before(self, i: int) -> tuple[int, str, str, object]:
+    def _before(self, i: int) -> tuple[str, str, object]:
         row = self.flags.iloc[i]
         carried = row.get("carried_from")
-        return (int(row["id"]), str(row["state"]), str(row["note"]),
-                carried if carried is not None and pd.notna(carried) else None)
+        return (str(row["state"]), str(row["note"]), carried if carried is not None and pd.notna(carried) else None)
 
-    def _remember(self, i: int) -> None:
-        self.undo_stack.append([self._before(i)])
+    def _write(self, decision: Decision, changes: list[tuple[int, str, str | None]],
+               seen: dict[int, int | None] | None = None) -> None:
+        """Queue the write of *decision* (tui/writes.py); it expects the versions this screen saw now, or
+        *seen*: those it showed when the curator began it (a note typed while someone else decided the flag)."""
+        from benchloupe.store import curation
+
+        ids = decision.ids
+        expect = self.ledger.expect(ids)
+        for fid, v in (seen or {}).items():
+            if v is not None and expect.get(fid) is not CHAIN:
+                expect[fid] = v
+
+        def write(conn: sqlite3.Connection) -> None:
+            try:
+                versions = self.ledger.resolve(expect)
+                saved = curation.set_flag_states(conn, changes, expect=versions)
+            except Exception as exc:
+                decision.state = "refused"
+                self.ledger.finished(ids, None)
+                self.app.call_from_thread(self._refused, decision, exc)
+                if not isinstance(exc, curation.StoreError | ChainBroken):
+                    raise
+                return
+            decision.versions, decision.audit_ids = saved.versions, list(saved.audit_ids.values())
+            decision.state = "saved"
+            self.ledger.finished(ids, saved.versions)
+            self.app.call_from_thread(self._saved, ids)
+
+        store_write(self, write, reload=False)
+
+    def _saved(self, ids: list[int]) -> None:
+        """UI thread: a write on *ids* landed; what they show is the store's now (unless more are queued)."""
+        for fid in ids:
+            if not self.ledger.pending.get(fid):
+                self._overlay.pop(fid, None)
+        self.render_current()
+
+    def _refused(self, decision: Decision, exc: BaseException) -> None:
+        """UI thread: the write of *decision* was refused (another writer changed a flag since the curator saw
+        it, or the store failed): it leaves the undo stack, the message says why, the card shows the store."""
+        from benchloupe.store.curation import Conflict
+
+        if decision in self.ledger.stack:
+            self.ledger.stack.remove(decision)
+        for fid in decision.ids:
+            if not self.ledger.pending.get(fid):
+                self._overlay.pop(fid, None)
+                i = self._row(fid)
+                if i is not None and fid in decision.before:  # what it showed before the refused change
+                    state, note, carried = decision.before[fid]
+                    self.flags.loc[i, ["state", "note"]] = [state, note]
+        if isinstance(exc, Conflict):
+            for c in exc.changes:  # what the store holds now, at once (the reload below confirms it)
+                self.changed_meanwhile[int(c["id"])] = _who_line(c)
+                i = self._row(int(c["id"]))
+                if i is not None and not self.ledger.pending.get(int(c["id"])):
+                    self.flags.loc[i, ["state", "note", "updated_by", "updated_at"]] = [
+                        c["state"], c.get("note") or "", c.get("by") or "", c.get("at")]
+        self.last_decision = ""
+        message = str(exc)
+        if decision.kind == "note":
+            message = message.replace("your decision was not saved", "your note was not saved")
+        if isinstance(exc, Conflict | ChainBroken):
+            kept = f" (it was: {decision.note})" if decision.note else ""
+            self.notify(message + kept, title="Refused", severity="error", timeout=10)
+        else:
+            self.app.report_error(exc, self.MODE)
+        self.render_current()
+        self.reload()
 
     def action_undo(self) -> None:
-        """z: undo this session's latest decision, note or batch: each flag gets back its state and note
-        (written in one transaction as ``flag:undo`` audit rows) and the queue shows it."""
-        if not self.undo_stack:
+        """z: undo this curator's latest decision, note or batch on this screen (even one still being saved:
+        the undo is written after it): each flag gets back its state and note (one transaction, ``flag:undo``
+        audit rows). Refused, changing nothing, when another writer changed one of the flags since."""
+        if not self.app.can_write():
+            return
+        if not self.ledger.stack:
             self.notify("nothing to undo", severity="warning")
             return
-        entry = self.undo_stack.pop()
+        from benchloupe.store import curation
+
+        decision = self.ledger.stack.pop()
         changes = []
-        for fid, state, note, carried in entry:
-            hit = np.flatnonzero(self.flags["id"].to_numpy() == fid) if len(self.flags) else []
-            if len(hit):
-                i = int(hit[0])
-                self.flags.loc[i, ["state", "note"]] = [state, note]
-                if "carried_from" in self.flags:
-                    self.flags.loc[i, "carried_from"] = carried if carried is not None else pd.NA
-                if "stored_state" in self.flags:
-                    self.flags.loc[i, "stored_state"] = "open" if carried is not None else state
+        for fid in decision.ids:
+            state, note, carried = decision.before[fid]
+            i = self._row(fid)
+            if i is not None:
+                self._show_change(i, state, note, carried)
                 where = np.flatnonzero(self.view == i)
                 if where.size:
                     self.pos = int(where[0])
             # a carried-over decision lives on the earlier flag: this one goes back to open with no note
             changes.append((fid, "open" if carried is not None else state, "" if carried is not None else note))
-        self._save(changes, undo=True)
-        fid, state = entry[0][0], entry[0][1]
-        self.last_decision = f"#{fid} back to {state}" if len(entry) == 1 else f"{len(entry)} {self.PLURAL} back"
+        ids = decision.ids
+        self.ledger.expect(ids)
+        own = self.ledger.own
+
+        def write(conn: sqlite3.Connection) -> None:
+            if decision.state != "saved":  # it was refused: there is nothing of it to take back
+                self.ledger.finished(ids, None, keep=True)
+                self.app.call_from_thread(self._undo_skipped, decision)
+                return
+            expect = {fid: own.get(fid) if own.get(fid) is not None else decision.versions[fid] for fid in ids}
+            try:
+                saved = curation.set_flag_states(conn, changes, undo=True, expect=expect, undoes=decision.audit_ids)
+            except Exception as exc:
+                self.ledger.finished(ids, None)
+                undo = Decision(ids, {}, f"undo of {decision.label}", state="refused", kind="undo")
+                self.app.call_from_thread(self._refused, undo, exc)
+                if not isinstance(exc, curation.StoreError):
+                    raise
+                return
+            self.ledger.finished(ids, saved.versions)
+            self.app.call_from_thread(self._saved, ids)
+
+        store_write(self, write, reload=False)
+        first, state = decision.ids[0], decision.before[decision.ids[0]][0]
+        self.last_decision = (f"#{first} back to {state}" if len(decision.ids) == 1
+                              else f"{len(decision.ids)} {self.PLURAL} back")
         self.render_current()
+
+    def _undo_skipped(self, decision: Decision) -> None:
+        self.notify(f"{decision.label}: that decision was not saved, so there was nothing to undo",
+                    severity="warning")
+        self.reload()
 
     def action_mark(self) -> None:
         """space: mark the current flag for a batch decision (again: unmark) and move on."""
@@ -321,11 +525,11 @@ class FlagQueueScreen(BenchScreen):
             self.notify(f"no open {self.PLURAL} left on this {label}")
             return
         name = row["model"] if column == "model_id" else row["item_key"]
-        question = f"Decide the {len(ids)} open {self.PLURAL} of {label} {name}?"
+        question = f"Decide the {count(len(ids), 'open ' + self.NOUN.lower(), 'open ' + self.PLURAL)} of {label} {name}?"
 
         def chosen(state: str | None) -> None:
             if state:
-                self._decide_many(ids, state, f"{len(ids)} of {label} {name}")
+                self._decide_many(ids, state, f"{count(len(ids), self.NOUN.lower(), self.PLURAL)} of {label} {name}")
 
         self.app.push_screen(ChoiceDialog(question, DECISIONS, detail="One z undoes all of them."), chosen)
 
@@ -343,50 +547,30 @@ class FlagQueueScreen(BenchScreen):
         self.render_current()
 
     def action_note(self) -> None:
+        """e: a note on the current flag (its state stays), saved when enter is pressed, before any key typed
+        after it (tui/widgets/dialogs.py: PromptDialog's ``on_submit``); z takes it back like a decision."""
+        if not self.app.can_write():
+            return
         fid = self.current_id()
         if fid is None:
             return
         i = self.view[self.pos]
+        seen = {fid: None if self.ledger.pending.get(fid) else self.ledger.known.get(fid)}  # the card as it is now
 
-        def done(note: str | None) -> None:
-            if note is None:
+        def submitted(note: str) -> None:
+            row = self._row(fid)
+            if row is None:
                 return
-            self._remember(i)
-            self.last_decision = f"#{fid} note saved"
-            self.flags.loc[i, "note"] = note
-            self._save([(fid, str(self.flags["state"].iloc[i]), note)])
-            self.render_current()
+            self._decide_many([fid], str(self.flags["state"].iloc[row]), f"#{fid}", note=note,
+                              label=f"#{fid} note saved", seen=seen)
 
         self.app.push_screen(PromptDialog(f"Note on {self.NOUN.lower()} #{fid}", value=str(self.flags["note"].iloc[i]),
-                                          help="Saved with the flag and in the audit log."), done)
-
-    def _save(self, changes: list[tuple[int, str, str | None]], *, undo: bool = False) -> None:
-        """Write ``(flag id, state, note or None)`` changes in one transaction, in a worker; a flag decided
-        again before its write ran is written with its latest decision."""
-        from benchloupe.store import curation
-
-        ids = [fid for fid, _s, _n in changes]
-        with self._pending_lock:
-            for flag_id, state, note in changes:
-                old = self._pending.get(flag_id)
-                if note is None and old is not None:
-                    note = old[1]
-                self._pending[flag_id] = (state, note, undo)
-
-        def write(conn: sqlite3.Connection) -> None:
-            with self._pending_lock:
-                latest = [(fid, self._pending.pop(fid)) for fid in ids if fid in self._pending]
-            if latest:
-                curation.set_flag_states(conn, [(fid, st, note) for fid, (st, note, _u) in latest],
-                                         undo=latest[0][1][2])
-
-        store_write(self, write, reload=False)
+                                          help="Saved with the flag and in the audit log.", on_submit=submitted))
 
     @property
     def saving(self) -> bool:
-        """True while a decision is waiting to be written."""
-        with self._pending_lock:
-            return bool(self._pending)
+        """True while a decision of this screen is waiting to be written."""
+        return self.ledger.saving()
 
     def action_open_item(self) -> None:
         """Enter: the flag's item panel, its curve marking the flag's model."""
@@ -471,9 +655,11 @@ def fmt_value(v, digits: int = 2, signed: bool = False) -> str:
     return str(v)
 
 
-def count(n: int, noun: str) -> str:
-    """``1 flag``, ``3 flags``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 flag``, ``3 flags`` (:func:`benchloupe.words.count`)."""
+    from benchloupe.words import count as words_count
+
+    return words_count(n, noun, plural)
 
 
 def item_text(text: str, limit: int = TEXT_PREVIEW) -> Text:

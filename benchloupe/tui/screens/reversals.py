@@ -7,7 +7,6 @@ import sqlite3
 
 import numpy as np
 import pandas as pd
-from rich.text import Text
 
 from benchloupe.tui.screens.queue import (
     STATE_FILTERS,
@@ -17,6 +16,7 @@ from benchloupe.tui.screens.queue import (
     payload_rest,
     select_on_screen,
 )
+from benchloupe.tui.widgets.safe import Text
 
 SHOWN = {"model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full", "anchor", "full_a", "full_b",
          "anchor_a", "anchor_b", "reversed", "top_items", "items"}

@@ -4,8 +4,9 @@ names the field before anything starts (item 4).
 
 What applies when is stated once per config class in :data:`RULES` (e.g. a joint fit's learning rate only with
 the "adam" optimiser, the arena weights only when the mode uses arena data, coverage's prior only for the MAP
-fit); closed sets of values in :data:`CHOICES`; ranges the config does not check itself in :data:`RANGES`.
-A field that does not apply is hidden and keeps its default.
+fit); closed sets of values in :data:`CHOICES`; the range of every number is the command line's, declared once in
+:data:`benchloupe.ranges.FIELDS` (issue 24: ``nan``, ``inf``, ``1e309``, ``10^20`` and ``-1`` get the same words
+here as there). A field that does not apply is hidden and keeps its default.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from benchloupe import ranges
 from benchloupe.hints import say
 from benchloupe.tui.widgets.dialogs import Field
 
@@ -82,18 +84,6 @@ def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
         "AuditConfig": {"protocol": ("primary", "full"), "anchor_ties": ("exact", "float"),
                         "family_from": tuple(FAMILY_SOURCES), "representative": ("median", "id")},
     }
-
-
-# (lowest, highest, lowest excluded) for config fields whose range the config leaves to the computation; a bad
-# value would otherwise start a run that fails (or loops) after it was recorded.
-RANGES: dict[str, tuple[float | None, float | None, bool]] = {
-    "epochs": (1, None, False), "max_iter": (1, None, False), "lr": (0, None, True), "gtol": (0, None, True),
-    "ftol": (0, None, True), "seeds": (1, None, False), "B": (2, None, False), "splits": (1, None, False),
-    "holdout": (0, 1, True), "n_boot": (1, None, False), "n_perm": (1, None, False), "alpha": (0, 1, True),
-    "min_cells": (1, None, False), "threshold": (0, None, True), "export_fraction": (0, 1, False),
-    "retire_lowest": (0, None, False), "random_prunings": (0, None, False), "n_draws": (2, None, False),
-    "permutations": (1, None, False), "interval_gaps": (1, None, False), "gamma0": (0, None, False),
-}
 
 
 # a field whose empty value means something the name does not say
@@ -188,13 +178,16 @@ def analysis_fields(analysis, config, benchmark: str) -> list[Field]:
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         fields.append(Field(f"cfg-{f.name}", f.name, "" if value is None else str(value),
-                            _ranged(f.name, parser_for(value, f.type)), helps.get(f.name, ""),
-                            choices=choices.get(f.name, ()), applies=rules.get(f.name)))
+                            _ranged(name, f.name, parser_for(value, f.type), each=isinstance(value, tuple | list)),
+                            helps.get(f.name, ""), choices=choices.get(f.name, ()), applies=rules.get(f.name)))
     return fields
 
 
-def _ranged(name: str, parse: Callable[[str], object]) -> Callable[[str], object]:
-    return _ranged_with(RANGES[name], parse) if name in RANGES else parse
+def _ranged(owner: str, name: str, parse: Callable[[str], object], *, each: bool = False) -> Callable[[str], object]:
+    """*parse*, then the field's declared range (:data:`benchloupe.ranges.FIELDS`); a number of a field without
+    one must still be finite and fit 64 bits (``parser_for``). ``each``: the field holds a tuple of numbers."""
+    declared = ranges.field_range(owner, name)
+    return parse if declared is None else _ranged_with(declared, parse, each=each)
 
 
 def _required(raw: str) -> str:
@@ -238,21 +231,13 @@ def form_check(config, db_path: Path) -> Callable[[dict], None]:
 
 # ------------------------------------------------------------------------------------------------ BenchFill form
 
-FILL_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
-    "gap": (1, None, False), "n_parents": (1, None, False), "n_children": (1, None, False),
-    "reference_budget": (1, None, False), "max_rounds": (1, None, False), "tolerance": (0, 1, True),
-    "prompt_scale": (0, None, True), "memory_size": (0, None, False), "max_child_chars": (1, None, False),
-}
-
-
 def fill_fields(config, gap_rank: int) -> list[Field]:
     """The BenchFill session form: the gap, the answer format, the best-of-N baseline and the search settings;
     the seed (the baseline's uniform parent draw, paper 003 E.1) only when the baseline runs."""
     def ranged(name: str, parse):
-        lo_hi = FILL_RANGES.get(name)
-        return parse if lo_hi is None else _ranged_with(lo_hi, parse)
+        return _ranged(type(config).__name__, name, parse)
 
-    fields = [Field("gap", "gap (1 = largest)", str(gap_rank), ranged("gap", parser_for(1))),
+    fields = [Field("gap", "gap (1 = largest)", str(gap_rank), _ranged("FillOptions", "gap", parser_for(1))),
               Field("answer_format", "answer format", "auto", str, "auto = choice when items have a chance level",
                     choices=("auto", "choice", "short")),
               Field("baseline", "best-of-N baseline", "False", parser_for(False))]
@@ -265,15 +250,24 @@ def fill_fields(config, gap_rank: int) -> list[Field]:
     return fields
 
 
-def _ranged_with(lo_hi: tuple[float | None, float | None, bool], parse):
-    lo, hi, strict = lo_hi
+def _ranged_with(declared: ranges.Range | ranges.Numbers, parse, *, each: bool = False):
+    """The field's text read as the command line reads it (:meth:`benchloupe.ranges.Range.parse`: the same
+    numerals, the same range, the same words), except that the field's ``off`` value (its default) is accepted,
+    as a form always holds a value. Empty or "None" goes to *parse* (fields whose default is None); a tuple
+    (a dimension grid) has each number checked; a text holding numbers (``beta:A,B``) is checked by its
+    :class:`~benchloupe.ranges.Numbers`."""
 
     def checked(raw: str):
+        text = raw.strip()
+        if isinstance(declared, ranges.Range) and each:  # (1, 2, 4), [0.25, 0.5] or 0.25,0.5: each number read
+            inner = text.strip("()[] ")
+            return tuple(declared.parse(x.strip(), form=True) for x in inner.split(",") if x.strip())
+        if isinstance(declared, ranges.Range) and text and text.lower() != "none":
+            return declared.parse(text, form=True)
         value = parse(raw)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if lo is not None and (value <= lo if strict else value < lo):
-                raise ValueError(f"must be {'above' if strict else 'at least'} {lo:g}, got {value!r}")
-            if hi is not None and value > hi:
-                raise ValueError(f"must be at most {hi:g}, got {value!r}")
+        if isinstance(declared, ranges.Numbers):
+            return declared.check(value, form=True) if isinstance(value, str) else value
+        for v in value if isinstance(value, tuple | list) else ():
+            declared.check(v, form=True)
         return value
     return checked

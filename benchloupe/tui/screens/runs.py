@@ -9,22 +9,22 @@ import re
 import sqlite3
 
 import pandas as pd
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.screens.run_forms import analysis_fields, build_config, default_config, form_check
 from benchloupe.tui.widgets.dialogs import FormDialog
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
+from benchloupe.words import count
 
 AREA_ORDER = ("calibration", "screening", "anomalies", "compression", "coverage", "audit", "uncertainty")
 ANALYSIS_COLUMNS = [Column("name", "analysis", 13), Column("area", "area", 12), Column("inputs", "needs", 12),
                     Column("title", "what", 90)]
 RUN_COLUMNS = [Column("id", "run", 5, fmt_int, right=True), Column("kind", "kind", 13),
                Column("status", "status", 9), Column("created_at", "started", 20),
-               Column("summary", "metrics", 100)]
+               Column("summary", "metrics", 100, export=("metrics",))]
 MOVED_COLUMNS = [Column("model", "model", 30), Column("rank_a", "rank A", 7, fmt_int, right=True),
                  Column("rank_b", "rank B", 7, fmt_int, right=True),
                  Column("moved", "moved", 6, lambda v: f"{int(v):+d}", right=True)]
@@ -97,7 +97,7 @@ class RunsScreen(BenchScreen):
         hist = self.query_one("#history", FrameTable)
         hist.set_data(data["hist"], RUN_COLUMNS, data["hist_lines"], dim=(data["hist"]["status"] != "done").to_numpy(),
                       keep_key="id")
-        title = Text(f"History of {self.app.benchmark}: {len(data['hist'])} runs", style="bold")
+        title = Text(f"History of {self.app.benchmark}: {count(len(data['hist']), 'run')}", style="bold")
         title.append("  enter shows a run · m marks it · c compares the mark with the highlighted run", style="dim")
         if self.marked is not None:
             title.append(f"  (marked #{self.marked})", style="bold yellow")
@@ -216,6 +216,7 @@ class CompareScreen(BenchScreen):
     """Two runs' rankings: correlation and the models that moved most."""
 
     MODE = "runs"
+    HELP_TITLE = "the run comparison"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="compare.back")]
 
     def __init__(self, run_a: int, run_b: int) -> None:
@@ -238,12 +239,12 @@ class CompareScreen(BenchScreen):
     def show(self, d: dict) -> None:
         text = Text(f"A = run #{d['run_a']} ({d['kinds'][0]})   B = run #{d['run_b']} ({d['kinds'][1]})\n",
                     style="bold")
-        text.append(f"{d['common']} models in both ({d['models_a']} in A, {d['models_b']} in B)")
+        text.append(f"{count(d['common'], 'model')} in both ({d['models_a']} in A, {d['models_b']} in B)")
         if d["spearman"] is not None:
             text.append(f" · Spearman {d['spearman']:.3f} · Kendall {d['kendall']:.3f}", style="bold")
             moved = d["moved"]
             n = int((moved["moved"] != 0).sum())
-            text.append(f" · {n} models changed rank")
+            text.append(f" · {count(n, 'model')} changed rank")
         else:
             text.append(" · fewer than two common models: nothing to correlate", style="yellow")
         self.query_one("#compare-head", SafeStatic).update(text)

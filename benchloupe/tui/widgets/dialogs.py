@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,46 +15,84 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
-from benchloupe.tui.widgets.safe import SafeStatic, safe_text
+from benchloupe.tui.widgets.safe import SafeStatic, Text, safe_text
 
 Validator = Callable[[str], str | None]
 
 
-class PromptDialog(ModalScreen[str | None]):
+class OwnErrors:
+    """A dialog shows its own errors inside itself, right under its title, and opens with no toast over it
+    (issue 21 item 11: the import summary's toast hid the form's "no such file or folder" line)."""
+
+    def on_mount(self) -> None:
+        self.app.clear_notifications()
+
+
+class PromptDialog(OwnErrors, ModalScreen[str | None]):
     """Ask for one value. Enter submits when *validate* returns None, otherwise its message shows in one line;
-    escape cancels (returns None)."""
+    escape cancels (returns None).
+
+    Enter and escape are priority bindings, handled where the app reads the keys, so the keys typed after them
+    act on the screen underneath in the order they were typed (issue 21 #3: "fast note", enter, d, z stored
+    "fast notedz"): enter first lets the field take every key typed before it, then closes the dialog at once.
+    *on_submit* is called with the value right there, before any later key is handled (a note then applies
+    before the decision typed after it); the ``push_screen`` callback, if any, runs later as usual."""
 
     AUTO_FOCUS = "Input"
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel", priority=True),
+                Binding("enter", "submit", "OK", id="dialog.submit", priority=True, show=False)]
 
     def __init__(self, title: str, *, value: str = "", placeholder: str = "", help: str = "",
-                 validate: Validator | None = None) -> None:
+                 validate: Validator | None = None, on_submit: Callable[[str], None] | None = None) -> None:
         super().__init__()
         self.title_text, self.value, self.placeholder, self.help = title, value, placeholder, help
         self.validate = validate
+        self.on_submit = on_submit
+        self._answered = False
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(safe_text(Text(self.title_text, style="bold")))
+            yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
             if self.help:
                 yield SafeStatic(Text(self.help, style="dim"))
             yield Input(value=self.value, placeholder=self.placeholder, id="dialog-input")
-            yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
             yield SafeStatic(Text("enter: ok   escape: cancel", style="dim"))
+
+    async def action_submit(self) -> None:
+        """Enter: wait until the field has taken the keys typed before this one, then submit its value."""
+        field = self.query_one("#dialog-input", Input)
+        drained = asyncio.Event()
+        if field.call_later(drained.set):
+            try:
+                await asyncio.wait_for(drained.wait(), 2.0)
+            except TimeoutError:
+                pass
+        self._submit(field.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        value = event.value.strip()
+        self._submit(event.value)
+
+    def _submit(self, raw: str) -> None:
+        if self._answered:
+            return
+        value = raw.strip()
         bad = control_character(value)
         error = f"contains the control character {bad}; type plain text" if bad else \
             self.validate(value) if self.validate else None
         if error:
             self.query_one("#dialog-error", SafeStatic).update(Text(error))
             return
+        self._answered = True
+        if self.on_submit is not None:
+            self.on_submit(value)
         self.dismiss(value)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        if not self._answered:
+            self._answered = True
+            self.dismiss(None)
 
 
 Values = Mapping[str, str]
@@ -78,7 +116,23 @@ class Field:
     list_paste: bool = False  # pasted lines become space-separated entries (a list of paths copied from a shell)
 
 
-class ListInput(Input):
+class HintInput(Input):
+    """An Input whose placeholder (a field's help) fits its width, cut with an ellipsis; it was clipped
+    mid-word ("one model pe", issue 21 item 11). The whole help is on the form's help line when focused."""
+
+    def __init__(self, *args, placeholder: str = "", **kwargs) -> None:
+        super().__init__(*args, placeholder=placeholder, **kwargs)
+        self.full_hint = placeholder
+
+    def on_resize(self) -> None:
+        from benchloupe.tui.widgets.table import end_cut
+
+        room = self.content_region.width
+        if room > 1:
+            self.placeholder = end_cut(self.full_hint, room)
+
+
+class ListInput(HintInput):
     """An Input that takes a pasted list: one entry per line, joined with spaces, an entry holding spaces
     quoted as a shell would (a plain Input keeps only the first pasted line)."""
 
@@ -121,7 +175,7 @@ def cut_label(label: str, width: int) -> str:
     return label[:head] + "…" + label[len(label) - (keep - head):]
 
 
-class FormDialog(ModalScreen[dict | None]):
+class FormDialog(OwnErrors, ModalScreen[dict | None]):
     """A form of text fields; ctrl+s or enter on the last field submits, escape cancels.
 
     Only the fields that apply to the values typed so far are shown (``Field.applies``, re-read on every
@@ -141,6 +195,7 @@ class FormDialog(ModalScreen[dict | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
             yield Label(safe_text(Text(self.title_text, style="bold")))
+            yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
             if self.note:
                 yield SafeStatic(Text(self.note, style="dim"))
             width = label_width(self.fields)
@@ -151,14 +206,29 @@ class FormDialog(ModalScreen[dict | None]):
                         label = Label(Text(cut_label(f.label, width - 1)), classes="form-label")
                         label.styles.width = width
                         yield label
-                        widget = ListInput if f.list_paste else Input
+                        widget = ListInput if f.list_paste else HintInput
                         yield widget(value=f.value, placeholder=hint, id=f"field-{f.name}", classes="form-input",
                                      tooltip=hint or None)
-            yield SafeStatic("", id="dialog-error", classes="error-line", markup=False)
+            yield SafeStatic("", id="form-help", classes="form-help", markup=False)
             yield SafeStatic(Text("tab: next field   enter/ctrl+s: start   escape: cancel", style="dim"))
 
     def on_mount(self) -> None:
+        super().on_mount()
         self._show_applicable()
+
+    @staticmethod
+    def hint_of(f: Field) -> str:
+        return " | ".join(f.choices) if f.choices and not f.help else f.help
+
+    def on_descendant_focus(self, event) -> None:
+        f = next((f for f in self.fields if event.widget.id == f"field-{f.name}"), None)
+        help_line = self.query_one("#form-help", SafeStatic)
+        if f is None or not self.hint_of(f):
+            help_line.update("")
+            return
+        text = Text(f"{f.label}: ", style="bold")
+        text.append(self.hint_of(f), style="dim")
+        help_line.update(text)
 
     def raw_values(self) -> dict[str, str]:
         return {f.name: self.query_one(f"#field-{f.name}", Input).value.strip() for f in self.fields}
@@ -222,7 +292,7 @@ def _applies(field: Field, raw: Values) -> bool:
         return True
 
 
-class ConfirmDialog(ModalScreen[bool]):
+class ConfirmDialog(OwnErrors, ModalScreen[bool]):
     """Ask a yes/no question: ``y`` answers yes, ``n`` or escape no (the safe answer is the default)."""
 
     BINDINGS = [Binding("y", "answer(True)", "Yes", id="confirm.yes"),
@@ -243,7 +313,7 @@ class ConfirmDialog(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class ChoiceDialog(ModalScreen[str | None]):
+class ChoiceDialog(OwnErrors, ModalScreen[str | None]):
     """Ask which of a few answers: each choice is ``(key, value, label)`` and its key answers *value*;
     escape answers None (nothing is done)."""
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import ProgressBar
 
-from benchloupe.tui.widgets.safe import SafeStatic
+from benchloupe.tui.widgets.safe import SafeStatic, Text
 
 
 @dataclass
@@ -26,13 +25,22 @@ class JobState:
     started: float = 0.0
 
 
+NARROW = 100  # below this many columns the bar is short and has no estimate: the label keeps the counts
+
+
 class JobBar(Horizontal):
-    """One line: ``title · stage`` and a bar while running; ``title: outcome`` afterwards."""
+    """One line: ``title · stage`` and a bar while running; ``title: outcome`` afterwards. The stage (a
+    BenchFill session's "183 of 6,160 LLM calls") is never the part cut: at 80 columns the bar shrinks and
+    the title is cut in the middle first (issue 21 item 11: the counts were cut off)."""
 
     DEFAULT_CSS = """
     JobBar { height: 1; background: $boost; }
-    JobBar > #job-label { width: 1fr; height: 1; }
-    JobBar > ProgressBar { width: 34; height: 1; }
+    JobBar > #job-label { width: 1fr; height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    JobBar > ProgressBar { width: 38; height: 1; }
+    JobBar Bar { width: 22; }
+    JobBar.-narrow > ProgressBar { width: 16; }
+    JobBar.-narrow Bar { width: 10; }
+    JobBar.-narrow #eta { display: none; }
     JobBar.-idle > ProgressBar { display: none; }
     JobBar > #job-label.-failed { color: $error; }
     """
@@ -44,15 +52,26 @@ class JobBar(Horizontal):
     def on_mount(self) -> None:
         self.show_state(self.app.job)
 
+    def on_resize(self) -> None:
+        self.show_state(self.app.job)
+
     def show_state(self, job: JobState) -> None:
+        from benchloupe.tui.widgets.table import middle_cut
+
         label = self.query_one("#job-label", SafeStatic)
         bar = self.query_one(ProgressBar)
+        width = self.size.width or self.app.size.width
+        self.set_class(width < NARROW, "-narrow")
         self.set_class(not job.running, "-idle")
         label.set_class(job.failed, "-failed")
         if job.running:
-            text = Text(f" {job.title}", style="bold")
-            text.append(f" · {job.stage}" if job.stage else " · starting", style="")
-            text.append("   x cancels", style="dim")
+            stage = f" · {job.stage}" if job.stage else " · starting"
+            room = (label.size.width or width - (16 if width < NARROW else 38)) - 1 - len(stage)
+            title = middle_cut(job.title, max(room, 12))
+            text = Text(f" {title}", style="bold")
+            text.append(stage, style="")
+            if width >= NARROW:
+                text.append("   x cancels", style="dim")
             bar.update(total=job.total if job.total else None, progress=job.done)
         elif job.title:
             text = Text(f" {job.title}: {job.outcome}")

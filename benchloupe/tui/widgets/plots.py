@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 from rich.style import Style
-from rich.text import Text
+
+from benchloupe.tui.widgets.safe import Text
 
 AXIS = Style(dim=True)
 CURVE = Style(color="cyan", bold=True)

@@ -7,10 +7,24 @@ Newline and tab are kept in multi-line panels; a table cell keeps nothing."""
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.text import Text as RichText
 from textual.widgets import Static
 
 from benchloupe.textsafe import has_control, visible
+
+
+class Text(RichText):
+    """Rich's ``Text`` with the control characters of every piece escaped as it is added (newline and tab
+    kept). Rich itself drops BEL, BS, VT, FF and CR from a ``Text(...)`` or an ``append`` (its
+    ``strip_control_codes``), so they were gone before :func:`safe_text` could show them: "good\\rEVIL"
+    drew as ``goodEVIL`` (issue 21 item 10). Every TUI module builds its text with this class (the import
+    hygiene test checks that none imports Rich's)."""
+
+    def __init__(self, text: str = "", *args, **kwargs) -> None:
+        super().__init__(visible(text, keep_layout=True) if isinstance(text, str) else text, *args, **kwargs)
+
+    def append(self, text, style=None) -> Text:
+        return super().append(visible(text, keep_layout=True) if isinstance(text, str) else text, style)
 
 
 def cell_text(value: str) -> str:
@@ -18,7 +32,7 @@ def cell_text(value: str) -> str:
     return visible(value)
 
 
-def safe_text(text: Text | str, *, keep_layout: bool = True) -> Text | str:
+def safe_text(text: RichText | str, *, keep_layout: bool = True) -> RichText | str:
     """*text* with its control characters escaped, styles kept on the pieces they covered."""
     if isinstance(text, str):
         return visible(text, keep_layout=keep_layout)
@@ -42,7 +56,7 @@ class SafeStatic(Static):
 
     def __init__(self, content: object = "", **kwargs) -> None:
         kwargs.setdefault("markup", False)
-        super().__init__(safe_text(content) if isinstance(content, Text | str) else content, **kwargs)
+        super().__init__(safe_text(content) if isinstance(content, RichText | str) else content, **kwargs)
 
     def update(self, content: object = "", **kwargs) -> None:
-        super().update(safe_text(content) if isinstance(content, Text | str) else content, **kwargs)
+        super().update(safe_text(content) if isinstance(content, RichText | str) else content, **kwargs)

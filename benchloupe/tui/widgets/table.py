@@ -10,8 +10,9 @@ draws the ~20 lines on screen. Cell text is a plain ``Segment``, so data is neve
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -48,11 +49,16 @@ def fmt_int(v) -> str:
     return str(int(v))
 
 
+_LAYOUT = re.compile(r"[ \t\n]+")
+
+
 def fmt_str(v) -> str:
-    """Text on one line (newlines and runs of spaces collapsed; long text cut at 300 characters)."""
+    """Text on one line (newlines, tabs and runs of spaces collapsed; long text cut at 300 characters). Only
+    those: ``str.split()`` also took CR, VT and FF for spaces, so "key\\r1" read "key 1" (issue 21 item 10);
+    they stay and :func:`cell_text` shows them escaped."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return ""
-    return " ".join(str(v)[:300].split())
+    return _LAYOUT.sub(" ", str(v)[:300]).strip(" ")
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,10 @@ class Column:
     ``identity``: the column names the row (a model name, an item key): too long a value is cut in the middle
     with an ellipsis so that distinct names stay distinct, the column takes the width the others leave
     (:func:`fit_columns`), and it stays put when the table scrolls sideways. ``sort_key``: the frame column to
-    sort by when it is not ``key`` (a display text over a number)."""
+    sort by when it is not ``key`` (a display text over a number). ``export``: the frame columns an export
+    (``w``) writes in its place when ``key`` holds display text (an interval drawn as "[a,b]", a difficulty
+    shown as "all right"): the stored values at full precision, never the text drawn (issue 21 item 4); ``()``
+    leaves the column out of exports."""
 
     key: str
     label: str
@@ -71,6 +80,7 @@ class Column:
     right: bool = False
     identity: bool = False
     sort_key: str | None = None
+    export: tuple[str, ...] | None = None
 
 
 def middle_cut(text: str, width: int) -> str:
@@ -95,8 +105,7 @@ def fit_columns(columns: list[Column], width: int, *, most: int = 60) -> list[Co
     ``[its width, most]``), the others unchanged."""
     others = sum(c.width + 1 for c in columns if not c.identity)
     room = width - others - 1  # the vertical scrollbar
-    return [Column(c.key, c.label, max(c.width, min(room, most)), c.fmt, c.right, c.identity, c.sort_key)
-            if c.identity else c for c in columns]
+    return [replace(c, width=max(c.width, min(room, most))) if c.identity else c for c in columns]
 
 
 def end_cut(text: str, width: int) -> str:
@@ -184,7 +193,7 @@ class TableSearch(Horizontal):
     DEFAULT_CSS = """
     TableSearch { height: 1; margin: 0 1; }
     TableSearch > Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
-    TableSearch > Input:focus { background: $primary 30%; }
+    TableSearch > Input:focus { background: $primary 30%; border: none; }
     TableSearch > .table-search--count { width: auto; height: 1; padding: 0 1; color: $text-muted; }
     """
     BINDINGS = [Binding("escape", "close", "Clear search", id="table.search_close")]
@@ -381,10 +390,17 @@ class FrameTable(ScrollView, can_focus=True):
 
     def export_frame(self) -> pd.DataFrame:
         """The rows as shown (the screen's filters, the search, the sort) with full, unformatted values of
-        ``export_keys`` (default: the shown columns), for writing to a file."""
-        keys = self.export_keys or [c.key for c in self.columns]
+        ``export_keys`` (default: the shown columns, each as the stored values it draws: ``Column.export``),
+        for writing to a file."""
+        keys = self.export_keys or [k for c in self.columns for k in ((c.key,) if c.export is None else c.export)]
         keys = [k for k in dict.fromkeys(keys) if k in self.frame.columns]
-        return self.frame.iloc[self.view][keys].reset_index(drop=True)
+        out = self.frame.iloc[self.view][keys].reset_index(drop=True)
+        whole = {c.key for c in self.columns if c.fmt is fmt_int and c.export is None}
+        for key in whole & set(out.columns):  # a count or rank held as a float (NaN beside it): written 3, not 3.0
+            col = out[key]
+            if col.dtype.kind == "f" and bool(((col % 1 == 0) | col.isna()).all()):
+                out[key] = col.astype("Int64")
+        return out
 
     def _apply_sort(self) -> None:
         base = self._base

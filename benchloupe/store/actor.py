@@ -1,0 +1,100 @@
+"""Who is deciding: the curator's name recorded on every write (issue 25, "who decided").
+
+A team shares one database, often under one Unix account (a service user on the shared server), so the login
+alone cannot say who confirmed a flag. The actor is, in this order: the name given with ``--as NAME`` (the CLI
+and ``benchloupe open``; :func:`set_actor`), ``$BENCHLOUPE_USER``, then the login name. :func:`set_actor` also
+exports ``$BENCHLOUPE_USER``, so the job processes the workbench starts (jobs/process.py: they inherit the
+environment) write under the same name.
+
+A name is one line of at most :data:`MAX_CHARS` printable characters (it is shown on cards, in the TUI header
+and in exports); anything else is refused with a message saying so.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+
+from benchloupe.textsafe import has_control
+
+ENV = "BENCHLOUPE_USER"
+MAX_CHARS = 40
+_explicit: str | None = None
+_UNSET = object()
+_env_before: object = _UNSET  # $BENCHLOUPE_USER as it was before the first set_actor (None: not set)
+
+
+def check_name(name: str) -> str:
+    """*name* stripped, or ValueError with one line saying what is wrong with it."""
+    value = str(name).strip()
+    if not value:
+        raise ValueError(f"curator name {name!r} is empty; give a curator name such as bea")
+    if has_control(value, allow_layout=False):
+        raise ValueError(f"curator name {value!r} contains control characters; use plain text")
+    if len(value) > MAX_CHARS:
+        raise ValueError(f"curator name {value[:MAX_CHARS]!r}... is longer than {MAX_CHARS} characters")
+    return value
+
+
+def set_actor(name: str | None) -> str:
+    """Make *name* (checked) this process's actor, and its children's through ``$BENCHLOUPE_USER``; None goes
+    back to the environment and the login. Returns the actor now in effect."""
+    global _explicit, _env_before
+    if name is None:
+        _explicit = None
+        if _env_before is not _UNSET:  # $BENCHLOUPE_USER back to what it was
+            if _env_before is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = str(_env_before)
+            _env_before = _UNSET
+    else:
+        value = check_name(name)
+        if _env_before is _UNSET:
+            _env_before = os.environ.get(ENV)
+        _explicit = value
+        os.environ[ENV] = value
+    return current()
+
+
+def login() -> str:
+    """The Unix login name, or ``uid N`` where the account has no name (a container, a numeric ``--user``)."""
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry and no LOGNAME/USER
+        return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
+
+
+def current() -> str:
+    """The actor of this process's writes: ``--as``, then ``$BENCHLOUPE_USER``, then the login name. A
+    ``$BENCHLOUPE_USER`` that is not a usable name is ignored (the login is recorded instead)."""
+    if _explicit is not None:
+        return _explicit
+    env = os.environ.get(ENV)
+    if env:
+        try:
+            return check_name(env)
+        except ValueError:
+            pass
+    return login()
+
+
+def short_time(stamp: str | None, *, today: str | None = None) -> str:
+    """A stored UTC time (``2026-05-03T14:02:11.123``, SQLite's ``strftime``) as local ``14:02``, with the
+    date in front when it is not today (``2026-05-02 14:02``); empty for none."""
+    import datetime as dt
+
+    if not stamp:
+        return ""
+    try:
+        t = dt.datetime.fromisoformat(str(stamp).rstrip("Z")).replace(tzinfo=dt.UTC).astimezone()
+    except ValueError:
+        return str(stamp)
+    now = today or dt.datetime.now().astimezone().date().isoformat()
+    return t.strftime("%H:%M") if t.date().isoformat() == now else t.strftime("%Y-%m-%d %H:%M")
+
+
+def by_at(actor: str | None, stamp: str | None) -> str:
+    """``by bea at 14:02`` (the parts that are known)."""
+    parts = ([f"by {actor}"] if actor else []) + ([f"at {short_time(stamp)}"] if stamp else [])
+    return " ".join(parts)

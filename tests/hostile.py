@@ -1,0 +1,78 @@
+"""What every hostile-input test asserts (issues 10 and 24), in one place for the hostile modules of
+tests/integration: the CLI runs (in this process or as a process of its own) and either succeeds (exit 0, nothing
+on stderr) or refuses with exactly one line on stderr (exit 1, or 2 for wrong usage); never a traceback, never a
+raw control character on the terminal, never the last-resort "unexpected ..." line, and a refusal leaves the
+database exactly as it was (its SQL dump, or its bytes where the file is not ours)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from benchloupe.cli.main import main
+from tests.warnings_shown import warnings_on_stderr
+
+HOSTILE_TEXT = "\x1b]0;pwned\x07\x1b]52;c;aGk=\x07\x1b[2J[bold red]x[/]\b\b\u202e\x9b31m\u00e9\u4e2d\U0001f600"
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# the issue's numbers: every numeric option and argument is tried with each (issue 24, defect 6)
+NUMBERS = ("nan", "inf", "-inf", "-1", "0", "1e309", str(10**20))
+SQL_TEXT = re.compile(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE)\b")
+
+
+def run_cli(argv: list) -> tuple[int, str, str]:
+    """``benchloupe ARGV`` in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings_on_stderr():
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as exc:  # argparse's own exits (--help)
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def run_process(argv: list, *, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """``python -m benchloupe ARGV`` as a process of its own."""
+    return subprocess.run([sys.executable, "-m", "benchloupe", *[str(a) for a in argv]], capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def dump(db: Path) -> str:
+    """The database as SQL text (what "unchanged" compares), read without writing."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return "\n".join(conn.iterdump())
+    finally:
+        conn.close()
+
+
+PROGRESS = re.compile(r"^\[[^\]]* +\d+\.\ds\] .*\n", re.MULTILINE)  # a long command's progress lines
+
+
+def check_outcome(case_id, rc, out: str, err: str, before=None, after=None, expect: str = "either",
+                  usage: bool = False) -> None:
+    """The module's assertion. ``expect`` "ok" asks for exit 0; ``usage`` allows exit 2 (one line too). A long
+    command's progress lines on stderr ("[fit 1.2s] ...") are not messages."""
+    err = PROGRESS.sub("", err)
+    assert "Traceback" not in err and "Traceback" not in out, (case_id, err)
+    trace = re.search(r"full traceback in (\S+) ", err)
+    if trace:  # the last-resort handler wrote one; leave no litter
+        Path(trace.group(1)).unlink(missing_ok=True)
+    assert not RAW_CONTROL.search(out) and not RAW_CONTROL.search(err), (case_id, repr(out[-300:]), repr(err))
+    if expect == "ok":
+        assert rc == 0, (case_id, err)
+    assert rc in ((0, 1, 2) if usage else (0, 1)), (case_id, rc, err)
+    if rc in (1, 2):
+        assert err.count("\n") == 1 and err.endswith("\n"), (case_id, err)
+        assert err.startswith("benchloupe: error: " if rc == 1 else "benchloupe"), (case_id, err)
+        # every failure is named; the last-resort handler's "unexpected ..." line means one was not
+        assert "unexpected" not in err and "full traceback in" not in err, (case_id, err)
+        assert not SQL_TEXT.search(err), (case_id, err)  # never a statement's text (issue 24, defect 3)
+        if before is not None:
+            assert after == before, case_id
+    else:
+        assert err == "", (case_id, err)
