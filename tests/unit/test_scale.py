@@ -665,8 +665,8 @@ def test_model_table_of_a_bootstrap_run_with_fractional_rank_percentiles(tmp_pat
 
 
 def test_table_lines_with_repeated_values_are_formatted_as_each_alone():
-    from benchloupe.tui.widgets.table import Column, _cell, fmt_num, format_lines
     from benchloupe.tui.widgets.safe import cell_text
+    from benchloupe.tui.widgets.table import Column, _cell, fmt_num, format_lines
 
     frame = pd.DataFrame({"name": ["a", "b\\x1b[2J", "a", "ümlaut-wide-名前", None, "a"],
                           "n": [1.0, np.nan, 1.0, 2.5, None, 1.0], "k": [1, 1, True, 2, 2, 1],
