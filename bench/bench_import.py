@@ -110,7 +110,7 @@ def main() -> None:
     args = ap.parse_args()
     out: dict = {"cpus": os.cpu_count(), "repeats": args.repeats, "statistic": "best of repeats, seconds"}
     out["wide"] = {}
-    with tempfile.TemporaryDirectory(prefix="bench_import_", dir="/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_import_") as tmp:
         # complete 0/1 matrix: numpy fast path; 2 % empty cells: pandas C-tokenizer path
         for label, missing in (("complete", 0.0), ("2pct_missing", 0.02)):
             path = Path(tmp) / f"wide_{label}.csv"

@@ -23,7 +23,7 @@ theta-irt 0.1.1 (``bench/peers/run_theta_irt.py`` in ``--peers-venv``) beside ou
 
 Usage::
 
-    python bench/bench_scale.py [--sizes 2000x14000,5000x14000] [--workdir /tmp/bench_scale]
+    python bench/bench_scale.py [--sizes 2000x14000,5000x14000] [--workdir DIR (default: bench_scale in the temporary folder)]
                                 [--only import,fit_static,...] [--skip theta_irt] [--bootstrap-B 20]
 
 ``--only``/``--skip`` take step names (see STEPS). The workspace database is rebuilt by the import step; a later
@@ -38,12 +38,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+TMP = Path(tempfile.gettempdir())
 PEERS = ROOT / "bench" / "peers"
 FAMILIES = ["gemma", "llama", "mistral", "phi", "qwen"]
 N_GROUPS = 57
@@ -140,7 +142,7 @@ def process(argv: list[str], *, cwd: Path = ROOT, env: dict | None = None, timeo
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **(env or {})}
     before = load()
     t = time.perf_counter()
-    out_path, err_path = Path(f"/tmp/bench_scale.{os.getpid()}.out"), Path(f"/tmp/bench_scale.{os.getpid()}.err")
+    out_path, err_path = TMP / f"bench_scale.{os.getpid()}.out", TMP / f"bench_scale.{os.getpid()}.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err)
         deadline = t + timeout
@@ -408,7 +410,7 @@ STEPS = ["pandas_read", "import", "fit_static", "warm_fit", "fit_joint", "covera
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="2000x14000,5000x14000")
-    ap.add_argument("--workdir", default="/tmp/bench_scale")
+    ap.add_argument("--workdir", default=str(TMP / "bench_scale"))
     ap.add_argument("--only", default="", help="comma list of steps: " + ",".join(STEPS))
     ap.add_argument("--skip", default="")
     ap.add_argument("--bootstrap-B", type=int, default=20)

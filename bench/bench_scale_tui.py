@@ -14,7 +14,7 @@ does), and a key's time runs from the send to the first frame written after its 
   the Models table: the largest backlog of keys sent but not yet applied during the hold and ``drain_s``, the time
   from the last key to the cursor reaching its last row (no queued keys after release: about one frame).
 
-Usage: ``python bench/bench_scale_tui.py [--db /tmp/bench_scale/5000x14000/scale.db] [--benchmark sim]``
+Usage: ``python bench/bench_scale_tui.py [--db DB (default: bench_scale/5000x14000/scale.db in the temporary folder)] [--benchmark sim]``
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,7 +115,7 @@ async def child(db: str, benchmark: str, spawned: float, rate: float, seconds: f
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--db", default="/tmp/bench_scale/5000x14000/scale.db")
+    ap.add_argument("--db", default=str(Path(tempfile.gettempdir()) / "bench_scale" / "5000x14000" / "scale.db"))
     ap.add_argument("--benchmark", default="sim")
     ap.add_argument("--rate", type=float, default=30.0, help="keys a second while j is held (autorepeat)")
     ap.add_argument("--seconds", type=float, default=3.0)
