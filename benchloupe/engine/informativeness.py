@@ -75,7 +75,7 @@ from benchloupe.engine.joint import (
     fit_joint,
     pair_probabilities,
 )
-from benchloupe.engine.joint.subsets import cell_weight, static_columns
+from benchloupe.engine.joint.subsets import static_columns, trials
 from benchloupe.engine.stats import kendall, spearman
 
 FRACTIONS = (0.025, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.50, 0.80, 1.00)
@@ -128,16 +128,17 @@ def _mean_static_information(result: JointResult, fitted: np.ndarray) -> np.ndar
         return a ** 2 * total / len(theta) if len(theta) else np.full(len(b), np.nan)
 
 
-def static_cell_information(result: JointResult) -> np.ndarray:
+def static_cell_information(result: JointResult, rows: slice | None = None) -> np.ndarray:
     """Fisher information about theta_i of one 0/1 response to static item q (models x items), with the item's
     known chance level c: ``p = c + (1 - c) s``, ``s = sigmoid(a (theta - b))``, so
     ``I = (dp/dtheta)^2 / (p (1 - p)) = a^2 ((1 - c) s (1 - s))^2 / (p (1 - p))``.  Without a chance level this is
     the 2PL's ``a^2 p (1 - p)`` (the paper's formula); with one it falls to 0 where ``p`` sinks to the floor c,
     whereas ``a^2 p (1 - p)`` stays at ``a^2 c (1 - c)`` there: a weak model's guess on a hard item tells little
     about its ability, and a selection that counts it as information fills the subset with items no model in
-    that band can be told apart on (issue 23)."""
+    that band can be told apart on (issue 23). ``rows``: only those models (a block of :func:`information_matrix`)."""
+    theta = result.theta if rows is None else result.theta[rows]
     a = result.a_static[None, :]
-    s = expit(a * (result.theta[:, None] - result.b_static[None, :]))
+    s = expit(a * (theta[:, None] - result.b_static[None, :]))
     if result.chance_static is None:
         with np.errstate(invalid="ignore"):
             return np.nan_to_num(a ** 2 * s * (1 - s))
@@ -156,15 +157,22 @@ def information_matrix(result: JointResult, static: StaticData | None = None, ar
     config = config or result.config
     n_models = len(result.theta)
     fitted = np.isfinite(result.theta)
-    blocks = []
-    if len(result.b_static):
-        info = config.lambda_static * static_cell_information(result)
-        if static is not None:
-            info = np.nan_to_num(info) * cell_weight(static)
-        blocks.append(np.nan_to_num(info))
-    n_arena = len(result.b_arena)
+    n_static, n_arena = len(result.b_static), len(result.b_arena)
+    # Column-major: each item's information over the models is contiguous, so targeted_order reads the items as the
+    # rows of the transpose without a copy; the static block is filled a block of models at a time (issue 26: the
+    # whole-matrix expression held five models x items float64 temporaries, 3 GB at 5,000 x 14,000)
+    out = np.zeros((n_models, n_static + n_arena), order="F")
+    if n_static:
+        t = None if static is None else trials(static)
+        step = max(1, (1 << 20) // n_static)
+        for r0 in range(0, n_models, step):
+            sl = slice(r0, r0 + step)
+            info = config.lambda_static * static_cell_information(result, sl)
+            if static is not None:  # the cell's trials (1 for 0/1 cells, 0 where unobserved): subsets.cell_weight
+                weight = static.mask[sl] if t is None else np.where(static.mask[sl], np.asarray(t[sl], float), 0.0)
+                info = np.nan_to_num(info) * weight
+            out[sl, :n_static] = np.nan_to_num(info)
     if n_arena:
-        info = np.zeros((n_models, n_arena))
         pairs = result.pairs
         if pairs is not None:
             dec = pairs.decisive
@@ -179,9 +187,7 @@ def information_matrix(result: JointResult, static: StaticData | None = None, ar
             size = n_models * n_arena
             tot = (np.bincount(i * n_arena + q, scale * base * (a * pi * (1 - pi)) ** 2, size)
                    + np.bincount(j * n_arena + q, scale * base * (a * pj * (1 - pj)) ** 2, size))
-            info = np.nan_to_num(tot.reshape(n_models, n_arena))
-        blocks.append(info)
-    out = np.hstack(blocks) if blocks else np.zeros((n_models, 0))
+            out[:, n_static:] = np.nan_to_num(tot.reshape(n_models, n_arena))
     out[~fitted] = 0.0
     return out
 
@@ -264,8 +270,10 @@ def targeted_order(info: np.ndarray, weights: np.ndarray, eps: float | None = No
         raise EngineError(f"criterion must be 'log' or 'rank', got {criterion!r}")
     w = np.asarray(weights, float)
     keep = w > 0
-    # items as contiguous rows (items x models): a gain gathers whole rows, not strided columns of every model
-    rows = np.ascontiguousarray(np.asarray(info, float)[keep].T)
+    # items as contiguous rows (items x models): a gain gathers whole rows, not strided columns of every model; the
+    # transpose of information_matrix's column-major matrix is that already (no copy when every model counts)
+    info = np.asarray(info, float)
+    rows = np.ascontiguousarray(info.T if keep.all() else info[keep].T)
     w = w[keep] / w[keep].sum()
     n_items = rows.shape[0]
     if eps is None:
@@ -276,7 +284,10 @@ def targeted_order(info: np.ndarray, weights: np.ndarray, eps: float | None = No
         x = rows[items]
         return (np.log1p(x / cur) if criterion == "log" else 1 / cur - 1 / (cur + x)) @ w
 
-    heap = [(-g, q) for q, g in enumerate(gain(np.arange(n_items)))]
+    chunk = max(1, (1 << 20) // max(1, rows.shape[1]))  # the first gains a block of items at a time (no copy of all)
+    first = np.concatenate([gain(np.arange(q0, min(q0 + chunk, n_items))) for q0 in range(0, n_items, chunk)]) \
+        if n_items else np.zeros(0)
+    heap = [(-g, q) for q, g in enumerate(first)]
     heapq.heapify(heap)
     stamp = np.zeros(n_items, int)  # stamp[q] == len(order): q's gain in the heap is exact for this step
     order: list[int] = []
@@ -290,9 +301,9 @@ def targeted_order(info: np.ndarray, weights: np.ndarray, eps: float | None = No
         # Re-evaluate the stale bounds at the top in one batch (issue 26: one at a time was ~270,000 small
         # products on a 2,000 x 5,000 compress). A gain only falls as items are added (submodular), so the item
         # taken is still the one whose exact gain tops every other bound, with ties to the smallest index.
-        # The batch doubles while a step's top stays stale (8, 16, 32, ...): a few calls where a step needs many
-        # evaluations, and at most 8 wasted where it needs one.
-        batch = batch * 2 if step == len(order) else _LAZY_FIRST
+        # The batch doubles while a step's top stays stale (8, 16, 32, ... up to a block): a few calls where a step
+        # needs many evaluations, and at most 8 wasted where it needs one.
+        batch = min(batch * 2, chunk) if step == len(order) else _LAZY_FIRST  # at most a block of 2^20 values
         step = len(order)
         stale: list[int] = []
         while heap and len(stale) < batch and stamp[heap[0][1]] != step:
@@ -361,7 +372,8 @@ def mean_information(result: JointResult, static: StaticData | None = None, aren
     paper's :func:`fisher_scores` where no item carries a chance level; lower where guessing hides ability."""
     info = information_matrix(result, static, arena, config)
     fitted = np.isfinite(result.theta)
-    return info[fitted].mean(axis=0) if fitted.any() else np.zeros(info.shape[1])
+    # the unfitted models' rows are 0: the sum over all rows is the fitted ones' (no copy of the fitted rows)
+    return info.sum(axis=0) / fitted.sum() if fitted.any() else np.zeros(info.shape[1])
 
 
 def versus_random(summary: pd.DataFrame) -> dict:
@@ -472,6 +484,7 @@ def subset_recovery(result: JointResult, static: StaticData | None, arena: Arena
     info = information_matrix(result, static, arena, config) if targeted else None
     for strategy in targeted:
         orders[strategy] = selection_order(result, static, arena, config, strategy, target=target, info=info)
+    del info  # models x items float64: not held through the refits
     full_baseline = None
     if "random_2pl_bt" in strategies and baseline_reference == "own":
         full_baseline = _baseline_scores(static, arena, config, np.ones(n_static, bool), np.ones(n_arena, bool))
