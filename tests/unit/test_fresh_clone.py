@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # Absolute paths of one machine: a temporary folder with something in it, a home folder.
-MACHINE_PATH = re.compile(rb"(/tmp/[A-Za-z0-9_.-]+/|/root/|/home/[a-z]+/)")
+MACHINE_PATH = re.compile(rb"(/tmp/[A-Za-z0-9_.-]+/|/[r]oot/|/home/[a-z]+/)")
 
 # Files allowed to hold such a path, each for a stated reason.
 ALLOWED = {
