@@ -25,7 +25,7 @@ from benchloupe.engine.joint.inputs import (
 )
 from benchloupe.engine.joint.objective import _Problem
 from benchloupe.engine.joint.subsets import static_columns
-from benchloupe.engine.joint.sweeps import (  # noqa: F401 - the block sweeps' settings and steps live there
+from benchloupe.engine.joint.sweeps import (  # the block sweeps' settings and steps
     _BLOCK_FTOL,
     _BLOCK_MU_START,
     _F32_FTOL,
