@@ -37,6 +37,11 @@ class StoreWatcher:
         self._missed = False  # the connection failed: the next good read counts as a change
         self._print: tuple | None = None  # the files' fingerprint at the previous check
         self.checks = 0
+        self.last_error: str = ""  # the latest failed open or read, for a status line or a failing test's message
+        # The baseline now, on the thread that made the watcher (the app's, before any screen reads): a baseline
+        # taken at the first poll would swallow a commit made between a screen's read and that poll.
+        self.changed()
+        self.checks = 0
 
     def _fingerprint(self) -> tuple:
         """(dev, inode, size, mtime) of the database file and (size, mtime) of its WAL; () when unreadable."""
@@ -56,8 +61,9 @@ class StoreWatcher:
             try:  # read-only, no waiting: the check must never hold the UI thread
                 self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=0,
                                              isolation_level=None)
-            except sqlite3.Error:
+            except sqlite3.Error as exc:
                 self._conn = None
+                self.last_error = f"open: {exc}"
         return self._conn
 
     def changed(self) -> bool:
@@ -72,7 +78,8 @@ class StoreWatcher:
         self.checks += 1
         try:
             version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
+            self.last_error = f"read: {exc}"
             self.close()
             self._missed = True
             return False
@@ -89,3 +96,7 @@ class StoreWatcher:
                 pass
         self._conn = None
         self._version = None
+
+    def __repr__(self) -> str:
+        return (f"StoreWatcher({str(self.path)!r}, checks={self.checks}, version={self._version}, "
+                f"open={self._conn is not None}, missed={self._missed}, last_error={self.last_error!r})")

@@ -20,7 +20,7 @@ async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 30.0
     while not predicate():
         if waited >= timeout:
             s = pilot.app.screen
-            raise AssertionError(f"timed out waiting for {what or predicate}: {type(s).__name__} {getattr(s, 'shown_token', None)} {getattr(s, 'current_token', lambda: None)()} {[(w.name, w.state.name) for w in pilot.app.workers]} {[n.message for n in pilot.app._notifications]}")
+            raise AssertionError(f"timed out waiting for {what or predicate}: {type(s).__name__} {getattr(s, 'shown_token', None)} {getattr(s, 'current_token', lambda: None)()} {[(w.name, w.state.name) for w in pilot.app.workers]} {[n.message for n in pilot.app._notifications]} {getattr(pilot.app, 'watcher', None)!r}")
         await pilot.pause(0.02)
         waited += 0.02
 

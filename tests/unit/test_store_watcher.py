@@ -48,3 +48,19 @@ def test_a_database_file_replaced_under_the_watcher_is_noticed(tmp_path):
         assert watcher.changed() is True
     finally:
         watcher.close()
+
+
+def test_a_commit_before_the_first_check_is_noticed_at_it(tmp_path):
+    """The baseline is taken when the watcher is made (the app makes it before any screen reads), not at its first
+    poll: a screen that loaded before the first 0.25 s tick, then another process's decision, then the first tick
+    used to take the decided state as the baseline and never report it (CI: test_team's open card timed out, when
+    an earlier test's job had warmed the forkserver and the screen loaded fast)."""
+    path = tmp_path / "w.db"
+    _db(path, 1)
+    watcher = StoreWatcher(path)
+    try:
+        _db(path, 2)  # before any check
+        assert watcher.changed() is True
+        assert watcher.changed() is False
+    finally:
+        watcher.close()

@@ -513,7 +513,6 @@ def objective(result: JointResult, static: StaticData | None, arena: ArenaData |
 
 # ------------------------------------------------------------------------------------------------ frozen items
 _ABILITY_STEP_TOL = 1e-10  # a frozen-item ability refit ends when no model's Newton step exceeds this
-_ABILITY_F32_STEP = 1e-3  # ... and its passes are float32 until no step exceeds this
 
 
 def _frozen_static_abilities(problem: _Problem, x0: np.ndarray, max_iter: int = 100) -> np.ndarray:
@@ -531,8 +530,7 @@ def _frozen_static_abilities(problem: _Problem, x0: np.ndarray, max_iter: int = 
     lam = problem.cfg.lambda_reg
     lt = lam / M if problem.reg_mean else lam
     w = problem.cfg.lambda_static / problem.n_static
-    f32, f64 = Backend("numpy", "cpu", "float32"), Backend("numpy", "cpu", "float64")
-    bk = f32 if problem.c is None else f64  # cells with a chance level go through float64 cell terms anyway
+    bk = Backend("numpy", "cpu", "float64")
     th = x0[:M].copy()
     lo, hi = np.full(M, -np.inf), np.full(M, np.inf)
     for _ in range(max_iter):
@@ -540,22 +538,14 @@ def _frozen_static_abilities(problem: _Problem, x0: np.ndarray, max_iter: int = 
         g = w * r.g_theta + 2 * lt * th
         h = w * r.h_theta + 2 * lt
         step = g / h
-        # The first steps (from 0 to within 1e-3 of every minimum) take float32 passes, at about half the cost of
-        # float64 ones (issue 26: compress's curve is ~100 such refits); the rest float64, from a fresh bracket: a
-        # float32 gradient's sign near the minimum is rounding, not a bound.
-        single = bk is f32
         active = np.abs(step) > _ABILITY_STEP_TOL
-        if not (single or active.any()):
+        if not active.any():
             break
-        if not single:  # the minimum lies above a point of negative gradient
-            lo = np.where(g < 0, np.maximum(lo, th), lo)
-            hi = np.where(g > 0, np.minimum(hi, th), hi)
+        lo = np.where(g < 0, np.maximum(lo, th), lo)  # the minimum lies above a point of negative gradient
+        hi = np.where(g > 0, np.minimum(hi, th), hi)
         cand = th - np.clip(step, -1.0, 1.0)
         outside = active & ((cand < lo) | (cand > hi)) & np.isfinite(lo) & np.isfinite(hi)
-        with np.errstate(invalid="ignore"):  # an open bracket's midpoint (inf - inf) is never taken
-            th = np.where(outside, 0.5 * (lo + hi), np.where(active, cand, th))
-        if single and not (np.abs(step) > _ABILITY_F32_STEP).any():
-            bk = f64
+        th = np.where(outside, 0.5 * (lo + hi), np.where(active, cand, th))
     return th
 
 
