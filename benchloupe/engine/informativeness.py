@@ -75,7 +75,7 @@ from benchloupe.engine.joint import (
     fit_joint,
     pair_probabilities,
 )
-from benchloupe.engine.joint.subsets import static_columns, trials
+from benchloupe.engine.joint.subsets import cell_weight, static_columns
 from benchloupe.engine.stats import kendall, spearman
 
 FRACTIONS = (0.025, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.50, 0.80, 1.00)
@@ -163,14 +163,12 @@ def information_matrix(result: JointResult, static: StaticData | None = None, ar
     # whole-matrix expression held five models x items float64 temporaries, 3 GB at 5,000 x 14,000)
     out = np.zeros((n_models, n_static + n_arena), order="F")
     if n_static:
-        t = None if static is None else trials(static)
         step = max(1, (1 << 20) // n_static)
         for r0 in range(0, n_models, step):
             sl = slice(r0, r0 + step)
             info = config.lambda_static * static_cell_information(result, sl)
-            if static is not None:  # the cell's trials (1 for 0/1 cells, 0 where unobserved): subsets.cell_weight
-                weight = static.mask[sl] if t is None else np.where(static.mask[sl], np.asarray(t[sl], float), 0.0)
-                info = np.nan_to_num(info) * weight
+            if static is not None:
+                info = np.nan_to_num(info) * cell_weight(static, sl)
             out[sl, :n_static] = np.nan_to_num(info)
     if n_arena:
         pairs = result.pairs

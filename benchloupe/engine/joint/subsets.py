@@ -48,7 +48,9 @@ def observed_rate(static: StaticData) -> np.ndarray:
         return np.where(static.mask, static.correct / np.maximum(t, 1), 0.0)
 
 
-def cell_weight(static: StaticData) -> np.ndarray:
-    """Trials per observed cell (1 for 0/1 cells, 0 where unobserved): the weight of a cell's rate."""
+def cell_weight(static: StaticData, rows: slice = slice(None)) -> np.ndarray:
+    """Trials per observed cell (1 for 0/1 cells, 0 where unobserved): the weight of a cell's rate. ``rows``: only
+    those models (a caller working a block of models at a time)."""
     t = trials(static)
-    return static.mask.astype(float) if t is None else np.where(static.mask, np.asarray(t, float), 0.0)
+    mask = static.mask[rows]
+    return mask.astype(float) if t is None else np.where(mask, np.asarray(t[rows], float), 0.0)
