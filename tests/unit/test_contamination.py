@@ -100,3 +100,41 @@ def test_leave_one_out_in_a_joint_fit_drops_the_models_pairs():
     full = fit_joint(S, A, JointConfig()).p_static()
     d = np.abs(p[1] - full[1])  # its own cells no longer shape the items: most move a little, a few a lot
     assert d.max() > 0 and np.median(d) < 0.1
+
+
+def test_permutation_labels_are_the_argsort_subset_bit_for_bit():
+    """The permutation test's labels (a sort of integer keys, issue 26) are the old ``argsort(u) < n_pre`` labels
+    for the same draws, so every permutation p stays the same."""
+    from benchloupe.engine.contamination import _first_of_sorted
+
+    for n, n_pre, seed in ((200, 80, 0), (14000, 6000, 1), (7, 2, 2)):
+        u = np.random.default_rng(seed).random((64, n))
+        first = np.zeros(n, np.uint64)
+        first[:n_pre] = 1
+        want = np.argsort(u, axis=1) < n_pre
+        got = _first_of_sorted(u.copy(), first)
+        assert got.dtype == bool and np.array_equal(got, want) and (got.sum(1) == n_pre).all()
+    # and the p-value of a fixed case, computed by the argsort definition before the change
+    rng = np.random.default_rng(3)
+    e, w = rng.normal(size=500), rng.uniform(1, 3, 500)
+    pre = rng.random(500) < 0.4
+    e[pre] += 0.12
+    t = window_test(e, w, pre, n_boot=100, n_perm=1500, seed=4)
+    assert t.p_perm == pytest.approx(_argsort_p(e, w, pre, 100, 1500, 4), abs=0)
+
+
+def _argsort_p(e, w, pre, n_boot, n_perm, seed):
+    """window_test's permutation p as it was written before issue 26 (argsort labels), the reference."""
+    n_pre = int(pre.sum())
+    shift = np.sum(e[pre] * w[pre]) / np.sum(w[pre]) - np.sum(e[~pre] * w[~pre]) / np.sum(w[~pre])
+    rng = np.random.default_rng(seed)
+    rng.integers(0, n_pre, (n_boot, n_pre))
+    rng.integers(0, len(e) - n_pre, (n_boot, len(e) - n_pre))
+    ew, tot_ew, tot_w, exceed = e * w, np.sum(e * w), w.sum(), 0
+    for start in range(0, n_perm, 256):
+        k = min(256, n_perm - start)
+        lab = np.argsort(rng.random((k, len(e))), axis=1) < n_pre
+        s_ew, s_w = (lab * ew).sum(1), (lab * w).sum(1)
+        perm = s_ew / s_w - (tot_ew - s_ew) / (tot_w - s_w)
+        exceed += int(np.sum(np.abs(perm) >= abs(shift) - 1e-15))
+    return (1 + exceed) / (1 + n_perm)
