@@ -320,6 +320,8 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
                  cancel: threading.Event | None = None, **_) -> int:
     """``benchloupe evaluate B --arena A``: the Table 2 comparison stored as a run (``comparison`` artifact with
     the table's rows and columns, ``comparison_splits`` per split, flattened ``<method>_<column>`` metrics)."""
+    from benchloupe.engine.joint.evaluation import comparison_refits
+
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -333,12 +335,17 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
                           "external": str(external) if external else None}, config.seed, roles)
         ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
         with ctx.guard(conn):
+            t = ctx.lap("load_s", t0)
+            phase: dict = {}
             raw, table = joint.heldout_comparison(inputs.static, inputs.arena, jc, splits=config.splits,
                                                   holdout=config.holdout, seed=config.seed,
                                                   external=None if ext is None else ext.scores,
-                                                  progress=progress, cancel=cancel)
+                                                  progress=progress, cancel=cancel, timings=phase)
+            ctx.timings.update(phase)
+            t = ctx.lap("comparison_s", t)
             metrics: dict = {"splits": config.splits, "holdout": config.holdout,
-                             "heldout_pairs_mean": float(raw["heldout_pairs"].mean())}
+                             "heldout_pairs_mean": float(raw["heldout_pairs"].mean()),
+                             "refits": comparison_refits(list(dict.fromkeys(raw["method"])), config.splits)}
             for row in table.itertuples(index=False):
                 key = str(row.method).lower().replace(" ", "_")
                 for col in ("pair_acc", "static_rho", "arena_rho", "external_rho"):
@@ -382,7 +389,7 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
             if ext is not None:
                 metrics.update(ext.metrics())
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
                 artifacts=artifacts))
             return ctx.run_id
     finally:
