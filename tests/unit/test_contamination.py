@@ -6,6 +6,7 @@ import pytest
 
 from benchloupe.engine.common import EngineError
 from benchloupe.engine.contamination import (
+    WindowTest,
     binned_series,
     contamination_windows,
     holm,
@@ -13,6 +14,7 @@ from benchloupe.engine.contamination import (
     residual_matrix,
     to_days,
     window_test,
+    window_tests,
 )
 from benchloupe.engine.joint import JointConfig, StaticData, fit_joint
 
@@ -114,22 +116,29 @@ def test_permutation_labels_are_the_argsort_subset_bit_for_bit():
         want = np.argsort(u, axis=1) < n_pre
         got = _first_of_sorted(u.copy(), first)
         assert got.dtype == bool and np.array_equal(got, want) and (got.sum(1) == n_pre).all()
-    # and the p-value of a fixed case, computed by the argsort definition before the change
+    # and whole tests of fixed cases, computed by the code as it was before the change
     rng = np.random.default_rng(3)
     e, w = rng.normal(size=500), rng.uniform(1, 3, 500)
     pre = rng.random(500) < 0.4
     e[pre] += 0.12
     t = window_test(e, w, pre, n_boot=100, n_perm=1500, seed=4)
-    assert t.p_perm == pytest.approx(_argsort_p(e, w, pre, 100, 1500, 4), abs=0)
+    assert t == _old_window_test(e, w, pre, 100, 1500, 4) and 0.001 < t.p_perm < 0.05
+    # several residual vectors share one set of draws (the leave-one-out test's): each as if alone
+    e2 = e + rng.normal(0, 0.3, 500)
+    both = window_tests([e, e2], w, pre, n_boot=100, n_perm=1500, seed=4)
+    assert both == [t, _old_window_test(e2, w, pre, 100, 1500, 4)]
 
 
-def _argsort_p(e, w, pre, n_boot, n_perm, seed):
-    """window_test's permutation p as it was written before issue 26 (argsort labels), the reference."""
-    n_pre = int(pre.sum())
-    shift = np.sum(e[pre] * w[pre]) / np.sum(w[pre]) - np.sum(e[~pre] * w[~pre]) / np.sum(w[~pre])
+def _old_window_test(e, w, pre, n_boot, n_perm, seed):
+    """window_test as it was written before issue 26 (argsort labels, one vector), the reference."""
+    n_pre, n_post = int(pre.sum()), int((~pre).sum())
+    e_pre, w_pre, e_post, w_post = e[pre], w[pre], e[~pre], w[~pre]
+    m_pre, m_post = float(np.sum(e_pre * w_pre) / np.sum(w_pre)), float(np.sum(e_post * w_post) / np.sum(w_post))
+    shift = m_pre - m_post
     rng = np.random.default_rng(seed)
-    rng.integers(0, n_pre, (n_boot, n_pre))
-    rng.integers(0, len(e) - n_pre, (n_boot, len(e) - n_pre))
+    ip = rng.integers(0, n_pre, (n_boot, n_pre))
+    iq = rng.integers(0, n_post, (n_boot, n_post))
+    boot = ((e_pre[ip] * w_pre[ip]).sum(1) / w_pre[ip].sum(1)) - ((e_post[iq] * w_post[iq]).sum(1) / w_post[iq].sum(1))
     ew, tot_ew, tot_w, exceed = e * w, np.sum(e * w), w.sum(), 0
     for start in range(0, n_perm, 256):
         k = min(256, n_perm - start)
@@ -137,4 +146,5 @@ def _argsort_p(e, w, pre, n_boot, n_perm, seed):
         s_ew, s_w = (lab * ew).sum(1), (lab * w).sum(1)
         perm = s_ew / s_w - (tot_ew - s_ew) / (tot_w - s_w)
         exceed += int(np.sum(np.abs(perm) >= abs(shift) - 1e-15))
-    return (1 + exceed) / (1 + n_perm)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return WindowTest(float(shift), float(lo), float(hi), (1 + exceed) / (1 + n_perm), n_pre, n_post, m_pre, m_post)
