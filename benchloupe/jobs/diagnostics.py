@@ -726,6 +726,10 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             t = ctx.lap("windows_s", t)
             metrics = {"mode": mode, "date_key": date_key, "cutoff_key": cutoff_key, "notes": key_notes,
                        "dated_items": int(np.isfinite(days).sum()), "leave_one_out_refits": loo_refits,
+                       "refits": {"fits": 1 + loo_refits, "full_fit": 1, "leave_one_model_out": loo_refits,
+                                  "start": ("warm from the full fit, the model's row dropped" if arena_d is None
+                                            and cfg.mode == "static" else "cold, the model's cells and pairs "
+                                            "masked (joint: nonconvex)") if loo_refits else None},
                        "models_with_cutoff": int(np.isfinite(cut).sum()), "models_tested": int(len(table)),
                        "models_flagged": int(table["flagged"].sum()) if len(table) else 0, "n_perm": n_perm,
                        "alpha": config.alpha}
