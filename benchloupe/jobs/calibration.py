@@ -341,11 +341,13 @@ def run_evaluate(db_path, benchmark: str, config: EvaluateConfig = EvaluateConfi
                                                   holdout=config.holdout, seed=config.seed,
                                                   external=None if ext is None else ext.scores,
                                                   progress=progress, cancel=cancel, timings=phase)
+            joint_passes = phase.pop("dualeval_passes", [])
             ctx.timings.update(phase)
             t = ctx.lap("comparison_s", t)
             metrics: dict = {"splits": config.splits, "holdout": config.holdout,
                              "heldout_pairs_mean": float(raw["heldout_pairs"].mean()),
-                             "refits": comparison_refits(list(dict.fromkeys(raw["method"])), config.splits)}
+                             "refits": {**comparison_refits(list(dict.fromkeys(raw["method"])), config.splits),
+                                        "joint_fit_passes": joint_passes}}
             for row in table.itertuples(index=False):
                 key = str(row.method).lower().replace(" ", "_")
                 for col in ("pair_acc", "static_rho", "arena_rho", "external_rho"):

@@ -190,7 +190,8 @@ def heldout_comparison(static: StaticData | None, arena: ArenaData | None, confi
     relative-decrease test in a slow tail), abilities within 4e-3, Spearman with the cold fit 0.9999996, no decisive
     pair reordered, in 65 passes instead of 147; tests/unit/test_evaluate.py holds the table to the cold one's.
     ``warm=False``: every fit from the observed rates, as before.  ``timings`` (a dict, filled in): seconds of the
-    reference fits and per method over the splits."""
+    reference fits and per method over the splits, and ``dualeval_passes`` (each split's joint fit's passes over the
+    static cells, as its provenance counts them)."""
     if arena is None and static is None:
         raise EngineError("the method comparison needs static results, arena rewards or both")
     if not 0 < holdout < 1 or splits < 1:
@@ -213,6 +214,7 @@ def heldout_comparison(static: StaticData | None, arena: ArenaData | None, confi
     ref_bt = fit_bradley_terry(arena, arena_cfg, pairs=pairs).scores if arena is not None else None
     timings["reference_fits_s"] = round(time.perf_counter() - lap, 4)
     rows = []
+    passes = timings.setdefault("dualeval_passes", [])  # per split: passes over the static cells (provenance)
     total = splits * len(methods)
     for s in range(splits):
         held_s = question_split(static.shape[1], holdout, seed + s) if static is not None else None
@@ -233,8 +235,10 @@ def heldout_comparison(static: StaticData | None, arena: ArenaData | None, confi
                                              cancel=cancel, init=full_static)
                 init = None if not warm else {"theta": split_static.theta, "b_static": split_static.b_static,
                                               "k_static": split_static.k_static}
-                score = fit_joint(static, arena, replace(config, mode="joint"), pairs=pairs, pair_keep=keep,
-                                  static_mask=smask, cancel=cancel, init=init).theta
+                fit = fit_joint(static, arena, replace(config, mode="joint"), pairs=pairs, pair_keep=keep,
+                                static_mask=smask, cancel=cancel, init=init)
+                score = fit.theta
+                passes.append(fit.provenance.get("passes"))
             elif method == "static_2pl":
                 split_static = fit_joint(static, None, replace(config, mode="static"), static_mask=smask,
                                          cancel=cancel, init=full_static if warm else None)
