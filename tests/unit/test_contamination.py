@@ -148,3 +148,41 @@ def _old_window_test(e, w, pre, n_boot, n_perm, seed):
         exceed += int(np.sum(np.abs(perm) >= abs(shift) - 1e-15))
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return WindowTest(float(shift), float(lo), float(hi), (1 + exceed) / (1 + n_perm), n_pre, n_post, m_pre, m_post)
+
+
+def test_metadata_keys_read_each_keys_dates_once_with_the_same_verdicts():
+    """Which metadata keys hold dates: one to_days per key over its distinct texts (issue 26: one per value was
+    14,022 pandas calls, ~40 s of the command at 14,000 items), the verdict of reading each value alone."""
+    import json
+
+    import pandas as pd
+
+    from benchloupe.jobs.diagnostics import DATE_TEXT, metadata_keys
+
+    values = ["2024-03-01", "2024", "2024-03", "2024/3/1", "3/1/2024", " 2023-12-31T10:00:00Z ", "2024-13-45",
+              "2024-02-30", "12", "1/1/10000", "2024-03-01T25:00", None, 5, "garbage", "", "\x00", "2024-3-1"]
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        rows = []
+        for _ in range(int(rng.integers(1, 12))):
+            meta = {k: values[int(rng.integers(len(values)))] for k in ("date", "cutoff", "other")
+                    if rng.random() < 0.8}
+            meta["good"] = values[int(rng.integers(6))]
+            rows.append(json.dumps(meta) if rng.random() < 0.9 else "not json")
+        frame = pd.DataFrame({"metadata": rows})
+        want: dict = {}
+        for raw in rows:  # the verdict value by value, as before
+            try:
+                meta = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            for k, v in meta.items():
+                if v is None:
+                    want.setdefault(k, True)
+                    continue
+                ok = isinstance(v, str) and DATE_TEXT.fullmatch(v.strip()) is not None \
+                    and np.isfinite(to_days([v.strip()])[0])
+                want[k] = want.get(k, True) and ok
+        got = metadata_keys(frame)
+        assert got == want and list(got) == list(want), (trial, rows)
+        assert got["good"]
