@@ -127,6 +127,10 @@ def test_permutation_labels_are_the_argsort_subset_bit_for_bit():
     e2 = e + rng.normal(0, 0.3, 500)
     both = window_tests([e, e2], w, pre, n_boot=100, n_perm=1500, seed=4)
     assert both == [t, _old_window_test(e2, w, pre, 100, 1500, 4)]
+    # unit weights (0/1 cells) skip the weighted sums: the same bits
+    ones = np.ones(500)
+    assert window_tests([e, e2], ones, pre, n_boot=100, n_perm=1500, seed=4) == [
+        _old_window_test(x, ones, pre, 100, 1500, 4) for x in (e, e2)]
 
 
 def _old_window_test(e, w, pre, n_boot, n_perm, seed):
