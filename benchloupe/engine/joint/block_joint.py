@@ -61,16 +61,18 @@ def arena_part(problem: _Problem, pairs: PairSet, n_models: int, config: JointCo
 
 
 def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np.ndarray, config: JointConfig,
-                       progress: Progress, cancel, backend: Backend | None = None):
+                       progress: Progress, cancel, backend: Backend | None = None, polish: bool = True):
     """Fit (module docstring); ``x0`` in the joint layout.  Returns (x, f, sweeps, converged), as the other
-    optimisers of ``optimise`` do, and sets ``problem.passes``."""
+    optimisers of ``optimise`` do, and sets ``problem.passes``.  ``polish=False``: with a float32 backend the
+    sweeps end with the float32 stage (no float64 sweeps), for warm-started refits whose use tolerates float32's
+    resolution (the held-out ECE, ``evaluation.heldout_calibration``), as ``optimise._run_block_newton`` does."""
     M, Ns, Na = problem.M, problem.Ns, problem.Na
     cfg = problem.cfg
     lam = cfg.lambda_reg
     lt, li = (lam / M, lam / problem.n_items) if problem.reg_mean else (lam, lam)
     w = cfg.lambda_static / problem.n_static
     backend = backend or resolve("cpu", M * Ns)
-    stages = [backend] if backend.dtype == "float64" else [backend, replace(backend, dtype="float64")]
+    stages = [backend] if backend.dtype == "float64" or not polish else [backend, replace(backend, dtype="float64")]
     stage, bk = 0, stages[0]
     x = x0.copy()
     o = M + 2 * Ns

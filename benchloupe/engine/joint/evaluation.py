@@ -46,8 +46,10 @@ def heldout_calibration(static: StaticData | None, arena: ArenaData | None, conf
     # objective is nonconvex and a warm start can end in another optimum (a simulated 120-model joint fit by the full
     # Newton solver: a lower objective than the cold refit's, abilities 0.2 apart), so refits of a full-Newton joint
     # fit stay cold (small: seconds).  A joint block-Newton fit (leaderboard size, ``block_joint``) is refitted from
-    # the full fit (issue 26): a cold refit crawls for ~100-200 sweeps (5,000 x 14,000: ~2 min each), a warm one
-    # converges in ~10; the held-out ECEs agree with the cold refits' (tests/unit/test_joint_heldout_warm.py)
+    # the full fit (issue 26) and, as the static refits, ends with its float32 sweeps (no float64 polish): a cold
+    # refit crawls for ~200-300 sweeps (5,000 x 14,000: ~2 min each), a warm one converges in ~10; the held-out
+    # ECEs agree with the cold refits' to 1e-4 (tests/unit/test_joint_heldout_warm.py; without the polish they
+    # move by 2e-6 at 1,000 x 14,000)
     warm = init is not None and ((config.mode == "static" and arena is None)
                                  or (init.provenance or {}).get("optimizer") == "block_joint")
     init = init if warm else None
