@@ -4,7 +4,9 @@ refits are checked against the cold ones: every held-out ECE (the mean over the 
 1e-4 absolute of the cold refits' (measured here: 2.7e-5 at most; on the simulated 1,000 x 14,000 bench workspace,
 seeds 0-2: static ECE 1e-6, arena soft / binary ECE 5.4e-5 / 5.1e-5, one seed alone 1.3e-4, against a spread of the
 arena ECE between seeds of ~3e-4; the cold refit there crawls 200-300 sweeps to an objective up to 5e-5 lower), in a
-fraction of the sweeps (1,000 x 14,000: 9-10 instead of 201-294).  Joint fits small enough for the full Newton solver keep their cold refits, unchanged."""
+fraction of the sweeps (1,000 x 14,000: 7-8 float32 sweeps, the refits ending without the float64 polish, whose
+sweeps moved the ECEs by 2e-6 there, instead of 201-294).  Joint fits small enough for the full Newton solver keep
+their cold refits, unchanged."""
 
 from __future__ import annotations
 
