@@ -161,7 +161,8 @@ def offsets_from_working(w: np.ndarray, s: np.ndarray, anchors: np.ndarray, k: i
             f"spectral dimension K={k} needs fewer than min({n_anchor} anchors, {w.shape[1]} models); "
             "use a smaller K grid or a larger audit half"
         )
-    _, _, vt = randomized_svd(w[anchors], k, seed=seed)
+    # every item an anchor (the first purification round): the matrix itself, not a copy of it (the same values)
+    _, _, vt = randomized_svd(w if anchors.all() else w[anchors], k, seed=seed)
     axes = vt.T
     scores = threaded_matmul(w, axes)
     offsets = threaded_matmul(scores, (axes if column_order is None else axes[column_order]).T)

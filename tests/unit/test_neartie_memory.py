@@ -1,0 +1,116 @@
+"""The near-tie audit holds its 0/1 matrices as int8, not float64 (issue 26: 2.48 GB peak at 5,000 x 14,000), and
+that changes no number: every table and summary value equals, bit for bit, the audit computed on float64 copies
+of the same matrices (the arithmetic before issue 26), with complete data, missing cells and the float tie mode."""
+
+import numpy as np
+import pytest
+
+from benchloupe.engine.neartie import AuditConfig, run_audit
+from benchloupe.engine.neartie import audit as audit_module
+
+FAST = AuditConfig(dimensions=(1, 2, 4, 8), controls=99)
+
+
+def simulate(n_owners=70, n_items=200, seed=3, families=("gemma", "llama", "qwen")):
+    rng = np.random.default_rng(seed)
+    ids, fams, owners = [], [], []
+    for o in range(n_owners):
+        for f in rng.choice(families, size=rng.integers(1, 3), replace=False):
+            for c in range(rng.integers(1, 6)):
+                ids.append(f"owner{o}/{f}-model-{c}")
+                fams.append(str(f))
+                owners.append(f"owner{o}")
+    code = np.searchsorted(sorted(families), fams)
+    b = rng.normal(0.2, 1.0, n_items)
+    a = rng.normal(0, 0.7, (n_items, 3))
+    theta = rng.normal(0, 1, (len(ids), 3))
+    delta = rng.normal(0, 0.6, (n_items, len(families))) * (np.arange(n_items) < n_items // 2)[:, None]
+    logits = b + theta @ a.T + delta[:, code].T
+    y = (rng.random(logits.shape) < 1 / (1 + np.exp(-logits))).astype(np.int8)
+    return y, ids, fams, owners, [f"task_{i % 4}" for i in range(n_items)]
+
+
+def _same(x, y) -> bool:
+    """Equal as stored: same columns, same values bit for bit (NaN where NaN, the sign of zero too)."""
+    if hasattr(x, "columns"):
+        return list(x.columns) == list(y.columns) and len(x) == len(y) and all(
+            _same(np.asarray(x[c]), np.asarray(y[c])) for c in x.columns)
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        return x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True) and bool(
+            (np.signbit(x) == np.signbit(y)).all())
+    if isinstance(x, np.ndarray):
+        return x.shape == y.shape and bool((x == y).all())
+    if isinstance(x, float) and x != x:
+        return y != y
+    return x == y
+
+
+def test_validate_returns_int8_matrices_without_a_float64_copy():
+    y, ids, fams, owners, groups = simulate(n_owners=8, n_items=20)
+    for responses in (y, y.astype(float), y.astype(bool), y.astype(np.int64)):
+        out, obs = audit_module._validate(responses, None, ids, fams, owners, groups)
+        assert out.dtype == np.int8 and obs is None
+        np.testing.assert_array_equal(out, y)
+    mask = np.ones(y.shape, dtype=bool)
+    mask[0, :3] = False
+    holes = np.where(mask, y, -1).astype(np.int8)
+    out, obs = audit_module._validate(holes, mask, ids, fams, owners, groups)
+    assert out.dtype == np.int8 and obs.dtype == np.int8
+    assert (out[0, :3] == 0).all() and (obs == mask).all()
+    assert np.shares_memory(obs, mask) and not obs.flags.writeable  # the caller's mask, viewed, never written
+    out, obs = audit_module._validate(holes, mask.astype(float), ids, fams, owners, groups)
+    assert out.dtype == np.int8 and obs.dtype == np.int8
+    # a mask with other weights than 0/1 keeps them (float64), as before
+    weighted = mask * 2.0
+    assert audit_module._validate(holes, weighted, ids, fams, owners, groups)[1].dtype == np.float64
+    out, obs = audit_module._validate(y, np.ones(y.shape, dtype=bool), ids, fams, owners, groups)
+    assert obs is None  # every cell observed: no mask at all
+
+
+@pytest.mark.parametrize("bad, message", [(2.0, "responses must be 0/1"), (np.nan, "missing values")])
+def test_validate_still_refuses_bad_observed_cells_only(bad, message):
+    from benchloupe.engine.common import EngineError
+
+    y, ids, fams, owners, groups = simulate(n_owners=8, n_items=20)
+    cells = y.astype(float)
+    cells[0, 0] = bad
+    with pytest.raises(EngineError, match=message):
+        audit_module._validate(cells, None, ids, fams, owners, groups)
+    mask = np.ones(y.shape, dtype=bool)
+    mask[0, 0] = False  # the same value at a missing cell is no error, and becomes 0
+    out, obs = audit_module._validate(cells, mask, ids, fams, owners, groups)
+    assert out[0, 0] == 0 and out.dtype == np.int8 and not obs[0, 0]
+    if bad == 2.0:
+        with pytest.raises(EngineError, match=message):
+            audit_module._validate(cells.astype(np.int8), None, ids, fams, owners, groups)
+
+
+def _float64_validate(*args):
+    """The pre-issue-26 arithmetic: the validated matrices as float64 (the engine's dif and scoring functions
+    take them as they always did)."""
+    y, obs = ORIGINAL_VALIDATE(*args)
+    return y.astype(np.float64), None if obs is None else obs.astype(np.float64)
+
+
+ORIGINAL_VALIDATE = audit_module._validate
+
+
+@pytest.mark.parametrize("variant", ["complete", "missing", "float ties"])
+def test_int8_audit_equals_the_float64_audit_bit_for_bit(variant, monkeypatch):
+    y, ids, fams, owners, groups = simulate()
+    config, mask = FAST, None
+    if variant == "missing":
+        mask = np.random.default_rng(1).random(y.shape) > 0.08
+        y = np.where(mask, y, -1).astype(np.int8)
+    if variant == "float ties":
+        config = AuditConfig(dimensions=(1, 2, 4, 8), controls=99, anchor_ties="float")
+    ours = run_audit(y, ids, fams, owners, groups, config, mask=mask)
+    monkeypatch.setattr(audit_module, "_validate", _float64_validate)
+    before = run_audit(y, ids, fams, owners, groups, config, mask=mask)
+    assert ours.summary["eligible_pairs"] > 0
+    for name, table in before.tables.items():
+        assert _same(ours.tables[name], table), name
+    assert ours.summary.keys() == before.summary.keys()
+    for key, value in before.summary.items():
+        assert _same(ours.summary[key], value), key
+
