@@ -5,6 +5,7 @@ of the same matrices (the arithmetic before issue 26), with complete data, missi
 import numpy as np
 import pytest
 
+from benchloupe.engine import dif
 from benchloupe.engine.neartie import AuditConfig, run_audit
 from benchloupe.engine.neartie import audit as audit_module
 
@@ -114,3 +115,56 @@ def test_int8_audit_equals_the_float64_audit_bit_for_bit(variant, monkeypatch):
     for key, value in before.summary.items():
         assert _same(ours.summary[key], value), key
 
+
+
+def _dif_inputs(n_models=300, n_items=500, seed=8):
+    y, ids, fams, owners, groups = simulate(n_owners=n_models // 5, n_items=n_items, seed=seed)
+    mask = np.random.default_rng(seed).random(y.shape) > 0.1
+    return y, mask, np.asarray(owners, dtype=str), np.asarray(groups), np.searchsorted(sorted(set(fams)), fams)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_threaded_dif_passes_equal_the_serial_ones_bit_for_bit(missing, monkeypatch):
+    """The working matrix, the spectral offsets and the held-out K losses on threads (large matrices) are the
+    numbers of the one-thread passes: forced on a small matrix by lowering the threshold, two cores assumed."""
+    y_all, mask, owners, groups, codes = _dif_inputs()
+    y = np.where(mask, y_all, 0).astype(np.int8)[::2].T  # items x models, a transposed view as the audit has it
+    obs = mask.astype(np.int8)[::2].T if missing else None
+    own = owners[::2]
+
+    def run():
+        p, s = dif.item_rates(y, obs)
+        w = dif.working(y, obs, p, s)
+        anchors = np.arange(y.shape[0]) % 3 > 0
+        order = np.argsort(codes[::2], kind="stable")
+        sel = dif.select_dimension(y, obs, own, groups, (1, 2, 4, 8), owner_seed=3, svd_seed=3)
+        return (w, dif.offsets_from_working(w, s, anchors, 3, 5), dif.offsets_from_working(w, s, anchors, 2, 6, order),
+                dif.offsets_from_working(w, s, np.ones(y.shape[0], bool), 4, 7), sel.curve["mean_log_loss"],
+                sel.curve["se"])
+
+    monkeypatch.setattr(dif, "usable_cores", lambda cap=8: 2)
+    monkeypatch.setattr(dif, "_THREADED_CELLS", 1 << 40)
+    serial = run()
+    monkeypatch.setattr(dif, "_THREADED_CELLS", 1000)
+    threaded = run()
+    for a, b in zip(serial, threaded, strict=True):
+        assert _same(np.asarray(a), np.asarray(b))
+    assert serial[0].flags.f_contiguous == threaded[0].flags.f_contiguous  # the same layout too
+
+
+@pytest.mark.parametrize("power_iterations", ["float64", "float32"])
+def test_randomized_svd_of_the_uncopied_working_matrix_is_the_copy_s(power_iterations, monkeypatch):
+    """The first purification round passes the working matrix itself (F-ordered, as np.where makes it from the
+    transposed responses) where it passed an all-anchor copy (C-ordered): the same factors, bit for bit."""
+    if power_iterations == "float32":  # as at 5,000 x 14,000 (above dif.F32_SVD_CELLS)
+        monkeypatch.setattr(dif, "F32_SVD_CELLS", 1)
+    y_all, mask, *_ = _dif_inputs(n_models=400, n_items=700)
+    y = y_all[::2].T
+    p, s = dif.item_rates(y, None)
+    w = dif.working(y, None, p, s)
+    assert w.flags.f_contiguous and not w.flags.c_contiguous
+    copy = w[np.ones(y.shape[0], dtype=bool)]
+    assert copy.flags.c_contiguous
+    for k in (1, 5):
+        for a, b in zip(dif.randomized_svd(w, k, seed=2), dif.randomized_svd(copy, k, seed=2), strict=True):
+            assert _same(a, b)
