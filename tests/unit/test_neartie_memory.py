@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchloupe.engine import dif
-from benchloupe.engine.neartie import AuditConfig, run_audit
+from benchloupe.engine.neartie import AuditConfig, run_audit, scoring
 from benchloupe.engine.neartie import audit as audit_module
 
 FAST = AuditConfig(dimensions=(1, 2, 4, 8), controls=99)
@@ -168,3 +168,52 @@ def test_randomized_svd_of_the_uncopied_working_matrix_is_the_copy_s(power_itera
     for k in (1, 5):
         for a, b in zip(dif.randomized_svd(w, k, seed=2), dif.randomized_svd(copy, k, seed=2), strict=True):
             assert _same(a, b)
+
+
+def _cell_groups(cells, selected):
+    groups = [(np.flatnonzero(cells == c), int(selected[cells == c].sum())) for c in np.unique(cells)]
+    return [(idx, idx.size, n_sel, idx.size / n_sel) for idx, n_sel in groups]
+
+
+def _same_weights(a, b) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.flags.f_contiguous == b.flags.f_contiguous and bool(
+        np.array_equal(a, b))
+
+
+def test_vectorised_control_draws_are_rng_choice_s_draws():
+    """The matched-random controls drawn for all replicates at once (Floyd's algorithm on the PCG64 stream) are
+    ``rng.choice``'s, replicate by replicate and cell by cell: every weight, on 300 random blueprints (cells of
+    one item, cells wholly selected, one selected item, up to 400 items)."""
+    rng = np.random.default_rng(0)
+    fast = 0
+    for _ in range(300):
+        n_items = int(rng.integers(1, 400))
+        cells = np.array([f"c{v}" for v in rng.integers(0, int(rng.integers(1, 12)), n_items)])
+        selected = np.zeros(n_items, dtype=bool)
+        for c in np.unique(cells):
+            idx = np.flatnonzero(cells == c)
+            selected[rng.choice(idx, int(rng.integers(1, idx.size + 1)), replace=False)] = True
+        r, seed = int(rng.integers(1, 300)), int(rng.integers(0, 10**6))
+        groups = _cell_groups(cells, selected)
+        loop = scoring._choice_weights(groups, r, seed, n_items)
+        vectorised = scoring._floyd_weights(groups, r, seed, n_items)
+        if vectorised is not None:
+            fast += 1
+            assert _same_weights(vectorised, loop)
+        assert _same_weights(scoring.control_weights(cells, selected, r, seed), loop)
+    assert fast >= 290  # a redraw (the loop's case) is rare at these sizes
+
+
+def test_control_weights_fall_back_to_the_loop_on_a_redraw_or_another_numpy(monkeypatch):
+    cells = np.array(["a"] * 9000 + ["b"] * 3000)
+    selected = np.zeros(cells.size, dtype=bool)
+    selected[:4500] = True
+    selected[9000:10500] = True
+    groups = _cell_groups(cells, selected)
+    assert scoring._floyd_weights(groups, 50, 4, cells.size) is None  # a Lemire redraw in this stream (seed 4)
+    loop = scoring._choice_weights(groups, 50, 4, cells.size)
+    assert _same_weights(scoring.control_weights(cells, selected, 50, 4), loop)
+    # a numpy whose choice drew otherwise: the first replicate differs, so the loop's weights are returned
+    monkeypatch.setattr(scoring, "_floyd_weights", lambda g, r, s, n: np.ones((n, r), order="F"))
+    loop = scoring._choice_weights(groups, 50, 2, cells.size)
+    assert _same_weights(scoring.control_weights(cells, selected, 50, 2), loop)
