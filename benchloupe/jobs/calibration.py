@@ -203,7 +203,7 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
             progress(0, 1, "metrics: held-out calibration and ranking agreement")
             metrics = joint.metrics(res, static, arena_d, external=None if ext is None else ext.scores,
                                     heldout=heldout, seeds=(seed, seed + 1, seed + 2), progress=progress,
-                                    cancel=cancel)
+                                    cancel=cancel, timings=ctx.timings)
             t = ctx.lap("metrics_s", t)
             metrics.update(_truth_metrics(conn, inputs, res.theta, res.b_static if static is not None else None))
             metrics["gamma"] = res.gamma
