@@ -145,7 +145,12 @@ def _column_json(values: list) -> list[str]:
     writes for a finite float), a column of strings by one encoding per distinct string (model and item names
     repeat), any other column value by value."""
     if all(type(x) is float for x in values):
-        return [float.__repr__(x) if x - x == 0 else json.dumps(x) for x in values]
+        distinct = set(values)
+        if 2 * len(distinct) > len(values):
+            return [float.__repr__(x) if x - x == 0 else json.dumps(x) for x in values]
+        # a repeated value (a 0/1 observation) written once; a zero by value, as 0.0 == -0.0 in a dict
+        enc = {x: float.__repr__(x) if x - x == 0 else json.dumps(x) for x in distinct}
+        return [enc[x] if x else float.__repr__(x) for x in values]
     if all(type(x) is str for x in values):
         enc = {x: json.dumps(x, ensure_ascii=False) for x in set(values)}
         return [enc[x] for x in values]

@@ -190,7 +190,15 @@ def json_objects(columns: dict) -> list[str]:
     for k in keys:
         v = columns[k]
         if isinstance(v, np.ndarray) and v.dtype.kind == "f":
-            text = [_json_float(x) for x in v.astype(float).tolist()]
+            v = v.astype(float)
+            # each distinct value (by its bits: 0.0 and -0.0 are written apart) written once: a model's theta, an
+            # item's b and a, a 0/1 observation repeat across flags
+            bits, inverse = np.unique(v.view(np.int64), return_inverse=True)
+            if 2 * len(bits) <= len(v):
+                enc = [_json_float(x) for x in bits.view(np.float64).tolist()]
+                text = [enc[i] for i in inverse.ravel().tolist()]
+            else:
+                text = [_json_float(x) for x in v.tolist()]
         else:
             vals = v.tolist() if isinstance(v, np.ndarray) else list(v)
             if all(type(x) is str for x in vals):

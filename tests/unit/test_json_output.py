@@ -60,14 +60,14 @@ def test_long_lists_of_rows_print_each_row_as_json_dumps_does():
     rng = np.random.default_rng(9)
     names = ["m\u00e9", 'q"1', "%s", "a\nb", "\u2028x"]
 
-    def row(i, keys=("model", "it%em", "residual", "extra")):
+    def row(i, keys=("model", "it%em", "residual", "extra", "observed")):
         vals = [names[i % len(names)], str(rng.choice(names)), float(rng.normal() * 10 ** int(rng.integers(-8, 8))),
-                _value(rng) if i % 3 else 1.5]
+                _value(rng) if i % 3 else 1.5, [0.0, -0.0, 1.0, 0.25][i % 4]]  # a repeated float column, both zeros
         return dict(zip(keys, vals))
 
     n = output.LONG_LIST + 3
     cases = {"same keys": [row(i) for i in range(n)],
-             "other order": [row(i) for i in range(n - 1)] + [row(0, ("it%em", "model", "residual", "extra"))],
+             "other order": [row(i) for i in range(n - 1)] + [row(0, ("it%em", "model", "residual", "extra", "observed"))],
              "other keys": [row(i) for i in range(n - 1)] + [{"model": "x"}],
              "not dicts": [float(rng.normal()) for _ in range(n)] + ["x", None, True, 3]}
     for label, rows in cases.items():

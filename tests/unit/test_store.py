@@ -186,7 +186,8 @@ def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_pat
     ids = sm.items["id"].to_numpy()[rng.integers(0, 6, n)]
     mids = sm.models["id"].to_numpy()[rng.integers(0, 4, n)]
     model_b = np.where(np.arange(n) % 3 == 0, np.nan, mids[::-1]).astype(float)  # NaN: no second model
-    cols = {"residual": floats, "source": texts, "ro%le": rng.normal(size=n).astype(np.float32),
+    repeated = np.array([0.0, -0.0, 0.0, 1.0, 1.0, -0.0, np.nan, 1.0, 0.0])  # written once per distinct value
+    cols = {"residual": floats, "observed": repeated, "source": texts, "ro%le": rng.normal(size=n).astype(np.float32),
             "mode": ["static"] * n, "nested": [{"z": 1, "a": [1.5, None]}] * n, "count": np.arange(n)}
     text = runs.json_objects(cols)
     dicts = [{k: (v.tolist() if isinstance(v, np.ndarray) else list(v))[i] for k, v in cols.items()} for i in range(n)]

@@ -66,7 +66,7 @@ def heldout_calibration(static: StaticData | None, arena: ArenaData | None, conf
         smask = held = None
         if static is not None and config.uses_static:
             held = heldout_cells(static.mask, holdout, seed)
-            smask = static.mask & ~held
+            smask = np.greater(static.mask, held)  # mask & ~held in one pass
         keep = None
         if pairs is not None:
             keep = np.random.default_rng(seed).random(len(pairs)) >= holdout
