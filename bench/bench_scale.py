@@ -251,7 +251,7 @@ def run_size(m: int, n: int, args) -> dict:
     plan = [
         ("fit_joint", ["fit", "joint", "sim", "--arena", "sim-arena"],
          "1 joint fit (joint block Newton at this size) + the static-only 2PL, arena-only DualEval and "
-         "Bradley-Terry comparison fits + 3 held-out joint refits (cold: the joint objective is nonconvex)"),
+         "Bradley-Terry comparison fits + 3 held-out joint refits warm-started from the full fit (metrics.refits)"),
         ("coverage", ["coverage", "sim"], "1 1PL MAP fit (block sweeps, then full Newton steps); Laplace draws, no "
          "refits; its core fit is the 1PL, timed in its timings as fit_1pl_s"),
         ("calibrate", ["calibrate", "sim"], "none (Algorithm 1 on the coverage run's difficulties)"),
@@ -282,7 +282,11 @@ def run_size(m: int, n: int, args) -> dict:
         if name == "coverage":
             extra.update(_metric(r, "fit_iterations", "fit_objective", "ddm", "max_gap"))
         if name == "fit_joint":
-            extra.update(_metric(r, "iterations", "objective", "compute", "static_ece"))
+            extra.update(_metric(r, "iterations", "objective", "compute", "static_ece", "arena_ece_soft",
+                                 "arena_ece_binary", "refits"))
+            tm = r.get("timings") or {}
+            if tm.get("fit_s"):
+                extra["wall_over_joint_fit"] = round(r["wall_s"] / tm["fit_s"], 2)
         record(name, r, **extra)
     if "tui" in only:
         r = process([sys.executable, str(ROOT / "bench" / "bench_scale_tui.py"), "--db", str(db)], timeout=900)

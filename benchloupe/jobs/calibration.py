@@ -221,7 +221,8 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
             progress(0, 1, "metrics: held-out calibration and ranking agreement")
             seeds = tuple(seed + k for k in range(splits))
             metrics = joint.metrics(res, static, arena_d, external=None if ext is None else ext.scores,
-                                    heldout=heldout, seeds=seeds, progress=progress, cancel=cancel)
+                                    heldout=heldout, seeds=seeds, progress=progress, cancel=cancel,
+                                    timings=ctx.timings)
             t = ctx.lap("metrics_s", t)
             if heldout:
                 metrics.update({"heldout_splits": splits, "heldout_seeds": list(seeds)})
