@@ -360,7 +360,8 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
 
 def _anomaly_flags(cands: pd.DataFrame, inputs: JointInputs, res: joint.JointResult, mode: str) -> pd.DataFrame | None:
     """One ``anomaly`` flag per candidate cell, its payload the cell's residual, expectation, observation and the
-    fit's parameters there; built column-wise (5,000 x 14,000 gave 210,000 candidates: 13 s row by row)."""
+    fit's parameters there; built column-wise (5,000 x 14,000 gave 210,000 candidates: 13 s row by row), the
+    payload as JSON text (``runs.PAYLOAD_JSON``: no dict and no ``json.dumps`` per flag)."""
     if not len(cands):
         return None
     source = cands["source"].to_numpy()
@@ -374,13 +375,13 @@ def _anomaly_flags(cands: pd.DataFrame, inputs: JointInputs, res: joint.JointRes
             item_id[sel] = items["id"].to_numpy()[qi[sel]]
             b[sel], a[sel] = bb[qi[sel]], aa[qi[sel]]
     resid = cands["residual"].to_numpy(float)
-    payload = [{"source": s, "residual": r, "expected_p": e, "observed": o, "theta": t, "b": bv, "a": av, "mode": mode}
-               for s, r, e, o, t, bv, av in zip(source.tolist(), resid.tolist(),
-                                                cands["expected_p"].to_numpy(float).tolist(),
-                                                cands["observed"].to_numpy(float).tolist(), res.theta[mi].tolist(),
-                                                b.tolist(), a.tolist(), strict=True)]
+    # the payload's JSON text written a column at a time, the same text as the dict's (store.runs.json_objects)
+    payload = runs.json_objects({"source": source.astype(str), "residual": resid,
+                                 "expected_p": cands["expected_p"].to_numpy(float),
+                                 "observed": cands["observed"].to_numpy(float), "theta": res.theta[mi],
+                                 "b": b, "a": a, "mode": np.full(len(qi), mode, dtype=object)})
     return pd.DataFrame({"kind": "anomaly", "item_id": item_id, "model_id": inputs.models["id"].to_numpy()[mi],
-                         "score": resid, "payload": payload})
+                         "score": resid, runs.PAYLOAD_JSON: payload})
 
 
 # ------------------------------------------------------------------------------------------------ screening
