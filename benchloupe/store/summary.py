@@ -46,3 +46,35 @@ def static_cell_counts(conn: sqlite3.Connection) -> tuple[dict[int, int], set[in
             seen = n - t.count(0)
         out[bid] = out.get(bid, 0) + seen
     return out, mixed
+
+
+def summary_rows(conn: sqlite3.Connection) -> tuple[list[str], list[tuple]]:
+    """:func:`benchmark_summary_rows` with ``results`` (the observed static cells) in place of ``static_rows``,
+    without pandas, and without numpy unless a benchmark mixes static and other items (whose cells are counted
+    on the matrix, as ``read.static_cell_count`` does): ``benchloupe list`` and the Benchmarks screen."""
+    cols, rows = benchmark_summary_rows(conn)
+    counts, mixed = static_cell_counts(conn)
+    at = cols.index("static_rows")
+    out = []
+    for r in rows:
+        if r[0] in mixed:
+            from . import read
+
+            n = int(read.load_static_columns(conn, r[1], include_retired=True).mask.sum())
+        else:
+            n = counts.get(r[0], 0)
+        out.append(r[:at] + (n,) + r[at + 1:])
+    return cols[:at] + ["results"] + cols[at + 1:], out
+
+
+RECENT_RUNS_SQL = """SELECT r.id, r.kind, r.status, r.created_at, r.error FROM runs r LEFT JOIN benchmarks b ON
+b.id = r.benchmark_id WHERE b.name = ? OR r.id IN (SELECT ri.run_id FROM run_inputs ri JOIN benchmarks bi ON
+bi.id = ri.benchmark_id WHERE bi.name = ?) ORDER BY r.id DESC LIMIT ?"""
+
+
+def recent_runs(conn: sqlite3.Connection, benchmark: str, limit: int = 4) -> list[dict]:
+    """The latest *limit* runs on *benchmark* or using it as an input (``runs.list_runs``' rows and order):
+    id, kind, status, created_at, error."""
+    cur = conn.execute(RECENT_RUNS_SQL, (benchmark, benchmark, limit))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
