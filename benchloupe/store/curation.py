@@ -20,8 +20,9 @@ FLAG_STATES = ("open", "confirmed", "dismissed", "unsure")
 
 
 def flags(conn: sqlite3.Connection, *, run_id: int | None = None, kind: str | None = None,
-          state: str | None = None, benchmark_id: int | None = None) -> pd.DataFrame:
-    """Flags with item key/text and model names, ordered by |score| descending then id."""
+          state: str | None = None, benchmark_id: int | None = None, parse_payload: bool = True) -> pd.DataFrame:
+    """Flags with item key/text and model names, ordered by |score| descending then id. ``payload`` is a dict,
+    or with ``parse_payload=False`` the stored JSON text (:func:`payload_of` parses one when it is shown)."""
     sql = ("SELECT f.*, i.key AS item_key, i.text AS item_text, i.answer AS item_answer, ma.name AS model,"
            " mb.name AS model_b FROM flags f LEFT JOIN items i ON i.id = f.item_id"
            " LEFT JOIN models ma ON ma.id = f.model_id LEFT JOIN models mb ON mb.id = f.model_b_id WHERE 1")
@@ -33,8 +34,14 @@ def flags(conn: sqlite3.Connection, *, run_id: int | None = None, kind: str | No
     df = pd.read_sql_query(sql + " ORDER BY abs(coalesce(f.score, 0)) DESC, f.id", conn, params=args)
     # one parse of all payloads as a JSON array (each stored payload is one JSON object): 210,000 json.loads calls
     # were a second of the anomaly queue's load (issue 26)
-    df["payload"] = json.loads("[" + ",".join(df["payload"].tolist()) + "]") if len(df) else []
+    if parse_payload:
+        df["payload"] = json.loads("[" + ",".join(df["payload"].tolist()) + "]") if len(df) else []
     return df
+
+
+def payload_of(value) -> dict:
+    """A flag's payload as a dict, whether :func:`flags` parsed it or left it as its JSON text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def flag_cells(conn: sqlite3.Connection, run_id: int, kind: str, fields: tuple[str, ...]) -> list[dict]:
@@ -65,7 +72,7 @@ def latest_flag_run(conn: sqlite3.Connection, benchmark_id: int, kind: str) -> i
 
 
 def queue_flags(conn: sqlite3.Connection, benchmark_id: int, kind: str, *,
-                include_superseded: bool = False) -> pd.DataFrame:
+                include_superseded: bool = False, parse_payload: bool = True) -> pd.DataFrame:
     """The triage queue of one flag kind on one benchmark: the flags of the latest run that produced that kind.
 
     Re-running an analysis adds a new set of flags; the earlier sets are *superseded* (``superseded`` True,
@@ -77,13 +84,13 @@ def queue_flags(conn: sqlite3.Connection, benchmark_id: int, kind: str, *,
 
     Without *include_superseded* only the latest run's flags are read, and of the earlier runs only the decided
     ones (those a decision can carry over from): two anomaly runs at 5,000 x 14,000 are 420,120 flags, and the
-    queue shows 210,060 (issue 26)."""
+    queue shows 210,060 (issue 26). ``parse_payload`` as in :func:`flags`."""
     latest = latest_flag_run(conn, benchmark_id, kind)
     if include_superseded or latest is None:
-        df = flags(conn, kind=kind, benchmark_id=benchmark_id)
+        df = flags(conn, kind=kind, benchmark_id=benchmark_id, parse_payload=parse_payload)
         earlier_df = None
     else:
-        df = flags(conn, kind=kind, benchmark_id=benchmark_id, run_id=latest)
+        df = flags(conn, kind=kind, benchmark_id=benchmark_id, run_id=latest, parse_payload=parse_payload)
         earlier_df = pd.read_sql_query(
             "SELECT f.id, f.kind, f.item_id, f.model_id, f.model_b_id, f.state, f.note FROM flags f"
             " WHERE f.kind = ? AND f.benchmark_id = ? AND (f.run_id IS NULL OR f.run_id != ?)"

@@ -28,10 +28,11 @@ def latest_run_id(conn: sqlite3.Connection, benchmark: str, kinds: tuple[str, ..
     return None if row is None else int(row[0])
 
 
-def item_table(conn: sqlite3.Connection, benchmark: str, *, with_text: bool = False) -> pd.DataFrame:
+def item_table(conn: sqlite3.Connection, benchmark: str, *, with_text: bool = False,
+               counts: bool = True) -> pd.DataFrame:
     """Items with pass rate, latest difficulty/sharpness/Fisher/DIF range and anomaly counts (and ``text``
-    when *with_text*). The pass rate of a static item is the share right of its observed cells
-    (``read.static_item_counts``); other items have none."""
+    when *with_text*; no ``anomalies`` column without *counts*). The pass rate of a static item is the share
+    right of its observed cells (``read.static_item_counts``); other items have none."""
     its = read.items(conn, benchmark, with_text=with_text)
     bid = read.benchmark_id(conn, benchmark)
     seen, right = read.static_item_counts(conn, bid)
@@ -55,8 +56,9 @@ def item_table(conn: sqlite3.Connection, benchmark: str, *, with_text: bool = Fa
             vals = dict(conn.execute(f"SELECT item_id, {src} FROM run_items WHERE run_id = ?", (rid,)).fetchall())
         out[col] = [vals.get(i) for i in out["id"]]
         out[col] = out[col].astype(float)
-    counts = undismissed_counts(conn, bid, "anomaly")
-    out["anomalies"] = [int(counts.get(i, 0)) for i in out["id"]]
+    if counts:
+        per_item = undismissed_counts(conn, bid, "anomaly")
+        out["anomalies"] = [int(per_item.get(i, 0)) for i in out["id"]]
     return out
 
 

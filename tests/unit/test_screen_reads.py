@@ -156,5 +156,9 @@ def test_the_queue_read_from_the_latest_run_is_the_whole_queue_filtered(tmp_path
                         and got[col].dropna().tolist() == want[col].dropna().tolist()), (run, kind_, col)
                 if kind_ == "anomaly" and run >= 1:
                     assert got["carried_from"].notna().any()
+                text = curation.queue_flags(conn, bid, kind_, parse_payload=False)  # the anomaly queue's read
+                assert text.drop(columns=["payload"]).equals(got.drop(columns=["payload"]))
+                assert [curation.payload_of(p) for p in text["payload"]] == got["payload"].tolist()
+                assert all(isinstance(p, str) for p in text["payload"])
     finally:
         conn.close()
