@@ -99,10 +99,13 @@ def model_flag_summary(conn: sqlite3.Connection, benchmark_id: int, kind: str = 
                FROM queue q WHERE q.model_id IS NOT NULL)
     SELECT r.model_id, r.n, i.key, f.payload, r.shown_state FROM ranked r JOIN flags f ON f.id = r.id
     LEFT JOIN items i ON i.id = r.item_id WHERE r.rn <= :top ORDER BY r.model_id, r.rn"""
+    rows = conn.execute(sql, {"b": benchmark_id, "k": kind, "top": top}).fetchall()
+    # one parse of the kept payloads as a JSON array (30,000 json.loads calls were a quarter of the summary)
+    payloads = json.loads("[" + ",".join(r[3] for r in rows) + "]") if rows else []
     out: dict[int, dict] = {}
-    for mid, n, key, payload, state in conn.execute(sql, {"b": benchmark_id, "k": kind, "top": top}):
+    for (mid, n, key, _text, state), payload in zip(rows, payloads, strict=True):
         entry = out.setdefault(int(mid), {"count": int(n), "top": []})
-        entry["top"].append({"item_key": key, "payload": json.loads(payload), "state": state})
+        entry["top"].append({"item_key": key, "payload": payload, "state": state})
     return out
 
 

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import benchloupe
 from benchloupe.store.db import connect
 
@@ -75,3 +77,22 @@ def test_the_benchmarks_screen_paints_its_rows_without_pandas(showcase_db, tmp_p
     finally:
         conn.close()
     assert got["rows"] == want and want
+
+
+@pytest.mark.anyio
+async def test_items_says_loading_not_0_of_0_while_its_first_load_runs(demo_db):
+    """A cursor message during the first load (the table mounting) redrew the status as "0 of 0 items", which
+    reads as an empty benchmark for the seconds a 14,000-item load takes (seen in tmux, issue 26)."""
+    from benchloupe.tui.app import BenchloupeApp
+    from benchloupe.tui.widgets.safe import SafeStatic
+    from tests.tui.conftest import loaded, wait_until
+
+    app = BenchloupeApp(demo_db, benchmark="demo-math")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await wait_until(pilot, loaded(app, "items"), what="items")
+        screen = app.screen
+        screen._loading, screen.shown_token = True, None  # as while the first load runs
+        screen._status()
+        text = str(screen.query_one("#items-status", SafeStatic).render())
+        assert "loading demo-math" in text and "0 of 0" not in text

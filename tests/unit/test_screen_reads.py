@@ -162,3 +162,50 @@ def test_the_queue_read_from_the_latest_run_is_the_whole_queue_filtered(tmp_path
                 assert all(isinstance(p, str) for p in text["payload"])
     finally:
         conn.close()
+
+
+def _joined_flags(conn, **where) -> pd.DataFrame:
+    """curation.flags as it read before: one LEFT JOIN per flag for the item's key/text/answer and the names."""
+    sql = ("SELECT f.*, i.key AS item_key, i.text AS item_text, i.answer AS item_answer, ma.name AS model,"
+           " mb.name AS model_b FROM flags f LEFT JOIN items i ON i.id = f.item_id"
+           " LEFT JOIN models ma ON ma.id = f.model_id LEFT JOIN models mb ON mb.id = f.model_b_id WHERE 1")
+    args = []
+    for col, val in where.items():
+        sql += f" AND f.{col} = ?"
+        args.append(val)
+    return pd.read_sql_query(sql + " ORDER BY abs(coalesce(f.score, 0)) DESC, f.id", conn, params=args)
+
+
+def test_flags_name_their_items_and_models_as_the_join_did(tmp_path):
+    from benchloupe.store import curation, read, runs
+    from benchloupe.store.db import connect
+    from benchloupe.store.writer import write_import
+
+    rng = np.random.default_rng(262)
+    conn = connect(tmp_path / "f.db")
+    try:
+        items = pd.DataFrame({"key": [f"q{j}" for j in range(8)],
+                              "text": [None, "", "t[b]x", None, "🧪", "a\x1b[31m", "x" * 900, "y"]})
+        write_import(conn, ParsedImport("b", items=items, models=pd.DataFrame({"name": [f"m{i}" for i in range(6)]}),
+                                        correct=rng.integers(0, 2, (6, 8)).astype(np.int8)), fmt="test")
+        bid = read.benchmark_id(conn, "b")
+        item_ids, model_ids = read.items(conn, "b")["id"].to_numpy(), read.models(conn, "b")["id"].to_numpy()
+        rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+        runs.save_outputs(conn, rid, runs.RunOutputs(flags=pd.DataFrame({
+            "kind": "anomaly", "item_id": item_ids[rng.integers(0, 8, 30)], "model_id": model_ids[rng.integers(0, 6, 30)],
+            "score": np.r_[rng.normal(size=27), [0.0, 0.0, np.inf]], "payload": [{}] * 30})))
+        rid = runs.create_run(conn, "neartie", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+        runs.save_outputs(conn, rid, runs.RunOutputs(flags=pd.DataFrame({
+            "kind": "reversal", "item_id": None, "model_id": model_ids[:5], "model_b_id": model_ids[1:6],
+            "score": [0.1, -0.1, None, 0.3, 0.3], "payload": [{}] * 5})))
+        conn.execute("INSERT INTO flags (kind, benchmark_id, payload) VALUES ('gap', ?, '{}')", (bid,))
+        conn.commit()
+        for where in ({}, {"kind": "anomaly"}, {"kind": "reversal"}, {"kind": "gap"}, {"run_id": rid},
+                      {"kind": "candidate"}):
+            want = _joined_flags(conn, **where)
+            got = curation.flags(conn, parse_payload=False, **where)
+            assert list(got.columns) == list(want.columns), where
+            assert got.dtypes.tolist() == want.dtypes.tolist(), where
+            assert got.equals(want), where
+    finally:
+        conn.close()

@@ -168,6 +168,9 @@ class ItemsScreen(BenchScreen):
         if not self.app.benchmark:  # nothing to count: say how to get a benchmark
             self.show_no_benchmark()
             return
+        if self._loading and self.shown_token is None:  # the first load: nothing to count yet (not "0 of 0")
+            self.loading_started()
+            return
         table = self.query_one(FrameTable)
         text = Text(no_wrap=True, overflow="ellipsis")
         key = table.current_value("key")

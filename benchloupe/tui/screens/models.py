@@ -121,6 +121,11 @@ class ModelsScreen(BenchScreen):
             table.focus()
         self._detail()
 
+    def loading_started(self) -> None:
+        """The first load (or another benchmark's) says so while the worker reads (issue 26: 5,000 models)."""
+        if self.shown_token is None or self.shown_token[0] != self.app.benchmark:
+            self.query_one("#models-status", SafeStatic).update(Text(f"loading {self.app.benchmark}…", style="dim"))
+
     def forget(self) -> None:
         self.flags, self.runs, self.shown_run = pd.DataFrame(), pd.DataFrame(), None
         self._haystack = np.array([], dtype=object)

@@ -151,6 +151,12 @@ class FlagQueueScreen(BenchScreen):
         keep = self.context if changed <= {"flags"} and self.context else None
         return self.fetch(conn, benchmark, context=keep)
 
+    def loading_started(self) -> None:
+        """The first load (or another benchmark's) says so while the worker reads (issue 26: 210,060 flags)."""
+        if self.shown_token is None or self.shown_token[0] != self.app.benchmark:
+            self.query_one("#queue-status", SafeStatic).update(
+                Text(f"loading the {self.PLURAL} of {self.app.benchmark}…", style="dim"))
+
     def forget(self) -> None:
         """A failed read leaves no flag to decide on (base.BenchScreen.loading_failed)."""
         self.flags, self.view, self.pos, self.marked = pd.DataFrame(), np.zeros(0, np.int64), 0, set()
