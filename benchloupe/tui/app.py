@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from benchloupe.jobs.process import JobProcess, JobSpec
 
 WARM_UP_DELAY = 1.0
+WARM_UP_FALLBACK = 10.0  # seconds after mount: the warm-up starts then if the first screen has not shown
 PROGRESS_HZ = 4
 
 
@@ -142,8 +143,7 @@ class BenchloupeApp(App[int]):
             self.notify(self.read_only, title="Read-only workbench", severity="warning", timeout=15)
         self.simulated_hold = None
         self._closing = False
-        self.set_timer(WARM_UP_DELAY, lambda: self.run_worker(self._hold_simulated, thread=True, group="simulated",
-                                                              exit_on_error=False))
+        self.set_timer(WARM_UP_FALLBACK, self.warm_up)  # when the first screen never showed (its read failed)
 
     def _hold_simulated(self) -> None:
         """Start the built-in simulated endpoint (prompts/simulated.py) when this workspace's BenchFill
@@ -169,10 +169,14 @@ class BenchloupeApp(App[int]):
     def warm_up(self, delay: float = WARM_UP_DELAY) -> None:
         """Import the engine (the analyses registry) and start the jobs' forkserver in a thread *delay* seconds
         after the first screen is up, so the Runs screen, the palette and the first job do not pay for it while
-        the curator waits, and the first paint does not compete with it."""
+        the curator waits, and the first paint does not compete with it; the simulated endpoint's hold starts
+        then too (it imports the BenchFill client: under load its timer from mount fired before the first
+        paint, issue 26)."""
         if not self._warming:
             self._warming = True
             self.set_timer(delay, lambda: self.run_worker(_import_engine, thread=True, group="warm-up",
+                                                          exit_on_error=False))
+            self.set_timer(delay, lambda: self.run_worker(self._hold_simulated, thread=True, group="simulated",
                                                           exit_on_error=False))
 
     # ------------------------------------------------------------------ navigation
