@@ -49,22 +49,41 @@ def static_cell_counts(conn: sqlite3.Connection) -> tuple[dict[int, int], set[in
 
 
 def summary_rows(conn: sqlite3.Connection) -> tuple[list[str], list[tuple]]:
-    """:func:`benchmark_summary_rows` with ``results`` (the observed static cells) in place of ``static_rows``,
-    without pandas, and without numpy unless a benchmark mixes static and other items (whose cells are counted
-    on the matrix, as ``read.static_cell_count`` does): ``benchloupe list`` and the Benchmarks screen."""
+    """:func:`benchmark_summary_rows` with ``results`` (the observed static cells, ``read.static_cell_count``) in
+    place of ``static_rows``, without pandas or numpy: ``benchloupe list`` and the Benchmarks screen."""
     cols, rows = benchmark_summary_rows(conn)
     counts, mixed = static_cell_counts(conn)
     at = cols.index("static_rows")
     out = []
     for r in rows:
         if r[0] in mixed:
-            from . import read
-
-            n = int(read.load_static_columns(conn, r[1], include_retired=True).mask.sum())
+            n = _mixed_cell_count(conn, r[0])
         else:
             n = counts.get(r[0], 0)
         out.append(r[:at] + (n,) + r[at + 1:])
     return cols[:at] + ["results"] + cols[at + 1:], out
+
+
+def _mixed_cell_count(conn: sqlite3.Connection, bid: int) -> int:
+    """Observed static cells of a benchmark that also holds other items: ``read.static_cell_count`` (the mask
+    of ``load_static``'s matrix, retired items included) counted at the static items' positions of each of its
+    models' packed rows, without numpy."""
+    pos = [r[0] for r in conn.execute("SELECT pos FROM items WHERE benchmark_id = ? AND kind = 'static'", (bid,))]
+    models = {r[0] for r in conn.execute("SELECT model_id FROM benchmark_models WHERE benchmark_id = ?", (bid,))}
+    seen = 0
+    for mid, n, correct, trials in conn.execute(
+            "SELECT model_id, n, correct, trials FROM static_results WHERE benchmark_id = ?", (bid,)):
+        if mid not in models:
+            continue
+        at = [p for p in pos if p < n]
+        if correct is not None:
+            cells = bytes(correct[:n])
+            seen += sum(1 for p in at if cells[p] < 0x80)  # an int8 >= 0 (-1 is a missing cell)
+        else:
+            t = array("i")
+            t.frombytes(bytes(trials[:4 * n]))
+            seen += sum(1 for p in at if t[p] > 0)
+    return seen
 
 
 RECENT_RUNS_SQL = """SELECT r.id, r.kind, r.status, r.created_at, r.error FROM runs r LEFT JOIN benchmarks b ON

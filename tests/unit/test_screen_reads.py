@@ -51,6 +51,15 @@ def _workspace(tmp_path):
     write_import(conn, ParsedImport("b02", items=pd.DataFrame({"key": [f"p{j}" for j in range(13)]}),
                                     models=pd.DataFrame({"name": [f"n{i}" for i in range(11)]}),
                                     successes=s, trials=t), fmt="test")
+    # a benchmark of static and arena items: its static cells are counted at the static items' positions
+    keys = [f"s{j}" for j in range(6)] + [f"a{j}" for j in range(3)]
+    mixed_y = rng.integers(0, 2, (7, 9)).astype(np.int8)
+    mixed_y[:, 6:] = -1
+    mixed_y[rng.random(mixed_y.shape) < 0.2] = -1
+    write_import(conn, ParsedImport("b03", kind="mixed", items=pd.DataFrame({"key": keys, "kind": ["static"] * 6 + ["arena"] * 3}),
+                                    models=pd.DataFrame({"name": [f"x{i}" for i in range(7)]}), correct=mixed_y,
+                                    rewards=pd.DataFrame({"model": ["x0", "x1", "x2"], "item": ["a0", "a1", "a2"],
+                                                          "reward": [0.1, 0.2, 0.3], "reward_model": ""})), fmt="test")
     # retired items keep their pass rate
     for item_id in read.items(conn, "b01")["id"].head(4):
         curation.set_item_status(conn, int(item_id), "retired", "test")
@@ -87,7 +96,10 @@ def test_benchmark_rows_count_every_result_as_before(tmp_path):
         cols, rows = summary.summary_rows(conn)
         got = {r[cols.index("name")]: r[cols.index("results")] for r in rows}
         want = {name: read.static_cell_count(conn, name) for name in read.benchmark_summaries(conn)["name"]}
-        assert got == want
+        assert got == want and want["b03"] > 0
+        from benchloupe.store.summary import static_cell_counts
+
+        assert read.benchmark_id(conn, "b03") in static_cell_counts(conn)[1]  # counted as a mixed benchmark
         recent = summary.recent_runs(conn, "b01", 4)
         assert recent == []
     finally:

@@ -2,9 +2,10 @@
 
 Textual's DataTable measures and stores every cell; at 14,000 rows x 11 columns adding the rows took 3.8 s
 (5.2 s with automatic widths) on the development machine, and a search that re-adds the filtered rows pays
-that again on every keystroke. Here each row is formatted once into a fixed-width line (off the UI thread,
-with :func:`format_lines`), and a filter or sort is a new numpy index into those lines: the Line API then
-draws the ~20 lines on screen. Cell text is a plain ``Segment``, so data is never read as markup.
+that again on every keystroke. Here each row is formatted once into a fixed-width line, when it is first
+drawn (:class:`LazyLines`; or all at once with :func:`format_lines`), and a filter or sort is a new numpy index
+into those lines: the Line API then draws the ~40 lines on screen. Cell text is a plain ``Segment``, so data is
+never read as markup.
 
 The frame is a pandas DataFrame or a :class:`~benchloupe.columns.Columns` (the Benchmarks screen, the first
 one painted, which must not wait for pandas' import: issue 26); searching, sorting and exporting a Columns
