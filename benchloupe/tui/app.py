@@ -174,10 +174,17 @@ class BenchloupeApp(App[int]):
         paint, issue 26)."""
         if not self._warming:
             self._warming = True
-            self.set_timer(delay, lambda: self.run_worker(_import_engine, thread=True, group="warm-up",
+            self.set_timer(delay, lambda: self.run_worker(self._warm_up_worker, thread=True, group="warm-up",
                                                           exit_on_error=False))
-            self.set_timer(delay, lambda: self.run_worker(self._hold_simulated, thread=True, group="simulated",
-                                                          exit_on_error=False))
+
+    def _warm_up_worker(self) -> None:
+        """The warm-up, then the simulated endpoint's hold, in one thread one after the other (the two
+        importing the same modules from two threads at once left the demo job of an empty database waiting
+        past its test's 30 s)."""
+        try:
+            _import_engine()
+        finally:
+            self._hold_simulated()
 
     # ------------------------------------------------------------------ navigation
     def action_go(self, mode: str) -> None:
