@@ -52,21 +52,44 @@ def install() -> None:
             pass
 
 
-def finished() -> None:
-    """The command's work is done and its output written: a SIGTERM now (while Python shuts down, when it would
-    end the process by the signal) is ignored, in the ``benchloupe`` program only (a test runner calling
-    ``main()`` keeps its own SIGTERM)."""
+def _program() -> bool:
+    """Whether this process is the ``benchloupe`` program, not a test runner or another program calling
+    ``main()``, and this is its main thread."""
     import sys
 
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     program = (spec is not None and spec.name == "benchloupe.__main__") or \
         os.path.basename(sys.argv[0] if sys.argv else "") == "benchloupe"
-    if program and threading.current_thread() is threading.main_thread():
+    return program and threading.current_thread() is threading.main_thread()
+
+
+def finished() -> None:
+    """The command's work is done and its output written: a SIGTERM now (while Python shuts down, when it would
+    end the process by the signal) is ignored, in the ``benchloupe`` program only (a test runner calling
+    ``main()`` keeps its own SIGTERM)."""
+    if _program():
         try:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         except (ValueError, OSError):
             pass
+
+
+def exit_interrupted() -> int:
+    """An interrupted command has said so and marked its run: the ``benchloupe`` program ends now, without
+    Python's shutdown, which joins every worker thread (a numpy pass's pool, the annotator calls). The signal's
+    exception may have landed inside a ``with`` of a thread-pool future's lock, which such a thread then waits for
+    forever, and the process would never exit. Elsewhere (a test calling ``main()``) returns the exit code."""
+    if _program():
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
 
 
 class guarded:

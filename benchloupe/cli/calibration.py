@@ -117,7 +117,8 @@ def cmd_fit(args) -> int:
         rid = jobs.analysis(args.mode).run(db_path(args), args.benchmark, cfg, arena=args.arena,
                                            reward_model=args.reward_model, heldout=not args.no_heldout,
                                            seed=args.seed, progress=progress, device=args.device,
-                                           chance=args.chance, **_external(args))
+                                           chance=args.chance, heldout_splits=args.heldout_splits,
+                                           **_external(args))
     return report_run(args, rid)
 
 
@@ -136,6 +137,10 @@ def register_fit(sub, common) -> None:
     p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
     add_external_args(p)
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out 20%% ECE (Appendix E)")
+    ranged_argument(p, "--heldout-splits", range=ranges.Range(1, 20, integer=True, unit="split"), default=None,
+                    metavar="N", help="seeded 80/20 cell splits the held-out ECE averages (seeds --seed, --seed + 1, "
+                                      "...; default: 1 for static, the paper's 3 for joint and arena; "
+                                      "3 reproduces Appendix E)")
     ranged_argument(p, "--seed", range=ranges.SEED, default=0,
                     help="seed of the held-out splits and of bt's bootstrap (default: 0)")
     pref = p.add_argument_group("bt on pairwise preferences (battles, AlpacaEval pairs; no rewards)")

@@ -160,11 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with interrupt.guarded():
             code = _main(argv)
+            if code == EXIT_INTERRUPTED:
+                return interrupt.exit_interrupted()
             interrupt.finished()
             return code
     except KeyboardInterrupt:
         print("benchloupe: interrupted", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
+        return interrupt.exit_interrupted()
 
 
 def _main(argv: list[str] | None) -> int:

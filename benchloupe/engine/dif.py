@@ -137,12 +137,37 @@ def working(y: np.ndarray, obs: np.ndarray | None, p: np.ndarray, s: np.ndarray)
     """Standardised working matrix (Y - p)/s, zero at missing cells.
 
     Y is 0/1, so each item row takes one of two values, (1 - p)/s or (0 - p)/s: picked per cell, the same
-    floating-point values as the elementwise formula in one pass without temporaries.
+    floating-point values as the elementwise formula in one pass without temporaries.  Large matrices are
+    filled in slabs on threads (each cell the same value; the result in the layout ``np.where`` gives).
     """
-    w = np.where(y != 0, ((1.0 - p) / s)[:, None], ((0.0 - p) / s)[:, None])
-    if obs is not None:
-        w *= obs
+    one, zero = ((1.0 - p) / s)[:, None], ((0.0 - p) / s)[:, None]
+    if y.size < _THREADED_CELLS or usable_cores() < 2:
+        w = np.where(y != 0, one, zero)
+        if obs is not None:
+            w *= obs
+        return w
+    w = np.empty_like(y, dtype=np.float64)  # order "K": C or F as y is, as np.where's result would be
+    by_column = w.flags.f_contiguous and not w.flags.c_contiguous
+
+    def fill(part: slice) -> None:
+        sl = (slice(None), part) if by_column else part
+        rows = slice(None) if by_column else part
+        block = np.where(y[sl] != 0, one[rows], zero[rows])
+        if obs is not None:
+            block *= obs[sl]
+        w[sl] = block
+
+    _slabs(fill, *((w.shape[1], w.shape[0]) if by_column else w.shape))
     return w
+
+
+def _slabs(work: Callable[[slice], None], n: int, width: int) -> None:
+    """``work`` over slabs of ``range(n)`` (each ``width`` cells per index, about :data:`_BLOCK_CELLS` x 4 cells a
+    slab, so its temporaries are small and reused) on the DIF threads: elementwise passes over large matrices."""
+    step = max(1, (4 * _BLOCK_CELLS) // max(1, width))
+    k = usable_cores()
+    parts = [slice(a, min(n, a + step)) for a in range(0, n, step)]
+    list(thread_pool("dif").map(lambda group: [work(p) for p in group], [parts[i::k] for i in range(k)]))
 
 
 def fit_offsets(y: np.ndarray, obs: np.ndarray | None, anchors: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -161,12 +186,27 @@ def offsets_from_working(w: np.ndarray, s: np.ndarray, anchors: np.ndarray, k: i
             f"spectral dimension K={k} needs fewer than min({n_anchor} anchors, {w.shape[1]} models); "
             "use a smaller K grid or a larger audit half"
         )
-    _, _, vt = randomized_svd(w[anchors], k, seed=seed)
+    # every item an anchor (the first purification round): the matrix itself, not a 280 MB copy at 5,000 x 14,000
+    # (the same values; the copy was C-ordered, w is as np.where made it: the SVD gives the same bits either way,
+    # tests/unit/test_neartie_memory.py)
+    _, _, vt = randomized_svd(w if anchors.all() else w[anchors], k, seed=seed)
     axes = vt.T
     scores = threaded_matmul(w, axes)
-    offsets = threaded_matmul(scores, (axes if column_order is None else axes[column_order]).T)
-    offsets /= s[:, None]
-    return np.clip(offsets, -OFFSET_CLIP, OFFSET_CLIP, out=offsets)
+    right = (axes if column_order is None else axes[column_order]).T
+    if dense.on_torch() or w.size < _THREADED_CELLS or usable_cores() < 2:
+        offsets = threaded_matmul(scores, right)
+        offsets /= s[:, None]
+        return np.clip(offsets, -OFFSET_CLIP, OFFSET_CLIP, out=offsets)
+    offsets = np.empty((w.shape[0], right.shape[1]))
+
+    def fill(part: slice) -> None:  # product, scale and clip per slab of items: one pass, on threads
+        block = offsets[part]
+        np.matmul(scores[part], right, out=block)
+        block /= s[part, None]
+        np.clip(block, -OFFSET_CLIP, OFFSET_CLIP, out=block)
+
+    _slabs(fill, *offsets.shape)
+    return offsets
 
 
 # ----------------------------------------------------------------------------- dimension selection (C.3)
@@ -239,8 +279,8 @@ def select_dimension(
     o_eval = None if o_val is None else o_val[evaluation]
     w_val_cal = w_val[calibration]
     del w_val, w_fit
-    rows = []
-    for k in feasible:
+
+    def held_out_loss(k: int) -> tuple[int, float, float]:
         fc = f_cal[:, :k]
         coords = np.linalg.solve(fc.T @ fc + ridge * np.eye(k), fc.T @ w_val_cal)
         logits = base + np.clip((f_eval[:, :k] @ coords) / s_eval, -OFFSET_CLIP, OFFSET_CLIP)
@@ -250,7 +290,13 @@ def select_dimension(
             per_model = cell.mean(axis=0)
         else:
             per_model = (cell * o_eval).sum(axis=0) / np.maximum(o_eval.sum(axis=0), 1)
-        rows.append((k, float(per_model.mean()), float(per_model.std(ddof=1) / np.sqrt(n_val))))
+        return k, float(per_model.mean()), float(per_model.std(ddof=1) / np.sqrt(n_val))
+
+    # the K values are independent: large ones on threads (each K's arithmetic is the same in any thread)
+    if y_eval.size * len(feasible) >= _THREADED_CELLS and usable_cores() > 1:
+        rows = list(thread_pool("dif-k").map(held_out_loss, feasible))
+    else:
+        rows = [held_out_loss(k) for k in feasible]
     dims = np.array([r[0] for r in rows])
     loss = np.array([r[1] for r in rows])
     se = np.array([r[2] for r in rows])

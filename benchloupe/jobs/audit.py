@@ -233,7 +233,7 @@ def run_neartie(db_path, benchmark: str, config: AuditConfig = AuditConfig(), *,
         ctx.start(conn, fingerprint(sm.correct, np.array(families, dtype=object).astype(str)))
         with ctx.guard(conn):
             t_audit = time.perf_counter()
-            res = run_audit(sm.correct.astype(float), sm.models["name"].tolist(), families, owners, groups, config,
+            res = run_audit(sm.correct, sm.models["name"].tolist(), families, owners, groups, config,
                             mask=sm.mask, progress=progress, cancel=cancel, device=backend)
             t_tables = ctx.lap("audit_s", t_audit)
             keys = sm.items["key"]

@@ -9,6 +9,7 @@ the registry: no import circle (issue 27). The package re-exports every name her
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import sqlite3
 import subprocess
@@ -70,6 +71,58 @@ def cancellable_by_signals() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+STOPPING_LINE = "benchloupe: stopping after the calls in flight (send it again to stop at once)\n"
+
+
+class SignalCancel:
+    """What :func:`cooperative_signals` saw: ``reason`` is the first signal's stop line, None while none came."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel, self.reason = cancel, None
+
+    def stopped(self, exc: BaseException) -> BaseException:
+        """The exception a run stopped by the first signal ends with (Terminated or KeyboardInterrupt, as if the
+        signal had raised it), else *exc* itself."""
+        if isinstance(exc, Cancelled) and self.reason is not None:
+            return Terminated(self.reason) if "SIGTERM" in self.reason else KeyboardInterrupt(self.reason)
+        return exc
+
+
+@contextmanager
+def cooperative_signals(cancel: threading.Event) -> Iterator[SignalCancel]:
+    """While the body runs in the main thread, the first SIGTERM or Ctrl-C sets *cancel* and returns; the body
+    stops at its next cancel check. A second one raises at once, as :func:`cancellable_by_signals` does.
+
+    For bodies that coordinate threads (BenchFill's concurrent LLM calls): an exception raised by a handler lands
+    on whatever instruction the main thread is at, e.g. inside ``concurrent.futures.wait()`` after it acquired
+    some of the pending futures' locks; the worker threads then wait for those locks forever while the main
+    thread joins them, and the process never exits (the CI hang of the fill SIGTERM test). Elsewhere (TUI
+    workers, whose cancel is the event itself) a no-op."""
+    holder = SignalCancel(cancel)
+    if threading.current_thread() is not threading.main_thread():
+        yield holder
+        return
+
+    def on_signal(signum, frame):
+        if holder.reason is not None:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Terminated("cancelled by SIGTERM")
+        holder.reason = "cancelled by SIGTERM" if signum == signal.SIGTERM else "cancelled by Ctrl-C (SIGINT)"
+        cancel.set()
+        try:  # os.write: print() from a handler can meet its own stream's lock
+            os.write(2, STOPPING_LINE.encode())
+        except OSError:
+            pass
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield holder
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def stop_reason(exc: BaseException) -> tuple[str, str]:

@@ -49,7 +49,7 @@ from benchloupe.store import read, runners, runs
 from benchloupe.store.curation import put_setting
 from benchloupe.store.db import StoreError, connect
 
-from .base import cancellable_by_signals, stop_reason
+from .base import cooperative_signals, stop_reason
 
 ENDPOINTS_KEY = "benchfill.endpoints"
 ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
@@ -462,7 +462,8 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
     try:
         if simulated.uses_simulated(eps):
             _simulate(stack.enter_context(simulated.serving()), problem)
-        with cancellable_by_signals():
+        cancel = cancel if cancel is not None else threading.Event()  # a signal's cancel (cooperative_signals)
+        with cooperative_signals(cancel) as signals:
             try:
                 result = run_session(problem, rewriter, judge, annotator, journal, config, progress=progress,
                                      cancel=cancel)
@@ -475,9 +476,12 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
                                      "best_abs_dev": base.best.abs_dev if base.best else None,
                                      "n_children": base.n_children, "n_valid": base.n_valid})
             except (Cancelled, KeyboardInterrupt) as exc:
-                why = stop_reason(exc)[1] if not isinstance(exc, Cancelled) else "cancelled"
+                stopped = signals.stopped(exc)
+                why = stop_reason(stopped)[1] if not isinstance(stopped, Cancelled) else "cancelled"
                 fillstore.set_session_state(journal.conn, session_id, "paused", f"{why}; resume to continue",
                                             token=token)
+                if stopped is not exc:
+                    raise stopped from None
                 raise
             except fillstore.LeaseLost:
                 raise  # another runner has the session now: write nothing

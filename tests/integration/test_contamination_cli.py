@@ -49,6 +49,8 @@ def test_a_window_is_flagged_with_its_plot_data(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     m = out["metrics"]
     assert m["models_tested"] == 16 and m["dated_items"] == 240
+    # which refits it made (issue 26): the fit and one warm leave-one-model-out refit per tested model
+    assert m["refits"]["fits"] == 1 + m["leave_one_out_refits"] == 17 and "warm" in m["refits"]["start"]
     flagged = [w for w in out["windows"] if w["flagged"]]
     assert [w["model"] for w in flagged] == ["lab/m1"]
     assert flagged[0]["shift"] > 0 and flagged[0]["p_perm"] < 0.01 and flagged[0]["shift_loo"] > 0

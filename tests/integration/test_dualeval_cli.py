@@ -103,6 +103,12 @@ def test_evaluate_prints_table_2(files, capsys):
     js = json.loads(capsys.readouterr().out)
     assert js["metrics"]["splits"] == 2 and len(js["table"]) == 4
     assert 0.5 < js["metrics"]["dualeval_pair_acc"] <= 1
+    # which fits it made (issue 26): the full-data static 2PL and BT, then per split a static 2PL, a joint fit
+    # started from it and a BT fit
+    refits = js["metrics"]["refits"]
+    assert refits["reference_fits"] == ["static_2pl", "arena_bt"] and refits["fits"] == 2 + 2 * 3
+    assert refits["joint_fits"] == len(refits["joint_fit_passes"]) == 2
+    assert "warm-started" in refits["per_split"]["dualeval"]
     assert main(["evaluate", "st", "--arena", "ar", "--reward-model", "rm-a", "--db", str(db), "--splits", "1",
                  "--ablation", "yes"]) == 0
     assert "No both-bad loss" in capsys.readouterr().out

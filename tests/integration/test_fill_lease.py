@@ -156,3 +156,35 @@ def test_sigterm_pauses_the_session_and_releases_it(fake_llm, tmp_path, monkeypa
     s = fillstore.sessions(conn).iloc[0]
     conn.close()
     assert s["state"] == "paused" and "cancelled by SIGTERM" in s["message"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_fill_stops_it_at_the_next_safe_point(fake_llm, tmp_path, monkeypatch, signum):  # noqa: F811
+    """The CI hang of test_sigterm_pauses_the_session_and_releases_it (the `fill` process never exited): a SIGTERM
+    raised its exception at whatever instruction the main thread was on, e.g. inside concurrent.futures.wait()
+    between acquiring the pending futures' locks, which the annotator threads then waited for forever while the
+    main thread joined them. A fill now takes the first SIGTERM or Ctrl-C as a cancel: the handler returns, the
+    calls in flight finish and the session pauses at the next check; a second signal stops it at once."""
+    from benchloupe.jobs import fill
+
+    db = tmp_path / "coop.db"
+    bench = store_world(fake_llm, db)
+    configure_endpoints(fake_llm, db, monkeypatch)
+    fake_llm.latency = 0.01
+    seen = {"sent": 0, "returned": 0}
+
+    def progress(done, total, message):
+        if "annotating" in message and not seen["sent"]:
+            seen["sent"] += 1
+            os.kill(os.getpid(), signum)
+            seen["returned"] += 1  # an exception raised by the handler at once never gets here
+
+    with pytest.raises(KeyboardInterrupt):
+        fill.start_fill(db, bench, progress=progress)
+    assert seen == {"sent": 1, "returned": 1}
+    conn = connect(db)
+    s = fillstore.sessions(conn).iloc[0]
+    conn.close()
+    why = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+    assert s["state"] == "paused" and f"cancelled by {why}" in s["message"], s["message"]
+    assert signal.getsignal(signal.SIGTERM) is not None  # the previous handlers are back

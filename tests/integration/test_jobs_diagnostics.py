@@ -16,6 +16,39 @@ from benchloupe.store.importers.base import ParsedImport
 from benchloupe.store.writer import write_import
 
 
+def test_anomaly_flags_are_stored_as_the_record_by_record_writer_stored_them(demo_db):
+    """The anomaly flags of a seeded workspace, written column-wise with their payload text built a column at a
+    time (issue 26), are the rows the earlier writer stored: the same fit and candidates, each flag's payload dict
+    (as ``_anomaly_flags`` built it) through ``_json``, ids and score as they were."""
+    from benchloupe.engine import anomaly
+    from benchloupe.jobs import diagnostics
+    from benchloupe.jobs.data import load_joint, resolve_chance
+
+    for bench in ("demo-math", "demo-chem"):
+        rid = jobs.ANALYSES["anomalies"].run(demo_db, bench, AnomalyConfig())
+        conn = connect(demo_db)
+        inputs = load_joint(conn, bench)
+        mode = diagnostics._mode(inputs, "auto")
+        inputs, _, _ = resolve_chance(inputs, "stated")
+        cfg, res = diagnostics._fit(inputs, mode, lambda *a: None, None)
+        static = inputs.static if cfg.uses_static else None
+        cands = anomaly.anomaly_candidates(res, static, inputs.arena if cfg.uses_arena else None, threshold=3.5)
+        bid = read.benchmark_id(conn, bench)
+        want = []
+        for c in cands.itertuples(index=False):
+            items, bb, aa = ((inputs.static_items, res.b_static, res.a_static) if c.source == "static"
+                             else (inputs.arena_items, res.b_arena, res.a_arena))
+            payload = {"source": c.source, "residual": float(c.residual), "expected_p": float(c.expected_p),
+                       "observed": float(c.observed), "theta": float(res.theta[c.model_idx]),
+                       "b": float(bb[c.item_idx]), "a": float(aa[c.item_idx]), "mode": mode}
+            want.append(("anomaly", bid, int(items["id"].iloc[c.item_idx]),
+                         int(inputs.models["id"].iloc[c.model_idx]), None, float(c.residual), runs._json(payload)))
+        got = [tuple(r) for r in conn.execute("SELECT kind, benchmark_id, item_id, model_id, model_b_id, score,"
+                                              " payload FROM flags WHERE run_id = ? ORDER BY id", (rid,))]
+        conn.close()
+        assert len(got) > 10 and got == want, bench
+
+
 def test_anomalies_find_the_injected_cells(demo_db):
     rid = jobs.ANALYSES["anomalies"].run(demo_db, "demo-math", AnomalyConfig())
     conn = connect(demo_db)

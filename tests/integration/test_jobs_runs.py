@@ -27,6 +27,22 @@ def test_static_fit_stores_abilities_items_and_truth_recovery(demo_db):
     assert len(ri) == 240 and ri["sharpness"].gt(0).all()
 
 
+def test_static_fit_heldout_splits_default_to_one_and_three_on_request(demo_db, capsys):
+    """A static fit's held-out ECE takes one split by default (issue 26) and says so; ``--heldout-splits 3`` is the
+    paper's Appendix E, the mean of the three single-split ECEs (seeds 0, 1, 2)."""
+    one = [runs.get_run(connect(demo_db), jobs.ANALYSES["static"].run(
+        demo_db, "demo-math", JointConfig(mode="static"), seed=s))["metrics"] for s in (0, 1, 2)]
+    assert [(m["heldout_splits"], m["heldout_seeds"]) for m in one] == [(1, [0]), (1, [1]), (1, [2])]
+    assert main(["fit", "static", "demo-math", "--db", str(demo_db), "--json", "--heldout-splits", "3"]) == 0
+    three = json.loads(capsys.readouterr().out)["metrics"]
+    assert (three["heldout_splits"], three["heldout_seeds"]) == (3, [0, 1, 2])
+    assert three["static_ece"] == pytest.approx(sum(m["static_ece"] for m in one) / 3, rel=1e-12)
+    assert main(["fit", "static", "demo-math", "--db", str(demo_db), "--heldout-splits", "0"]) != 0
+    assert "--heldout-splits" in capsys.readouterr().err
+    with pytest.raises(EngineError, match="1 to 20 splits"):
+        jobs.ANALYSES["static"].run(demo_db, "demo-math", JointConfig(mode="static"), heldout_splits=21)
+
+
 def test_joint_fit_cli_json_reports_truth(demo_db, capsys):
     assert main(["fit", "joint", "demo-chem", "--arena", "demo-arena", "--db", str(demo_db), "--json",
                  "--no-heldout"]) == 0

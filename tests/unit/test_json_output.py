@@ -52,6 +52,32 @@ def test_a_long_list_prints_one_compact_element_per_line_and_reads_back():
     assert text.startswith('{\n  "run": 7,\n  "metrics": {\n    "candidates": ')
 
 
+def test_long_lists_of_rows_print_each_row_as_json_dumps_does():
+    """A long list of same-key rows is written a column at a time (issue 26): every line is the row's
+    ``json.dumps(ensure_ascii=False)``, whatever the values (mixed types in a column, nested values, names that
+    repeat, quotes, control characters, a percent sign in a key); rows with other keys or key orders, and lists
+    of non-dicts, take the row-by-row path with the same text."""
+    rng = np.random.default_rng(9)
+    names = ["m\u00e9", 'q"1', "%s", "a\nb", "\u2028x"]
+
+    def row(i, keys=("model", "it%em", "residual", "extra", "observed")):
+        vals = [names[i % len(names)], str(rng.choice(names)), float(rng.normal() * 10 ** int(rng.integers(-8, 8))),
+                _value(rng) if i % 3 else 1.5, [0.0, -0.0, 1.0, 0.25][i % 4]]  # a repeated float column, both zeros
+        return dict(zip(keys, vals))
+
+    n = output.LONG_LIST + 3
+    cases = {"same keys": [row(i) for i in range(n)],
+             "other order": [row(i) for i in range(n - 1)] + [row(0, ("it%em", "model", "residual", "extra", "observed"))],
+             "other keys": [row(i) for i in range(n - 1)] + [{"model": "x"}],
+             "not dicts": [float(rng.normal()) for _ in range(n)] + ["x", None, True, 3]}
+    for label, rows in cases.items():
+        value = to_jsonable({"cells": rows})
+        want = '{\n  "cells": [\n' + ",\n".join("    " + json.dumps(r, ensure_ascii=False) for r in value["cells"])
+        assert json_text(value) == output.safe_json(want + "\n  ]\n}"), label
+    assert output._rows_compact(to_jsonable(cases["same keys"]), "") is not None
+    assert output._rows_compact(to_jsonable(cases["other order"]), "") is None
+
+
 def test_to_jsonable_keeps_the_conversions():
     frame = pd.DataFrame({"a": [1, 2], "b": [0.5, float("nan")]})
     value = {1: np.int64(3), "f": np.float32(0.25), "inf": float("inf"), "b": np.bool_(True), "t": (1, 2),

@@ -166,6 +166,51 @@ def test_runs_outputs_flags_and_triage_with_audit(tmp_path):
         curation.set_flag_state(conn, int(fl["id"].iloc[0]), "maybe")
 
 
+_ROWS = "SELECT kind, benchmark_id, item_id, model_id, model_b_id, score, payload, state, note FROM flags" \
+        " WHERE run_id = ? ORDER BY id"
+
+
+def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_path):
+    """The flags' rows and payload text as the record-by-record writer stored them (issue 26): ids as ints or NULL
+    (NaN), scores NULL where not finite, payload dicts through ``_json``, and ``json_objects`` payload text equal to
+    ``_json`` of each row's dict on hostile values (NaN, infinities, -0.0, huge and tiny floats, quotes, control
+    characters, non-ASCII, a percent sign in a key)."""
+    conn = connect(tmp_path / "x.db")
+    write_import(conn, _parsed(n_models=4, n_items=6), fmt="test")
+    bid = read.benchmark_id(conn, "b")
+    sm = read.load_static(conn, "b")
+    n = 9
+    rng = np.random.default_rng(3)
+    floats = np.array([np.nan, np.inf, -np.inf, -0.0, 1e308, 5e-324, 0.1 + 0.2, -59.596587816486526, 1.0])
+    texts = np.array(['sta"tic', "a\x00b\n", "ü\u2028", "static", "static", "arena", "%s", "", "x"], dtype=object)
+    ids = sm.items["id"].to_numpy()[rng.integers(0, 6, n)]
+    mids = sm.models["id"].to_numpy()[rng.integers(0, 4, n)]
+    model_b = np.where(np.arange(n) % 3 == 0, np.nan, mids[::-1]).astype(float)  # NaN: no second model
+    repeated = np.array([0.0, -0.0, 0.0, 1.0, 1.0, -0.0, np.nan, 1.0, 0.0])  # written once per distinct value
+    cols = {"residual": floats, "observed": repeated, "source": texts, "ro%le": rng.normal(size=n).astype(np.float32),
+            "mode": ["static"] * n, "nested": [{"z": 1, "a": [1.5, None]}] * n, "count": np.arange(n)}
+    text = runs.json_objects(cols)
+    dicts = [{k: (v.tolist() if isinstance(v, np.ndarray) else list(v))[i] for k, v in cols.items()} for i in range(n)]
+    assert text == [runs._json(d) for d in dicts]
+    base = {"kind": "anomaly", "item_id": ids, "model_id": mids, "model_b_id": model_b, "score": floats}
+    rids = []
+    for payload in ({"payload": dicts}, {runs.PAYLOAD_JSON: text}):
+        rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+        runs.save_outputs(conn, rid, runs.RunOutputs(flags=pd.DataFrame({**base, **payload})))
+        rids.append(rid)
+    # what the record-by-record writer stored (its code, as it was)
+    recs = pd.DataFrame({**base, "payload": dicts}).to_dict("records")
+    want = [("anomaly", bid, runs._int(r["item_id"]), runs._int(r["model_id"]), runs._int(r["model_b_id"]),
+             runs._float(r["score"]), runs._json(r["payload"]), "open", "") for r in recs]
+    for rid in rids:
+        assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == want
+    assert want[0][4] is None and want[0][5] is None and want[1][5] is None
+    rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+    runs.save_outputs(conn, rid, runs.RunOutputs(flags=pd.DataFrame({"kind": ["gap"], "score": [2.0]})))
+    assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == [("gap", bid, None, None, None, 2.0, "{}", "open", "")]
+    conn.close()
+
+
 def test_retire_and_restore_items_are_audited(tmp_path):
     conn = connect(tmp_path / "x.db")
     write_import(conn, _parsed(), fmt="test")

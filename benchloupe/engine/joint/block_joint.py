@@ -61,16 +61,18 @@ def arena_part(problem: _Problem, pairs: PairSet, n_models: int, config: JointCo
 
 
 def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np.ndarray, config: JointConfig,
-                       progress: Progress, cancel, backend: Backend | None = None):
+                       progress: Progress, cancel, backend: Backend | None = None, polish: bool = True):
     """Fit (module docstring); ``x0`` in the joint layout.  Returns (x, f, sweeps, converged), as the other
-    optimisers of ``optimise`` do, and sets ``problem.passes``."""
+    optimisers of ``optimise`` do, and sets ``problem.passes``.  ``polish=False``: with a float32 backend the
+    sweeps end with the float32 stage (no float64 sweeps), for warm-started refits whose use tolerates float32's
+    resolution (the held-out ECE, ``evaluation.heldout_calibration``), as ``optimise._run_block_newton`` does."""
     M, Ns, Na = problem.M, problem.Ns, problem.Na
     cfg = problem.cfg
     lam = cfg.lambda_reg
     lt, li = (lam / M, lam / problem.n_items) if problem.reg_mean else (lam, lam)
     w = cfg.lambda_static / problem.n_static
     backend = backend or resolve("cpu", M * Ns)
-    stages = [backend] if backend.dtype == "float64" else [backend, replace(backend, dtype="float64")]
+    stages = [backend] if backend.dtype == "float64" or not polish else [backend, replace(backend, dtype="float64")]
     stage, bk = 0, stages[0]
     x = x0.copy()
     o = M + 2 * Ns
@@ -83,13 +85,23 @@ def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np
     def arena_x(xx):
         return np.r_[xx[:M][idx], xx[o:]]
 
-    def objective(xx, r):
-        """The joint objective at ``xx`` from its static pass ``r`` and the arena value."""
+    def objective(xx, r, bound=None):
+        """The joint objective at ``xx`` from its static pass ``r`` and the arena value.  With ``bound`` (a line
+        search's Armijo bound) the arena terms are evaluated with their derivatives when the objective meets it
+        (``_Problem.evaluate(accept=...)``) and kept in ``ahead``: the next sweep's step 2 needs them at this same
+        arena point (step 1 moves only the static items), so an accepted trial costs no second arena evaluation."""
         t_, b_, k_ = xx[:M], xx[M:M + Ns], xx[M + Ns:o]
         items = xx[M:o + 2 * Na]
-        fa = sub.evaluate(arena_x(xx), order=0)[0]
-        return (w * float(r.loss.sum()) + fa + lt * float(t_ @ t_) + li * float(items @ items)
-                + lam * float(xx[-1]) ** 2), (t_, b_, k_)
+
+        def total(fa):
+            return (w * float(r.loss.sum()) + fa + lt * float(t_ @ t_) + li * float(items @ items)
+                    + lam * float(xx[-1]) ** 2)
+
+        if bound is None:
+            return total(sub.evaluate(arena_x(xx), order=0)[0]), (t_, b_, k_)
+        out = sub.evaluate(arena_x(xx), order=2, accept=lambda fa: total(fa) <= bound)
+        ahead[0] = out if out[1] is not None else None
+        return total(out[0]), (t_, b_, k_)
 
     def static_at(xx, rows=False):
         nonlocal passes
@@ -99,6 +111,7 @@ def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np
         problem.pass_s = time.perf_counter() - started  # the last is a float64 pass (fit_joint's passes-equivalent)
         return out
 
+    ahead: list = [None]  # the arena terms with their derivatives at the accepted trial point (objective())
     r = static_at(x)
     f, _ = objective(x, r)
     mu_items = np.full(Ns, _BLOCK_MU_START)
@@ -139,7 +152,8 @@ def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np
             passes += 2 * len(bad) / max(Ns, 1)
         mu_items = np.where(ok, mu_items * 0.3, mu_items * 4.0)
         items_now = x[M:o + 2 * Na]
-        fa, ga, sysA = sub.evaluate(arena_x(x), order=2)
+        fa, ga, sysA = ahead[0] if ahead[0] is not None else sub.evaluate(arena_x(x), order=2)
+        ahead[0] = None
         f_mid = (w * float(loss_items.sum()) + fa + lt * float(th @ th) + li * float(items_now @ items_now)
                  + lam * float(x[-1]) ** 2)
         # 2. theta (all), the arena items and gamma, static items fixed
@@ -171,7 +185,7 @@ def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np
                     xt[M:M + Ns], xt[o:o + Na] = bb_all[:Ns], bb_all[Ns:]
                     xt[M + Ns:o], xt[o + Na:o + 2 * Na] = kk_all[:Ns], kk_all[Ns:]
                     rt = static_at(xt)
-                    ft, _ = objective(xt, rt)
+                    ft, _ = objective(xt, rt, bound=f_mid + 1e-4 * t * gd)
                     if ft <= f_mid + 1e-4 * t * gd:
                         accepted = True
                         break

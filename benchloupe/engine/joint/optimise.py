@@ -402,7 +402,8 @@ def fit_joint(static: StaticData | None, arena: ArenaData | None, config: JointC
         x, fval, nit, conv = _run_newton(problem, x0, config, progress, cancel)
     elif _block_joint(problem, config):
         sub, idx = arena_part(problem, pairs_used, n_models, config, pair_keep)
-        x, fval, nit, conv = block_joint_newton(problem, sub, idx, x0, config, progress, cancel, backend)
+        x, fval, nit, conv = block_joint_newton(problem, sub, idx, x0, config, progress, cancel, backend,
+                                                polish=polish)
     elif config.optimizer == "block" or (config.optimizer == "newton" and not problem.has_arena):
         x, fval, nit, conv = _run_block_newton(problem, x0, config, progress, cancel, backend,
                                                start_from_rates=init is None, polish=polish)
