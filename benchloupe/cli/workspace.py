@@ -124,21 +124,9 @@ def summaries(conn):
 def summary_rows(conn) -> tuple[list[str], list[tuple]]:
     """:func:`summaries` as plain columns and rows, without pandas or numpy (``list`` starts in ~0.1 s, issue 16):
     the same ``results`` column (observed static cells)."""
-    from benchloupe.store.summary import benchmark_summary_rows, static_cell_counts
+    from benchloupe.store.summary import summary_rows as rows
 
-    cols, rows = benchmark_summary_rows(conn)
-    counts, mixed = static_cell_counts(conn)
-    at = cols.index("static_rows")
-    out = []
-    for r in rows:
-        if r[0] in mixed:
-            from benchloupe.store import read
-
-            n = read.static_cell_count(conn, r[1])
-        else:
-            n = counts.get(r[0], 0)
-        out.append(r[:at] + (n,) + r[at + 1:])
-    return cols[:at] + ["results"] + cols[at + 1:], out
+    return rows(conn)
 
 
 def cmd_list(args) -> int:

@@ -20,21 +20,54 @@ FLAG_STATES = ("open", "confirmed", "dismissed", "unsure")
 
 
 def flags(conn: sqlite3.Connection, *, run_id: int | None = None, kind: str | None = None,
-          state: str | None = None, benchmark_id: int | None = None) -> pd.DataFrame:
-    """Flags with item key/text and model names, ordered by |score| descending then id."""
-    sql = ("SELECT f.*, i.key AS item_key, i.text AS item_text, i.answer AS item_answer, ma.name AS model,"
-           " mb.name AS model_b FROM flags f LEFT JOIN items i ON i.id = f.item_id"
-           " LEFT JOIN models ma ON ma.id = f.model_id LEFT JOIN models mb ON mb.id = f.model_b_id WHERE 1")
+          state: str | None = None, benchmark_id: int | None = None, parse_payload: bool = True) -> pd.DataFrame:
+    """Flags with item key/text and model names, ordered by |score| descending then id. ``payload`` is a dict,
+    or with ``parse_payload=False`` the stored JSON text (:func:`payload_of` parses one when it is shown)."""
+    sql = "SELECT f.* FROM flags f WHERE 1"
     args: list = []
     for col, val in (("f.run_id", run_id), ("f.kind", kind), ("f.state", state), ("f.benchmark_id", benchmark_id)):
         if val is not None:
             sql += f" AND {col} = ?"
             args.append(val)
     df = pd.read_sql_query(sql + " ORDER BY abs(coalesce(f.score, 0)) DESC, f.id", conn, params=args)
+    # the item's key, text and answer and the models' names, looked up once per item and model named (a LEFT
+    # JOIN of each flag made 210,060 copies of them: half the anomaly queue's read, issue 26)
+    items = _lookup(conn, "SELECT id, key, text, answer FROM items", df["item_id"])
+    names = _lookup(conn, "SELECT id, name FROM models", df["model_id"], df["model_b_id"])
+    for col, (table, key, src) in {"item_key": (items, "item_id", 1), "item_text": (items, "item_id", 2),
+                                   "item_answer": (items, "item_id", 3), "model": (names, "model_id", 1),
+                                   "model_b": (names, "model_b_id", 1)}.items():
+        df[col] = _joined(table, src, df[key])
     # one parse of all payloads as a JSON array (each stored payload is one JSON object): 210,000 json.loads calls
     # were a second of the anomaly queue's load (issue 26)
-    df["payload"] = json.loads("[" + ",".join(df["payload"].tolist()) + "]") if len(df) else []
+    if parse_payload:
+        df["payload"] = json.loads("[" + ",".join(df["payload"].tolist()) + "]") if len(df) else []
     return df
+
+
+def _lookup(conn: sqlite3.Connection, select: str, *id_columns: pd.Series) -> tuple[pd.Index, list]:
+    """Rows of ``select`` (first column the id) for the ids in *id_columns*: (their ids, the rows)."""
+    ids = np.unique(np.concatenate([c.to_numpy(float) for c in id_columns]) if id_columns else np.zeros(0))
+    ids = ids[~np.isnan(ids)].astype(np.int64).tolist()
+    rows = conn.execute(f"{select} WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchall() \
+        if ids else []
+    return pd.Index([r[0] for r in rows], dtype=np.int64), rows
+
+
+def _joined(table: tuple[pd.Index, list], src: int, ids: pd.Series) -> pd.Series:
+    """Column *src* of the looked-up rows for each id (None where there is none), typed as a LEFT JOIN read by
+    pandas is: text with NaN for a missing value, or objects when every value is missing."""
+    index, rows = table
+    column = np.empty(len(rows) + 1, object)  # the last entry: no row
+    column[:-1] = [r[src] for r in rows]
+    column[-1] = None
+    at = index.get_indexer(ids.to_numpy(float)) if len(index) else np.full(len(ids), -1)
+    return pd.Series(column[at], index=ids.index)  # -1 takes the last entry
+
+
+def payload_of(value) -> dict:
+    """A flag's payload as a dict, whether :func:`flags` parsed it or left it as its JSON text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def flag_cells(conn: sqlite3.Connection, run_id: int, kind: str, fields: tuple[str, ...]) -> list[dict]:
@@ -49,8 +82,23 @@ def flag_cells(conn: sqlite3.Connection, run_id: int, kind: str, fields: tuple[s
             for r in conn.execute(sql, (run_id, kind))]
 
 
+def latest_flag_run(conn: sqlite3.Connection, benchmark_id: int, kind: str) -> int | None:
+    """The run whose flags of *kind* make the triage queue: the latest finished run of an analysis that produces
+    that kind (it may have found nothing), else the latest run that holds such flags; None when none does. The
+    kinds of run are found by one index probe per run, not a scan of every flag (issue 26)."""
+    row = conn.execute(
+        "SELECT max(r.id) FROM runs r WHERE r.benchmark_id = ? AND r.status = 'done' AND r.kind IN"
+        " (SELECT DISTINCT r2.kind FROM runs r2 WHERE EXISTS (SELECT 1 FROM flags f WHERE f.run_id = r2.id"
+        " AND f.kind = ? AND f.benchmark_id = ?))", (benchmark_id, kind, benchmark_id)).fetchone()
+    if row and row[0] is not None:
+        return int(row[0])
+    row = conn.execute("SELECT max(run_id) FROM flags WHERE kind = ? AND benchmark_id = ?",
+                       (kind, benchmark_id)).fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
 def queue_flags(conn: sqlite3.Connection, benchmark_id: int, kind: str, *,
-                include_superseded: bool = False) -> pd.DataFrame:
+                include_superseded: bool = False, parse_payload: bool = True) -> pd.DataFrame:
     """The triage queue of one flag kind on one benchmark: the flags of the latest run that produced that kind.
 
     Re-running an analysis adds a new set of flags; the earlier sets are *superseded* (``superseded`` True,
@@ -58,31 +106,45 @@ def queue_flags(conn: sqlite3.Connection, benchmark_id: int, kind: str, *,
     shows the state and note of the latest decided flag on the same model and item (anomalies) or the same
     unordered pair of models (reversals) in an earlier run, with ``carried_from`` naming that flag; its own
     ``stored_state`` stays as written. Columns as :func:`flags`, plus ``superseded``, ``carried_from`` and
-    ``stored_state``."""
-    df = flags(conn, kind=kind, benchmark_id=benchmark_id)
+    ``stored_state``.
+
+    Without *include_superseded* only the latest run's flags are read, and of the earlier runs only the decided
+    ones (those a decision can carry over from): two anomaly runs at 5,000 x 14,000 are 420,120 flags, and the
+    queue shows 210,060 (issue 26). ``parse_payload`` as in :func:`flags`."""
+    latest = latest_flag_run(conn, benchmark_id, kind)
+    if include_superseded or latest is None:
+        df = flags(conn, kind=kind, benchmark_id=benchmark_id, parse_payload=parse_payload)
+        earlier_df = None
+    else:
+        df = flags(conn, kind=kind, benchmark_id=benchmark_id, run_id=latest, parse_payload=parse_payload)
+        earlier_df = pd.read_sql_query(
+            "SELECT f.id, f.kind, f.item_id, f.model_id, f.model_b_id, f.state, f.note FROM flags f"
+            " WHERE f.kind = ? AND f.benchmark_id = ? AND (f.run_id IS NULL OR f.run_id != ?)"
+            " AND (f.state != 'open' OR f.note != '')", conn, params=[kind, benchmark_id, latest])
     df["stored_state"] = df["state"]
     df["carried_from"] = pd.array([None] * len(df), dtype="Int64")
     if df.empty:
         df["superseded"] = pd.Series([], dtype=bool)
         return df
-    # the latest finished run of an analysis that produces this kind (it may have found nothing)
-    row = conn.execute(
-        "SELECT max(r.id) FROM runs r WHERE r.benchmark_id = ? AND r.status = 'done' AND r.kind IN"
-        " (SELECT DISTINCT r2.kind FROM flags f JOIN runs r2 ON r2.id = f.run_id WHERE f.kind = ?"
-        " AND f.benchmark_id = ?)", (benchmark_id, kind, benchmark_id)).fetchone()
-    latest = int(row[0]) if row and row[0] is not None else int(df["run_id"].max())
+    if latest is None:
+        latest = int(df["run_id"].max())
     superseded = (df["run_id"] != latest).to_numpy()
     df["superseded"] = superseded
-    ids = _flag_identities(df)
     state, note = df["state"].to_numpy(object), df["note"].to_numpy(object)
-    decided = np.flatnonzero(superseded & ((state != "open") | (note != "")))
+    if earlier_df is None:
+        rows = np.flatnonzero(superseded & ((state != "open") | (note != "")))
+        earlier_df = df.iloc[rows]
     earlier: dict = {}
-    flag_id = df["id"].to_numpy()
-    for i in decided[np.argsort(flag_id[decided], kind="stable")]:  # the latest decision on an identity wins
-        earlier[ids[i]] = (state[i], note[i], int(flag_id[i]))
+    if len(earlier_df):
+        e_ids = _flag_identities(earlier_df)
+        e_state, e_note = earlier_df["state"].to_numpy(object), earlier_df["note"].to_numpy(object)
+        flag_id = earlier_df["id"].to_numpy()
+        for i in np.argsort(flag_id, kind="stable"):  # the latest decision on an identity wins
+            earlier[e_ids[i]] = (e_state[i], e_note[i], int(flag_id[i]))
     if earlier:  # carry each decision to the current flag about the same thing (row lookups only where one is)
-        hits = [(i, earlier[ids[i]]) for i in np.flatnonzero(~superseded & (state == "open") & (note == ""))
-                if ids[i] in earlier]
+        open_rows = np.flatnonzero(~superseded & (state == "open") & (note == ""))
+        ids = _flag_identities(df.iloc[open_rows])  # only the flags a decision can be carried to
+        hits = [(i, earlier[key]) for i, key in zip(open_rows.tolist(), ids) if key in earlier]
         if hits:
             rows = np.array([i for i, _ in hits])
             df.iloc[rows, df.columns.get_loc("state")] = [h[0] for _, h in hits]

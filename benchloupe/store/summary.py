@@ -46,3 +46,54 @@ def static_cell_counts(conn: sqlite3.Connection) -> tuple[dict[int, int], set[in
             seen = n - t.count(0)
         out[bid] = out.get(bid, 0) + seen
     return out, mixed
+
+
+def summary_rows(conn: sqlite3.Connection) -> tuple[list[str], list[tuple]]:
+    """:func:`benchmark_summary_rows` with ``results`` (the observed static cells, ``read.static_cell_count``) in
+    place of ``static_rows``, without pandas or numpy: ``benchloupe list`` and the Benchmarks screen."""
+    cols, rows = benchmark_summary_rows(conn)
+    counts, mixed = static_cell_counts(conn)
+    at = cols.index("static_rows")
+    out = []
+    for r in rows:
+        if r[0] in mixed:
+            n = _mixed_cell_count(conn, r[0])
+        else:
+            n = counts.get(r[0], 0)
+        out.append(r[:at] + (n,) + r[at + 1:])
+    return cols[:at] + ["results"] + cols[at + 1:], out
+
+
+def _mixed_cell_count(conn: sqlite3.Connection, bid: int) -> int:
+    """Observed static cells of a benchmark that also holds other items: ``read.static_cell_count`` (the mask
+    of ``load_static``'s matrix, retired items included) counted at the static items' positions of each of its
+    models' packed rows, without numpy."""
+    pos = [r[0] for r in conn.execute("SELECT pos FROM items WHERE benchmark_id = ? AND kind = 'static'", (bid,))]
+    models = {r[0] for r in conn.execute("SELECT model_id FROM benchmark_models WHERE benchmark_id = ?", (bid,))}
+    seen = 0
+    for mid, n, correct, trials in conn.execute(
+            "SELECT model_id, n, correct, trials FROM static_results WHERE benchmark_id = ?", (bid,)):
+        if mid not in models:
+            continue
+        at = [p for p in pos if p < n]
+        if correct is not None:
+            cells = bytes(correct[:n])
+            seen += sum(1 for p in at if cells[p] < 0x80)  # an int8 >= 0 (-1 is a missing cell)
+        else:
+            t = array("i")
+            t.frombytes(bytes(trials[:4 * n]))
+            seen += sum(1 for p in at if t[p] > 0)
+    return seen
+
+
+RECENT_RUNS_SQL = """SELECT r.id, r.kind, r.status, r.created_at, r.error FROM runs r LEFT JOIN benchmarks b ON
+b.id = r.benchmark_id WHERE b.name = ? OR r.id IN (SELECT ri.run_id FROM run_inputs ri JOIN benchmarks bi ON
+bi.id = ri.benchmark_id WHERE bi.name = ?) ORDER BY r.id DESC LIMIT ?"""
+
+
+def recent_runs(conn: sqlite3.Connection, benchmark: str, limit: int = 4) -> list[dict]:
+    """The latest *limit* runs on *benchmark* or using it as an input (``runs.list_runs``' rows and order):
+    id, kind, status, created_at, error."""
+    cur = conn.execute(RECENT_RUNS_SQL, (benchmark, benchmark, limit))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]

@@ -28,19 +28,25 @@ def latest_run_id(conn: sqlite3.Connection, benchmark: str, kinds: tuple[str, ..
     return None if row is None else int(row[0])
 
 
-def item_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
-    """Items with pass rate, latest difficulty/sharpness/Fisher/DIF range and anomaly counts."""
-    its = read.items(conn, benchmark, with_text=False)
-    sm = read.load_static(conn, benchmark, include_retired=True)
-    pass_rate = pd.Series(np.nan, index=its["id"])
-    if sm.correct.size:
-        seen = np.count_nonzero(sm.mask, axis=0)  # counts of the int8/bool cells: no int64 copy of the matrix
+def item_table(conn: sqlite3.Connection, benchmark: str, *, with_text: bool = False,
+               counts: bool = True) -> pd.DataFrame:
+    """Items with pass rate, latest difficulty/sharpness/Fisher/DIF range and anomaly counts (and ``text``
+    when *with_text*; no ``anomalies`` column without *counts*). The pass rate of a static item is the share
+    right of its observed cells (``read.static_item_counts``); other items have none."""
+    its = read.items(conn, benchmark, with_text=with_text)
+    bid = read.benchmark_id(conn, benchmark)
+    seen, right = read.static_item_counts(conn, bid)
+    rate = np.full(len(its), np.nan)
+    static = (its["kind"] == "static").to_numpy()
+    pos = its["pos"].to_numpy(np.int64)[static]
+    if len(pos) and len(seen):
+        n = seen[pos]
         with np.errstate(invalid="ignore"):
-            rate = np.count_nonzero(sm.correct > 0, axis=0) / np.maximum(seen, 1)
-        rate[seen == 0] = np.nan
-        pass_rate.loc[sm.items["id"].to_numpy()] = rate
-    out = its[["id", "key", "group", "kind", "origin", "status"]].copy()
-    out["pass_rate"] = pass_rate.to_numpy()
+            r = right[pos] / np.maximum(n, 1)
+        r[n == 0] = np.nan
+        rate[static] = r
+    out = its[["id", "key", "group", "kind", "origin", "status", *(["text"] if with_text else [])]].copy()
+    out["pass_rate"] = rate
     for col, kinds, src in (("difficulty", CALIBRATION_KINDS, "difficulty"), ("sharpness", CALIBRATION_KINDS, "sharpness"),
                             ("fisher", ("compress", *CALIBRATION_KINDS), "fisher"),
                             ("dif_range", ("neartie",), "dif_range")):
@@ -50,18 +56,23 @@ def item_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
             vals = dict(conn.execute(f"SELECT item_id, {src} FROM run_items WHERE run_id = ?", (rid,)).fetchall())
         out[col] = [vals.get(i) for i in out["id"]]
         out[col] = out[col].astype(float)
-    counts = undismissed_counts(conn, read.benchmark_id(conn, benchmark), "anomaly")
-    out["anomalies"] = [int(counts.get(i, 0)) for i in out["id"]]
+    if counts:
+        per_item = undismissed_counts(conn, bid, "anomaly")
+        out["anomalies"] = [int(per_item.get(i, 0)) for i in out["id"]]
     return out
 
 
+# The queue's rules in SQL. ``ident`` is NOT MATERIALIZED so that each use reads only its own flags through
+# flags_by_run (the latest run's for ``queue``), and the kinds of run that produce the flag kind are found by one
+# index probe per run: materialising every flag of the kind, superseded runs' included, and a scan of them for
+# their runs' kinds were two thirds of the Items and Models screens' flag summaries (issue 26: 420,120 flags).
 _QUEUE_CTE = """
     latest AS (
         SELECT coalesce((SELECT max(r.id) FROM runs r WHERE r.benchmark_id = :b AND r.status = 'done' AND r.kind IN
-                         (SELECT DISTINCT r2.kind FROM flags f JOIN runs r2 ON r2.id = f.run_id
-                          WHERE f.kind = :k AND f.benchmark_id = :b)),
+                         (SELECT DISTINCT r2.kind FROM runs r2 WHERE EXISTS (SELECT 1 FROM flags f WHERE f.run_id = r2.id
+                          AND f.kind = :k AND f.benchmark_id = :b))),
                         (SELECT max(run_id) FROM flags WHERE kind = :k AND benchmark_id = :b)) AS id),
-    ident AS (
+    ident AS NOT MATERIALIZED (
         SELECT f.id, f.run_id, f.item_id, f.model_id, f.score, f.payload, f.state, f.note,
                CASE WHEN f.model_b_id IS NULL THEN f.model_id ELSE min(coalesce(f.model_id, -1), f.model_b_id) END AS a,
                CASE WHEN f.model_b_id IS NULL THEN NULL ELSE max(coalesce(f.model_id, -1), f.model_b_id) END AS bb
@@ -80,16 +91,21 @@ def model_flag_summary(conn: sqlite3.Connection, benchmark_id: int, kind: str = 
                        top: int = 6) -> dict[int, dict]:
     """Per model, its flags of ``kind`` in the triage queue (the rules of ``curation.queue_flags``): how many, and
     the ``top`` first in the queue's order (|score| descending, then id) with item key, payload and the state the
-    queue shows.  What the Models screen's detail line needs, without a frame of every flag (issue 26)."""
+    queue shows.  What the Models screen's detail line needs, without a frame of every flag (issue 26); the window
+    sorts only ids and scores, the payloads are read for the rows kept."""
     sql = f"""WITH {_QUEUE_CTE},
-    ranked AS (SELECT q.*, row_number() OVER (PARTITION BY q.model_id ORDER BY abs(coalesce(q.score, 0)) DESC, q.id)
-               AS rn, count(*) OVER (PARTITION BY q.model_id) AS n FROM queue q WHERE q.model_id IS NOT NULL)
-    SELECT r.model_id, r.n, i.key, r.payload, r.shown_state FROM ranked r LEFT JOIN items i ON i.id = r.item_id
-    WHERE r.rn <= :top ORDER BY r.model_id, r.rn"""
+    ranked AS (SELECT q.id, q.model_id, q.item_id, q.shown_state, row_number() OVER (PARTITION BY q.model_id
+               ORDER BY abs(coalesce(q.score, 0)) DESC, q.id) AS rn, count(*) OVER (PARTITION BY q.model_id) AS n
+               FROM queue q WHERE q.model_id IS NOT NULL)
+    SELECT r.model_id, r.n, i.key, f.payload, r.shown_state FROM ranked r JOIN flags f ON f.id = r.id
+    LEFT JOIN items i ON i.id = r.item_id WHERE r.rn <= :top ORDER BY r.model_id, r.rn"""
+    rows = conn.execute(sql, {"b": benchmark_id, "k": kind, "top": top}).fetchall()
+    # one parse of the kept payloads as a JSON array (30,000 json.loads calls were a quarter of the summary)
+    payloads = json.loads("[" + ",".join(r[3] for r in rows) + "]") if rows else []
     out: dict[int, dict] = {}
-    for mid, n, key, payload, state in conn.execute(sql, {"b": benchmark_id, "k": kind, "top": top}):
+    for (mid, n, key, _text, state), payload in zip(rows, payloads, strict=True):
         entry = out.setdefault(int(mid), {"count": int(n), "top": []})
-        entry["top"].append({"item_key": key, "payload": json.loads(payload), "state": state})
+        entry["top"].append({"item_key": key, "payload": payload, "state": state})
     return out
 
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from benchloupe.jobs.process import JobProcess, JobSpec
 
 WARM_UP_DELAY = 1.0
+WARM_UP_FALLBACK = 10.0  # seconds after mount: the warm-up starts then if the first screen has not shown
 PROGRESS_HZ = 4
 
 
@@ -91,8 +92,8 @@ class BenchloupeApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses (tests) find it too
     TITLE = "benchloupe"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
-    MODES = {name: cls for name, (cls, _key, _title) in SCREENS.items()}
-    SCREEN_TITLES = {name: title for name, (_cls, _key, title) in SCREENS.items()}
+    MODES = {name: ref for name, (ref, _key, _title) in SCREENS.items()}  # screens/__init__.py: imported when shown
+    SCREEN_TITLES = {name: title for name, (_ref, _key, title) in SCREENS.items()}
     DEFAULT_MODE = "benchmarks"
     # At 80 columns the footer holds a screen's keys and three of the app's: while a job runs, x Cancel comes
     # first and q Quit leaves the footer (q still asks to quit): it cut "x Cancel jo" (issue 21 item 11).
@@ -140,32 +141,50 @@ class BenchloupeApp(App[int]):
         self.set_interval(1 / POLL_HZ, self._watch)
         if self.read_only:
             self.notify(self.read_only, title="Read-only workbench", severity="warning", timeout=15)
-        from benchloupe.jobs.simulated import SimulatedHold
-
-        self.simulated_hold = SimulatedHold()
-        self.set_timer(WARM_UP_DELAY, lambda: self.run_worker(self._hold_simulated, thread=True, group="simulated",
-                                                              exit_on_error=False))
+        self.simulated_hold = None
+        self._closing = False
+        self.set_timer(WARM_UP_FALLBACK, self.warm_up)  # when the first screen never showed (its read failed)
 
     def _hold_simulated(self) -> None:
         """Start the built-in simulated endpoint (prompts/simulated.py) when this workspace's BenchFill
-        endpoints are the simulated ones (the demo's); :meth:`on_unmount` stops it (jobs/simulated.py)."""
-        self.simulated_hold.take(self.db_path)
+        endpoints are the simulated ones (the demo's); :meth:`on_unmount` stops it (jobs/simulated.py). Its
+        module (an HTTP server, the BenchFill types) is imported here, in the worker, not before the first
+        paint (issue 26)."""
+        from benchloupe.jobs.simulated import SimulatedHold
+
+        hold = SimulatedHold()
+        self.simulated_hold = hold  # on_unmount closes it from now on: a later take is then a no-op
+        if not self._closing:
+            hold.take(self.db_path)
 
     def on_unmount(self) -> None:
+        self._closing = True
         self.watcher.close()
         if self.job_process is not None and self.job_process.is_alive():
             self.job_process.stop()  # cancel, then SIGTERM, then SIGKILL: no job outlives the app
-        self.simulated_hold.close()
+        if self.simulated_hold is not None:
+            self.simulated_hold.close()
 
     # ------------------------------------------------------------------ start-up
     def warm_up(self, delay: float = WARM_UP_DELAY) -> None:
         """Import the engine (the analyses registry) and start the jobs' forkserver in a thread *delay* seconds
         after the first screen is up, so the Runs screen, the palette and the first job do not pay for it while
-        the curator waits, and the first paint does not compete with it."""
+        the curator waits, and the first paint does not compete with it; the simulated endpoint's hold starts
+        then too (it imports the BenchFill client: under load its timer from mount fired before the first
+        paint, issue 26)."""
         if not self._warming:
             self._warming = True
-            self.set_timer(delay, lambda: self.run_worker(_import_engine, thread=True, group="warm-up",
+            self.set_timer(delay, lambda: self.run_worker(self._warm_up_worker, thread=True, group="warm-up",
                                                           exit_on_error=False))
+
+    def _warm_up_worker(self) -> None:
+        """The warm-up, then the simulated endpoint's hold, in one thread one after the other (the two
+        importing the same modules from two threads at once left the demo job of an empty database waiting
+        past its test's 30 s)."""
+        try:
+            _import_engine()
+        finally:
+            self._hold_simulated()
 
     # ------------------------------------------------------------------ navigation
     def action_go(self, mode: str) -> None:
@@ -200,7 +219,7 @@ class BenchloupeApp(App[int]):
 
         self.benchmark = name
         self.remember_benchmark(name)
-        modes = tuple(self.MODES.values())
+        modes = tuple(ref.loaded for ref, _key, _title in SCREENS.values() if ref.loaded is not None)
         while len(self.screen_stack) > 1 and not isinstance(self.screen, modes):
             self.pop_screen()
         screen = self.screen
@@ -450,9 +469,12 @@ class BenchloupeApp(App[int]):
 
 
 def _import_engine() -> None:
-    """A warm module cache for the screens (the analyses registry) and a running forkserver for the jobs."""
+    """A warm module cache for the screens (their modules, pandas, the analyses registry) and a running
+    forkserver for the jobs."""
     from benchloupe.jobs import process
+    from benchloupe.tui.screens import import_all
 
+    import_all()
     process.warm_up()
 
 

@@ -38,10 +38,10 @@ class WorkbenchCommands(Provider):
                         f"key {b.key_display or b.key}"))
         from benchloupe.tui.screens import SCREENS
 
-        for mode, (cls, _key, title) in SCREENS.items():
+        for mode, (ref, _key, title) in SCREENS.items():
             if mode == here:
                 continue
-            for b in screen_bindings(cls):
+            for b in screen_bindings(ref.cls):
                 name = command_name(mode, b)
                 if name not in seen:
                     seen.add(name)

@@ -19,6 +19,7 @@ class AnomaliesScreen(FlagQueueScreen):
     KIND = "anomaly"
     NOUN = "Anomaly"
     PLURAL = "anomalies"
+    PARSE_PAYLOADS = False  # one card at a time: its payload is parsed when shown
     BINDINGS = [Binding("M", "decide_all('model_id')", "Decide all of model", show=False, id="anomalies.all_model"),
                 Binding("I", "decide_all('item_id')", "Decide all of item", show=False, id="anomalies.all_item")]
 
@@ -30,13 +31,13 @@ class AnomaliesScreen(FlagQueueScreen):
         from benchloupe.store import views
 
         models = views.model_table(conn, benchmark).set_index("id")
-        items = views.item_table(conn, benchmark).set_index("id")
+        items = views.item_table(conn, benchmark, counts=False).set_index("id")  # the counts come from *flags*
         return {"models": models, "items": items,
                 "per_model": flags["model_id"].value_counts().to_dict() if len(flags) else {},
                 "per_item": flags["item_id"].value_counts().to_dict() if len(flags) else {}}
 
     def render_flag(self, row: pd.Series) -> Text:
-        p = row["payload"]
+        p = self.payload(row)
         ctx = self.context
         text = Text()
         text.append("Model ", style="bold")

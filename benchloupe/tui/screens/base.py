@@ -255,7 +255,7 @@ class BenchScreen(Screen):
         from benchloupe.tui.wording import error_text
 
         for table in self.query(FrameTable):
-            table.set_data(table.frame.iloc[0:0], table.columns)
+            table.clear()
         lines = [w for w in self.query(SafeStatic) if not isinstance(w, TopBar) and w.id != "job-label"]
         for w in lines:
             w.update("")

@@ -1,4 +1,9 @@
-"""Benchmarks: every benchmark with its counts and last runs; open one, import a file, build the demo."""
+"""Benchmarks: every benchmark with its counts and last runs; open one, import a file, build the demo.
+
+The first screen of ``benchloupe open``: it reads plain rows (store/summary.py) into a
+:class:`~benchloupe.columns.Columns`, so its first paint waits for neither pandas nor the response matrix
+(issue 26: counting a 5,000 x 14,000 benchmark's results through the dense matrix, and importing pandas, were
+most of a 1.6 s first paint)."""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ from pathlib import Path
 from textual.app import ComposeResult
 from textual.binding import Binding
 
+from benchloupe.columns import Columns
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.screens.import_form import check_import, import_fields
 from benchloupe.tui.widgets.dialogs import FormDialog
 from benchloupe.tui.widgets.safe import SafeStatic, Text
-from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
+from benchloupe.tui.widgets.table import Column, FrameTable, column_values, fmt_int, format_lines
 from benchloupe.words import count
 
 COLUMNS = [
@@ -40,15 +46,15 @@ class BenchmarksScreen(BenchScreen):
         yield SafeStatic("", id="bench-detail", classes="detail", markup=False)
 
     def fetch(self, conn: sqlite3.Connection, benchmark: str | None) -> dict:
-        from benchloupe.store import read, runs
+        from benchloupe.store.summary import recent_runs, summary_rows
 
-        df = read.benchmark_summaries(conn)
-        df["results"] = [
-            (read.static_cell_count(conn, name) if static else 0) + rewards + prefs
-            for name, static, rewards, prefs in zip(df["name"], df["static_rows"], df["rewards"], df["preferences"])
-        ]
-        df["last_run"] = df["last_run"].fillna("")
-        recent = {name: runs.list_runs(conn, name).head(4) for name in df["name"]}
+        cols, rows = summary_rows(conn)
+        at = cols.index("results")  # every result: observed static cells, arena rewards, preferences
+        rows = [r[:at] + (r[at] + r[cols.index("rewards")] + r[cols.index("preferences")],) + r[at + 1:] for r in rows]
+        last = cols.index("last_run")
+        rows = [r[:last] + (r[last] or "",) + r[last + 1:] for r in rows]
+        df = Columns.from_rows(rows, cols)
+        recent = {name: recent_runs(conn, name, 4) for name in df["name"].tolist()}
         return {"frame": df, "lines": format_lines(df, COLUMNS), "recent": recent}
 
     def show(self, data: dict) -> None:
@@ -58,7 +64,7 @@ class BenchmarksScreen(BenchScreen):
         table = self.query_one(FrameTable)
         table.set_data(df, COLUMNS, data["lines"], keep_key="name")
         hint = self.query_one("#bench-hint", SafeStatic)
-        if df.empty:
+        if not len(df):
             msg = Text("The database is empty.  ", style="bold")
             msg.append("d", style="bold reverse")
             msg.append(" builds the demo workspace (simulated benchmarks with known truth);  ")
@@ -67,8 +73,9 @@ class BenchmarksScreen(BenchScreen):
             hint.update(msg)
         else:
             if self.app.benchmark is None:  # the first benchmark with static results: every screen has content
-                static = df[df["kind"] != "arena"] if "kind" in df else df
-                self.app.benchmark = str((static if len(static) else df)["name"].iloc[0])
+                names = df["name"].tolist()
+                static = [n for n, kind in zip(names, df["kind"].tolist()) if kind != "arena"]
+                self.app.benchmark = str((static or names)[0])
                 self.query_one("TopBar").refresh_bar()
             table.move_to_value("name", self.app.benchmark)
             hint.update(Text(f"{count(len(df), 'benchmark')} in {self.app.db_path.name}.  enter opens one, "
@@ -87,24 +94,25 @@ class BenchmarksScreen(BenchScreen):
         if name is None:
             detail.update("")
             return
-        row = table.frame.iloc[table.row]
+        row = {k: table.current_value(k) for k in ("active_items", "items", "models", "rewards", "preferences")}
         text = Text(str(name), style="bold")
         text.append(f"  {row['active_items']} active of {count(int(row['items']), 'item')} · "
                     f"{count(int(row['models']), 'model')} · {count(int(row['rewards']), 'reward')} · "
                     f"{count(int(row['preferences']), 'preference')}\n")
         recent = getattr(self, "recent", {}).get(name)
-        if recent is None or recent.empty:
+        if not recent:
             text.append("no runs yet: 4 opens Runs", style="dim")
         else:
-            for r in recent.itertuples():
-                text.append(f"#{r.id} {r.kind} {r.status} {r.created_at}", style="red" if r.status == "failed" else "")
-                if r.error:
-                    text.append(f"  {r.error}", style="dim")
+            for r in recent:
+                text.append(f"#{r['id']} {r['kind']} {r['status']} {r['created_at']}",
+                            style="red" if r["status"] == "failed" else "")
+                if r["error"]:
+                    text.append(f"  {r['error']}", style="dim")
                 text.append("\n")
         detail.update(text)
 
     def on_frame_table_selected(self, event: FrameTable.Selected) -> None:
-        self.app.open_benchmark(str(event.table.frame["name"].iloc[event.row]))
+        self.app.open_benchmark(str(column_values(event.table.frame, "name")[event.row]))
 
     def action_demo(self) -> None:
         from benchloupe.tui.jobs_ui import demo_job

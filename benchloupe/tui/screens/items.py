@@ -26,7 +26,7 @@ from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
 from benchloupe.tui.widgets.safe import SafeStatic, Text
-from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, format_lines, middle_cut
+from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, middle_cut
 from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
@@ -108,17 +108,15 @@ class ItemsScreen(BenchScreen):
 
     # ------------------------------------------------------------------ data
     def fetch(self, conn: sqlite3.Connection, benchmark: str) -> dict:
-        from benchloupe.store import read, views
+        from benchloupe.store import views
 
-        df = views.item_table(conn, benchmark)
-        text = read.items(conn, benchmark)[["id", "text"]]
-        df = df.merge(text, on="id", how="left")
+        df = views.item_table(conn, benchmark, with_text=True)
         df["text"] = df["text"].fillna("")
         df["difficulty_text"], df["difficulty_sort"] = difficulty_text(df["difficulty"], df["pass_rate"])
         df["difficulty_note"] = [t if t in ("all right", "all wrong") else "" for t in df["difficulty_text"]]
         hay = (df["key"].astype(str) + "\n" + df["group"].astype(str) + "\n" + df["text"]).str.lower().to_numpy()
         columns = columns_for(self.app.size.width)
-        return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "haystack": hay}
+        return {"frame": df, "columns": columns, "haystack": hay}  # the table formats the rows it draws
 
     def loading_started(self) -> None:
         self.query_one("#items-status", SafeStatic).update(Text(f"loading {self.app.benchmark}…", style="dim"))
@@ -128,7 +126,7 @@ class ItemsScreen(BenchScreen):
         self._haystack = data["haystack"]
         table = self.query_one(FrameTable)
         retired = (self.frame["status"] == "retired").to_numpy()
-        table.set_data(self.frame, data["columns"], data["lines"], dim=retired, keep_key="id")
+        table.set_data(self.frame, data["columns"], dim=retired, keep_key="id")
         self.apply_filters(keep_cursor=True)
         if not self.query_one("#items-search", Input).has_focus:
             table.focus()
@@ -169,6 +167,9 @@ class ItemsScreen(BenchScreen):
     def _status(self) -> None:
         if not self.app.benchmark:  # nothing to count: say how to get a benchmark
             self.show_no_benchmark()
+            return
+        if self._loading and self.shown_token is None:  # the first load: nothing to count yet (not "0 of 0")
+            self.loading_started()
             return
         table = self.query_one(FrameTable)
         text = Text(no_wrap=True, overflow="ellipsis")

@@ -19,7 +19,7 @@ from textual.widgets import Input
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.safe import SafeStatic, Text
-from benchloupe.tui.widgets.table import Column, FrameTable, fit_columns, fmt_int, fmt_num, format_lines
+from benchloupe.tui.widgets.table import Column, FrameTable, fit_columns, fmt_int, fmt_num
 from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
@@ -99,7 +99,7 @@ class ModelsScreen(BenchScreen):
         columns = columns_for(self.app.size.width)
         hay = (df["name"].astype(str) + "\n" + df["family"].fillna("").astype(str) + "\n"
                + df["owner"].fillna("").astype(str)).str.lower().to_numpy()
-        return {"frame": df, "columns": columns, "lines": format_lines(df, columns), "flags": flags,
+        return {"frame": df, "columns": columns, "flags": flags,  # the table formats the rows it draws
                 "runs": runs, "run_id": rid, "haystack": hay}
 
     def show(self, data: dict) -> None:
@@ -108,7 +108,7 @@ class ModelsScreen(BenchScreen):
         df = data["frame"]
         table = self.query_one(FrameTable)
         new_run = data["run_id"] != self.shown_run
-        table.set_data(df, data["columns"], data["lines"], keep_key=None if new_run else "id")
+        table.set_data(df, data["columns"], keep_key=None if new_run else "id")
         if new_run:  # a new fit (or another run chosen): start at rank 1
             table.sort_key, table.descending = None, False
             table.set_view(np.arange(len(df)))
@@ -120,6 +120,11 @@ class ModelsScreen(BenchScreen):
         if not self.query_one("#models-search", Input).has_focus:
             table.focus()
         self._detail()
+
+    def loading_started(self) -> None:
+        """The first load (or another benchmark's) says so while the worker reads (issue 26: 5,000 models)."""
+        if self.shown_token is None or self.shown_token[0] != self.app.benchmark:
+            self.query_one("#models-status", SafeStatic).update(Text(f"loading {self.app.benchmark}…", style="dim"))
 
     def forget(self) -> None:
         self.flags, self.runs, self.shown_run = pd.DataFrame(), pd.DataFrame(), None

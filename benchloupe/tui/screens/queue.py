@@ -63,6 +63,9 @@ class FlagQueueScreen(BenchScreen):
     TOPICS = ("flags", "runs", "items", "models")
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
+    # False: the flags' payloads stay JSON text until a card shows one (``payload``): the anomaly queue's
+    # 210,060 payloads were parsed on every load for the one card on screen (issue 26)
+    PARSE_PAYLOADS: ClassVar[bool] = True
     BINDINGS = [
         Binding("j,down,right", "step(1)", "Next", show=False, id="queue.next"),
         Binding("k,up,left", "step(-1)", "Prev", show=False, id="queue.prev"),
@@ -132,7 +135,8 @@ class FlagQueueScreen(BenchScreen):
         from benchloupe.store import curation, read
 
         bid = read.benchmark_id(conn, benchmark)
-        flags = curation.queue_flags(conn, bid, self.KIND, include_superseded=self.show_superseded)
+        flags = curation.queue_flags(conn, bid, self.KIND, include_superseded=self.show_superseded,
+                                     parse_payload=self.PARSE_PAYLOADS)
         decided = [int(i) for i, v in zip(flags["id"], flags["version"]) if v] if len(flags) else []
         history = curation.flag_history(conn, decided, limit=HISTORY_ROWS)
         by_flag: dict[int, list[dict]] = {}
@@ -147,12 +151,25 @@ class FlagQueueScreen(BenchScreen):
         keep = self.context if changed <= {"flags"} and self.context else None
         return self.fetch(conn, benchmark, context=keep)
 
+    def loading_started(self) -> None:
+        """The first load (or another benchmark's) says so while the worker reads (issue 26: 210,060 flags)."""
+        if self.shown_token is None or self.shown_token[0] != self.app.benchmark:
+            self.query_one("#queue-status", SafeStatic).update(
+                Text(f"loading the {self.PLURAL} of {self.app.benchmark}…", style="dim"))
+
     def forget(self) -> None:
         """A failed read leaves no flag to decide on (base.BenchScreen.loading_failed)."""
         self.flags, self.view, self.pos, self.marked = pd.DataFrame(), np.zeros(0, np.int64), 0, set()
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
         return {}
+
+    @staticmethod
+    def payload(row) -> dict:
+        """The payload of flag *row* as a dict (parsed here when the queue kept it as text)."""
+        from benchloupe.store.curation import payload_of
+
+        return payload_of(row["payload"])
 
     def show(self, data: dict) -> None:
         current = self.current_id()
@@ -299,7 +316,7 @@ class FlagQueueScreen(BenchScreen):
                     "4: Runs", style="dim")
 
     def render_flag(self, row: pd.Series) -> Text:
-        return Text(str(row["payload"]))
+        return Text(str(self.payload(row)))
 
     # ------------------------------------------------------------------ actions
     def action_step(self, step: int) -> None:

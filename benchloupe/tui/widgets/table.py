@@ -1,10 +1,15 @@
-"""A virtual table over a pandas frame: only the visible lines are rendered, filtering/sorting swap an index.
+"""A virtual table over a frame: only the visible lines are rendered, filtering/sorting swap an index.
 
 Textual's DataTable measures and stores every cell; at 14,000 rows x 11 columns adding the rows took 3.8 s
 (5.2 s with automatic widths) on the development machine, and a search that re-adds the filtered rows pays
-that again on every keystroke. Here each row is formatted once into a fixed-width line (off the UI thread,
-with :func:`format_lines`), and a filter or sort is a new numpy index into those lines: the Line API then
-draws the ~20 lines on screen. Cell text is a plain ``Segment``, so data is never read as markup.
+that again on every keystroke. Here each row is formatted once into a fixed-width line, when it is first
+drawn (:class:`LazyLines`; or all at once with :func:`format_lines`), and a filter or sort is a new numpy index
+into those lines: the Line API then draws the ~40 lines on screen. Cell text is a plain ``Segment``, so data is
+never read as markup.
+
+The frame is a pandas DataFrame or a :class:`~benchloupe.columns.Columns` (the Benchmarks screen, the first
+one painted, which must not wait for pandas' import: issue 26); searching, sorting and exporting a Columns
+table load pandas then.
 """
 
 from __future__ import annotations
@@ -13,10 +18,9 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import pandas as pd
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from textual.binding import Binding
@@ -29,7 +33,11 @@ from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
 from textual.widgets import Input
 
+from benchloupe.columns import Columns
 from benchloupe.tui.widgets.safe import SafeStatic, cell_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def fmt_num(digits: int = 2, signed: bool = False) -> Callable[[object], str]:
@@ -131,15 +139,28 @@ def _cell(text: str, width: int, right: bool, identity: bool = False) -> str:
     return set_cell_size(text, width)
 
 
-def format_lines(frame: pd.DataFrame, columns: list[Column]) -> np.ndarray:
-    """Every row of *frame* as one fixed-width line (call from a worker: ~0.1 s per 14,000 rows).  A value seen
-    before in its column reuses its cell (groups, states, counts repeat across thousands of rows)."""
+def column_values(frame: pd.DataFrame | Columns, key: str) -> np.ndarray:
+    """Column *key* of a DataFrame or a Columns as a numpy array."""
+    col = frame[key]
+    return col if isinstance(col, np.ndarray) else col.to_numpy()
+
+
+def format_lines(frame: pd.DataFrame | Columns, columns: list[Column]) -> np.ndarray:
+    """Every row of *frame* as one fixed-width line.  A value seen before in its column reuses its cell (groups,
+    states, counts repeat across thousands of rows).  :class:`FrameTable` formats only the rows it draws when
+    given no lines (:class:`LazyLines`); this is for small tables and for tests."""
+    values = [frame[c.key].tolist() if c.key in frame.columns else [None] * len(frame) for c in columns]
+    return np.array(_join_rows(columns, values, range(len(frame))), dtype=object)
+
+
+def _join_rows(columns: list[Column], values: list[list], rows) -> list[str]:
+    """The lines of *rows* (positions into the column lists *values*, one per column)."""
     parts = []
-    for c in columns:
-        vals = frame[c.key].tolist() if c.key in frame.columns else [None] * len(frame)
+    for c, vals in zip(columns, values):
         seen: dict = {}
         cells = []
-        for v in vals:
+        for r in rows:
+            v = vals[r]
             key = (type(v), v)
             try:
                 cell = seen.get(key)
@@ -151,8 +172,44 @@ def format_lines(frame: pd.DataFrame, columns: list[Column]) -> np.ndarray:
                     seen[key] = cell
             cells.append(cell)
         parts.append(cells)
-    lines = [" ".join(cells) for cells in zip(*parts)] if parts else []
-    return np.array(lines, dtype=object)
+    return [" ".join(cells) for cells in zip(*parts)] if parts else [""] * len(rows)
+
+
+class LazyLines:
+    """The formatted lines of a frame, each made when first asked for (``lines[row]``): a table draws the ~40
+    rows on screen, so loading 14,000 items formats 40 lines, not 14,000 (issue 26: 0.4 s of the Items screen's
+    first visit at 5,000 x 14,000).  The same text as :func:`format_lines`; ``lines[row] = text`` replaces a
+    line (a decision shown at once), :meth:`reset` forgets the column values after the frame changed."""
+
+    def __init__(self, frame: pd.DataFrame | Columns, columns: list[Column]) -> None:
+        self.frame, self.columns = frame, columns
+        self._done: dict[int, str] = {}
+        self._values: list[list] | None = None
+        self._n = len(frame)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def reset(self) -> None:
+        self._values = None
+
+    def _column_values(self) -> list[list]:
+        if self._values is None:
+            f = self.frame
+            self._values = [f[c.key].tolist() if c.key in f.columns else [None] * self._n for c in self.columns]
+        return self._values
+
+    def __getitem__(self, row) -> str:
+        row = int(row)
+        line = self._done.get(row)
+        if line is None:
+            if not -self._n <= row < self._n:
+                raise IndexError(row)
+            line = self._done[row] = _join_rows(self.columns, self._column_values(), [row % self._n])[0]
+        return line
+
+    def __setitem__(self, row, line: str) -> None:
+        self._done[int(row)] = line
 
 
 def header_line(columns: list[Column], sort_key: str | None = None, descending: bool = False) -> str:
@@ -287,12 +344,13 @@ class FrameTable(ScrollView, can_focus=True):
     def __init__(self, *, sortable: bool = True, searchable: bool = True, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.frame = pd.DataFrame()
+        self.frame: pd.DataFrame | Columns = Columns()
+        self._pandas: pd.DataFrame | None = None  # self.frame as a DataFrame, when it is a Columns
         self.columns: list[Column] = []
         self.sortable = sortable
         self.searchable = searchable
         self.export_keys: list[str] | None = None  # the frame columns an export writes (default: those shown)
-        self._lines = np.array([], dtype=object)
+        self._lines: np.ndarray | LazyLines = np.array([], dtype=object)
         self._dim = np.zeros(0, bool)
         self._base = np.zeros(0, np.int64)
         self.view = np.zeros(0, np.int64)
@@ -305,28 +363,45 @@ class FrameTable(ScrollView, can_focus=True):
         self._match: np.ndarray | None = None
 
     # ---------------------------------------------------------------- data
-    def set_data(self, frame: pd.DataFrame, columns: list[Column], lines: np.ndarray | None = None,
+    def set_data(self, frame: pd.DataFrame | Columns, columns: list[Column], lines: np.ndarray | None = None,
                  dim: np.ndarray | None = None, *, keep_key: str | None = None) -> None:
-        """Load a frame; *lines* from :func:`format_lines` (computed here when omitted)."""
+        """Load a frame; *lines* from :func:`format_lines` (when omitted, each row is formatted when first drawn:
+        :class:`LazyLines`)."""
         current = self.current_value(keep_key) if keep_key else None
-        self.frame = frame.reset_index(drop=True)
+        self.frame = frame if isinstance(frame, Columns) else frame.reset_index(drop=True)
+        self._pandas = None
         self.columns = columns
-        self._lines = format_lines(self.frame, columns) if lines is None else lines
+        self._lines = LazyLines(self.frame, columns) if lines is None else lines
         self._dim = np.zeros(len(self.frame), bool) if dim is None else np.asarray(dim, bool)
         self._base = np.arange(len(self.frame))
         self._hay = None
         self._match = self._matches(self.query)
         self._apply_sort()
         if current is not None and keep_key in self.frame.columns:
-            hit = np.flatnonzero(self.frame[keep_key].to_numpy()[self.view] == current)
+            hit = np.flatnonzero(column_values(self.frame, keep_key)[self.view] == current)
             self.cursor = int(hit[0]) if hit.size else 0
         else:
             self.cursor = min(self.cursor, max(len(self.view) - 1, 0))
+
+    def clear(self) -> None:
+        """No rows (the columns stay): a failed read leaves nothing on the table."""
+        frame = self.frame.take(np.zeros(0, np.int64)) if isinstance(self.frame, Columns) else self.frame.iloc[0:0]
+        self.set_data(frame, self.columns)
+
+    def pandas_frame(self) -> pd.DataFrame:
+        """``self.frame`` as a DataFrame (a Columns converted once, pandas imported then)."""
+        if not isinstance(self.frame, Columns):
+            return self.frame
+        if self._pandas is None:
+            self._pandas = self.frame.frame()
+        return self._pandas
 
     def update_rows(self, rows: list[int]) -> None:
         """Reformat frame rows *rows* after their values changed in ``self.frame`` (a decision shown at once)."""
         if not len(rows):
             return
+        if isinstance(self._lines, LazyLines):
+            self._lines.reset()  # the frame's values changed: the rows not formatted yet read them again
         lines = format_lines(self.frame.iloc[list(rows)], self.columns)
         for r, line in zip(rows, lines):
             self._lines[r] = line
@@ -345,10 +420,13 @@ class FrameTable(ScrollView, can_focus=True):
         q = query.strip().lower()
         if not q:
             return None
+        import pandas as pd
+
         if self._hay is None or len(self._hay) != len(self.frame):
-            parts = [self.frame[c.key].astype(str).where(self.frame[c.key].notna(), "")
-                     for c in self.columns if c.key in self.frame.columns]
-            hay = parts[0].str.cat(parts[1:], sep="\n") if parts else pd.Series([""] * len(self.frame))
+            frame = self.pandas_frame()
+            parts = [frame[c.key].astype(str).where(frame[c.key].notna(), "")
+                     for c in self.columns if c.key in frame.columns]
+            hay = parts[0].str.cat(parts[1:], sep="\n") if parts else pd.Series([""] * len(frame))
             self._hay = hay.str.lower().to_numpy(dtype=object)
         return pd.Series(self._hay, dtype=object).str.contains(q, regex=False).to_numpy(bool)
 
@@ -393,8 +471,9 @@ class FrameTable(ScrollView, can_focus=True):
         ``export_keys`` (default: the shown columns, each as the stored values it draws: ``Column.export``),
         for writing to a file."""
         keys = self.export_keys or [k for c in self.columns for k in ((c.key,) if c.export is None else c.export)]
-        keys = [k for k in dict.fromkeys(keys) if k in self.frame.columns]
-        out = self.frame.iloc[self.view][keys].reset_index(drop=True)
+        frame = self.pandas_frame()
+        keys = [k for k in dict.fromkeys(keys) if k in frame.columns]
+        out = frame.iloc[self.view][keys].reset_index(drop=True)
         whole = {c.key for c in self.columns if c.fmt is fmt_int and c.export is None}
         for key in whole & set(out.columns):  # a count or rank held as a float (NaN beside it): written 3, not 3.0
             col = out[key]
@@ -408,7 +487,9 @@ class FrameTable(ScrollView, can_focus=True):
             base = base[self._match[base]]
         by = next((c.sort_key or c.key for c in self.columns if c.key == self.sort_key), self.sort_key)
         if by is not None and by in self.frame.columns and len(base):
-            col = self.frame[by].iloc[base]
+            import pandas as pd
+
+            col = self.pandas_frame()[by].iloc[base]
             order = np.argsort(pd.Series(col.to_numpy()).rank(method="first", na_option="bottom",
                                                                  ascending=not self.descending).to_numpy(),
                                kind="stable")
@@ -416,7 +497,8 @@ class FrameTable(ScrollView, can_focus=True):
         self.view = base
         self._header = header_line(self.columns, self.sort_key, self.descending)
         self._bounds = column_bounds(self.columns)
-        width = max((cell_len(self._header), *(cell_len(s) for s in self._lines[:1])), default=0)
+        width = max((cell_len(self._header), *(cell_len(self._lines[0]) for _ in range(min(len(self._lines), 1)))),
+                    default=0)
         self.virtual_size = Size(width, len(self.view) + 1)
         self.refresh()
     @property
@@ -428,10 +510,12 @@ class FrameTable(ScrollView, can_focus=True):
 
     def current_value(self, key: str):
         r = self.row
-        return None if r is None or key not in self.frame.columns else self.frame[key].iloc[r]
+        if r is None or key not in self.frame.columns:
+            return None
+        return self.frame[key][r] if isinstance(self.frame, Columns) else self.frame[key].iloc[r]
 
     def move_to_value(self, key: str, value) -> bool:
-        hit = np.flatnonzero(self.frame[key].to_numpy()[self.view] == value) if len(self.view) else []
+        hit = np.flatnonzero(column_values(self.frame, key)[self.view] == value) if len(self.view) else []
         if len(hit):
             self.cursor = int(hit[0])
             return True
