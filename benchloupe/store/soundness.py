@@ -37,8 +37,11 @@ def state(p: Path) -> tuple | None:
         key = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
         try:
             w = os.stat(str(p) + "-wal")
-            key += [w.st_size, w.st_mtime_ns, w.st_ctime_ns]
         except FileNotFoundError:
+            w = None
+        if w is not None and w.st_size > 0:  # an empty -wal (made by the open itself) holds nothing to check
+            key += [w.st_size, w.st_mtime_ns, w.st_ctime_ns]
+        else:
             key += [None, None, None]
         return tuple(key)
     except OSError:
