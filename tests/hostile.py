@@ -76,3 +76,13 @@ def check_outcome(case_id, rc, out: str, err: str, before=None, after=None, expe
             assert after == before, case_id
     else:
         assert err == "", (case_id, err)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a command a test interrupts: SIGINT back to its default in the child. A test run started
+    in the background (``cmd &`` in a script, nohup) inherits SIGINT ignored, and Python then neither installs its
+    Ctrl-C handler nor lets benchloupe install one: the child would ignore the test's SIGINT, and the tests that
+    wait for the child's handler as the sign that its interpreter started would wait for nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -18,12 +18,14 @@ import pytest
 
 from benchloupe.store import runners, runs
 from benchloupe.store.db import connect
+from tests.hostile import default_sigint
 
 FIT = ["fit", "joint", "demo-chem", "--arena", "demo-arena"]
 AUDIT = ["audit", "neartie", "demo-chem", "--min-family-models", "6", "--report", "-"]
 
 
 def _cli(*args, **kw) -> subprocess.Popen:
+    kw.setdefault("preexec_fn", default_sigint)  # the SIGINT test's signal reaches it however the tests started
     return subprocess.Popen([sys.executable, "-m", "benchloupe", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
