@@ -66,19 +66,24 @@ def known_sound(p: Path) -> bool:
         return True
     entry = _load().get(real)
     if isinstance(entry, list) and tuple(entry) == key:
-        remember(p)
+        _track(real, key)  # already on record: nothing to write until this process's own writes change it
         return True
     return False
 
 
 def remember(p: Path) -> None:
     """*p* was found sound now: record it, and record again at exit the state this process's writes leave."""
-    global _registered
     key = state(p)
     if key is None:
         return
-    _seen[os.path.realpath(p)] = key
-    _save({os.path.realpath(p): key})
+    real = os.path.realpath(p)
+    _save({real: key})
+    _track(real, key)
+
+
+def _track(real: str, key: tuple) -> None:
+    global _registered
+    _seen[real] = key
     if not _registered:
         _registered = True
         atexit.register(_at_exit)
