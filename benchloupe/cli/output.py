@@ -117,13 +117,67 @@ def json_text(obj, *, indent: int | None = 2) -> str:
     """Exact JSON that is also safe on a terminal (see the module docstring). Indented as ``json.dumps(indent=2)``,
     except that a list of more than :data:`LONG_LIST` elements has one compact element per line: the same value,
     written by the C encoder (issue 26: an anomalies run's 210,000 unexpected cells took 9 s through the
-    pure-Python indenting encoder, and a row per line is what a reader of such a list scrolls anyway)."""
+    pure-Python indenting encoder, and a row per line is what a reader of such a list scrolls anyway).
+
+    A :class:`benchloupe.columns.Columns` value is the list of its rows as dicts (``{column: value}``, values as
+    :func:`to_jsonable` makes them), the same text as that list's; a long one is written a column at a time
+    straight from its arrays (issue 26: an anomalies run's 210,060 unexpected cells, no dict per row)."""
     value = to_jsonable(obj)
-    text = json.dumps(value, ensure_ascii=False) if indent is None else _indented(value, indent, 0)
+    if indent is None:
+        text = json.dumps(value, ensure_ascii=False, default=_columns_default)
+    else:
+        text = _indented(value, indent, 0)
     return safe_json(text)
 
 
+def _is_columns(v) -> bool:
+    mod = sys.modules.get("benchloupe.columns")  # a Columns value exists only once that module (numpy) is loaded
+    return mod is not None and isinstance(v, mod.Columns)
+
+
+def _columns_default(v):
+    if _is_columns(v):
+        return columns_records(v)
+    raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
+
+
+def _column_values(a) -> list:
+    """A numpy column as :func:`to_jsonable` makes its values: floats with NaN and infinities as None, integers
+    and booleans as Python ones, anything else value by value."""
+    if a.dtype.kind == "f":
+        values = a.tolist()
+        np = sys.modules["numpy"]
+        for k in np.flatnonzero(~np.isfinite(a)).tolist():
+            values[k] = None
+        return values
+    if a.dtype.kind in "iub":
+        return a.tolist()
+    return [to_jsonable(x) for x in a.tolist()]
+
+
+def columns_records(cols) -> list[dict]:
+    """The rows of a :class:`~benchloupe.columns.Columns` as JSON-ready dicts (what :func:`json_text` prints)."""
+    names = [k if type(k) is str else str(k) for k in cols.columns]
+    values = [_column_values(cols[k]) for k in cols.columns]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)] if names else [{}] * len(cols)
+
+
+def _columns_lines(cols, pad: str) -> list[str]:
+    """``pad + json.dumps(row, ensure_ascii=False)`` per row of a Columns, a column at a time (:func:`_rows_compact`
+    without the dicts)."""
+    heads = [json.dumps(k if type(k) is str else str(k), ensure_ascii=False).replace("%", "%%") + ": %s"
+             for k in cols.columns]
+    fmt = pad + "{" + ", ".join(heads) + "}"
+    parts = [_column_json(_column_values(cols[k])) for k in cols.columns]
+    return [fmt % line for line in zip(*parts, strict=True)]
+
+
 def _indented(v, indent: int, level: int) -> str:
+    if _is_columns(v):
+        if len(v) > LONG_LIST and v.columns:
+            pad = " " * (indent * (level + 1))
+            return "[\n" + ",\n".join(_columns_lines(v, pad)) + "\n" + " " * (indent * level) + "]"
+        v = columns_records(v)
     if isinstance(v, dict) and v:
         pad = " " * (indent * (level + 1))
         body = ",\n".join(f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_indented(x, indent, level + 1)}"
@@ -190,6 +244,8 @@ def to_jsonable(obj):
         return {k if type(k) is str else str(k): to_jsonable(v) for k, v in obj.items()}
     if t is list:
         return [to_jsonable(v) for v in obj]
+    if _is_columns(obj):  # kept whole: json_text writes its rows a column at a time
+        return obj
     # an object can only be a numpy or pandas value when that library is already loaded: import neither otherwise
     # (``list --json`` stays free of both, issue 16)
     pd = sys.modules.get("pandas")
