@@ -49,6 +49,17 @@ class TerminalSafe(io.TextIOBase):
             raise OutputError(exc.errno, exc.strerror) from exc
         return len(s)
 
+    def write_visible(self, s: str) -> int:
+        """Write text already safe on a terminal (:func:`json_text`'s: no character :func:`visible` escapes) as
+        it is, without a second pass over it (33 MB of an anomalies run's ``--json``, issue 26)."""
+        try:
+            self.raw_stream.write(s)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
+        return len(s)
+
     def flush(self) -> None:
         try:
             self.raw_stream.flush()
@@ -162,36 +173,91 @@ def columns_records(cols) -> list[dict]:
     return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)] if names else [{}] * len(cols)
 
 
-def _columns_lines(cols, pad: str) -> list[str]:
-    """``pad + json.dumps(row, ensure_ascii=False)`` per row of a Columns, a column at a time (:func:`_rows_compact`
-    without the dicts)."""
-    heads = [json.dumps(k if type(k) is str else str(k), ensure_ascii=False).replace("%", "%%") + ": %s"
-             for k in cols.columns]
-    fmt = pad + "{" + ", ".join(heads) + "}"
-    parts = [_column_json(_column_values(cols[k])) for k in cols.columns]
-    return [fmt % line for line in zip(*parts, strict=True)]
+def _array_json(a) -> list[str]:
+    """Each value's ``json.dumps(to_jsonable(value), ensure_ascii=False)`` for a numpy column: a float column by
+    ``float.__repr__`` (what the encoder writes for a finite float; ``null`` for NaN and the infinities), each
+    distinct value once when values repeat (a 0/1 observation); integers by ``int.__repr__``."""
+    np = sys.modules["numpy"]
+    if a.dtype.kind == "f":
+        a = a.astype(np.float64, copy=False)  # float32 values exactly as float() gives them
+        finite = np.isfinite(a)
+        bits, inverse = np.unique(a.view(np.int64), return_inverse=True)  # -0.0 and 0.0 apart
+        if 4 * len(bits) <= len(a):
+            enc = np.array([float.__repr__(x) if x - x == 0 else "null" for x in bits.view(np.float64).tolist()],
+                           dtype=object)
+            return enc[inverse.ravel()].tolist()
+        text = list(map(float.__repr__, a.tolist()))
+        if not finite.all():
+            for k in np.flatnonzero(~finite).tolist():
+                text[k] = "null"
+        return text
+    if a.dtype.kind in "iu":
+        return list(map(int.__repr__, a.tolist()))
+    if a.dtype.kind == "b":
+        return ["true" if x else "false" for x in a.tolist()]
+    values = a.tolist()
+    if set(map(type, values)) == {str}:  # names and keys: each distinct one encoded once
+        enc = {x: json.dumps(x, ensure_ascii=False) for x in set(values)}
+        return list(map(enc.__getitem__, values))
+    return _column_json([to_jsonable(x) for x in values])
+
+
+def _columns_pieces(cols, pad: str) -> list[str]:
+    """The lines ``pad + json.dumps(row, ensure_ascii=False)`` of every row of a Columns, joined by ``",\\n"``, as
+    pieces to join: built a column at a time (:func:`_rows_compact` without a dict per row), interleaved with the
+    keys (issue 26: 210,060 unexpected cells)."""
+    np = sys.modules["numpy"]
+    names = [k if type(k) is str else str(k) for k in cols.columns]
+    grid = np.empty((len(cols), 2 * len(names) + 1), dtype=object)
+    for j, (k, name) in enumerate(zip(cols.columns, names, strict=True)):
+        grid[:, 2 * j] = ("{" if j == 0 else ", ") + json.dumps(name, ensure_ascii=False) + ": "
+        grid[:, 2 * j + 1] = _array_json(cols[k])
+    grid[:, 0] = pad + grid[0, 0]
+    grid[:, -1] = "},\n"
+    grid[-1, -1] = "}"
+    return grid.ravel().tolist()
 
 
 def _indented(v, indent: int, level: int) -> str:
+    return "".join(_pieces(v, indent, level, []))
+
+
+def _pieces(v, indent: int, level: int, out: list) -> list:
+    """``json.dumps(v, indent=indent)`` at nesting ``level`` (long lists one compact element per line) as pieces
+    appended to ``out``: the text is joined once, not copied at every level (a 33 MB list of cells)."""
     if _is_columns(v):
         if len(v) > LONG_LIST and v.columns:
-            pad = " " * (indent * (level + 1))
-            return "[\n" + ",\n".join(_columns_lines(v, pad)) + "\n" + " " * (indent * level) + "]"
+            out.append("[\n")
+            out.extend(_columns_pieces(v, " " * (indent * (level + 1))))
+            out.append("\n" + " " * (indent * level) + "]")
+            return out
         v = columns_records(v)
     if isinstance(v, dict) and v:
         pad = " " * (indent * (level + 1))
-        body = ",\n".join(f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_indented(x, indent, level + 1)}"
-                          for k, x in v.items())
-        return "{\n" + body + "\n" + " " * (indent * level) + "}"
+        sep = "{\n"
+        for k, x in v.items():
+            out.append(f"{sep}{pad}{json.dumps(str(k), ensure_ascii=False)}: ")
+            _pieces(x, indent, level + 1, out)
+            sep = ",\n"
+        out.append("\n" + " " * (indent * level) + "}")
+        return out
     if isinstance(v, list) and v:
         pad = " " * (indent * (level + 1))
         if len(v) > LONG_LIST:
             lines = _rows_compact(v, pad)
-            body = ",\n".join(pad + json.dumps(x, ensure_ascii=False) for x in v) if lines is None else ",\n".join(lines)
+            out.append("[\n")
+            out.append(",\n".join(pad + json.dumps(x, ensure_ascii=False) for x in v) if lines is None
+                       else ",\n".join(lines))
         else:
-            body = ",\n".join(pad + _indented(x, indent, level + 1) for x in v)
-        return "[\n" + body + "\n" + " " * (indent * level) + "]"
-    return json.dumps(v, ensure_ascii=False)
+            sep = "[\n"
+            for x in v:
+                out.append(sep + pad)
+                _pieces(x, indent, level + 1, out)
+                sep = ",\n"
+        out.append("\n" + " " * (indent * level) + "]")
+        return out
+    out.append(json.dumps(v, ensure_ascii=False))
+    return out
 
 
 def _column_json(values: list) -> list[str]:
@@ -229,7 +295,10 @@ def _rows_compact(rows: list, pad: str) -> list[str] | None:
 
 
 def safe_json(text: str) -> str:
-    """JSON text with the characters a terminal acts on written as ``\\uXXXX`` escapes (same JSON value)."""
+    """JSON text with the characters a terminal acts on written as ``\\uXXXX`` escapes (same JSON value). An
+    ASCII text holds none of them (all are U+007F or above) and is returned as it is without a scan."""
+    if text.isascii():
+        return text
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
@@ -271,7 +340,13 @@ def to_jsonable(obj):
 
 
 def print_json(obj) -> None:
-    sys.stdout.write(json_text(obj) + "\n")
+    text = json_text(obj)
+    out = sys.stdout
+    if isinstance(out, TerminalSafe):  # json_text escaped every character visible() would (module docstring)
+        out.write_visible(text)
+        out.write_visible("\n")
+    else:
+        out.write(text + "\n")
 
 
 def fmt_cell(v) -> str:

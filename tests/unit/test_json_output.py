@@ -113,3 +113,21 @@ def test_columns_print_as_the_list_of_their_rows():
             assert json_text(payload) == json_text(want), n
             assert json_text(payload, indent=None) == json_text(want, indent=None), n
             assert json.loads(json_text(payload)) == json.loads(json_text(want))
+
+
+def test_json_text_needs_no_terminal_escaping(capsys):
+    """print_json writes json_text's text without the terminal wrapper's visible() pass (issue 26: a second scan
+    of 33 MB): that text holds no character visible() would escape, for any string, so the bytes are the same."""
+    from benchloupe.textsafe import visible
+
+    rng = np.random.default_rng(5)
+    chars = [chr(c) for c in list(range(0, 0x20)) + list(range(0x7f, 0xa0))] + list(
+        "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069a\u00e9\"\\")
+    for _ in range(200):
+        s = "".join(rng.choice(chars, int(rng.integers(0, 12))))
+        value = {s: [s, {s: s}], "cells": [{"m": s, "x": 1.5}] * (output.LONG_LIST + 1)}
+        text = json_text(value)
+        assert visible(text, keep_layout=True) == text and json.loads(text) == value
+        with output.terminal_safe():
+            output.print_json(value)
+        assert capsys.readouterr().out == text + "\n"
