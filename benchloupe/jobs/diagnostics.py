@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from benchloupe.columns import Columns
-from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
+from benchloupe.engine import anomaly, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.informativeness import SELECTIONS  # noqa: F401 - CompressConfig.strategy's choices, for the faces
 from benchloupe.engine.joint.subsets import static_rows
@@ -511,7 +511,10 @@ class BootstrapConfig:
 
 
 def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapConfig(), *, arena: str | None = None,
-                 reward_model: str | None = None,                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                  reward_model: str | None = None, progress: Progress = no_progress,
+                  cancel: threading.Event | None = None, **_) -> int:
+    from benchloupe.engine import bootstrap  # here: its Bradley-Terry baseline loads scipy.optimize (~0.15 s)
+
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
