@@ -154,7 +154,19 @@ def _flag_rows(flags, run_id: int, bid) -> list[tuple]:
     def ids(name: str):
         if name not in names:
             return [None] * n
-        return [_int(v) for v in col(name)]
+        a = np.asarray(flags[name])
+        if a.dtype.kind in "iu":  # no missing id: the ints as they are (210,060 flags: no call per value)
+            return a.tolist()
+        return [_int(v) for v in a.tolist()]
+
+    def scores() -> list:
+        a = np.asarray(flags["score"])
+        if a.dtype.kind != "f":
+            return [_float(v) for v in a.tolist()]
+        values = a.astype(float).tolist()  # _float of each: the float, None where not finite
+        for k in np.flatnonzero(~np.isfinite(a)).tolist():
+            values[k] = None
+        return values
 
     if PAYLOAD_JSON in names:
         payload = col(PAYLOAD_JSON)
@@ -164,7 +176,7 @@ def _flag_rows(flags, run_id: int, bid) -> list[tuple]:
         payload = [_json({})] * n
     kind = col("kind")
     bench = col("benchmark_id") if "benchmark_id" in names else [bid] * n
-    score = [_float(v) for v in col("score")] if "score" in names else [None] * n
+    score = scores() if "score" in names else [None] * n
     return list(zip([run_id] * n, kind, bench, ids("item_id"), ids("model_id"), ids("model_b_id"), score, payload,
                     strict=True))
 

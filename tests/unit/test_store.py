@@ -205,6 +205,17 @@ def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_pat
     for rid in rids:
         assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == want
     assert want[0][4] is None and want[0][5] is None and want[1][5] is None
+    # other column types: float32 scores, ids as objects with None, integer scores
+    with np.errstate(over="ignore"):
+        f32 = floats.astype(np.float32)  # 1e308 -> inf
+    for other in ({"score": f32, "model_b_id": [None if i % 2 else int(m) for i, m in enumerate(mids)]},
+                  {"score": np.arange(n), "item_id": ids.astype(float)}):
+        frame = pd.DataFrame({**base, **other, "payload": dicts})
+        rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+        runs.save_outputs(conn, rid, runs.RunOutputs(flags=frame))
+        want = [("anomaly", bid, runs._int(r["item_id"]), runs._int(r["model_id"]), runs._int(r["model_b_id"]),
+                 runs._float(r["score"]), runs._json(r["payload"]), "open", "") for r in frame.to_dict("records")]
+        assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == want
     rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
     runs.save_outputs(conn, rid, runs.RunOutputs(flags=pd.DataFrame({"kind": ["gap"], "score": [2.0]})))
     assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == [("gap", bid, None, None, None, 2.0, "{}", "open", "")]
