@@ -107,34 +107,84 @@ def _rows(df, key: str, cols: tuple[str, ...]):
 
 
 def save_outputs(conn: sqlite3.Connection, run_id: int, out: RunOutputs) -> None:
-    """Write a finished run's outputs and mark it done, all in one transaction."""
-    with transaction(conn):
-        if out.models is not None and len(out.models):
+    """Write a finished run's outputs and mark it done, all in one transaction.
+
+    The rows a run writes refer to its run, its benchmark, models and items: instead of SQLite's check of every
+    row's references (four parent look-ups per flag: 0.6 s of the 210,060 anomaly flags at 5,000 x 14,000, issue
+    26), the transaction runs with ``foreign_keys`` off and :func:`_check_references` looks up each distinct
+    referenced id once before it commits; a missing one (a model, item or run deleted by another process since the
+    run started) fails the write as the per-row check did (``sqlite3.IntegrityError``, nothing written)."""
+    model_rows = list(_rows(out.models, "model_id", MODEL_COLS)) if out.models is not None and len(out.models) else []
+    item_rows = list(_rows(out.items, "item_id", ITEM_COLS)) if out.items is not None and len(out.items) else []
+    with _references_checked_once(conn), transaction(conn):
+        if model_rows:
             conn.executemany(
                 f"INSERT OR REPLACE INTO run_models (run_id, model_id, {', '.join(MODEL_COLS)}, extra)"
                 f" VALUES (?, ?, {', '.join('?' * len(MODEL_COLS))}, ?)",
-                ((run_id, *row) for row in _rows(out.models, "model_id", MODEL_COLS)),
+                ((run_id, *row) for row in model_rows),
             )
-        if out.items is not None and len(out.items):
+        if item_rows:
             conn.executemany(
                 f"INSERT OR REPLACE INTO run_items (run_id, item_id, {', '.join(ITEM_COLS)}, extra)"
                 f" VALUES (?, ?, {', '.join('?' * len(ITEM_COLS))}, ?)",
-                ((run_id, *row) for row in _rows(out.items, "item_id", ITEM_COLS)),
+                ((run_id, *row) for row in item_rows),
             )
         for name, value in out.artifacts.items():
             fmt, data = _encode(value)
             conn.execute("INSERT OR REPLACE INTO run_artifacts (run_id, name, format, data) VALUES (?, ?, ?, ?)",
                          (run_id, name, fmt, data))
-        if out.flags is not None and len(out.flags):
-            bid = conn.execute("SELECT benchmark_id FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        has_flags = out.flags is not None and len(out.flags) > 0
+        row = conn.execute("SELECT benchmark_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None and (model_rows or item_rows or out.artifacts or has_flags):
+            raise sqlite3.IntegrityError(f"FOREIGN KEY constraint failed: run #{run_id} no longer exists")
+        flag_rows = []
+        if has_flags:
+            flag_rows = _flag_rows(out.flags, run_id, row[0])
             conn.executemany(
                 "INSERT INTO flags (run_id, kind, benchmark_id, item_id, model_id, model_b_id, score, payload)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _flag_rows(out.flags, run_id, bid))
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", flag_rows)
+        _check_references(conn, models=[r[0] for r in model_rows] + [r[4] for r in flag_rows] + [r[5] for r in flag_rows],
+                          items=[r[0] for r in item_rows] + [r[3] for r in flag_rows],
+                          benchmarks=[r[2] for r in flag_rows])
         conn.execute(
             "UPDATE runs SET status = 'done', metrics = ?, timings = ?,"
             " finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
             (_json(out.metrics), _json(out.timings), run_id),
         )
+
+
+class _references_checked_once:
+    """``PRAGMA foreign_keys`` off for one transaction of :func:`save_outputs` (the pragma cannot change inside
+    one), and back to what it was afterwards, whatever happens."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self):
+        self.was = self.conn.execute("PRAGMA foreign_keys").fetchone()[0]
+        self.conn.execute("PRAGMA foreign_keys = OFF")
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        try:
+            self.conn.execute(f"PRAGMA foreign_keys = {'ON' if self.was else 'OFF'}")
+        except sqlite3.Error:
+            if kind is None:  # a failure of its own; else the one under way is what the caller needs to see
+                raise
+
+
+def _check_references(conn: sqlite3.Connection, *, models: list, items: list, benchmarks: list) -> None:
+    """Every non-NULL id a run's rows refer to exists (what ``foreign_keys`` checks row by row), each distinct
+    id looked up once inside the writing transaction; ``sqlite3.IntegrityError`` otherwise."""
+    for table, ids in (("models", models), ("items", items), ("benchmarks", benchmarks)):
+        wanted = {i for i in ids if i is not None}
+        if not wanted:
+            continue
+        found = conn.execute(f"SELECT count(*) FROM {table} WHERE id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(sorted(wanted)),)).fetchone()[0]
+        if found != len(wanted):
+            raise sqlite3.IntegrityError(f"FOREIGN KEY constraint failed: {len(wanted) - found} of the run's "
+                                         f"{table} no longer exist")
 
 
 PAYLOAD_JSON = "payload_json"  # a flags column of payloads already written as JSON text (json_objects)
