@@ -258,14 +258,16 @@ def json_objects(columns: dict) -> list[str]:
             bits, inverse = np.unique(v.view(np.int64), return_inverse=True)
             if 2 * len(bits) <= len(v):
                 enc = [_json_float(x) for x in bits.view(np.float64).tolist()]
-                text = [enc[i] for i in inverse.ravel().tolist()]
+                text = list(map(enc.__getitem__, inverse.ravel().tolist()))
             else:
-                text = [_json_float(x) for x in v.tolist()]
+                text = list(map(float.__repr__, v.tolist()))  # _json_float of a finite float, without a call each
+                for j in np.flatnonzero(~np.isfinite(v)).tolist():
+                    text[j] = _json_float(float(v[j]))
         else:
             vals = v.tolist() if isinstance(v, np.ndarray) else list(v)
-            if all(type(x) is str for x in vals):
+            if set(map(type, vals)) == {str}:
                 enc = {x: json.dumps(x) for x in set(vals)}
-                text = [enc[x] for x in vals]
+                text = list(map(enc.__getitem__, vals))
             else:
                 text = [_json(x) for x in vals]
         parts.append(text)
