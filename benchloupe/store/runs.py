@@ -137,15 +137,12 @@ def save_outputs(conn: sqlite3.Connection, run_id: int, out: RunOutputs) -> None
         row = conn.execute("SELECT benchmark_id FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None and (model_rows or item_rows or out.artifacts or has_flags):
             raise sqlite3.IntegrityError(f"FOREIGN KEY constraint failed: run #{run_id} no longer exists")
-        flag_rows = []
+        flag = [[] for _ in FLAG_COLUMNS]
         if has_flags:
-            flag_rows = _flag_rows(out.flags, run_id, row[0])
-            conn.executemany(
-                "INSERT INTO flags (run_id, kind, benchmark_id, item_id, model_id, model_b_id, score, payload)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", flag_rows)
-        _check_references(conn, models=[r[0] for r in model_rows] + [r[4] for r in flag_rows] + [r[5] for r in flag_rows],
-                          items=[r[0] for r in item_rows] + [r[3] for r in flag_rows],
-                          benchmarks=[r[2] for r in flag_rows])
+            flag = _flag_columns(out.flags, run_id, row[0])
+            _insert_flags(conn, flag)
+        _check_references(conn, models=[r[0] for r in model_rows] + flag[4] + flag[5],
+                          items=[r[0] for r in item_rows] + flag[3], benchmarks=flag[2])
         conn.execute(
             "UPDATE runs SET status = 'done', metrics = ?, timings = ?,"
             " finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
@@ -190,9 +187,9 @@ def _check_references(conn: sqlite3.Connection, *, models: list, items: list, be
 PAYLOAD_JSON = "payload_json"  # a flags column of payloads already written as JSON text (json_objects)
 
 
-def _flag_rows(flags, run_id: int, bid) -> list[tuple]:
-    """The flags table's rows of a frame (DataFrame or Columns), built a column at a time: the same tuples as
-    ``_int``/``_float``/``_json`` of each record (210,000 anomaly flags: no dict per row).  A ``payload_json``
+def _flag_columns(flags, run_id: int, bid) -> list[list]:
+    """The flags table's columns (:data:`FLAG_COLUMNS`) of a frame (DataFrame or Columns), built a column at a time:
+    the values ``_int``/``_float``/``_json`` gave of each record (210,000 anomaly flags: no dict per row).  A ``payload_json``
     column is stored as it is (:func:`json_objects` writes it as ``_json`` of the payload would); else ``payload``
     dicts go through ``_json`` (``{}`` where absent)."""
     n = len(flags)
@@ -227,8 +224,29 @@ def _flag_rows(flags, run_id: int, bid) -> list[tuple]:
     kind = col("kind")
     bench = col("benchmark_id") if "benchmark_id" in names else [bid] * n
     score = scores() if "score" in names else [None] * n
-    return list(zip([run_id] * n, kind, bench, ids("item_id"), ids("model_id"), ids("model_b_id"), score, payload,
-                    strict=True))
+    return [[run_id] * n, kind, bench, ids("item_id"), ids("model_id"), ids("model_b_id"), score, payload]
+
+
+FLAG_COLUMNS = ("run_id", "kind", "benchmark_id", "item_id", "model_id", "model_b_id", "score", "payload")
+ROWS_PER_INSERT = 50  # rows of one multi-row INSERT of the flags (400 parameters; SQLite allows 32,766)
+
+
+def _insert_flags(conn: sqlite3.Connection, columns: list[list]) -> None:
+    """The flags' rows (:func:`_flag_columns`) inserted :data:`ROWS_PER_INSERT` to a statement, in order (so their
+    ids ascend as one row per statement gave them): half the time of one statement per row (issue 26: 210,060
+    anomaly flags, 1.16 -> 0.60 s at load 1.6), the remainder one row at a time."""
+    n = len(columns[0])
+    head = f"INSERT INTO flags ({', '.join(FLAG_COLUMNS)}) VALUES "
+    one = "(" + ", ".join("?" * len(FLAG_COLUMNS)) + ")"
+    k = ROWS_PER_INSERT
+    full = n // k * k
+    if full:
+        grid = np.empty((full, len(FLAG_COLUMNS)), dtype=object)
+        for j, col in enumerate(columns):
+            grid[:, j] = np.array(col[:full], dtype=object)  # the Python values themselves, not numpy's
+        conn.executemany(head + ", ".join([one] * k), grid.reshape(full // k, k * len(FLAG_COLUMNS)).tolist())
+    if full < n:
+        conn.executemany(head + one, list(zip(*(col[full:] for col in columns), strict=True)))
 
 
 def _json_float(v: float) -> str:

@@ -167,14 +167,17 @@ def test_runs_outputs_flags_and_triage_with_audit(tmp_path):
 
 
 _ROWS = "SELECT kind, benchmark_id, item_id, model_id, model_b_id, score, payload, state, note FROM flags" \
-        " WHERE run_id = ? ORDER BY id"
+        " WHERE run_id = ? ORDER BY id"  # rows in id order: the order they were given
 
 
-def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_path):
+@pytest.mark.parametrize("per_insert", [4, 9, 50])
+def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_path, monkeypatch, per_insert):
     """The flags' rows and payload text as the record-by-record writer stored them (issue 26): ids as ints or NULL
     (NaN), scores NULL where not finite, payload dicts through ``_json``, and ``json_objects`` payload text equal to
     ``_json`` of each row's dict on hostile values (NaN, infinities, -0.0, huge and tiny floats, quotes, control
-    characters, non-ASCII, a percent sign in a key)."""
+    characters, non-ASCII, a percent sign in a key); several rows to an INSERT (two full statements and one row
+    left, one full statement, only single rows), the ids in the same order."""
+    monkeypatch.setattr(runs, "ROWS_PER_INSERT", per_insert)
     conn = connect(tmp_path / "x.db")
     write_import(conn, _parsed(n_models=4, n_items=6), fmt="test")
     bid = read.benchmark_id(conn, "b")
