@@ -8,6 +8,11 @@ fewer and more than ``LONG_LIST`` cells."""
 from __future__ import annotations
 
 import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -19,6 +24,7 @@ from benchloupe.store import curation
 from benchloupe.store.db import connect
 from benchloupe.store.importers.base import ParsedImport
 from benchloupe.store.writer import write_import
+from tests.hostile import default_sigint
 
 FIELDS = ("source", "residual", "expected_p", "observed")
 HOSTILE = ['m"%s', "a\x1b[31mred", "bidi\u202eevil", "line\u2028sep", "tab\tnew\nline", "é%%d", "nul\x7fdel", "\\x00"]
@@ -105,3 +111,64 @@ def test_anomalies_text_lists_the_same_first_cells(demo_db, capsys):
         conn.close()
     want = output.table(pd.DataFrame(cells[:30]))
     assert printed.rstrip("\n").endswith(want)
+
+
+def _locked(db) -> bool:
+    """Whether another connection holds the write lock (BEGIN IMMEDIATE refused at once)."""
+    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_in_the_flags_write_leaves_the_database_as_it_was(tmp_path, sig):
+    """Ctrl-C or SIGTERM while ``anomalies`` writes ~100,000 flags (the multi-row inserts, with the references
+    checked once and foreign keys off for that transaction, issue 26): exit 130, the run cancelled with none of
+    its outputs, every reference sound, and the next run writes its flags whole."""
+    db = tmp_path / "big.db"
+    rng = np.random.default_rng(1)
+    n_models, n_items = 300, 400
+    y = (rng.random((n_models, n_items)) < rng.random(n_items)).astype(np.int8)
+    conn = connect(db)
+    write_import(conn, ParsedImport("big", "static", pd.DataFrame({"key": [f"q{j}" for j in range(n_items)]}),
+                                    pd.DataFrame({"name": [f"m{i}" for i in range(n_models)]}), correct=y),
+                 fmt="test")
+    conn.close()
+    argv = [sys.executable, "-m", "benchloupe", "anomalies", "big", "--threshold", "0.05", "--db", str(db), "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
+    held, deadline = 0, time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        held = held + 1 if _locked(db) else 0
+        if held >= 8:  # held over eight polls (~50 ms): the outputs' transaction (~0.4 s), not a quick write (~20 ms)
+            proc.send_signal(sig)
+            break
+        time.sleep(0.005)
+    _, err = proc.communicate(timeout=120)
+    assert held >= 8, f"the write was not caught: {err}"
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    raw = sqlite3.connect(db)
+    try:
+        status, = raw.execute("SELECT status FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        assert status == "cancelled"
+        for table in ("flags", "run_models", "run_items", "run_artifacts"):
+            assert raw.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+        assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert raw.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    finally:
+        raw.close()
+    text = subprocess.run(argv, capture_output=True, text=True, timeout=300).stdout
+    done = json.loads(text)
+    conn = connect(db)
+    try:
+        n = conn.execute("SELECT count(*) FROM flags WHERE run_id = ?", (done["run_id"],)).fetchone()[0]
+        assert n == done["metrics"]["candidates"] > 50_000
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    finally:
+        conn.close()
