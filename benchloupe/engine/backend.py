@@ -92,9 +92,10 @@ def resolve(device: str = "auto", n_cells: int = 0) -> Backend:
 
 def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.ndarray, a: np.ndarray, *,
                rows: bool = True, cols: bool = True, loss_only: bool = False, backend: Backend | None = None,
-               columns: np.ndarray | None = None, weights: np.ndarray | None = None) -> PassResult:
+               columns: np.ndarray | None = None, weights: np.ndarray | None = None, loss: bool = True) -> PassResult:
     """One pass over the cells; ``rows``/``cols`` select the per-model / per-item sums, ``loss_only`` only the
-    per-item losses.  ``columns`` restricts the pass to those items (a correction pass over a few columns).
+    per-item losses; ``loss=False`` skips the losses (their log per cell) for a caller that needs only gradients and
+    curvatures (the frozen-item ability Newton), returning ``loss`` None (the torch pass computes them anyway).  ``columns`` restricts the pass to those items (a correction pass over a few columns).
     ``weights`` (per item) multiply each item's terms in the per-model sums: an item of weight w stands for w
     identical columns (a bootstrap replicate's repeated draws); the per-item sums stay those of one column."""
     backend = backend or Backend("numpy", "cpu", "float64")
@@ -108,9 +109,10 @@ def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.nda
 
         return backend_torch.fused_pass(Y, N, theta, b, a, rows=rows, cols=cols, loss_only=loss_only,
                                         device=backend.device, dtype=backend.dtype, weights=weights)
+    loss = loss or loss_only
     if backend.dtype == "float32" and N is None:
-        return _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights)
-    return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype), weights)
+        return _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights, loss)
+    return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype), weights, loss)
 
 
 def _blocks(M: int, n: int) -> list[slice]:
@@ -126,7 +128,7 @@ def _run_blocks(work, blocks: list[slice], cells: int) -> list:
     return [work(blocks)]
 
 
-def _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights=None) -> PassResult:
+def _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights=None, want_loss: bool = True) -> PassResult:
     """The float32 pass over 0/1 cells through ``H = tanh(X / 2)`` (issue 26): ``sigmoid(X) = (1 + H) / 2``,
     ``V = (1 - H^2) / 4`` and ``-log sigmoid(|X|) = log 2 - log1p(|H|)``, so a cell costs one tanh and one log1p
     where :func:`_numpy_pass` pays an exp, a division and a log (numpy's float32 tanh is vectorised and half the
@@ -157,17 +159,19 @@ def _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights=None) -> Pas
             H = np.subtract.outer(t, bb)
             H *= half_a  # X / 2
             np.tanh(H, out=H)
-            A = np.abs(H)
-            np.log1p(A, out=A)
-            acc[0] -= A.sum(axis=0)
             Yb = Y[sl].astype(dt)
             W = np.empty((3, len(t)), dt)
             W[0], W[1] = 1.0, t
             W[2] = t * t
-            acc[1:3] += W[:2] @ Yb
+            if want_loss:
+                A = np.abs(H)
+                np.log1p(A, out=A)
+                acc[0] -= A.sum(axis=0)
+            if want_loss or cols:
+                acc[1:3] += W[:2] @ Yb
             if not (rows or cols):
                 continue
-            np.multiply(H, H, out=A)  # H^2
+            A = np.multiply(H, H, out=A) if want_loss else H * H  # H^2
             if rows:
                 g = 0.5 * sum_aa + 0.5 * (H @ aa).astype(np.float64) - (Yb @ aa)
                 h = 0.25 * sum_a2 - 0.25 * (A @ a2).astype(np.float64)
@@ -181,7 +185,7 @@ def _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights=None) -> Pas
     acc = sum(p[0] for p in parts)
     # loss = softplus(X) - Y X, softplus(X) = -log Q + max(X, 0) with -log Q = log 2 - log1p|H|;
     # sum_i Y X = a (sum theta Y - b sum Y)
-    loss = (M * log2 + acc[0]) + a * relu_sums(theta, b) - a * (acc[2] - b * acc[1])
+    loss = (M * log2 + acc[0]) + a * relu_sums(theta, b) - a * (acc[2] - b * acc[1]) if want_loss else None
     g_th = h_th = None
     if rows:
         g_th, h_th = np.empty(M), np.empty(M)
@@ -198,7 +202,7 @@ def _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights=None) -> Pas
     return PassResult(g_th, h_th, loss, s0P - acc[1], s1P - acc[2], s0V, s1V, s2V)
 
 
-def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> PassResult:
+def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None, want_loss: bool = True) -> PassResult:
     M, n = Y.shape
     blocks = _blocks(M, n)
     th = theta.astype(dt)
@@ -221,9 +225,10 @@ def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> P
                 Z *= neg_a  # Z = -X
                 if N is not None:
                     Nb = N[sl].astype(dt)
-                    relu = np.minimum(Z, 0.0)  # max(X, 0) = -min(Z, 0)
-                    relu *= Nb
-                    acc[8] -= relu.sum(axis=0)
+                    if want_loss:
+                        relu = np.minimum(Z, 0.0)  # max(X, 0) = -min(Z, 0)
+                        relu *= Nb
+                        acc[8] -= relu.sum(axis=0)
                 P = np.exp(Z)
                 P += 1.0
                 # P = sigmoid(X); exp overflow (X < -88 in float32) gives P = 0 exactly.  divide, not reciprocal:
@@ -231,18 +236,22 @@ def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> P
                 np.divide(1.0, P, out=P)
                 C = 1.0 - P
                 V = P * C
-                np.maximum(P, C, out=C)  # Q = sigmoid(|X|)
-                np.log(C, out=C)  # log(1 + exp(-|X|)) = -log Q
+                if want_loss:
+                    np.maximum(P, C, out=C)  # Q = sigmoid(|X|)
+                    np.log(C, out=C)  # log(1 + exp(-|X|)) = -log Q
                 Yb = Y[sl].astype(dt)
                 W = np.empty((3, len(t)), dt)
                 W[0], W[1] = 1.0, t
                 W[2] = t * t
                 if N is not None:
-                    C *= Nb
+                    if want_loss:
+                        C *= Nb
                     P *= Nb
                     V *= Nb
-                acc[0] -= C.sum(axis=0)
-                acc[1:3] += W[:2] @ Yb
+                if want_loss:
+                    acc[0] -= C.sum(axis=0)
+                if want_loss or cols:
+                    acc[1:3] += W[:2] @ Yb
                 if not (rows or cols):
                     continue
                 if rows:
@@ -255,8 +264,10 @@ def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None) -> P
     parts = _run_blocks(work, blocks, M * n)
     acc = sum(p[0] for p in parts)
     # loss = N softplus(X) - Y X, softplus(X) = -log Q + max(X, 0); sum_i Y X = a (sum theta Y - b sum Y)
-    relu = a * relu_sums(theta, b) if N is None else acc[8]  # sum_i N max(X, 0)
-    loss = acc[0] + relu - a * (acc[2] - b * acc[1])
+    loss = None
+    if want_loss:
+        relu = a * relu_sums(theta, b) if N is None else acc[8]  # sum_i N max(X, 0)
+        loss = acc[0] + relu - a * (acc[2] - b * acc[1])
     g_th = h_th = None
     if rows:
         g_th, h_th = np.empty(M), np.empty(M)

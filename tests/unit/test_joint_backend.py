@@ -129,3 +129,27 @@ def test_float32_pass_with_item_weights_and_extreme_logits_matches_float64():
         for name in ("g_theta", "h_theta", "loss", "s0R", "s1R", "s0V", "s1V", "s2V"):
             g, r = getattr(got, name), getattr(ref, name)
             assert np.max(np.abs(g - r)) <= 3e-5 * max(1.0, np.max(np.abs(r))), name
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("trials", [None, 3])
+def test_a_pass_without_losses_gives_the_same_gradients_bit_for_bit(dtype, trials):
+    """``loss=False`` (the frozen-item ability Newton, the block sweeps' correction passes) skips the per-cell log:
+    the theta gradient and curvature are those of the full pass exactly, and no loss is returned."""
+    rng = np.random.default_rng(12)
+    M, n = 300, 700
+    th, b, a = rng.normal(size=M), rng.normal(size=n), np.exp(rng.normal(0, 0.5, n))
+    if trials is None:
+        Y, N = (rng.random((M, n)) < 0.5).astype(np.int8), None
+    else:
+        N = rng.integers(1, trials + 1, size=(M, n)).astype(np.int8)
+        Y = rng.binomial(N, 0.4).astype(np.int8)
+    bk = Backend("numpy", "cpu", dtype)
+    full = fused_pass(Y, N, th, b, a, cols=False, backend=bk)
+    lean = fused_pass(Y, N, th, b, a, cols=False, backend=bk, loss=False)
+    assert lean.loss is None
+    assert np.array_equal(lean.g_theta, full.g_theta) and np.array_equal(lean.h_theta, full.h_theta)
+    both = fused_pass(Y, N, th, b, a, backend=bk, loss=False)  # per-item sums are kept too
+    ref = fused_pass(Y, N, th, b, a, backend=bk)
+    for name in ("s0R", "s1R", "s0V", "s1V", "s2V"):
+        assert np.array_equal(getattr(both, name), getattr(ref, name))

@@ -312,7 +312,8 @@ class _Problem:
         return f, grads, self._cell_hess(a, X, V, R)
 
     def static_pass(self, th, bs, ks, *, rows: bool = True, cols: bool = True, loss_only: bool = False,
-                    backend: Backend | None = None, columns: np.ndarray | None = None) -> PassResult:
+                    backend: Backend | None = None, columns: np.ndarray | None = None,
+                    loss: bool = True) -> PassResult:
         """One fused pass over the static cells (regulariser and the 1/|S| weight not included): per-model theta
         gradient and curvature, per-item losses and the moments of the item 2x2 blocks (``backend.PassResult``).
 
@@ -321,7 +322,7 @@ class _Problem:
         a = np.exp(ks)
         if self.c is None:
             return fused_pass(self.Y, self.N, th, bs, a, rows=rows, cols=cols, loss_only=loss_only,
-                              backend=backend, columns=columns, weights=self.s_weight)
+                              backend=backend, columns=columns, weights=self.s_weight, loss=loss)
         Y, N, c, sw = self.Y, self.N, self.c, self.s_weight
         if columns is not None:
             Y, N, c = Y[:, columns], (None if N is None else N[:, columns]), c[columns]
