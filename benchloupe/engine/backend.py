@@ -93,12 +93,14 @@ def resolve(device: str = "auto", n_cells: int = 0) -> Backend:
 def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.ndarray, a: np.ndarray, *,
                rows: bool = True, cols: bool = True, loss_only: bool = False, backend: Backend | None = None,
                columns: np.ndarray | None = None, weights: np.ndarray | None = None, loss: bool = True,
-               trials_01: bool = False) -> PassResult:
+               trials_01: bool = False, need_rows: np.ndarray | None = None) -> PassResult:
     """One pass over the cells; ``rows``/``cols`` select the per-model / per-item sums, ``loss_only`` only the
     per-item losses; ``loss=False`` skips the losses (their log per cell) for a caller that needs only gradients and
     curvatures (the frozen-item ability Newton), returning ``loss`` None (the torch pass computes them anyway).
     ``trials_01``: the caller knows ``N`` holds only 0 and 1 (an observed mask of one-trial cells), which lets a
-    float32 pass take the tanh route.  ``columns`` restricts the pass to those items (a correction pass over a few
+    float32 pass take the tanh route.  ``need_rows`` (per model, bool; a rows-only pass): the float64 pass skips
+    the row blocks holding no needed model, whose theta gradient and curvature come back 0 (the others are those of
+    the full pass bit for bit: the blocks are the same); the other passes compute every row.  ``columns`` restricts the pass to those items (a correction pass over a few
     columns).  ``weights`` (per item) multiply each item's terms in the per-model sums: an item of weight w stands for w
     identical columns (a bootstrap replicate's repeated draws); the per-item sums stay those of one column."""
     backend = backend or Backend("numpy", "cpu", "float64")
@@ -115,7 +117,8 @@ def fused_pass(Y: np.ndarray, N: np.ndarray | None, theta: np.ndarray, b: np.nda
     loss = loss or loss_only
     if backend.dtype == "float32" and (N is None or trials_01):
         return _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights, loss, mask=N)
-    return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype), weights, loss)
+    return _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, np.dtype(backend.dtype), weights, loss,
+                       None if cols else need_rows)
 
 
 def _blocks(M: int, n: int) -> list[slice]:
@@ -226,9 +229,12 @@ def _numpy_pass_tanh(Y, theta, b, a, rows, cols, loss_only, weights=None, want_l
     return PassResult(g_th, h_th, loss, s0P - acc[1], s1P - acc[2], s0V, s1V, s2V)
 
 
-def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None, want_loss: bool = True) -> PassResult:
+def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None, want_loss: bool = True,
+                need_rows: np.ndarray | None = None) -> PassResult:
     M, n = Y.shape
     blocks = _blocks(M, n)
+    if need_rows is not None:  # the same blocks, those without a needed row left out
+        blocks = [sl for sl in blocks if need_rows[sl].any()]
     th = theta.astype(dt)
     bb, neg_a = b.astype(dt), (-a).astype(dt)
     aw = a if weights is None else a * weights
@@ -294,7 +300,7 @@ def _numpy_pass(Y, N, theta, b, a, rows, cols, loss_only, dt, weights=None, want
         loss = acc[0] + relu - a * (acc[2] - b * acc[1])
     g_th = h_th = None
     if rows:
-        g_th, h_th = np.empty(M), np.empty(M)
+        g_th, h_th = (np.empty(M), np.empty(M)) if need_rows is None else (np.zeros(M), np.zeros(M))
         for _, out_rows in parts:
             for sl, g, h in out_rows:
                 g_th[sl], h_th[sl] = g, h

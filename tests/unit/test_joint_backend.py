@@ -181,3 +181,49 @@ def test_float32_pass_over_a_mask_of_one_trial_cells_matches_float64(missing, we
     full = fused_pass(y, mask, th, b, a, backend=Backend("numpy", "cpu", "float32"), weights=w, trials_01=True,
                       cols=False)
     assert lean.loss is None and np.array_equal(lean.g_theta, full.g_theta)
+
+
+def test_a_rows_pass_over_the_needed_models_only_skips_whole_blocks_bit_for_bit():
+    """``need_rows``: the float64 rows pass leaves out the row blocks with no needed model; the rows it computes
+    are the full pass's bit for bit (the same blocks), the rows of skipped blocks come back 0."""
+    rng = np.random.default_rng(14)
+    M, n = 900, 700  # five row blocks of 187 models at this width: two needed, three skipped
+    th, b, a = rng.normal(size=M), rng.normal(size=n), np.exp(rng.normal(0, 0.5, n))
+    Y = (rng.random((M, n)) < 0.5).astype(np.int8)
+    need = np.zeros(M, bool)
+    need[rng.choice(100, 20, replace=False)] = True
+    need[[400, 410]] = True
+    bk = Backend("numpy", "cpu", "float64")
+    full = fused_pass(Y, None, th, b, a, cols=False, loss=False, backend=bk)
+    part = fused_pass(Y, None, th, b, a, cols=False, loss=False, backend=bk, need_rows=need)
+    step = max(8, (1 << 17) // n)
+    computed = np.zeros(M, bool)
+    for r0 in range(0, M, step):
+        computed[r0:r0 + step] = need[r0:r0 + step].any()
+    assert need.sum() < computed.sum() < M
+    assert np.array_equal(part.g_theta[computed], full.g_theta[computed])
+    assert np.array_equal(part.h_theta[computed], full.h_theta[computed])
+    assert not part.g_theta[~computed].any() and not part.h_theta[~computed].any()
+
+
+def test_frozen_item_ability_refits_are_the_same_with_the_stopped_models_left_out(monkeypatch):
+    """The frozen-item ability Newton passes only the blocks of models still moving: the abilities equal those of
+    every pass over every model, bit for bit (ties included: duplicated rows end exactly tied)."""
+    from benchloupe.engine.joint import fit_abilities
+    from benchloupe.engine.joint.objective import _Problem as P
+
+    truth, S, _ = simulate(600, 900, 1, seed=15)
+    S.correct[300:310] = S.correct[0]  # ten models answering exactly as model 0
+    res = fit_joint(S, None, JointConfig(mode="static"), device=Backend("numpy", "cpu", "float64"))
+    items = np.zeros(900, bool)
+    items[::3] = True
+    new = fit_abilities(S, None, res, static_items=items)
+    plain = P.static_pass
+
+    def every_row(self, *args, need_rows=None, **kw):
+        return plain(self, *args, **kw)
+
+    monkeypatch.setattr(P, "static_pass", every_row)
+    old = fit_abilities(S, None, res, static_items=items)
+    assert np.array_equal(new, old)
+    assert np.all(new[300:310] == new[0])

@@ -315,7 +315,7 @@ class _Problem:
 
     def static_pass(self, th, bs, ks, *, rows: bool = True, cols: bool = True, loss_only: bool = False,
                     backend: Backend | None = None, columns: np.ndarray | None = None,
-                    loss: bool = True) -> PassResult:
+                    loss: bool = True, need_rows: np.ndarray | None = None) -> PassResult:
         """One fused pass over the static cells (regulariser and the 1/|S| weight not included): per-model theta
         gradient and curvature, per-item losses and the moments of the item 2x2 blocks (``backend.PassResult``).
 
@@ -325,7 +325,7 @@ class _Problem:
         if self.c is None:
             return fused_pass(self.Y, self.N, th, bs, a, rows=rows, cols=cols, loss_only=loss_only,
                               backend=backend, columns=columns, weights=self.s_weight, loss=loss,
-                              trials_01=self.trials_01)
+                              trials_01=self.trials_01, need_rows=need_rows)
         Y, N, c, sw = self.Y, self.N, self.c, self.s_weight
         if columns is not None:
             Y, N, c = Y[:, columns], (None if N is None else N[:, columns]), c[columns]
