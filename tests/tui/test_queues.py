@@ -109,3 +109,28 @@ async def test_the_card_shows_the_observed_outcome_as_it_is(flagged_db, observed
         assert app.screen.current_id() == fid
         text = str(app.screen.query_one("#queue-detail").render())
         assert f"· observed {shown} ·" in text, text
+
+
+async def test_queue_counts_have_thousands_separators(demo_db):
+    """The status line counted "Anomaly 1 of 1200 · 0 of 1200 triaged"; the app writes counts as 1,200."""
+    from benchloupe.store import read, runs
+    from benchloupe.store.db import connect
+
+    conn = connect(demo_db)
+    try:
+        bid = read.benchmark_id(conn, "demo-math")
+        items, models = read.items(conn, "demo-math")["id"].tolist(), read.models(conn, "demo-math")["id"].tolist()
+        rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="test", input_fingerprint="t")
+        rows = [{"kind": "anomaly", "item_id": int(items[k % len(items)]), "model_id": int(models[0]),
+                 "score": -3.0 - k / 1000, "payload": {"expected_p": 0.9, "observed": 0, "residual": -3.0}}
+                for k in range(1200)]
+        runs.save_outputs(conn, rid, runs.RunOutputs(metrics={}, flags=__import__("pandas").DataFrame(rows)))
+    finally:
+        conn.close()
+    app = BenchloupeApp(demo_db, benchmark="demo-math")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("5")
+        await wait_until(pilot, loaded(app, "anomalies"), what="anomalies")
+        status = str(app.screen.query_one("#queue-status").render())
+        assert "Anomaly 1 of 1,200" in status and "0 of 1,200 triaged" in status, status
+        assert "1,200 flags on this model" in str(app.screen.query_one("#queue-detail").render())

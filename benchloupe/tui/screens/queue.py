@@ -232,7 +232,7 @@ class FlagQueueScreen(BenchScreen):
         asked, alive = data["marked"]
         self.marked -= asked - alive  # marks on flags no longer in the queue (a rerun superseded them)
         first_load = not len(self.flags) and not self.ledger.known
-        self.rows_read += data["window"].rows.shape[0]
+        self.rows_read += data["queue"].rows_read
         self._install(data["window"], data["history"], first_load=first_load)
         self.kept = data["keep"]
         if data["filter_key"] != self._filter_key() or (current is not None and current != data["anchor"]):
@@ -274,14 +274,17 @@ class FlagQueueScreen(BenchScreen):
         from benchloupe.store.db import connect
         from benchloupe.store.queue import prepare
 
-        if self.queue is None:
+        q = self.queue
+        if q is None:
             return None
+        read_before = q.rows_read
         try:
             conn = prepare(connect(self.app.db_path, create=False))
             try:
-                return fn(conn, self.queue)
+                return fn(conn, q)
             finally:
                 conn.close()
+                self.rows_read += q.rows_read - read_before
         except Exception as exc:  # noqa: BLE001 - the store's message in one line; the card stays as it was
             self.app.report_error(exc, self.MODE)
             return None
@@ -307,7 +310,6 @@ class FlagQueueScreen(BenchScreen):
         if got is None:
             return False
         w, history = got
-        self.rows_read += len(w.rows)
         self._install(w, history)
         self.pos = max(0, min(w.anchor or 0, self.view_len - 1))
         if not self._loaded(self.pos) and self.view_len:  # the view ended before it (it shrank meanwhile)
