@@ -417,8 +417,8 @@ class FlagQueueScreen(BenchScreen):
         text.append(str(row["state"]), style=STATE_STYLE.get(row["state"], ""))
         if fid in self._overlay:
             text.append(" (saving…)", style="dim")
-        elif row.get("version"):
-            text.append(" " + by_at(row.get("updated_by"), row.get("updated_at")), style="dim")
+        elif row.get("version") and (who := by_at(row.get("updated_by"), row.get("updated_at"))):
+            text.append(" " + who, style="dim")  # (an undo back to a never-decided flag has no author)
         text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
         if fid in self.changed_meanwhile:
             text.append(f"\n⚠ changed while you looked: {self.changed_meanwhile[fid]}", style="bold yellow")
