@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the benchloupe command's defaults (benchloupe/cli/main.py)
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout, before any installed benchloupe
 
 import numpy as np  # noqa: E402

@@ -21,6 +21,12 @@ import contextlib  # noqa: E402
 # OpenBLAS oversubscribed the cores and was slower in every engine benchmark (docs/BENCHMARKS.md). This must
 # run before numpy is first imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# No MADV_HUGEPAGE on numpy's large arrays unless the user asks for it (NUMPY_MADVISE_HUGEPAGE=1): where the
+# kernel's transparent-hugepage defrag is "madvise" (the common default) and no huge page is free, every first
+# touch of such an array stalls in synchronous compaction (numpy/numpy#31590). Measured here (issue 26): the first
+# fill of a 70 MB array 0.28 s with it, 0.06 s without; the 5,000 x 14,000 static fit's process 0.5-0.7 s of system
+# time with it, 0.35-0.4 s without. Also read by numpy at its first import only.
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 from benchloupe import __version__  # noqa: E402
 from benchloupe.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, UsageError  # noqa: E402

@@ -279,8 +279,15 @@ def targeted_order(info: np.ndarray, weights: np.ndarray, eps: float | None = No
     cur = np.full(rows.shape[1], max(eps, 1e-12))
 
     def gain(items) -> np.ndarray:
-        x = rows[items]
-        return (np.log1p(x / cur) if criterion == "log" else 1 / cur - 1 / (cur + x)) @ w
+        x = rows[items]  # a copy (fancy index): the gains are computed in it, no temporaries (issue 26)
+        if criterion == "log":
+            np.divide(x, cur, out=x)
+            np.log1p(x, out=x)  # log1p(x / cur)
+        else:
+            np.add(x, cur, out=x)
+            np.divide(1.0, x, out=x)
+            np.subtract(1 / cur, x, out=x)  # 1 / cur - 1 / (cur + x)
+        return x @ w
 
     chunk = max(1, (1 << 20) // max(1, rows.shape[1]))  # the first gains a block of items at a time (no copy of all)
     first = np.concatenate([gain(np.arange(q0, min(q0 + chunk, n_items))) for q0 in range(0, n_items, chunk)]) \

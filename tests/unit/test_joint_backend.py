@@ -110,3 +110,74 @@ def test_chembench_reference_agreement_on_every_backend(backend):
     assert ours.objective <= objective(_as_result(theirs, cfg), S, None, cfg)
     assert abs(ours.objective - base.objective) <= 1e-6 * abs(base.objective)
     assert np.array_equal(ours.ranking(), base.ranking())
+
+
+def test_float32_pass_with_item_weights_and_extreme_logits_matches_float64():
+    """The float32 pass through tanh (backend._numpy_pass_tanh) with bootstrap item weights and logits far beyond
+    float32's exp range (a = 30, |theta - b| up to 8): the same sums as float64 within float32's resolution, and no
+    floating-point warning (tanh saturates where exp overflowed)."""
+    rng = np.random.default_rng(11)
+    M, n = 400, 900
+    th, b, a = rng.normal(0, 2, M), rng.normal(0, 2, n), np.exp(rng.normal(0, 0.8, n))
+    a[:20] = 30.0
+    y = (rng.random((M, n)) < 1 / (1 + np.exp(-a * (th[:, None] - b)))).astype(np.int8)
+    w = rng.integers(0, 4, n).astype(float)
+    for weights in (None, w):
+        ref = fused_pass(y, None, th, b, a, backend=Backend("numpy", "cpu", "float64"), weights=weights)
+        with np.errstate(all="raise"):
+            got = fused_pass(y, None, th, b, a, backend=Backend("numpy", "cpu", "float32"), weights=weights)
+        for name in ("g_theta", "h_theta", "loss", "s0R", "s1R", "s0V", "s1V", "s2V"):
+            g, r = getattr(got, name), getattr(ref, name)
+            assert np.max(np.abs(g - r)) <= 3e-5 * max(1.0, np.max(np.abs(r))), name
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("trials", [None, 3])
+def test_a_pass_without_losses_gives_the_same_gradients_bit_for_bit(dtype, trials):
+    """``loss=False`` (the frozen-item ability Newton, the block sweeps' correction passes) skips the per-cell log:
+    the theta gradient and curvature are those of the full pass exactly, and no loss is returned."""
+    rng = np.random.default_rng(12)
+    M, n = 300, 700
+    th, b, a = rng.normal(size=M), rng.normal(size=n), np.exp(rng.normal(0, 0.5, n))
+    if trials is None:
+        Y, N = (rng.random((M, n)) < 0.5).astype(np.int8), None
+    else:
+        N = rng.integers(1, trials + 1, size=(M, n)).astype(np.int8)
+        Y = rng.binomial(N, 0.4).astype(np.int8)
+    bk = Backend("numpy", "cpu", dtype)
+    full = fused_pass(Y, N, th, b, a, cols=False, backend=bk)
+    lean = fused_pass(Y, N, th, b, a, cols=False, backend=bk, loss=False)
+    assert lean.loss is None
+    assert np.array_equal(lean.g_theta, full.g_theta) and np.array_equal(lean.h_theta, full.h_theta)
+    both = fused_pass(Y, N, th, b, a, backend=bk, loss=False)  # per-item sums are kept too
+    ref = fused_pass(Y, N, th, b, a, backend=bk)
+    for name in ("s0R", "s1R", "s0V", "s1V", "s2V"):
+        assert np.array_equal(getattr(both, name), getattr(ref, name))
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_float32_pass_over_a_mask_of_one_trial_cells_matches_float64(missing, weighted):
+    """Held-out refits and benchmarks with missing cells pass the observed mask as 0/1 trials (``trials_01``):
+    the float32 tanh route zeroes the unobserved logits and gives the float64 pass's sums to float32's
+    resolution, over every block and thread, with item weights too; the float64 pass ignores the flag."""
+    rng = np.random.default_rng(13)
+    M, n = 400, 900
+    th, b, a = rng.normal(0, 2, M), rng.normal(0, 2, n), np.exp(rng.normal(0, 0.8, n))
+    a[:20] = 30.0
+    y = (rng.random((M, n)) < 1 / (1 + np.exp(-a * (th[:, None] - b)))).astype(np.int8)
+    mask = (rng.random((M, n)) >= missing).astype(np.int8)
+    y *= mask
+    w = rng.integers(0, 4, n).astype(float) if weighted else None
+    ref = fused_pass(y, mask, th, b, a, backend=Backend("numpy", "cpu", "float64"), weights=w)
+    same = fused_pass(y, mask, th, b, a, backend=Backend("numpy", "cpu", "float64"), weights=w, trials_01=True)
+    got = fused_pass(y, mask, th, b, a, backend=Backend("numpy", "cpu", "float32"), weights=w, trials_01=True)
+    for name in ("g_theta", "h_theta", "loss", "s0R", "s1R", "s0V", "s1V", "s2V"):
+        g, r = getattr(got, name), getattr(ref, name)
+        assert np.array_equal(getattr(same, name), r)
+        assert np.max(np.abs(g - r)) <= 3e-5 * max(1.0, np.max(np.abs(r))), name
+    lean = fused_pass(y, mask, th, b, a, backend=Backend("numpy", "cpu", "float32"), weights=w, trials_01=True,
+                      cols=False, loss=False)
+    full = fused_pass(y, mask, th, b, a, backend=Backend("numpy", "cpu", "float32"), weights=w, trials_01=True,
+                      cols=False)
+    assert lean.loss is None and np.array_equal(lean.g_theta, full.g_theta)

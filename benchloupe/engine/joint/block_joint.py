@@ -141,12 +141,12 @@ def block_joint_newton(problem: _Problem, sub: _Problem, idx: np.ndarray, x0: np
         loss_items = np.where(ok, cand.loss, r.loss)
         bs[ok], ks[ok] = nb[ok], nk[ok]
         if 4 * len(bad) > Ns:
-            again = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk)
+            again = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, loss=False)
             g_th, h_th = again.g_theta, again.h_theta
             passes += 1
         elif len(bad):
-            new = problem.static_pass(th, nb, nk, rows=True, cols=False, backend=bk, columns=bad)
-            old = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, columns=bad)
+            new = problem.static_pass(th, nb, nk, rows=True, cols=False, backend=bk, columns=bad, loss=False)
+            old = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, columns=bad, loss=False)
             g_th = g_th - new.g_theta + old.g_theta
             h_th = h_th - new.h_theta + old.h_theta
             passes += 2 * len(bad) / max(Ns, 1)

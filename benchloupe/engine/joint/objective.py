@@ -76,6 +76,8 @@ class _Problem:
             # trials per cell, 0 where unobserved; None: every cell one trial (all observed, 0/1)
             self.N = None if (N is None and W.all()) else ((W.view(np.int8) if W.dtype == bool else W.astype(np.int8))
                                                            if N is None else N)
+            # N (when not None) is only the observed mask of one-trial cells: a float32 pass may take the tanh route
+            self.trials_01 = static.trials is None
             self.s_weight = None if static_weight is None else np.asarray(static_weight, float)[self.s_items]
             if self.s_weight is None:
                 self.n_static = float(W.size if self.N is None else self.N.sum(dtype=np.int64))
@@ -312,7 +314,8 @@ class _Problem:
         return f, grads, self._cell_hess(a, X, V, R)
 
     def static_pass(self, th, bs, ks, *, rows: bool = True, cols: bool = True, loss_only: bool = False,
-                    backend: Backend | None = None, columns: np.ndarray | None = None) -> PassResult:
+                    backend: Backend | None = None, columns: np.ndarray | None = None,
+                    loss: bool = True) -> PassResult:
         """One fused pass over the static cells (regulariser and the 1/|S| weight not included): per-model theta
         gradient and curvature, per-item losses and the moments of the item 2x2 blocks (``backend.PassResult``).
 
@@ -321,7 +324,8 @@ class _Problem:
         a = np.exp(ks)
         if self.c is None:
             return fused_pass(self.Y, self.N, th, bs, a, rows=rows, cols=cols, loss_only=loss_only,
-                              backend=backend, columns=columns, weights=self.s_weight)
+                              backend=backend, columns=columns, weights=self.s_weight, loss=loss,
+                              trials_01=self.trials_01)
         Y, N, c, sw = self.Y, self.N, self.c, self.s_weight
         if columns is not None:
             Y, N, c = Y[:, columns], (None if N is None else N[:, columns]), c[columns]

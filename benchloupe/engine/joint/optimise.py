@@ -271,12 +271,12 @@ def _run_block_newton(problem: _Problem, x0, config: JointConfig, progress: Prog
         bad = np.flatnonzero(~ok)
         bs[ok], ks[ok] = nb[ok], nk[ok]
         if 4 * len(bad) > n:  # many rejected: one more full pass at the kept items
-            r_th = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk)
+            r_th = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, loss=False)
             g_th, h_th = r_th.g_theta, r_th.h_theta
             passes += 1
         elif len(bad):  # swap the rejected items' contributions for those at their old values
-            new = problem.static_pass(th, nb, nk, rows=True, cols=False, backend=bk, columns=bad)
-            old = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, columns=bad)
+            new = problem.static_pass(th, nb, nk, rows=True, cols=False, backend=bk, columns=bad, loss=False)
+            old = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, columns=bad, loss=False)
             g_th = g_th - new.g_theta + old.g_theta
             h_th = h_th - new.h_theta + old.h_theta
             passes += 2 * len(bad) / n
@@ -535,7 +535,7 @@ def _frozen_static_abilities(problem: _Problem, x0: np.ndarray, max_iter: int = 
     th = x0[:M].copy()
     lo, hi = np.full(M, -np.inf), np.full(M, np.inf)
     for _ in range(max_iter):
-        r = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk)
+        r = problem.static_pass(th, bs, ks, rows=True, cols=False, backend=bk, loss=False)
         g = w * r.g_theta + 2 * lt * th
         h = w * r.h_theta + 2 * lt
         step = g / h

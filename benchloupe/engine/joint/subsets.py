@@ -23,8 +23,15 @@ def _per_item(static: StaticData) -> list[str]:
 
 
 def static_columns(static: StaticData, idx) -> StaticData:
-    """The items ``idx`` (indices, repeats allowed, or a boolean mask) with their cells, trials and chance."""
-    kw = {name: getattr(static, name)[:, idx] for name in _per_cell(static)}
+    """The items ``idx`` (indices, repeats allowed, or a boolean mask) with their cells, trials and chance.
+    ``np.take`` along the columns: the same cells as ``[:, idx]`` at half its time on a C-ordered matrix (issue 26:
+    one subset of a 5,000 x 14,000 workspace per compress refit)."""
+    idx = np.asarray(idx)
+    if idx.dtype == bool:
+        idx = np.flatnonzero(idx)
+    elif idx.size == 0:
+        idx = idx.astype(np.intp)
+    kw = {name: np.take(getattr(static, name), idx, axis=1) for name in _per_cell(static)}
     kw.update({name: getattr(static, name)[idx] for name in _per_item(static)})
     return replace(static, **kw)
 
