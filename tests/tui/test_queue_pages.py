@@ -158,3 +158,21 @@ async def test_another_process_decides_a_flag_not_yet_loaded(big_db):
     assert (flags.loc[order[far], "state"], flags.loc[order[far], "updated_by"]) == ("confirmed", "curator")
     rows = [r for r in audit_rows(big_db, "flag") if r["entity_id"] == order[far]]
     assert [(r["actor"], r["action"]) for r in rows] == [("bea", "flag:dismissed"), ("curator", "flag:confirmed")]
+
+
+async def test_export_writes_the_whole_view_not_the_page(big_db, tmp_path):
+    """w on a queue of 50,000 flags holding a page: the file has every flag of the view, in the queue's order,
+    with the state the card shows (a decision still on its way counts)."""
+    from tests.tui.test_exports import export
+
+    order = _order(big_db)
+    app = BenchloupeApp(big_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open(pilot, app)
+        await pilot.press("d")
+        await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="saved")
+        await pilot.press("f")  # undecided: every flag but the one dismissed
+        assert screen.view_len == N - 1 and len(screen.flags) <= PAGE
+        rows = await export(pilot, app, tmp_path / "open.csv")
+    assert [int(r["id"]) for r in rows] == order[1:]
+    assert {r["state"] for r in rows} == {"open"} and rows[0]["kind"] == "anomaly"
