@@ -176,3 +176,24 @@ async def test_export_writes_the_whole_view_not_the_page(big_db, tmp_path):
         rows = await export(pilot, app, tmp_path / "open.csv")
     assert [int(r["id"]) for r in rows] == order[1:]
     assert {r["state"] for r in rows} == {"open"} and rows[0]["kind"] == "anomaly"
+
+
+async def test_a_batch_of_marks_on_different_pages_is_one_decision(big_db):
+    order = _order(big_db)
+    app = BenchloupeApp(big_db, benchmark="demo-math")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open(pilot, app)
+        await pilot.press("space")  # flag 0 marked; the card moves on
+        while screen._loaded(0):
+            await pilot.press("j")
+        await pilot.press("space")
+        marked = [order[0], order[screen.pos - 1]]
+        assert screen.marked == set(marked) and "2 marked" in _status(screen)
+        await pilot.press("u")  # both, one transaction, though flag 0 is on no page held
+        assert "2 of 50,000 triaged" in _status(screen)
+        await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="batch saved")
+        assert list(flag_rows(big_db, "anomaly").loc[marked, "state"]) == ["unsure", "unsure"]
+        await pilot.press("z")
+        assert "0 of 50,000 triaged" in _status(screen)
+        await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="undo saved")
+    assert list(flag_rows(big_db, "anomaly").loc[marked, "state"]) == ["open", "open"]
