@@ -172,13 +172,32 @@ class FlagQueueScreen(BenchScreen):
         bid = read.benchmark_id(conn, benchmark)
         q = FlagQueue(conn, bid, self.KIND, include_superseded=args["filter_key"][2],
                       parse_payload=self.PARSE_PAYLOADS)
+        later = None
+        if context is None:  # the models' and items' context, read beside the window on a connection of its own
+            # (SQLite and numpy leave the GIL: on 2 cores a third of the first visit, issue 26)
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="queue-context")
+            later = pool.submit(self._context_apart, benchmark, q)
+            pool.shutdown(wait=False)
         window = self._read_window(conn, q, args["filter"], args["overlay"], anchor_id=args["anchor"],
                                    fallback=args["at"])
         alive = q.in_view(conn, Filter(), args["marked"]) if args["marked"] else set()
-        return {"queue": q, "window": window, "history": self._history(conn, window.rows), "benchmark": benchmark,
+        history = self._history(conn, window.rows)
+        return {"queue": q, "window": window, "history": history, "benchmark": benchmark,
                 "anchor": args["anchor"], "filter_key": args["filter_key"], "keep": args["filter"].keep,
-                "marked": (args["marked"], alive),
-                "context": context if context is not None else self.fetch_context(conn, benchmark, q)}
+                "marked": (args["marked"], alive), "context": context if later is None else later.result()}
+
+    def _context_apart(self, benchmark: str, q: FlagQueue) -> dict:
+        """:meth:`fetch_context` on its own connection (a thread beside the load's worker)."""
+        from benchloupe.store.db import connect
+        from benchloupe.store.queue import prepare
+
+        conn = prepare(connect(self.app.db_path, create=False))
+        try:
+            return self.fetch_context(conn, benchmark, q)
+        finally:
+            conn.close()
 
     def fetch_live(self, conn: sqlite3.Connection, benchmark: str, changed: set[str]) -> dict:
         """Another writer changed the store: when only flags changed (a decision), the model and item context
