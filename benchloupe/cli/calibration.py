@@ -162,7 +162,9 @@ def register_fit(sub, common) -> None:
 
 
 def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
-                  extra=None, precheck=None):
+                  extra=None, precheck=None, reports: bool = False):
+    """A diagnostics command. ``reports``: the job fills a ``report`` dict with what the command prints, which
+    ``extra(args, run_id, report)`` uses instead of reading it back from the store."""
     def cmd(args) -> int:
         from benchloupe import jobs
         from benchloupe.jobs import diagnostics
@@ -172,14 +174,17 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         if precheck:
             precheck(args, cfg)
         kw = {"arena": args.arena, "reward_model": args.reward_model} if arena_opt else {}
+        box: dict = {}
+        if reports:
+            kw["report"] = box
         rid = jobs.analysis(name).run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
-        more = extra(args, rid) if extra else None
+        more = (extra(args, rid, box) if reports else extra(args, rid)) if extra else None
         report_run(args, rid, ranking=name == "bootstrap", extra=more)
-        if more and more["unexpected_cells"] and not args.json:
+        if more and len(more["unexpected_cells"]) and not args.json:
             import pandas as pd
 
             print("\nUnexpected cells (largest |residual| first; triage them in the Anomalies screen):")
-            print(table(pd.DataFrame(more["unexpected_cells"][:30])))
+            print(table(pd.DataFrame(_first_rows(more["unexpected_cells"], 30))))
         if more and more.get("recovery") and not args.json:
             import pandas as pd
 
@@ -220,12 +225,22 @@ def _flag_rows(args, run_id: int):
     return {"unexpected_cells": rows}
 
 
-def _anomaly_rows(args, run_id: int):
-    """The unexpected cells and, after ``--protocol yes``, the whole protocol table (issue 23)."""
+def _first_rows(cells, n: int) -> list[dict]:
+    """The first ``n`` unexpected cells as dicts (a list of them, or the job's Columns)."""
+    if isinstance(cells, list):
+        return cells[:n]
+    import numpy as np
+
+    return cells.take(np.arange(min(n, len(cells)))).records()
+
+
+def _anomaly_rows(args, run_id: int, report: dict):
+    """The unexpected cells (as the job reported them: the flags it stored, not read back) and, after
+    ``--protocol yes``, the whole protocol table (issue 23)."""
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 
-    out = _flag_rows(args, run_id)
+    out = {"unexpected_cells": report["unexpected_cells"]}
     conn = connect(db_path(args))
     try:
         tab = runs.load_artifact(conn, run_id, "protocol_table")
@@ -311,7 +326,7 @@ register_anomalies = _diag_command(
     "anomaly flags for triage. --protocol yes adds the synthetic contamination experiment: AUROC/AUPRC at every "
     "injection rate for the clean-reference and the contaminated-fit detector, with the guessing-aware and the 2PL "
     "residual when items carry a chance level, each beside the oracle ceiling of this benchmark (docs/DUALEVAL.md).",
-    extra=_anomaly_rows)
+    extra=_anomaly_rows, reports=True)
 register_screen = _diag_command(
     "screen", "ScreenConfig", "screen a newly imported model against a frozen clean fit",
     "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "

@@ -49,6 +49,17 @@ class TerminalSafe(io.TextIOBase):
             raise OutputError(exc.errno, exc.strerror) from exc
         return len(s)
 
+    def write_visible(self, s: str) -> int:
+        """Write text already safe on a terminal (:func:`json_text`'s: no character :func:`visible` escapes) as
+        it is, without a second pass over it (33 MB of an anomalies run's ``--json``, issue 26)."""
+        try:
+            self.raw_stream.write(s)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
+        return len(s)
+
     def flush(self) -> None:
         try:
             self.raw_stream.flush()
@@ -117,27 +128,136 @@ def json_text(obj, *, indent: int | None = 2) -> str:
     """Exact JSON that is also safe on a terminal (see the module docstring). Indented as ``json.dumps(indent=2)``,
     except that a list of more than :data:`LONG_LIST` elements has one compact element per line: the same value,
     written by the C encoder (issue 26: an anomalies run's 210,000 unexpected cells took 9 s through the
-    pure-Python indenting encoder, and a row per line is what a reader of such a list scrolls anyway)."""
+    pure-Python indenting encoder, and a row per line is what a reader of such a list scrolls anyway).
+
+    A :class:`benchloupe.columns.Columns` value is the list of its rows as dicts (``{column: value}``, values as
+    :func:`to_jsonable` makes them), the same text as that list's; a long one is written a column at a time
+    straight from its arrays (issue 26: an anomalies run's 210,060 unexpected cells, no dict per row)."""
     value = to_jsonable(obj)
-    text = json.dumps(value, ensure_ascii=False) if indent is None else _indented(value, indent, 0)
+    if indent is None:
+        text = json.dumps(value, ensure_ascii=False, default=_columns_default)
+    else:
+        text = _indented(value, indent, 0)
     return safe_json(text)
 
 
+def _is_columns(v) -> bool:
+    mod = sys.modules.get("benchloupe.columns")  # a Columns value exists only once that module (numpy) is loaded
+    return mod is not None and isinstance(v, mod.Columns)
+
+
+def _columns_default(v):
+    if _is_columns(v):
+        return columns_records(v)
+    raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
+
+
+def _column_values(a) -> list:
+    """A numpy column as :func:`to_jsonable` makes its values: floats with NaN and infinities as None, integers
+    and booleans as Python ones, anything else value by value."""
+    if a.dtype.kind == "f":
+        values = a.tolist()
+        np = sys.modules["numpy"]
+        for k in np.flatnonzero(~np.isfinite(a)).tolist():
+            values[k] = None
+        return values
+    if a.dtype.kind in "iub":
+        return a.tolist()
+    return [to_jsonable(x) for x in a.tolist()]
+
+
+def columns_records(cols) -> list[dict]:
+    """The rows of a :class:`~benchloupe.columns.Columns` as JSON-ready dicts (what :func:`json_text` prints)."""
+    names = [k if type(k) is str else str(k) for k in cols.columns]
+    values = [_column_values(cols[k]) for k in cols.columns]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)] if names else [{}] * len(cols)
+
+
+def _array_json(a) -> list[str]:
+    """Each value's ``json.dumps(to_jsonable(value), ensure_ascii=False)`` for a numpy column: a float column by
+    ``float.__repr__`` (what the encoder writes for a finite float; ``null`` for NaN and the infinities), each
+    distinct value once when values repeat (a 0/1 observation); integers by ``int.__repr__``."""
+    np = sys.modules["numpy"]
+    if a.dtype.kind == "f":
+        a = a.astype(np.float64, copy=False)  # float32 values exactly as float() gives them
+        finite = np.isfinite(a)
+        bits, inverse = np.unique(a.view(np.int64), return_inverse=True)  # -0.0 and 0.0 apart
+        if 4 * len(bits) <= len(a):
+            enc = np.array([float.__repr__(x) if x - x == 0 else "null" for x in bits.view(np.float64).tolist()],
+                           dtype=object)
+            return enc[inverse.ravel()].tolist()
+        text = list(map(float.__repr__, a.tolist()))
+        if not finite.all():
+            for k in np.flatnonzero(~finite).tolist():
+                text[k] = "null"
+        return text
+    if a.dtype.kind in "iu":
+        return list(map(int.__repr__, a.tolist()))
+    if a.dtype.kind == "b":
+        return ["true" if x else "false" for x in a.tolist()]
+    values = a.tolist()
+    if set(map(type, values)) == {str}:  # names and keys: each distinct one encoded once
+        enc = {x: json.dumps(x, ensure_ascii=False) for x in set(values)}
+        return list(map(enc.__getitem__, values))
+    return _column_json([to_jsonable(x) for x in values])
+
+
+def _columns_pieces(cols, pad: str) -> list[str]:
+    """The lines ``pad + json.dumps(row, ensure_ascii=False)`` of every row of a Columns, joined by ``",\\n"``, as
+    pieces to join: built a column at a time (:func:`_rows_compact` without a dict per row), interleaved with the
+    keys (issue 26: 210,060 unexpected cells)."""
+    np = sys.modules["numpy"]
+    names = [k if type(k) is str else str(k) for k in cols.columns]
+    grid = np.empty((len(cols), 2 * len(names) + 1), dtype=object)
+    for j, (k, name) in enumerate(zip(cols.columns, names, strict=True)):
+        grid[:, 2 * j] = ("{" if j == 0 else ", ") + json.dumps(name, ensure_ascii=False) + ": "
+        grid[:, 2 * j + 1] = _array_json(cols[k])
+    grid[:, 0] = pad + grid[0, 0]
+    grid[:, -1] = "},\n"
+    grid[-1, -1] = "}"
+    return grid.ravel().tolist()
+
+
 def _indented(v, indent: int, level: int) -> str:
+    return "".join(_pieces(v, indent, level, []))
+
+
+def _pieces(v, indent: int, level: int, out: list) -> list:
+    """``json.dumps(v, indent=indent)`` at nesting ``level`` (long lists one compact element per line) as pieces
+    appended to ``out``: the text is joined once, not copied at every level (a 33 MB list of cells)."""
+    if _is_columns(v):
+        if len(v) > LONG_LIST and v.columns:
+            out.append("[\n")
+            out.extend(_columns_pieces(v, " " * (indent * (level + 1))))
+            out.append("\n" + " " * (indent * level) + "]")
+            return out
+        v = columns_records(v)
     if isinstance(v, dict) and v:
         pad = " " * (indent * (level + 1))
-        body = ",\n".join(f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_indented(x, indent, level + 1)}"
-                          for k, x in v.items())
-        return "{\n" + body + "\n" + " " * (indent * level) + "}"
+        sep = "{\n"
+        for k, x in v.items():
+            out.append(f"{sep}{pad}{json.dumps(str(k), ensure_ascii=False)}: ")
+            _pieces(x, indent, level + 1, out)
+            sep = ",\n"
+        out.append("\n" + " " * (indent * level) + "}")
+        return out
     if isinstance(v, list) and v:
         pad = " " * (indent * (level + 1))
         if len(v) > LONG_LIST:
             lines = _rows_compact(v, pad)
-            body = ",\n".join(pad + json.dumps(x, ensure_ascii=False) for x in v) if lines is None else ",\n".join(lines)
+            out.append("[\n")
+            out.append(",\n".join(pad + json.dumps(x, ensure_ascii=False) for x in v) if lines is None
+                       else ",\n".join(lines))
         else:
-            body = ",\n".join(pad + _indented(x, indent, level + 1) for x in v)
-        return "[\n" + body + "\n" + " " * (indent * level) + "]"
-    return json.dumps(v, ensure_ascii=False)
+            sep = "[\n"
+            for x in v:
+                out.append(sep + pad)
+                _pieces(x, indent, level + 1, out)
+                sep = ",\n"
+        out.append("\n" + " " * (indent * level) + "]")
+        return out
+    out.append(json.dumps(v, ensure_ascii=False))
+    return out
 
 
 def _column_json(values: list) -> list[str]:
@@ -175,7 +295,10 @@ def _rows_compact(rows: list, pad: str) -> list[str] | None:
 
 
 def safe_json(text: str) -> str:
-    """JSON text with the characters a terminal acts on written as ``\\uXXXX`` escapes (same JSON value)."""
+    """JSON text with the characters a terminal acts on written as ``\\uXXXX`` escapes (same JSON value). An
+    ASCII text holds none of them (all are U+007F or above) and is returned as it is without a scan."""
+    if text.isascii():
+        return text
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
@@ -190,6 +313,8 @@ def to_jsonable(obj):
         return {k if type(k) is str else str(k): to_jsonable(v) for k, v in obj.items()}
     if t is list:
         return [to_jsonable(v) for v in obj]
+    if _is_columns(obj):  # kept whole: json_text writes its rows a column at a time
+        return obj
     # an object can only be a numpy or pandas value when that library is already loaded: import neither otherwise
     # (``list --json`` stays free of both, issue 16)
     pd = sys.modules.get("pandas")
@@ -215,7 +340,13 @@ def to_jsonable(obj):
 
 
 def print_json(obj) -> None:
-    sys.stdout.write(json_text(obj) + "\n")
+    text = json_text(obj)
+    out = sys.stdout
+    if isinstance(out, TerminalSafe):  # json_text escaped every character visible() would (module docstring)
+        out.write_visible(text)
+        out.write_visible("\n")
+    else:
+        out.write(text + "\n")
 
 
 def fmt_cell(v) -> str:

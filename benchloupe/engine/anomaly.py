@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress, thread_pool
 from benchloupe.engine.joint import (
     ArenaData,
     JointConfig,
@@ -127,34 +127,92 @@ def anomaly_candidates(result: JointResult, static: StaticData | None, arena: Ar
     return out.reindex(out["residual"].abs().sort_values(ascending=False).index).reset_index(drop=True)[cols]
 
 
+Z_MARGIN = 1e-3  # slack of the z bounds of _z_bounds: far above the rounding of p, the clip and the residual
+
+
+def _z_bounds(threshold: float, chance: np.ndarray | None, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per item, ``(lo, hi)``: a 0/1 cell whose ``z = a (theta - b)`` lies within ``[lo, hi]`` cannot have a
+    standardised residual above ``threshold`` in absolute value (issue 26: 92 % of the 70 M cells of the bench
+    workspace are decided by this one comparison; the residual is computed for the rest only).
+
+    Why: with p clipped to pc, ``|r| = |y - pc| / sqrt(pc (1 - pc) + 1e-6) < max(pc, 1 - pc) / sqrt(pc (1 - pc))``
+    for y in {0, 1}, which is ``sqrt(odds)`` or ``sqrt(1 / odds)``; so ``|r| > T`` needs ``|logit pc| > L = log T^2``,
+    i.e. ``pc < expit(-L)`` or ``pc > expit(L)``, and the clip only moves p towards 1/2 within those bounds, so
+    the same holds for p. With a chance level c, ``p = c + (1 - c) s`` with ``s = expit(z)`` increasing in z:
+    ``s < (expit(-L) - c) / (1 - c)`` or ``s > (expit(L) - c) / (1 - c)``, whose logits bound z. Each bound is
+    moved out by :data:`Z_MARGIN`; with ``T <= 1`` (L <= 0) nothing is excluded."""
+    L = 2.0 * math.log(threshold)
+    if not L > Z_MARGIN:
+        return np.full(n_items, np.inf), np.full(n_items, -np.inf)
+    c = np.zeros(n_items) if chance is None else np.asarray(chance, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s_lo = (expit(-L) - c) / (1.0 - c)
+        s_hi = (expit(L) - c) / (1.0 - c)
+        lo = np.log(s_lo) - np.log1p(-s_lo)  # logit; -inf where s_lo <= 0 (no cell below), NaN where c is not
+        hi = np.log(s_hi) - np.log1p(-s_hi)
+    lo = np.where(np.isnan(lo), np.inf, np.where(s_lo <= 0, -np.inf, lo + Z_MARGIN))
+    hi = np.where(np.isnan(hi), -np.inf, np.where(s_hi <= 0, -np.inf, hi - Z_MARGIN))
+    return lo, hi
+
+
+def _zero_one(static: StaticData) -> bool:
+    """Every observed cell is 0 or 1 (or between): what the bounds of :func:`_z_bounds` assume of y."""
+    y, mask = static.correct, static.mask
+    if not y.size:
+        return True
+    if y.dtype.kind in "iub":
+        return bool(y.max() <= 1 and not (mask & (y < 0)).any())
+    with np.errstate(invalid="ignore"):
+        return bool(not (mask & ~((y >= 0) & (y <= 1))).any())
+
+
+CANDIDATE_BLOCK_CELLS = 1 << 18  # cells per block of _static_candidates: its temporaries stay near the cache
+
+
 def _static_candidates(result: JointResult, static: StaticData, threshold: float) -> pd.DataFrame:
     """The static cells of :func:`anomaly_candidates` (|residual| above ``threshold``, row-major order), computed a
     row block at a time with the cell arithmetic of :func:`residuals` (the same values, bit for bit) but without
-    its models x items float64 matrices: p, the residuals and the rates of 70 M cells were ~2.8 GB (issue 26)."""
+    its models x items float64 matrices: p, the residuals and the rates of 70 M cells were ~2.8 GB (issue 26).
+
+    For 0/1 cells, ``z = a (theta - b)`` of every cell is compared with the bounds of :func:`_z_bounds`, and p and
+    the residual computed (the same elementwise operations, on the cells gathered) only where the residual could
+    exceed the threshold; binomial cells take the whole computation. Blocks run on the usable cores (numpy and
+    scipy's expit release the GIL) and are joined in order. tests/unit/test_anomaly.py checks the candidates are
+    those of the whole-matrix computation, bit for bit."""
     theta, b, a, chance = result.theta, result.b_static, result.a_static, result.chance_static
     tri = trials(static)
-    cols = {"model_idx": [], "item_idx": [], "residual": [], "expected_p": [], "observed": []}
-    step = max(1, (1 << 20) // max(1, static.shape[1]))
-    for r0 in range(0, static.shape[0], step):
-        sl = slice(r0, r0 + step)
-        p = expit(a[None, :] * (theta[sl, None] - b[None, :]))
+    n_models, n_items = static.shape
+    bounds = _z_bounds(threshold, chance, n_items) if tri is None and _zero_one(static) else None
+    step = max(1, CANDIDATE_BLOCK_CELLS // max(1, n_items))
+
+    def block(r0: int):
+        sl = slice(r0, min(r0 + step, n_models))
+        z = a[None, :] * (theta[sl, None] - b[None, :])
+        if bounds is None:
+            m, q = np.nonzero(static.mask[sl])
+        else:
+            m, q = np.nonzero(((z < bounds[0]) | (z > bounds[1])) & static.mask[sl])
+        p = expit(z[m, q])
         if chance is not None:
-            p = chance + (1.0 - chance) * p
-        ok = static.mask[sl] & np.isfinite(p)
-        n_sl = None if tri is None else tri[sl]
-        r = static_residuals(np.nan_to_num(p), static.correct[sl], ok, n_sl)
-        m, q = np.nonzero(np.abs(np.nan_to_num(r)) > threshold)
-        y = static.correct[sl][m, q].astype(float)
-        cols["model_idx"].append(m + r0)
-        cols["item_idx"].append(q)
-        cols["residual"].append(r[m, q])
-        cols["expected_p"].append(p[m, q])
+            cq = chance[q]
+            p = cq + (1.0 - cq) * p
+        ok = np.isfinite(p)
+        n = None if tri is None else tri[sl][m, q]
+        y_int = static.correct[sl][m, q]
+        r = static_residuals(np.nan_to_num(p), y_int, ok, n)
+        keep = np.flatnonzero(np.abs(np.nan_to_num(r)) > threshold)
+        m, q = m[keep], q[keep]
+        y = y_int[keep].astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            cols["observed"].append(y if tri is None else y / np.maximum(n_sl[m, q], 1))
-    out = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
-    return pd.DataFrame({"model_idx": out["model_idx"].astype(np.int64), "item_idx": out["item_idx"].astype(np.int64),
-                         "source": "static", "residual": out["residual"], "expected_p": out["expected_p"],
-                         "observed": out["observed"]})
+            obs = y if n is None else y / np.maximum(n[keep], 1)
+        return m + r0, q, r[keep], p[keep], obs
+
+    starts = range(0, n_models, step)
+    parts = list(thread_pool("anomaly").map(block, starts)) if len(starts) > 1 else [block(0)] if n_models else []
+    cols = list(zip(*parts)) if parts else [[] for _ in range(5)]
+    out = [np.concatenate(c) if len(c) else np.zeros(0) for c in cols]
+    return pd.DataFrame({"model_idx": out[0].astype(np.int64), "item_idx": out[1].astype(np.int64),
+                         "source": "static", "residual": out[2], "expected_p": out[3], "observed": out[4]})
 
 
 # --------------------------------------------------------------------------------------- contamination protocol

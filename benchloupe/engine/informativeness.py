@@ -71,7 +71,6 @@ from benchloupe.engine.joint import (
     JointResult,
     StaticData,
     fit_abilities,
-    fit_bradley_terry,
     fit_joint,
     pair_probabilities,
 )
@@ -451,6 +450,9 @@ def _baseline_scores(static, arena, config, s_sel, a_sel) -> np.ndarray:
         sub = static_columns(static, s_sel)
         cols.append(fit_joint(sub, None, replace(config, mode="static")).theta)
     if arena is not None and a_sel.any():
+        # imported here: it loads scipy.optimize (~0.2 s of every diagnostics command's start, issue 26)
+        from benchloupe.engine.joint import fit_bradley_terry
+
         r = arena.rewards[:, a_sel]
         try:
             cols.append(fit_bradley_terry(ArenaData(r), replace(config, mode="arena")).scores)

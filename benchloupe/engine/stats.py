@@ -6,7 +6,14 @@ Helpers append functions here; each works on finite entries common to its inputs
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats as _st
+
+
+def _scipy_stats():
+    """scipy.stats, imported on first use: ~0.35 s that a command using none of these (``anomalies`` without a
+    protocol or stored truth) should not pay at start-up (issue 26)."""
+    from scipy import stats
+
+    return stats
 
 
 def _common_finite(a, b):
@@ -21,7 +28,7 @@ def spearman(a, b) -> float:
     x, y = _common_finite(a, b)
     if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
-    return float(_st.spearmanr(x, y).statistic)
+    return float(_scipy_stats().spearmanr(x, y).statistic)
 
 
 def kendall(a, b) -> float:
@@ -29,7 +36,7 @@ def kendall(a, b) -> float:
     x, y = _common_finite(a, b)
     if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
-    return float(_st.kendalltau(x, y).statistic)
+    return float(_scipy_stats().kendalltau(x, y).statistic)
 
 
 def auroc(scores, labels) -> float:
@@ -39,7 +46,7 @@ def auroc(scores, labels) -> float:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    r = _st.rankdata(s)
+    r = _scipy_stats().rankdata(s)
     return float((r[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine import anomaly, bootstrap, contamination, informativeness, joint
+from benchloupe.columns import Columns
+from benchloupe.engine import anomaly, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.informativeness import SELECTIONS  # noqa: F401 - CompressConfig.strategy's choices, for the faces
 from benchloupe.engine.joint.subsets import static_rows
@@ -315,7 +316,14 @@ def _truth_detection(conn, benchmark: str, inputs: JointInputs, static_residuals
 
 
 def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig(), *, arena: str | None = None,
-                 reward_model: str | None = None,                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                  reward_model: str | None = None, progress: Progress = no_progress,
+                  cancel: threading.Event | None = None, report: dict | None = None, **_) -> int:
+    """Fit, find the candidate cells, store the run and its ``anomaly`` flags; returns the run id.
+
+    ``report``, when given, receives ``"unexpected_cells"`` once the run is stored: the flags' cells as
+    :class:`~benchloupe.columns.Columns` (model name, item key, source, residual, expected_p, observed) in the order
+    :func:`benchloupe.store.curation.flag_cells` reads them back, the same values, so that the command that prints
+    them does not read back the 210,060 flags it has just written (issue 26)."""
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -353,12 +361,41 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
                 items=pd.DataFrame({"item_id": inputs.static_items["id"], "difficulty": res.b_static,
                                     "sharpness": res.a_static}) if static is not None else None,
                 artifacts=artifacts, flags=flags))
+            if report is not None:
+                report["unexpected_cells"] = _unexpected_cells(cands, inputs)
             return ctx.run_id
     finally:
         conn.close()
 
 
-def _anomaly_flags(cands: pd.DataFrame, inputs: JointInputs, res: joint.JointResult, mode: str) -> pd.DataFrame | None:
+def _item_column(source: np.ndarray, qi: np.ndarray, static_values, arena_values) -> np.ndarray:
+    """Per candidate, the value of its item (static or arena source) from the two items' columns."""
+    out = np.empty(len(qi), dtype=object)
+    static = source == "static"
+    for sel, values in ((static, static_values), (~static, arena_values)):
+        if sel.any():
+            out[sel] = values[qi[sel]]
+    return out
+
+
+def _unexpected_cells(cands: pd.DataFrame, inputs: JointInputs) -> Columns:
+    """The candidates as the command prints them: model name and item key (as the store holds them: the inputs
+    were read from it), the payload's source, residual, expected_p and observed (the floats its JSON text was
+    written from, which read back as the same floats). The flags were inserted in candidate order (ids
+    ascending) and candidates come largest |residual| first, so this is ``flag_cells``' order (|score|
+    descending, then id)."""
+    if not len(cands):
+        return Columns({k: [] for k in ("model", "item", "source", "residual", "expected_p", "observed")})
+    source = cands["source"].to_numpy(object)
+    mi = cands["model_idx"].to_numpy(np.int64)
+    qi = cands["item_idx"].to_numpy(np.int64)
+    keys = [None if f is None else f["key"].to_numpy(object) for f in (inputs.static_items, inputs.arena_items)]
+    return Columns({"model": inputs.models["name"].to_numpy(object)[mi], "item": _item_column(source, qi, *keys),
+                    "source": source, "residual": cands["residual"].to_numpy(float),
+                    "expected_p": cands["expected_p"].to_numpy(float), "observed": cands["observed"].to_numpy(float)})
+
+
+def _anomaly_flags(cands: pd.DataFrame, inputs: JointInputs, res: joint.JointResult, mode: str) -> Columns | None:
     """One ``anomaly`` flag per candidate cell, its payload the cell's residual, expectation, observation and the
     fit's parameters there; built column-wise (5,000 x 14,000 gave 210,000 candidates: 13 s row by row), the
     payload as JSON text (``runs.PAYLOAD_JSON``: no dict and no ``json.dumps`` per flag)."""
@@ -380,8 +417,10 @@ def _anomaly_flags(cands: pd.DataFrame, inputs: JointInputs, res: joint.JointRes
                                  "expected_p": cands["expected_p"].to_numpy(float),
                                  "observed": cands["observed"].to_numpy(float), "theta": res.theta[mi],
                                  "b": b, "a": a, "mode": np.full(len(qi), mode, dtype=object)})
-    return pd.DataFrame({"kind": "anomaly", "item_id": item_id, "model_id": inputs.models["id"].to_numpy()[mi],
-                         "score": resid, runs.PAYLOAD_JSON: payload})
+    # Columns, not a DataFrame: pandas would turn the 210,060 payload texts into an Arrow string column (0.3 s) that
+    # the store's writer turns back into Python strings
+    return Columns({"kind": "anomaly", "item_id": item_id, "model_id": inputs.models["id"].to_numpy()[mi],
+                    "score": resid, runs.PAYLOAD_JSON: payload})
 
 
 # ------------------------------------------------------------------------------------------------ screening
@@ -474,7 +513,10 @@ class BootstrapConfig:
 
 
 def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapConfig(), *, arena: str | None = None,
-                 reward_model: str | None = None,                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+                  reward_model: str | None = None, progress: Progress = no_progress,
+                  cancel: threading.Event | None = None, **_) -> int:
+    from benchloupe.engine import bootstrap  # here: its Bradley-Terry baseline loads scipy.optimize (~0.15 s)
+
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()

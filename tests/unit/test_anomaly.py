@@ -101,3 +101,90 @@ def test_screen_new_model_against_frozen_fit():
     assert p.shape[1] == len(out.residuals)
     if out.theta < frozen.b_static[hard] - 1:
         assert hard in set(out.candidates.item_idx)
+
+
+def _whole_matrix_candidates(res, S, threshold):
+    """The static candidates from the models x items residual matrix of :func:`residuals` (the definition)."""
+    r = residuals(res, S, None)
+    m, q = np.nonzero(np.abs(np.nan_to_num(r.static)) > threshold)
+    y = np.asarray(S.correct, float)[m, q]
+    tri = getattr(S, "trials", None)
+    obs = y if tri is None else y / np.maximum(tri[m, q], 1)
+    return m, q, r.static[m, q], r.static_expected[m, q], obs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_static_candidates_are_the_whole_matrix_ones_bit_for_bit(seed, monkeypatch):
+    """_static_candidates decides most cells by z = a (theta - b) against the bounds of _z_bounds and computes
+    the residual only for the rest, a row block at a time on threads (issue 26): the cells, their order and every
+    value must be those of the whole-matrix residuals, bit for bit, whatever the threshold (below 1, where no cell
+    is excluded, near the bounds, far above), chance levels (none, 0.25, 0.9, 0.999), very sharp and flat items
+    (a = 0), non-finite parameters, missing cells, float or int8 0/1 data, and binomial cells."""
+    from benchloupe.engine import anomaly
+    from benchloupe.engine.joint import JointResult
+
+    monkeypatch.setattr(anomaly, "CANDIDATE_BLOCK_CELLS", 97)  # many blocks, an odd size
+    rng = np.random.default_rng(seed)
+    n_m, n_q = 23, 41
+    theta = rng.normal(0, 2, n_m)
+    b, k = rng.normal(0, 2, n_q), rng.normal(0.5, 1.0, n_q)
+    k[:3] = [-np.inf, 3.2, 0.0]  # a = 0, a = 24.5, a = 1
+    if seed % 2:
+        theta[0], b[1], k[2] = np.nan, np.inf, np.nan
+    chance = None
+    if seed % 3:
+        chance = rng.choice([0.0, 0.25, 0.9], n_q)
+        chance[:2] = [0.999, 0.5]
+    a = np.exp(k)
+    with np.errstate(invalid="ignore"):
+        p = 1 / (1 + np.exp(-a * (theta[:, None] - b)))
+    p = np.nan_to_num(p, nan=0.5)
+    mask = rng.random((n_m, n_q)) > 0.15
+    y = (rng.random((n_m, n_q)) < p).astype(np.int8)
+    y[~mask] = -1
+    cases = [StaticData(y, mask, chance=chance)]
+    if seed == 4:
+        cases.append(StaticData(np.where(mask, y, np.nan), mask, chance=chance))
+    if seed == 5:
+        trials = rng.integers(1, 6, (n_m, n_q))
+        cases.append(StaticData(rng.binomial(trials, p).astype(float), mask, trials=np.where(mask, trials, 0),
+                                chance=chance))
+    for S in cases:
+        res = JointResult(JointConfig(mode="static"), theta, b, k, np.zeros(0), np.zeros(0), 1.0, 0.0, 0, True, None,
+                          chance_static=S.chance)
+        for threshold in (0.5, 1.0, 1.0005, 2.0, 3.5, 12.0, 1000.0):
+            got = anomaly._static_candidates(res, S, threshold)
+            want = _whole_matrix_candidates(res, S, threshold)
+            assert len(got) > 0 or threshold > 3
+            for col, w in zip(["model_idx", "item_idx", "residual", "expected_p", "observed"], want, strict=True):
+                g = got[col].to_numpy()
+                assert g.shape == w.shape and g.dtype.kind == w.dtype.kind, (threshold, col)
+                assert np.array_equal(g.view(np.int64), np.asarray(w, g.dtype).view(np.int64)), (threshold, col)
+
+
+def test_z_bounds_exclude_only_cells_that_cannot_be_candidates():
+    """Densely around each bound of _z_bounds: no cell with z inside [lo, hi] has |residual| above the threshold
+    (y = 0 or 1, the residual as static_residuals computes it), and cells just outside do (the bound is tight to
+    within its margin, so the prefilter is both safe and useful)."""
+    from scipy.special import expit
+
+    from benchloupe.engine.anomaly import Z_MARGIN, _z_bounds, static_residuals
+
+    chance = np.array([0.0, 0.1, 0.25, 0.5, 0.9, 0.999])
+    for threshold in (1.0005, 1.5, 2.0, 3.5, 6.0, 50.0, 999.0):
+        lo, hi = _z_bounds(threshold, chance, len(chance))
+        for j, c in enumerate(chance):
+            for edge in (lo[j], hi[j]):
+                if not np.isfinite(edge):
+                    continue
+                z = edge + np.linspace(-3 * Z_MARGIN, 3 * Z_MARGIN, 20001)
+                p = c + (1.0 - c) * expit(z)
+                inside = (z >= lo[j]) & (z <= hi[j])
+                for y in (0, 1):
+                    r = static_residuals(p, np.full(z.shape, y), np.ones(z.shape, bool))
+                    assert not np.any(inside & (np.abs(r) > threshold)), (threshold, c, y)
+                big = np.abs(static_residuals(p, np.zeros(z.shape), np.ones(z.shape, bool))) > threshold
+                big |= np.abs(static_residuals(p, np.ones(z.shape), np.ones(z.shape, bool))) > threshold
+                assert big[~inside].any() or threshold > 10, (threshold, c)  # tight (below 10: the 1e-6 aside)
+        if threshold <= 1:
+            assert np.all(lo == np.inf)

@@ -87,3 +87,47 @@ def test_to_jsonable_keeps_the_conversions():
                    "df": [{"a": 1, "b": 0.5}, {"a": 2, "b": None}], "s": "x", "n": None, "bool": False}
     assert type(got["1"]) is int and type(got["b"]) is bool and type(got["bool"]) is bool
     assert not any(isinstance(v, float) and not math.isfinite(v) for v in got["arr"])
+
+
+def test_columns_print_as_the_list_of_their_rows():
+    """A Columns value (the job's unexpected cells, issue 26) prints as the list of its rows' dicts, values as
+    to_jsonable makes them (NaN and infinities null, numpy scalars unwrapped), short or long, nested or flat,
+    indented or not: the same text as that list's."""
+    from benchloupe.columns import Columns
+
+    rng = np.random.default_rng(11)
+    names = np.array(["m\u00e9", 'q"1', "%s", "a\nb", "\u2028x", "\x1b[0m"], dtype=object)
+    for n in (0, 1, 7, output.LONG_LIST, output.LONG_LIST + 1, 3 * output.LONG_LIST):
+        f = rng.normal(size=n) * 10.0 ** rng.integers(-8, 8, n)
+        f[rng.random(n) < 0.05] = np.nan
+        f[rng.random(n) < 0.02] = np.inf
+        f[rng.random(n) < 0.05] = -0.0
+        cols = Columns({"model": names[rng.integers(0, len(names), n)], "it%em": rng.integers(-5, 5, n),
+                        "residual": f, "observed": rng.integers(0, 2, n).astype(float),
+                        "f32": rng.normal(size=n).astype(np.float32), "ok": rng.random(n) < 0.5,
+                        "mixed": np.array([None, 1.5, "s", float("nan"), np.int64(4), [1, {"a": 2}]] * n,
+                                          dtype=object)[:n]})
+        rows = to_jsonable([dict(zip(cols.columns, r)) for r in cols.rows()])
+        for payload, want in (({"run_id": 3, "cells": cols, "after": [1]}, {"run_id": 3, "cells": rows, "after": [1]}),
+                              (cols, rows)):
+            assert json_text(payload) == json_text(want), n
+            assert json_text(payload, indent=None) == json_text(want, indent=None), n
+            assert json.loads(json_text(payload)) == json.loads(json_text(want))
+
+
+def test_json_text_needs_no_terminal_escaping(capsys):
+    """print_json writes json_text's text without the terminal wrapper's visible() pass (issue 26: a second scan
+    of 33 MB): that text holds no character visible() would escape, for any string, so the bytes are the same."""
+    from benchloupe.textsafe import visible
+
+    rng = np.random.default_rng(5)
+    chars = [chr(c) for c in list(range(0, 0x20)) + list(range(0x7f, 0xa0))] + list(
+        "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069a\u00e9\"\\")
+    for _ in range(200):
+        s = "".join(rng.choice(chars, int(rng.integers(0, 12))))
+        value = {s: [s, {s: s}], "cells": [{"m": s, "x": 1.5}] * (output.LONG_LIST + 1)}
+        text = json_text(value)
+        assert visible(text, keep_layout=True) == text and json.loads(text) == value
+        with output.terminal_safe():
+            output.print_json(value)
+        assert capsys.readouterr().out == text + "\n"

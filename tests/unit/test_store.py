@@ -167,14 +167,17 @@ def test_runs_outputs_flags_and_triage_with_audit(tmp_path):
 
 
 _ROWS = "SELECT kind, benchmark_id, item_id, model_id, model_b_id, score, payload, state, note FROM flags" \
-        " WHERE run_id = ? ORDER BY id"
+        " WHERE run_id = ? ORDER BY id"  # rows in id order: the order they were given
 
 
-def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_path):
+@pytest.mark.parametrize("per_insert", [4, 9, 50])
+def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_path, monkeypatch, per_insert):
     """The flags' rows and payload text as the record-by-record writer stored them (issue 26): ids as ints or NULL
     (NaN), scores NULL where not finite, payload dicts through ``_json``, and ``json_objects`` payload text equal to
     ``_json`` of each row's dict on hostile values (NaN, infinities, -0.0, huge and tiny floats, quotes, control
-    characters, non-ASCII, a percent sign in a key)."""
+    characters, non-ASCII, a percent sign in a key); several rows to an INSERT (two full statements and one row
+    left, one full statement, only single rows), the ids in the same order."""
+    monkeypatch.setattr(runs, "ROWS_PER_INSERT", per_insert)
     conn = connect(tmp_path / "x.db")
     write_import(conn, _parsed(n_models=4, n_items=6), fmt="test")
     bid = read.benchmark_id(conn, "b")
@@ -205,9 +208,78 @@ def test_flags_written_column_wise_are_the_rows_written_record_by_record(tmp_pat
     for rid in rids:
         assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == want
     assert want[0][4] is None and want[0][5] is None and want[1][5] is None
+    # other column types: float32 scores, ids as objects with None, integer scores
+    with np.errstate(over="ignore"):
+        f32 = floats.astype(np.float32)  # 1e308 -> inf
+    for other in ({"score": f32, "model_b_id": [None if i % 2 else int(m) for i, m in enumerate(mids)]},
+                  {"score": np.arange(n), "item_id": ids.astype(float)}):
+        frame = pd.DataFrame({**base, **other, "payload": dicts})
+        rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+        runs.save_outputs(conn, rid, runs.RunOutputs(flags=frame))
+        want = [("anomaly", bid, runs._int(r["item_id"]), runs._int(r["model_id"]), runs._int(r["model_b_id"]),
+                 runs._float(r["score"]), runs._json(r["payload"]), "open", "") for r in frame.to_dict("records")]
+        assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == want
     rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
     runs.save_outputs(conn, rid, runs.RunOutputs(flags=pd.DataFrame({"kind": ["gap"], "score": [2.0]})))
     assert [tuple(r) for r in conn.execute(_ROWS, (rid,))] == [("gap", bid, None, None, None, 2.0, "{}", "open", "")]
+    conn.close()
+
+
+def _outputs(sm, n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    mids, iids = sm.models["id"].to_numpy(), sm.items["id"].to_numpy()
+    flags = pd.DataFrame({"kind": "anomaly", "item_id": iids[rng.integers(0, len(iids), n)],
+                          "model_id": mids[rng.integers(0, len(mids), n)], "score": rng.normal(size=n),
+                          "payload": [{"k": i} for i in range(n)]})
+    return runs.RunOutputs(metrics={"m": 1}, models=pd.DataFrame({"model_id": mids, "theta": rng.normal(size=len(mids))}),
+                           items=pd.DataFrame({"item_id": iids, "difficulty": rng.normal(size=len(iids))}),
+                           artifacts={"t": {"a": 1}}, flags=flags)
+
+
+@pytest.mark.parametrize("gone", ["model", "item", "benchmark", "run", "model_b", "nothing"])
+def test_a_run_whose_references_vanished_writes_nothing(tmp_path, gone):
+    """save_outputs checks each distinct referenced id once instead of SQLite's per-row foreign-key check (issue
+    26): a model, item, benchmark or run another process deleted after the run started fails the write with the
+    IntegrityError the per-row check raised, nothing of the outputs is written, and foreign keys are on again
+    after it, as after a successful write (where ``PRAGMA foreign_key_check`` finds nothing)."""
+    db = tmp_path / "x.db"
+    conn = connect(db)
+    write_import(conn, _parsed(n_models=4, n_items=6), fmt="test")
+    write_import(conn, _parsed("other", n_models=2, n_items=2, models=["x/a", "x/b"], keys=["o1", "o2"]), fmt="test")
+    bid = read.benchmark_id(conn, "b")
+    sm = read.load_static(conn, "b")
+    rid = runs.create_run(conn, "anomalies", bid, config={}, seed=0, code_version="t", input_fingerprint="f")
+    out = _outputs(sm)
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("PRAGMA foreign_keys = ON")
+    if gone == "model":
+        other.execute("DELETE FROM models WHERE id = ?", (int(out.flags["model_id"].iloc[7]),))
+    elif gone == "item":
+        other.execute("DELETE FROM items WHERE id = ?", (int(out.flags["item_id"].iloc[3]),))
+    elif gone == "run":
+        other.execute("DELETE FROM runs WHERE id = ?", (rid,))
+    elif gone == "benchmark":
+        out.flags["benchmark_id"] = bid + 1000
+    elif gone == "model_b":
+        out.flags["model_b_id"] = [None] * (len(out.flags) - 1) + [10**6]
+    other.close()
+    before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("flags", "run_models", "run_items", "run_artifacts")}
+    if gone == "nothing":
+        runs.save_outputs(conn, rid, out)
+        assert conn.execute("SELECT count(*) FROM flags WHERE run_id = ?", (rid,)).fetchone()[0] == len(out.flags)
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert runs.get_run(conn, rid)["status"] == "done"
+    else:
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY constraint failed"):
+            runs.save_outputs(conn, rid, out)
+        after = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in before}
+        assert after == before or gone in ("model", "item", "run")  # the other process's cascade removed rows
+        assert conn.execute("SELECT count(*) FROM flags WHERE run_id = ?", (rid,)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM run_models WHERE run_id = ?", (rid,)).fetchone()[0] == 0
+        if gone != "run":
+            assert runs.get_run(conn, rid)["status"] == "running"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1 and not conn.in_transaction
     conn.close()
 
 
