@@ -12,7 +12,10 @@ does), and a key's time runs from the send to the first frame written after its 
   round again (second visit), to the frame after the screen shows its current data;
 - ``held_j``: ``j`` sent at ``--rate`` keys a second for ``--seconds`` (a held key's autorepeat) on the Items and
   the Models table: the largest backlog of keys sent but not yet applied during the hold and ``drain_s``, the time
-  from the last key to the cursor reaching its last row (no queued keys after release: about one frame).
+  from the last key to the cursor reaching its last row (no queued keys after release: about one frame);
+  ``anomalies``: the same on the Anomalies queue for ``1.5 x`` a page of flags (it crosses a page boundary, where
+  the next page is read), with ``rows_read``, the flag rows the queue read from the store for its first visit and
+  for the whole hold (issue 26: a page at a time, never the 210,060 flags).
 
 Usage: ``python bench/bench_scale_tui.py [--db DB (default: bench_scale/5000x14000/scale.db in the temporary folder)] [--benchmark sim]``
 """
@@ -108,6 +111,25 @@ async def child(db: str, benchmark: str, spawned: float, rate: float, seconds: f
             held[mode] = {"keys": n, "rate_per_s": rate, "max_backlog_keys": int(backlog),
                           "drain_s": round(time.time() - last, 3) if ok else None, "rows": len(table.view),
                           "cursor_moved": int(table.cursor - start)}
+        send("5")  # the anomaly queue: held j across a page boundary (the next page is read at the boundary)
+        await until(lambda: shown("anomalies"))
+        queue = app.screen
+        first_rows = queue.rows_read
+        n = int(1.5 * queue.flags.shape[0]) if len(queue.flags) else 0
+        start, backlog, t0 = queue.pos, 0, time.time()
+        for k in range(n):
+            send("j")
+            target = t0 + (k + 1) / rate
+            while time.time() < target:
+                backlog = max(backlog, k + 1 - (queue.pos - start))
+                await asyncio.sleep(0.002)
+        last = time.time()
+        want = min(start + n, queue.view_len - 1)
+        ok = await until(lambda: queue.pos >= want, limit=30)
+        held["anomalies"] = {"keys": n, "rate_per_s": rate, "max_backlog_keys": int(backlog),
+                             "drain_s": round(time.time() - last, 3) if ok else None, "rows": queue.view_len,
+                             "cursor_moved": int(queue.pos - start), "rows_read_first_visit": first_rows,
+                             "rows_read_after_hold": queue.rows_read}
         out["held_j"] = held
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out

@@ -259,9 +259,12 @@ class BenchloupeApp(App[int]):
         if got is None:
             self.notify("nothing to export on this screen: w exports the table of a list screen", severity="warning")
             return
-        frame, name = got[0].copy(), got[1]
-        self._ask_export(f"Export {count(len(frame), 'row')} of {name}", export.default_path(name, self.benchmark),
-                         lambda conn: frame)
+        if isinstance(got[0], export.QueueRows):  # a triage queue: its view is read by the export's worker
+            n, name, rows = len(got[0]), got[1], got[0].read
+        else:
+            frame, name = got[0].copy(), got[1]
+            n, rows = len(frame), (lambda conn: frame)
+        self._ask_export(f"Export {count(n, 'row')} of {name}", export.default_path(name, self.benchmark), rows)
 
     def action_export_decisions(self) -> None:
         """W: write every decision on the open benchmark (flag triage, BenchFill proposals) to a file."""

@@ -11,6 +11,8 @@ import json
 import math
 import re
 import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,13 +55,23 @@ def screen_table(screen) -> tuple[pd.DataFrame, str] | None:
         table = screen.focused if isinstance(screen.focused, FrameTable) else tables[0]
         name = screen.MODE if len(tables) == 1 or table is tables[0] else f"{screen.MODE}-{table.id}"
         return table.export_frame(), name
-    flags = getattr(screen, "flags", None)
-    view = getattr(screen, "view", None)
-    if isinstance(flags, pd.DataFrame) and view is not None and hasattr(screen, "current_id"):
-        shown = flags.iloc[np.asarray(view, np.int64)] if len(flags) else flags
-        keys = [k for k in FLAG_COLUMNS if k in shown.columns]
-        return shown[keys].reset_index(drop=True), screen.MODE
+    reader = getattr(screen, "export_rows", None)
+    if reader is not None:  # a triage queue holds a page of its view: the export reads the whole view
+        got = reader(FLAG_COLUMNS)
+        return (got, screen.MODE) if got is not None else None
     return None
+
+
+@dataclass(frozen=True)
+class QueueRows:
+    """A triage queue's view to export: ``count`` rows, read whole by ``read(conn)`` (in the export's worker:
+    210,060 anomalies are not read on the UI thread, issue 26)."""
+
+    count: int
+    read: Callable[[sqlite3.Connection], pd.DataFrame]
+
+    def __len__(self) -> int:
+        return self.count
 
 
 def decisions(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:

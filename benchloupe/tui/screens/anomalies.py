@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pandas as pd
 from textual.binding import Binding
 
+from benchloupe.store.queue import FlagQueue
 from benchloupe.tui.screens.queue import FlagQueueScreen, count, fmt_value, item_text, payload_rest
 from benchloupe.tui.widgets.safe import Text
 
@@ -27,14 +29,13 @@ class AnomaliesScreen(FlagQueueScreen):
         """M / I: every open anomaly of this flag's model / item, after a confirmation with the count."""
         self.decide_all_of(column, "model" if column == "model_id" else "item")
 
-    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
+    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, q: FlagQueue) -> dict:
         from benchloupe.store import views
 
         models = views.model_table(conn, benchmark).set_index("id")
-        items = views.item_table(conn, benchmark, counts=False).set_index("id")  # the counts come from *flags*
-        return {"models": models, "items": items,
-                "per_model": flags["model_id"].value_counts().to_dict() if len(flags) else {},
-                "per_item": flags["item_id"].value_counts().to_dict() if len(flags) else {}}
+        items = views.item_table(conn, benchmark, counts=False).set_index("id")  # the counts come from the queue
+        return {"models": models, "items": items, "per_model": q.counts(conn, "model_id"),
+                "per_item": q.counts(conn, "item_id")}
 
     def render_flag(self, row: pd.Series) -> Text:
         p = self.payload(row)
@@ -48,7 +49,7 @@ class AnomaliesScreen(FlagQueueScreen):
             text.append(f"  {m['family'] or '-'} · {m['owner'] or '-'}")
             theta, rank = _ability(m)
             if theta is not None:
-                text.append(f" · θ {theta:+.2f} (rank {rank} of {len(models)})")
+                text.append(f" · θ {theta:+.2f} (rank {rank} of {len(models):,})")
         text.append(f" · {count(ctx.get('per_model', {}).get(row['model_id'], 0), 'flag')} on this model\n",
                     style="dim")
         text.append("Item  ", style="bold")
@@ -63,8 +64,7 @@ class AnomaliesScreen(FlagQueueScreen):
         text.append("expected P(correct) ")
         text.append(fmt_value(p.get("expected_p"), 3), style="bold")
         text.append(" · observed ")
-        obs = p.get("observed")
-        text.append(OUTCOME.get(obs, fmt_value(obs)) if isinstance(obs, int) else fmt_value(obs), style="bold")
+        text.append(outcome_text(p.get("observed")), style="bold")
         text.append(" · residual ")
         text.append(fmt_value(p.get("residual"), 2, signed=True), style="bold")
         if p.get("source") is not None:
@@ -76,6 +76,21 @@ class AnomaliesScreen(FlagQueueScreen):
         text.append("\nAnswer: ", style="bold")
         text.append(str(row["item_answer"] or ""))
         return text
+
+
+def outcome_text(obs) -> str:
+    """The observed outcome on the card: a right/wrong outcome as ``1 (right)`` / ``0 (wrong)`` whether the
+    analysis stored it as an integer or a float (the engine writes ``0.0``; the card said ``0.00``), any other
+    number with four significant digits and at least two decimals past its whole part (a partial-credit or
+    rate outcome, ``0.004``: it was ``0.00``), anything else as :func:`fmt_value` shows it."""
+    if isinstance(obs, bool | int | float | np.number) and np.isfinite(obs):
+        if obs in OUTCOME:
+            return OUTCOME[int(obs)]
+        if isinstance(obs, bool | int | np.integer):
+            return str(int(obs))
+        whole = int(np.log10(abs(float(obs)))) + 1 if abs(float(obs)) >= 1 else 0  # digits before the point
+        return format(float(obs), f".{max(4, min(whole + 2, 12))}g")
+    return fmt_value(obs)
 
 
 def _ability(m: pd.Series) -> tuple[float | None, int | None]:

@@ -18,6 +18,14 @@ this curator's own latest decision and is refused when someone changed the flag 
 flags when another process writes (tui/live.py), keeping the cursor, the marks, the filter and the focus; a card
 changed meanwhile says so, and every card says who decided it and when, with its history. The filter also
 offers "mine" and "others'" (decided by this curator, by someone else).
+
+A queue is read a page at a time (issue 26; store/queue.py): the screen holds a window of
+:data:`~benchloupe.store.queue.PAGE` flags of its view around the card, with the view's size, the position and
+the triaged count from one COUNT pass; the worker reads the first window (and the models' and items' context),
+a step past the window reads the next page on the UI thread from the rows after (before) the window's last
+(first) flag, and the filter, ``n``, ``M``/``I``, a batch of marked flags, an undo of a flag outside the window
+and the export read what they need. Before, the first visit read all 210,060 flags of a 5,000 x 14,000
+workspace into pandas (2.2 s) and every live reload after a decision read them again.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 
 from benchloupe.store.actor import by_at
+from benchloupe.store.queue import LEAD, PAGE, Filter, FlagQueue, Window
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import ChoiceDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic, Text
@@ -89,9 +98,21 @@ class FlagQueueScreen(BenchScreen):
 
     def __init__(self) -> None:
         super().__init__()
+        # the loaded window of the view (store/queue.py): ``flags`` holds the rows of view positions
+        # ``start`` .. ``start + len(flags) - 1`` in the view's order, ``view`` their row numbers (so that
+        # ``flags.iloc[view[pos - start]]`` is the flag at view position ``pos``), ``view_len`` how many flags the
+        # filter takes, ``total`` and ``triaged`` the whole queue's counts (issue 26: a page, not 210,060 rows)
         self.flags = pd.DataFrame()
         self.view = np.zeros(0, np.int64)
+        self.start = 0
+        self.view_len = 0
+        self.total = 0
+        self.triaged = 0
         self.pos = 0
+        self.queue: FlagQueue | None = None
+        self.kept: int | None = None  # a flag kept in the view whatever the filter (the card a reload found decided)
+        self.rows_read = 0  # flag rows this screen has read from the store (tests: a page per read)
+        self._load_args: dict = {}
         self.state_filter = self.FILTERS[0]
         self.show_superseded = False
         self.context: dict = {}
@@ -102,6 +123,7 @@ class FlagQueueScreen(BenchScreen):
         # per key press, a batch is one; ``before`` per flag: (state, note, carried_from) it replaced)
         self.ledger = Ledger()
         self._overlay: dict[int, tuple[str, str]] = {}  # own writes still queued: what the flag shows till saved
+        self._shown: dict[int, str] = {}  # the state this screen last showed on a flag it changed (the counts)
         self.changed_meanwhile: dict[int, str] = {}  # flag id -> "dismissed by bea at 14:02" (another writer)
         self.marked: set[int] = set()  # flag ids marked with space for a batch decision
         self.last_decision = ""
@@ -121,7 +143,7 @@ class FlagQueueScreen(BenchScreen):
             self.app.flag_focus = None
             self.focus = jump[1:]
             self.focus_benchmark = self.app.benchmark
-            if len(self.flags):
+            if self.queue is not None:
                 self._refilter()
         super().on_screen_resume()
 
@@ -131,25 +153,80 @@ class FlagQueueScreen(BenchScreen):
             self._refilter(keep=self.current_id())
 
     # ------------------------------------------------------------------ data
-    def fetch(self, conn: sqlite3.Connection, benchmark: str, *, context: dict | None = None) -> dict:
-        from benchloupe.store import curation, read
+    def reload(self, *, live: bool = False) -> None:
+        """As BenchScreen.reload; what the worker reads around (the flag on the card, the filter, this screen's
+        own decisions still being written) is taken here, on the UI thread."""
+        current = self.current_id()
+        self._load_args = {"anchor": current, "at": self.pos, "overlay": dict(self._overlay),
+                           "filter": self.current_filter(keep=current), "filter_key": self._filter_key(),
+                           "marked": set(self.marked)}
+        super().reload(live=live)
 
+    def fetch(self, conn: sqlite3.Connection, benchmark: str, *, context: dict | None = None) -> dict:
+        from benchloupe.store import read
+        from benchloupe.store.queue import prepare
+
+        args = dict(self._load_args) or {"anchor": None, "at": 0, "overlay": {}, "filter": self.current_filter(),
+                                         "filter_key": self._filter_key(), "marked": set()}
+        prepare(conn)
         bid = read.benchmark_id(conn, benchmark)
-        flags = curation.queue_flags(conn, bid, self.KIND, include_superseded=self.show_superseded,
-                                     parse_payload=self.PARSE_PAYLOADS)
-        decided = [int(i) for i, v in zip(flags["id"], flags["version"]) if v] if len(flags) else []
-        history = curation.flag_history(conn, decided, limit=HISTORY_ROWS)
-        by_flag: dict[int, list[dict]] = {}
-        for r in history.to_dict("records"):
-            by_flag.setdefault(int(r["flag_id"]), []).append(r)
-        return {"flags": flags, "history": by_flag, "benchmark": benchmark,
-                "context": context if context is not None else self.fetch_context(conn, benchmark, flags)}
+        q = FlagQueue(conn, bid, self.KIND, include_superseded=args["filter_key"][2],
+                      parse_payload=self.PARSE_PAYLOADS)
+        later = None
+        if context is None:  # the models' and items' context, read beside the window on a connection of its own
+            # (SQLite and numpy leave the GIL: on 2 cores a third of the first visit, issue 26)
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="queue-context")
+            later = pool.submit(self._context_apart, benchmark, q)
+            pool.shutdown(wait=False)
+        window = self._read_window(conn, q, args["filter"], args["overlay"], anchor_id=args["anchor"],
+                                   fallback=args["at"])
+        alive = q.in_view(conn, Filter(), args["marked"]) if args["marked"] else set()
+        history = self._history(conn, window.rows)
+        return {"queue": q, "window": window, "history": history, "benchmark": benchmark,
+                "anchor": args["anchor"], "filter_key": args["filter_key"], "keep": args["filter"].keep,
+                "marked": (args["marked"], alive), "context": context if later is None else later.result()}
+
+    def _context_apart(self, benchmark: str, q: FlagQueue) -> dict:
+        """:meth:`fetch_context` on its own connection (a thread beside the load's worker)."""
+        from benchloupe.store.db import connect
+        from benchloupe.store.queue import prepare
+
+        conn = prepare(connect(self.app.db_path, create=False))
+        try:
+            return self.fetch_context(conn, benchmark, q)
+        finally:
+            conn.close()
 
     def fetch_live(self, conn: sqlite3.Connection, benchmark: str, changed: set[str]) -> dict:
         """Another writer changed the store: when only flags changed (a decision), the model and item context
         stays and only the flags and their history are read again."""
         keep = self.context if changed <= {"flags"} and self.context else None
         return self.fetch(conn, benchmark, context=keep)
+
+    @staticmethod
+    def _read_window(conn: sqlite3.Connection, q: FlagQueue, filt: Filter, overlay: dict, *,
+                     anchor_id: int | None = None, fallback: int = 0) -> Window:
+        """The window around flag *anchor_id* when the view takes it, else around view position *fallback*."""
+        if anchor_id is not None:
+            key = q.key_of(conn, anchor_id)
+            if key is not None:
+                w = q.window(conn, filt, overlay=overlay, anchor=key)
+                i = w.anchor - w.start
+                if 0 <= i < len(w.rows) and int(w.rows["id"].iloc[i]) == anchor_id:
+                    return w
+        return q.window(conn, filt, overlay=overlay, at=fallback)
+
+    @staticmethod
+    def _history(conn: sqlite3.Connection, rows: pd.DataFrame) -> dict[int, list[dict]]:
+        from benchloupe.store import curation
+
+        decided = [int(i) for i, v in zip(rows["id"], rows["version"]) if v] if len(rows) else []
+        by_flag: dict[int, list[dict]] = {}
+        for r in curation.flag_history(conn, decided, limit=HISTORY_ROWS).to_dict("records"):
+            by_flag.setdefault(int(r["flag_id"]), []).append(r)
+        return by_flag
 
     def loading_started(self) -> None:
         """The first load (or another benchmark's) says so while the worker reads (issue 26: 210,060 flags)."""
@@ -160,8 +237,10 @@ class FlagQueueScreen(BenchScreen):
     def forget(self) -> None:
         """A failed read leaves no flag to decide on (base.BenchScreen.loading_failed)."""
         self.flags, self.view, self.pos, self.marked = pd.DataFrame(), np.zeros(0, np.int64), 0, set()
+        self.start = self.view_len = self.total = self.triaged = 0
+        self.queue = None
 
-    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
+    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, q: FlagQueue) -> dict:
         return {}
 
     @staticmethod
@@ -175,12 +254,27 @@ class FlagQueueScreen(BenchScreen):
         current = self.current_id()
         if self.focus is not None and self.focus_benchmark != self._token[0]:
             self.focus = None  # a model or item of the benchmark the curator switched away from
-        flags = data["flags"].reset_index(drop=True)
+        self.queue = data["queue"]
         self.context = data["context"]
-        self.history = data.get("history", {})
-        ids = [int(i) for i in flags["id"]] if len(flags) else []
-        self.marked &= set(ids)
+        asked, alive = data["marked"]
+        self.marked -= asked - alive  # marks on flags no longer in the queue (a rerun superseded them)
         first_load = not len(self.flags) and not self.ledger.known
+        self.rows_read += data["queue"].rows_read
+        self._install(data["window"], data["history"], first_load=first_load)
+        self.kept = data["keep"]
+        if data["filter_key"] != self._filter_key() or (current is not None and current != data["anchor"]):
+            # the filter changed or the curator moved while this was read: read again around the card now
+            self._refilter(keep=current, keep_pos=True)
+            return
+        self.pos = data["window"].anchor if data["window"].anchor is not None else 0
+        self.pos = max(0, min(self.pos, self.view_len - 1))
+        self.render_current()
+
+    def _install(self, w: Window, history: dict[int, list[dict]], *, first_load: bool = False) -> None:
+        """Put window *w* in place: what this screen knows of each flag's version (its own newer writes stay on
+        the card, another writer's change since the card showed a flag is said), its own queued decisions."""
+        flags = w.rows.reset_index(drop=True)
+        ids = [int(i) for i in flags["id"]] if len(flags) else []
         versions = dict(zip(ids, (int(v) for v in flags["version"]))) if ids else {}
         if len(self.flags):  # a load that began before this screen's own latest write: keep what the card shows
             old = self.flags.set_index("id")
@@ -192,85 +286,156 @@ class FlagQueueScreen(BenchScreen):
         moved = self.ledger.loaded(versions) if ids else set()
         if not first_load:
             for fid in moved:  # another writer decided it while this screen showed it: the card says so
-                row = flags.iloc[ids.index(fid)]
-                self.changed_meanwhile[fid] = _who_line(row)
+                self.changed_meanwhile[fid] = _who_line(flags.iloc[ids.index(fid)])
         for fid, (state, note) in self._overlay.items():  # this screen's own decisions still being written
             hit = flags.index[flags["id"] == fid]
             if len(hit):
                 flags.loc[hit, ["state", "note"]] = [state, note]
-        self.flags = flags
-        self._refilter(keep=current, keep_pos=True)
+        self.flags, self.view, self.start = flags, np.arange(len(flags)), w.start
+        self.view_len, self.total, self.triaged = w.view, w.total, w.triaged
+        self.history = history
+
+    def _read(self, fn, *, what: str = "read"):
+        """``fn(conn, queue)`` on a connection of the UI thread (a page turn, a filter: tens of milliseconds);
+        a failure is said in one line and returns None."""
+        from benchloupe.store.db import connect
+        from benchloupe.store.queue import prepare
+
+        q = self.queue
+        if q is None:
+            return None
+        read_before = q.rows_read
+        try:
+            conn = prepare(connect(self.app.db_path, create=False))
+            try:
+                return fn(conn, q)
+            finally:
+                conn.close()
+                self.rows_read += q.rows_read - read_before
+        except Exception as exc:  # noqa: BLE001 - the store's message in one line; the card stays as it was
+            self.app.report_error(exc, self.MODE)
+            return None
+
+    def _relocate(self, *, anchor_id: int | None = None, at: int = 0, after: tuple[float, int] | None = None,
+                  before: tuple[float, int] | None = None) -> bool:
+        """Read the window around flag *anchor_id* (else view position *at*), or the rows after key *after* /
+        before key *before* (a page turn), and put the cursor on that flag / position. False when the read
+        failed (nothing changed)."""
+        filt, overlay = self.current_filter(), dict(self._overlay)
+
+        def read(conn, q):
+            if after is not None:
+                w = q.window(conn, filt, overlay=overlay, anchor=after, after=True)
+            elif before is not None:
+                w = q.window(conn, filt, overlay=overlay, anchor=before, lead=PAGE - LEAD)
+                w.anchor = max(0, w.anchor - 1)
+            else:
+                w = self._read_window(conn, q, filt, overlay, anchor_id=anchor_id, fallback=at)
+            return w, self._history(conn, w.rows)
+
+        got = self._read(read)
+        if got is None:
+            return False
+        w, history = got
+        self._install(w, history)
+        self.pos = max(0, min(w.anchor or 0, self.view_len - 1))
+        if not self._loaded(self.pos) and self.view_len:  # the view ended before it (it shrank meanwhile)
+            self.pos = self.start + len(self.flags) - 1
+        return True
+
+    def export_rows(self, columns):
+        """What ``w`` exports: every flag of the view (filter, focus, the card kept), *columns*, read by the
+        export's worker."""
+        from benchloupe.store.queue import prepare
+        from benchloupe.tui.export import QueueRows
+
+        q = self.queue
+        if q is None:
+            return None
+        filt, overlay = self.current_filter(), dict(self._overlay)
+        return QueueRows(self.view_len, lambda conn: q.export(prepare(conn), filt, columns, overlay=overlay))
+
+    def current_filter(self, keep: int | None = None) -> Filter:
+        """The view's filter; the flag kept in it whatever the filter is *keep*, else the one a reload kept."""
+        where, params = self.filter_where()
+        return Filter(where, params, keep if keep is not None else self.kept)
+
+    def _filter_key(self) -> tuple:
+        return (self.state_filter, self.focus, self.show_superseded, getattr(self.app, "actor", ""))
 
     def current_id(self) -> int | None:
-        if not len(self.view):
+        if not self.view_len or not self._loaded(self.pos):
             return None
-        return int(self.flags["id"].iloc[self.view[self.pos]])
+        return int(self.flags["id"].iloc[self.pos - self.start])
+
+    def _loaded(self, pos: int) -> bool:
+        return self.start <= pos < self.start + len(self.flags)
+
+    def _at(self, pos: int) -> pd.Series:
+        """The row of the flag at view position *pos* (in the window)."""
+        return self.flags.iloc[pos - self.start]
+
+    def _current_row(self) -> pd.Series | None:
+        return self._at(self.pos) if self.view_len and self._loaded(self.pos) else None
 
     def _refilter(self, keep: int | None = None, *, keep_pos: bool = False) -> None:
-        """Recompute the view; the cursor stays on flag *keep*, or (*keep_pos*: a reload, the flag left the
+        """Read the view again; the cursor stays on flag *keep*, or (*keep_pos*: a reload, the flag left the
         filter) at the same place in the list."""
         old_pos = self.pos
-        mask = self.filter_mask() if len(self.flags) else np.zeros(0, bool)
-        if keep_pos and keep is not None and len(self.flags):
-            # a reload while the card shows a flag the filter no longer takes (just decided here or by someone
-            # else): it stays on screen until the curator moves on
-            mask = mask | (self.flags["id"].to_numpy() == keep)
-        self.view = np.flatnonzero(mask)
-        self.pos = 0
-        if keep is not None and len(self.view):
-            hit = np.flatnonzero(self.flags["id"].to_numpy()[self.view] == keep)
-            if hit.size:
-                self.pos = int(hit[0])
-            elif keep_pos:  # the flag is gone (a rerun superseded it): the same place in the list
-                self.pos = min(old_pos, len(self.view) - 1)
+        self.kept = keep if keep_pos else None
+        if self.queue is not None:
+            self._relocate(anchor_id=keep, at=old_pos if keep_pos else 0)
         self.render_current()
 
-    def filter_mask(self) -> np.ndarray:
-        """The flags the queue steps through: the state filter and the model/item focus."""
-        keep = np.ones(len(self.flags), bool)
+    def filter_where(self) -> tuple[str, dict]:
+        """The flags the queue steps through, as SQL on the queue's rows (store/queue.py): the state filter and
+        the model/item focus."""
+        where, params = [], {}
         if self.state_filter in STATE_FILTERS[1:]:
-            keep &= (self.flags["state"] == self.state_filter).to_numpy()
+            where.append("q.state = :state")
+            params["state"] = self.state_filter
         elif self.state_filter in WHO_FILTERS:
-            by = self.flags["updated_by"].fillna("").to_numpy()
-            decided = ((self.flags["version"] > 0) & ((self.flags["state"] != "open") | (self.flags["note"] != ""))
-                       ).to_numpy()
-            keep &= decided & ((by == self.app.actor) if self.state_filter == "mine" else (by != self.app.actor))
+            where.append("q.version > 0 AND (q.state != 'open' OR q.note != '') AND coalesce(q.updated_by, '')"
+                         f" {'=' if self.state_filter == 'mine' else '!='} :actor")
+            params["actor"] = str(self.app.actor)
         if self.focus is not None:
             column, value, _label = self.focus
-            keep &= (self.flags[column] == value).to_numpy()
-        return keep
+            if column not in ("model_id", "item_id", "model_b_id"):
+                raise ValueError(f"not a flag column: {column!r}")
+            where.append(f"q.{column} = :focus")
+            params["focus"] = int(value)
+        return " AND ".join(where), params
 
     # ------------------------------------------------------------------ rendering
     def render_current(self) -> None:
-        total = len(self.flags)
-        triaged = int((self.flags["state"] != "open").sum()) if total else 0
+        total, triaged = self.total, self.triaged
+        row = self._current_row()
         status = Text(no_wrap=True, overflow="ellipsis")
-        if len(self.view):
-            status.append(f"{self.NOUN} {self.pos + 1} of {len(self.view)}", style="bold")
+        if row is not None:
+            status.append(f"{self.NOUN} {self.pos + 1:,} of {self.view_len:,}", style="bold")
         else:
             status.append(f"no {self.PLURAL}", style="bold")
         if self.state_filter != "all":
             status.append(f" ({FILTER_WORDS.get(self.state_filter, self.state_filter)})", style="bold yellow")
-            if len(self.view) and self.state_filter in STATE_FILTERS[1:]:
-                now = self.flags["state"].iloc[self.view[self.pos]]
+            if row is not None and self.state_filter in STATE_FILTERS[1:]:
+                now = row["state"]
                 if now != self.state_filter:  # just decided: it stays here until the next move
                     status.append(f" · this one now {now}", style="bold")
         if self.show_superseded:
             status.append(" · with earlier runs", style="bold yellow")
         if self.focus is not None:
             status.append(f" · only {self.focus[2]} (esc: all)", style="bold yellow")
-        status.append(f" · {triaged} of {total} triaged", style="bold")
+        status.append(f" · {triaged:,} of {total:,} triaged", style="bold")
         if self.marked:
-            status.append(f" · {len(self.marked)} marked: c d u o decide them", style="bold magenta")
+            status.append(f" · {len(self.marked):,} marked: c d u o decide them", style="bold magenta")
         if self.last_decision:
             status.append(f" · {self.last_decision} (z undo)", style="bold green")
         status.append("  j k step · space mark · e note · ? all keys", style="dim")  # the status wraps to 2 lines
         self.query_one("#queue-status", SafeStatic).update(status)
         detail = self.query_one("#queue-detail", SafeStatic)
-        if not len(self.view):
+        if row is None:
             detail.update(self.empty_text(total))
             return
-        row = self.flags.iloc[self.view[self.pos]]
         text = Text()
         if int(row["id"]) in self.marked:
             text.append("● marked ", style="bold magenta")
@@ -279,8 +444,8 @@ class FlagQueueScreen(BenchScreen):
         text.append(str(row["state"]), style=STATE_STYLE.get(row["state"], ""))
         if fid in self._overlay:
             text.append(" (saving…)", style="dim")
-        elif row.get("version"):
-            text.append(" " + by_at(row.get("updated_by"), row.get("updated_at")), style="dim")
+        elif row.get("version") and (who := by_at(row.get("updated_by"), row.get("updated_at"))):
+            text.append(" " + who, style="dim")  # (an undo back to a never-decided flag has no author)
         text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
         if fid in self.changed_meanwhile:
             text.append(f"\n⚠ changed while you looked: {self.changed_meanwhile[fid]}", style="bold yellow")
@@ -320,9 +485,19 @@ class FlagQueueScreen(BenchScreen):
 
     # ------------------------------------------------------------------ actions
     def action_step(self, step: int) -> None:
-        if len(self.view):
-            self.pos = max(0, min(self.pos + step, len(self.view) - 1))
+        if self.view_len:
+            self._move_to(max(0, min(self.pos + step, self.view_len - 1)))
             self.render_current()
+
+    def _move_to(self, pos: int) -> None:
+        """Put the cursor on view position *pos*; past the loaded window, the next (previous) page is read from
+        the rows after the window's last (before its first) flag, so that decisions made meanwhile move nothing."""
+        if self._loaded(pos) or not len(self.flags):
+            self.pos = pos
+            return
+        edge = self._at(self.start + len(self.flags) - 1) if pos > self.pos else self._at(self.start)
+        key = (_sort_key(edge["score"]), int(edge["id"]))
+        self._relocate(after=key) if pos > self.pos else self._relocate(before=key)
 
     def action_filter(self) -> None:
         i = self.FILTERS.index(self.state_filter)
@@ -348,22 +523,28 @@ class FlagQueueScreen(BenchScreen):
         if fid is None:
             return
         self._decide_many([fid], state, f"#{fid}")
-        if self.pos < len(self.view) - 1 and state != "open":
-            self.pos += 1
+        if self.pos < self.view_len - 1 and state != "open":
+            self._move_to(self.pos + 1)
         self.render_current()
 
     def _row(self, fid: int) -> int | None:
         hit = np.flatnonzero(self.flags["id"].to_numpy() == fid) if len(self.flags) else []
         return int(hit[0]) if len(hit) else None
 
-    def _show_change(self, i: int, state: str, note: str, carried: object = None) -> None:
-        """What flag row *i* shows until its write lands (and after a reload meanwhile: the overlay)."""
-        fid = int(self.flags["id"].iloc[i])
-        self.flags.loc[i, ["state", "note"]] = [state, note]
-        if "carried_from" in self.flags:
-            self.flags.loc[i, "carried_from"] = carried if carried is not None else pd.NA
-        if "stored_state" in self.flags:
-            self.flags.loc[i, "stored_state"] = "open" if carried is not None else state
+    def _show_change(self, fid: int, state: str, note: str, carried: object = None, *, was: str = "") -> None:
+        """What flag *fid* shows until its write lands (and after a reload meanwhile: the overlay); *was* the
+        state it showed (the triaged count follows)."""
+        i = self._row(fid)
+        if i is not None:
+            was = str(self.flags["state"].iloc[i])
+            self.flags.loc[i, ["state", "note"]] = [state, note]
+            if "carried_from" in self.flags:
+                self.flags.loc[i, "carried_from"] = carried if carried is not None else pd.NA
+            if "stored_state" in self.flags:
+                self.flags.loc[i, "stored_state"] = "open" if carried is not None else state
+        was = was or self._shown.get(fid, state)
+        self.triaged += (state != "open") - (was != "open")
+        self._shown[fid] = state
         self._overlay[fid] = (state, note)
         self.changed_meanwhile.pop(fid, None)  # decided here now, on what the card shows
 
@@ -371,24 +552,37 @@ class FlagQueueScreen(BenchScreen):
                      label: str | None = None, seen: dict[int, int | None] | None = None) -> None:
         """Show *state* (and *note*) on every flag of *ids* at once, put one entry on the undo stack, and write
         them in one transaction on the versions shown (refused when another writer changed one since)."""
-        rows = {fid: self._row(fid) for fid in ids}
-        rows = {fid: i for fid, i in rows.items() if i is not None}
-        if not rows:
+        before = self._befores(ids)
+        if not before:
             return
-        before = {fid: self._before(i) for fid, i in rows.items()}
-        for i in rows.values():
-            self._show_change(i, state, note if note is not None else str(self.flags["note"].iloc[i]))
-        decision = Decision(list(rows), before, what, note=note or "",
+        for fid, (_state, old_note, _carried) in before.items():
+            self._show_change(fid, state, note if note is not None else old_note, was=_state)
+        decision = Decision(list(before), before, what, note=note or "",
                             kind="note" if label and label.endswith("note saved") else "decision")
         self.ledger.stack.append(decision)
-        self._write(decision, [(fid, state, note) for fid in rows], seen)
+        self._write(decision, [(fid, state, note) for fid in before], seen)
         self.last_decision = label or f"{what} {state}"
         self.render_current()
 
-    def _before(self, i: int) -> tuple[str, str, object]:
-        row = self.flags.iloc[i]
-        carried = row.get("carried_from")
-        return (str(row["state"]), str(row["note"]), carried if carried is not None and pd.notna(carried) else None)
+    def _befores(self, ids: list[int]) -> dict[int, tuple[str, str, object]]:
+        """(state, note, carried_from) each flag of *ids* shows now, in the order of *ids*: from the window, or
+        read for the flags outside it (a batch of marked flags or of one model); flags gone from the queue are
+        left out."""
+        rows = {fid: self.flags.iloc[i] for fid in ids if (i := self._row(fid)) is not None}
+        missing = [fid for fid in ids if fid not in rows]
+        if missing:
+            overlay = dict(self._overlay)
+            got = self._read(lambda conn, q: q.by_id(conn, missing, overlay=overlay))
+            if got is not None:
+                rows |= {int(r["id"]): r for _, r in got.iterrows()}
+        out = {}
+        for fid in ids:
+            if fid in rows:
+                row = rows[fid]
+                carried = row.get("carried_from")
+                out[fid] = (str(row["state"]), str(row["note"]),
+                            int(carried) if carried is not None and pd.notna(carried) else None)
+        return out
 
     def _write(self, decision: Decision, changes: list[tuple[int, str, str | None]],
                seen: dict[int, int | None] | None = None) -> None:
@@ -438,9 +632,12 @@ class FlagQueueScreen(BenchScreen):
             if not self.ledger.pending.get(fid):
                 self._overlay.pop(fid, None)
                 i = self._row(fid)
-                if i is not None and fid in decision.before:  # what it showed before the refused change
+                if fid in decision.before:  # what it showed before the refused change
                     state, note, carried = decision.before[fid]
-                    self.flags.loc[i, ["state", "note"]] = [state, note]
+                    was = self._shown.pop(fid, state)
+                    self.triaged += (state != "open") - (was != "open")
+                    if i is not None:
+                        self.flags.loc[i, ["state", "note"]] = [state, note]
         if isinstance(exc, Conflict):
             for c in exc.changes:  # what the store holds now, at once (the reload below confirms it)
                 self.changed_meanwhile[int(c["id"])] = _who_line(c)
@@ -475,14 +672,10 @@ class FlagQueueScreen(BenchScreen):
         changes = []
         for fid in decision.ids:
             state, note, carried = decision.before[fid]
-            i = self._row(fid)
-            if i is not None:
-                self._show_change(i, state, note, carried)
-                where = np.flatnonzero(self.view == i)
-                if where.size:
-                    self.pos = int(where[0])
+            self._show_change(fid, state, note, carried)
             # a carried-over decision lives on the earlier flag: this one goes back to open with no note
             changes.append((fid, "open" if carried is not None else state, "" if carried is not None else note))
+        self._cursor_to_last(decision.ids)
         ids = decision.ids
         self.ledger.expect(ids)
         own = self.ledger.own
@@ -511,6 +704,20 @@ class FlagQueueScreen(BenchScreen):
                               else f"{len(decision.ids)} {self.PLURAL} back")
         self.render_current()
 
+    def _cursor_to_last(self, ids: list[int]) -> None:
+        """The cursor on the last flag of *ids* that the view takes (an undo shows what it took back), read
+        around it when it is outside the window (the curator stepped on past a page since)."""
+        for fid in reversed(ids):
+            i = self._row(fid)
+            if i is not None:
+                self.pos = self.start + i
+                return
+        filt, overlay = self.current_filter(), dict(self._overlay)
+        there = self._read(lambda conn, q: q.in_view(conn, filt, ids, overlay=overlay))
+        target = next((fid for fid in reversed(ids) if fid in (there or ())), None)
+        if target is not None:
+            self._relocate(anchor_id=target, at=self.pos)
+
     def _undo_skipped(self, decision: Decision) -> None:
         self.notify(f"{decision.label}: that decision was not saved, so there was nothing to undo",
                     severity="warning")
@@ -522,22 +729,27 @@ class FlagQueueScreen(BenchScreen):
         if fid is None:
             return
         self.marked ^= {fid}
-        if fid in self.marked and self.pos < len(self.view) - 1:
-            self.pos += 1
+        if fid in self.marked and self.pos < self.view_len - 1:
+            self._move_to(self.pos + 1)
         self.render_current()
 
     def decide_all_of(self, column: str, label: str) -> None:
         """Decide every open flag whose *column* (model_id, item_id) is the current flag's, after a
         confirmation that names the count (one transaction, one undo)."""
-        if not len(self.view):
+        row = self._current_row()
+        if row is None:
             return
-        row = self.flags.iloc[self.view[self.pos]]
         value = row[column]
         if pd.isna(value):
             self.notify(f"this {self.NOUN.lower()} has no {label}", severity="warning")
             return
-        hit = (self.flags[column] == value) & (self.flags["state"] == "open")
-        ids = [int(i) for i in self.flags.loc[hit, "id"]]
+        if column not in ("model_id", "item_id"):
+            raise ValueError(f"not a flag column: {column!r}")
+        overlay = dict(self._overlay)
+        ids = self._read(lambda conn, q: q.ids(conn, f"q.{column} = :v AND q.state = 'open'", {"v": int(value)},
+                                               overlay=overlay))
+        if ids is None:
+            return
         if not ids:
             self.notify(f"no open {self.PLURAL} left on this {label}")
             return
@@ -552,15 +764,32 @@ class FlagQueueScreen(BenchScreen):
 
     def action_next_open(self) -> None:
         """n: the next flag still open in this view (wrapping round), whatever the filter."""
-        if not len(self.view):
+        if self._current_row() is None:
             return
-        states = self.flags["state"].to_numpy()[self.view]
-        order = np.r_[np.arange(self.pos + 1, len(self.view)), np.arange(0, self.pos + 1)]
-        hit = order[states[order] == "open"]
-        if not hit.size:
+        states = self.flags["state"].to_numpy()
+        here, end = self.pos - self.start, len(self.flags)
+        ahead = [i for i in range(here + 1, end) if states[i] == "open"]
+        if ahead:
+            self.pos = self.start + ahead[0]
+            self.render_current()
+            return
+        first, last = self._at(self.start), self._at(self.start + end - 1)
+        filt, overlay = self.current_filter(), dict(self._overlay)
+        found = self._read(lambda conn, q: (
+            (self.start + end < self.view_len and q.find(conn, filt, overlay=overlay, where="q.state = 'open'",
+                                                         after=(_sort_key(last["score"]), int(last["id"]))))
+            or (self.start > 0 and q.find(conn, filt, overlay=overlay, where="q.state = 'open'",
+                                          before=(_sort_key(first["score"]), int(first["id"]))))
+            or None))
+        if found:
+            self._relocate(anchor_id=int(found), at=self.pos)
+            self.render_current()
+            return
+        behind = [i for i in range(0, here + 1) if states[i] == "open"]
+        if not behind:
             self.notify(f"every {self.NOUN.lower()} here is triaged")
             return
-        self.pos = int(hit[0])
+        self.pos = self.start + behind[0]
         self.render_current()
 
     def action_note(self) -> None:
@@ -571,17 +800,16 @@ class FlagQueueScreen(BenchScreen):
         fid = self.current_id()
         if fid is None:
             return
-        i = self.view[self.pos]
+        current = self._current_row()
         seen = {fid: None if self.ledger.pending.get(fid) else self.ledger.known.get(fid)}  # the card as it is now
 
         def submitted(note: str) -> None:
-            row = self._row(fid)
-            if row is None:
+            before = self._befores([fid])
+            if fid not in before:
                 return
-            self._decide_many([fid], str(self.flags["state"].iloc[row]), f"#{fid}", note=note,
-                              label=f"#{fid} note saved", seen=seen)
+            self._decide_many([fid], before[fid][0], f"#{fid}", note=note, label=f"#{fid} note saved", seen=seen)
 
-        self.app.push_screen(PromptDialog(f"Note on {self.NOUN.lower()} #{fid}", value=str(self.flags["note"].iloc[i]),
+        self.app.push_screen(PromptDialog(f"Note on {self.NOUN.lower()} #{fid}", value=str(current["note"]),
                                           help="Saved with the flag and in the audit log.", on_submit=submitted))
 
     @property
@@ -591,9 +819,9 @@ class FlagQueueScreen(BenchScreen):
 
     def action_open_item(self) -> None:
         """Enter: the flag's item panel, its curve marking the flag's model."""
-        if not len(self.view):
+        row = self._current_row()
+        if row is None:
             return
-        row = self.flags.iloc[self.view[self.pos]]
         if pd.notna(row["item_id"]):
             open_item_panel(self.app, int(row["item_id"]), row["model_id"])
         else:
@@ -601,8 +829,8 @@ class FlagQueueScreen(BenchScreen):
 
     def action_select_item(self) -> None:
         """i: the flag's item selected on 2 Items."""
-        if len(self.view):
-            item_id = self.flags["item_id"].iloc[self.view[self.pos]]
+        if self._current_row() is not None:
+            item_id = self._current_row()["item_id"]
             if pd.isna(item_id):
                 self.notify(f"this {self.NOUN.lower()} is about no single item", severity="warning")
                 return
@@ -610,8 +838,8 @@ class FlagQueueScreen(BenchScreen):
 
     def action_select_model(self) -> None:
         """m: the flag's model (model A of a pair) selected on 3 Models."""
-        if len(self.view):
-            model_id = self.flags["model_id"].iloc[self.view[self.pos]]
+        if self._current_row() is not None:
+            model_id = self._current_row()["model_id"]
             if pd.isna(model_id):
                 self.notify(f"this {self.NOUN.lower()} has no model", severity="warning")
                 return
@@ -620,6 +848,12 @@ class FlagQueueScreen(BenchScreen):
     def action_scroll_detail(self, direction: int) -> None:
         scroll = self.query_one("#queue-scroll", VerticalScroll)
         scroll.scroll_to(y=scroll.scroll_y + direction * max(scroll.size.height - 2, 1), animate=False)
+
+
+def _sort_key(score) -> float:
+    """A flag's place in the queue's order from its score, as the store sorts (store/queue.py: |score|, 0 for
+    none)."""
+    return 0.0 if score is None or pd.isna(score) else abs(float(score))
 
 
 DECISIONS = (("c", "confirmed", "confirm"), ("d", "dismissed", "dismiss"), ("u", "unsure", "unsure"))
@@ -673,10 +907,11 @@ def fmt_value(v, digits: int = 2, signed: bool = False) -> str:
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 flag``, ``3 flags`` (:func:`benchloupe.words.count`)."""
+    """``1 flag``, ``3 flags``, ``1,204 flags`` (:func:`benchloupe.words.count` with thousands separators, as
+    the queue's status line counts)."""
     from benchloupe.words import count as words_count
 
-    return words_count(n, noun, plural)
+    return f"{int(n):,}" + words_count(n, noun, plural)[len(str(n)):]
 
 
 def item_text(text: str, limit: int = TEXT_PREVIEW) -> Text:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 
-import numpy as np
 import pandas as pd
 
+from benchloupe.store.queue import FlagQueue, payload_truthy
 from benchloupe.tui.screens.queue import (
     STATE_FILTERS,
     FlagQueueScreen,
@@ -29,18 +29,18 @@ class ReversalsScreen(FlagQueueScreen):
     PLURAL = "reversals"
     FILTERS = ("reversed", *STATE_FILTERS)  # reversed pairs by default; every near-tie pair is a filter away
 
-    def filter_mask(self) -> np.ndarray:
-        keep = super().filter_mask()
-        if self.state_filter == "reversed" and len(self.flags):
-            keep &= np.array([bool(p.get("reversed")) for p in self.flags["payload"]], bool)
-        return keep
+    def filter_where(self) -> tuple[str, dict]:
+        where, params = super().filter_where()
+        if self.state_filter == "reversed":  # the pairs whose payload says ``reversed`` (Python's truth)
+            where = " AND ".join(w for w in (where, payload_truthy("reversed")) if w)
+        return where, params
 
-    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, flags: pd.DataFrame) -> dict:
+    def fetch_context(self, conn: sqlite3.Connection, benchmark: str, q: FlagQueue) -> dict:
         from benchloupe.store import read, runs
 
         models = read.models(conn, benchmark).set_index("id")
         tables, splits = {}, {}
-        for rid in (flags["run_id"].dropna().unique() if len(flags) else []):
+        for rid in q.run_ids(conn):
             metrics = (runs.get_run(conn, int(rid)) or {}).get("metrics", {})
             tables[int(rid)] = metrics.get("table1")
             splits[int(rid)] = split_header(metrics)
@@ -58,9 +58,10 @@ class ReversalsScreen(FlagQueueScreen):
 
     def _current_driving_item(self) -> int | None:
         """The current pair's driving item, or None (and a warning) when there is no pair or none was recorded."""
-        if not len(self.view):
+        row = self._current_row()
+        if row is None:
             return None
-        item_id = self.driving_item(self.flags.iloc[self.view[self.pos]])
+        item_id = self.driving_item(row)
         if item_id is None:
             self.notify("this pair has no driving item recorded", severity="warning")
         return item_id
@@ -69,7 +70,7 @@ class ReversalsScreen(FlagQueueScreen):
         """Enter: the panel of the item that drove the reversal most."""
         item_id = self._current_driving_item()
         if item_id is not None:
-            open_item_panel(self.app, item_id, self.flags["model_id"].iloc[self.view[self.pos]])
+            open_item_panel(self.app, item_id, self._current_row()["model_id"])
 
     def action_select_item(self) -> None:
         """i: the item that drove the reversal most, selected on 2 Items."""
