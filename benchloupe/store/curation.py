@@ -465,9 +465,39 @@ def undo_latest(conn: sqlite3.Connection, flag_id: int | None = None) -> dict:
             expect[int(r["entity_id"])] = int(d["version"])
         else:  # written before versions were kept: at least the state it set must still be there
             expect_state[int(r["entity_id"])] = d.get("to")
+    # a flag whose every later change was taken back (a batch over it, then that batch's undo) is as the decision
+    # left it, at a later version: the decision before a batch can be undone after the batch is
+    expect |= _taken_back_since(conn, {int(r["entity_id"]): int(r["id"]) for r in group if int(r["entity_id"]) in
+                                       expect})
     set_flag_states(conn, changes, undo=True, expect=expect, expect_state=expect_state,
                     undoes=[int(r["id"]) for r in group])
     return {"undone": [int(r["id"]) for r in group], "flags": {fid: st for fid, st, _n in changes}}
+
+
+def _taken_back_since(conn: sqlite3.Connection, decided: dict[int, int]) -> dict[int, int]:
+    """flag id -> its version now, for the flags of *decided* (flag id -> an audit row on it) whose every later
+    audit row was taken back: each later decision is undone by a later ``flag:undo`` row."""
+    if not decided:
+        return {}
+    later: dict[int, list[tuple[int, str, str | None]]] = {}
+    for aid, fid, action, undoes in conn.execute(
+            "SELECT a.id, a.entity_id, a.action, json_extract(a.detail, '$.undoes') FROM json_each(?) j"
+            " JOIN audit_log a ON a.entity = 'flag' AND a.entity_id = CAST(j.key AS INTEGER) AND a.id > j.value"
+            " ORDER BY a.id", (json.dumps({str(k): v for k, v in decided.items()}),)):
+        later.setdefault(int(fid), []).append((int(aid), action, undoes))
+    moved = [fid for fid in later if _all_taken_back(later[fid])]
+    if not moved:
+        return {}
+    return {int(r[0]): int(r[1]) for r in conn.execute(
+        "SELECT id, version FROM flags WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(moved),))}
+
+
+def _all_taken_back(rows: list[tuple[int, str, str | None]]) -> bool:
+    undone = set()
+    for _aid, action, undoes in rows:
+        if action == "flag:undo":
+            undone.update(int(u) for u in json.loads(undoes or "[]"))
+    return all(action == "flag:undo" or aid in undone for aid, action, _u in rows)
 
 
 def flag_history(conn: sqlite3.Connection, flag_ids: list[int] | None = None, *, limit: int = 20) -> pd.DataFrame:
