@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import home_guard
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 DATA = SHARED / "data"
@@ -21,11 +23,47 @@ def need_shared(*parts: str) -> Path:
     return p
 
 
+def pytest_configure(config):
+    """HOME and XDG_* are a temporary session home before collection, and the real ones guarded (issue 32.15)."""
+    config._real_home_before = home_guard.snapshot(home_guard.real_benchloupe_dirs())
+    home_guard.isolate()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session fails when anything of it wrote into the real home's benchloupe folders."""
+    if hasattr(session.config, "workerinput"):  # xdist workers: the controller compares the folders once
+        return
+    before = getattr(session.config, "_real_home_before", None)
+    if before is None:
+        return
+    refused = home_guard.take_violations()
+    own = [str(session.config._tmp_path_factory.getbasetemp()), str(home_guard.session_home())]
+    mine, others = home_guard.changed_by_suite(before, home_guard.snapshot(home_guard.real_benchloupe_dirs()), own)
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    say = tr.write_line if tr else print
+    for p in others:
+        say(f"note: {p} changed during the session, not by this session (another benchloupe or test run of this user?)")
+    if refused or mine:
+        for line in refused + [f"changed {p}" for p in mine]:
+            say(f"FAILED: the suite touched the real home: {line}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config):
+    home_guard.cleanup()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
-    """No test touches the user's real default database or endpoints file, or the caller's OpenAI settings."""
+    """No test touches the user's real home (default database, endpoints file, soundness cache) or the caller's
+    OpenAI settings; a write refused by the home guard fails the test that made it."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.delenv("BENCHLOUPE_DB", raising=False)
     monkeypatch.delenv("BENCHLOUPE_ENDPOINTS", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -36,6 +74,10 @@ def _isolated_home(tmp_path, monkeypatch):
 
     actor.set_actor(None)
     monkeypatch.setenv("BENCHLOUPE_USER", "curator")
+    yield
+    refused = home_guard.take_violations()
+    if refused:
+        pytest.fail("the test wrote into the real home: " + "; ".join(refused), pytrace=False)
 
 
 @pytest.fixture(scope="session")

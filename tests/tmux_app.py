@@ -23,7 +23,11 @@ class TmuxApp:
         self.home = home or self.db.parent
 
     def start(self) -> TmuxApp:
-        env = {"XDG_DATA_HOME": str(self.home / "xdg"), "XDG_CONFIG_HOME": str(self.home / "xdg-config"),
+        # every home folder explicit: the pane's environment is the tmux server's (perhaps the user's own
+        # server, started outside the suite) plus these, never the test's
+        env = {"HOME": str(self.home), "XDG_DATA_HOME": str(self.home / "xdg"),
+               "XDG_CONFIG_HOME": str(self.home / "xdg-config"), "XDG_CACHE_HOME": str(self.home / "xdg-cache"),
+               "XDG_STATE_HOME": str(self.home / "xdg-state"),
                "BENCHLOUPE_USER": "", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         cmd = (f"{exports} exec {shlex.quote(sys.executable)} -m benchloupe --db {shlex.quote(str(self.db))} "

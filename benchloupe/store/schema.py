@@ -314,6 +314,22 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (candidate_id, actor)
     );
     """,
+    # broken items (issue 33): the item audit writes flags of kind 'item' with a reason (backwards, miskeyed,
+    # dead, saturated, flat, misfit, duplicate; several joined by ',' with the most serious first); the CHECK is
+    # widened by the same writable_schema edit as migration 2 (no row changes). The column on flags is added
+    # before the edit: an ADD COLUMN after it would splice at the pre-edit length; the ADD COLUMN on items after
+    # it bumps the schema cookie. An item's ``choices`` are its option labels (JSON list, '[]' when unknown); a
+    # static result row may carry ``options``: the chosen option per cell, int8 aligned with items.pos, the
+    # index into that item's choices, -1 where unknown. With options stored, a changed answer re-scores them.
+    """
+    ALTER TABLE flags ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    PRAGMA writable_schema = ON;
+    UPDATE sqlite_master SET sql = replace(sql, '''gap'', ''candidate'')', '''gap'', ''candidate'', ''item'')')
+        WHERE type = 'table' AND name = 'flags';
+    PRAGMA writable_schema = OFF;
+    ALTER TABLE items ADD COLUMN choices TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE static_results ADD COLUMN options BLOB;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -114,14 +114,14 @@ def test_classic_patterns_expand_by_frequency(tmp_path):
     assert detect_format(path) == "classic-irt"
     p = parse_file(path)
     assert p.benchmark == "X"
-    assert p.models["name"].tolist() == [f"person_{i:04d}" for i in range(1, 6)]
+    assert p.models["name"].tolist() == [f"X/person_{i:04d}" for i in range(1, 6)]
     assert p.correct.tolist() == [[0, 0]] * 2 + [[1, 1]] * 3
 
 
 def test_classic_group_counts(tmp_path):
     path = _write(tmp_path / "g.csv", "I1,I2,G1,G2\n0,1,1,2\n1,1,0,1\n")
     p = parse_file(path, "classic-irt", freq_col="G1,G2")
-    assert p.models["name"].tolist() == ["G1_0001", "G2_0001", "G2_0002", "G2_0003"]
+    assert p.models["name"].tolist() == ["g/G1_0001", "g/G2_0001", "g/G2_0002", "g/G2_0003"]
     assert p.correct.tolist() == [[0, 1], [0, 1], [0, 1], [1, 1]]
     assert [m["group"] for m in p.models["metadata"]] == ["G1", "G2", "G2", "G2"]
 

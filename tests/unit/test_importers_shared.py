@@ -162,7 +162,7 @@ def test_classic_lsat_patterns_equal_expanded(name, pvalues):
 def test_classic_sat12_and_asvab():
     sat = parse_classic_irt(_need("classic_irt", "SAT12_scored.csv"))
     assert sat.benchmark == "SAT12" and sat.correct.shape == (600, 32)
-    assert sat.models["name"].iloc[0] == "person_0001"
+    assert sat.models["name"].iloc[0] == "SAT12/person_0001"
     asvab = parse_classic_irt(
         _need("classic_irt", "ASVAB_group_patterns.csv"),
         freq_col="White_Male,White_Female,Black_Male,Black_Female",

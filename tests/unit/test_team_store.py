@@ -178,7 +178,7 @@ def test_an_existing_database_migrates_with_versions_from_its_audit_log(tmp_path
 
     path = tmp_path / "old.db"
     raw = sqlite3.connect(path, isolation_level=None)
-    for target, script in enumerate(schema.MIGRATIONS[:-1]):
+    for target, script in enumerate(schema.MIGRATIONS[:3]):  # up to the curators migration (4)
         for st in _split(script):
             raw.execute(st)
         raw.execute(f"PRAGMA user_version = {target + 1}")

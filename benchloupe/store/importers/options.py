@@ -65,6 +65,6 @@ OPTIONS: list[ImportOption] = [
     ImportOption("require_status_ok", "status ok only", "DualEval: keep only rows whose status is ok "
                  "(item_informativeness.py)", "flag"),
     ImportOption("no_model_col", "no model column", "wide: every column is an item; rows are respondents "
-                 "person_0001 ...", "flag"),
+                 "<file>/person_0001 ...", "flag"),
 ]
 OPTION_NAMES = [o.name for o in OPTIONS]

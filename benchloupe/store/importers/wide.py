@@ -14,8 +14,9 @@ metadata, mapped to a family by the ``arch_to_family`` callable the caller passe
 ``benchloupe.engine.families.family_from_architecture``: store code may not import engine, DESIGN.md).
 
 ``parse_classic_irt``: the mirt data sets. ``*_patterns.csv`` (response pattern + frequency column) are
-expanded to one respondent per count (``person_0001`` ...), ``*_expanded.csv`` have no name column
-(respondents numbered likewise), ``SAT12_scored.csv`` names them in its ``person`` column.
+expanded to one respondent per count (``LSAT7/person_0001`` ...), ``*_expanded.csv`` have no name column
+(respondents numbered likewise), ``SAT12_scored.csv`` names them in its ``person`` column. Respondents are
+people of their data set, so their names carry it (issue 32: SAT12 after LSAT7 must not reuse LSAT7's people).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def parse_wide(
     **_: object,
 ) -> ParsedImport:
     """Parse a models x items 0/1 CSV. ``model_col`` defaults to the first column; with
-    ``no_model_col`` every column is an item and rows are named ``person_0001`` ...."""
+    ``no_model_col`` every column is an item and rows are named ``<data set>/person_0001`` ...."""
     path = str(path)
     if isinstance(na_values, str):
         na_values = ["", *na_values.split(",")]
@@ -131,7 +132,7 @@ def parse_wide(
     correct = np.where(missing, -1, values).astype(np.int8)
     if model_col is None:
         width = max(4, len(str(len(frame))))
-        names = [f"person_{i + 1:0{width}d}" for i in range(len(frame))]
+        names = [f"{data_set(path)}/person_{i + 1:0{width}d}" for i in range(len(frame))]
     else:
         names = _model_names(Table(path, frame, "csv", data=data), model_col)
     return ParsedImport(
@@ -275,6 +276,20 @@ def parse_metabench(
 COUNT_NAMES = ("freq", "Freq", "count", "n")
 
 
+def data_set(path: str | Path) -> str:
+    """The data set a file of unnamed respondents belongs to: its name without the extension and mirt's
+    ``_patterns``/``_expanded``/``_scored`` suffixes (``SAT12_scored.csv`` -> ``SAT12``).
+
+    Respondents of classic sets are people of that set, not models shared across benchmarks (issue 32):
+    ``person_0001`` of LSAT7 is not ``person_0001`` of SAT12, so their names carry the set,
+    ``SAT12/person_0001``. Named models (LLMs) keep their own names and stay shared across benchmarks.
+    """
+    name = default_benchmark(path)
+    for suffix in ("_patterns", "_expanded", "_scored"):
+        name = name.removesuffix(suffix)
+    return name or "respondents"
+
+
 def parse_classic_irt(
     path: str | Path, *, benchmark: str | None = None, freq_col: str | None = None, **options: object
 ) -> ParsedImport:
@@ -286,15 +301,13 @@ def parse_classic_irt(
     path = str(path)
     header = csv_header(path, load_bytes(path))
     counts = [c.strip() for c in freq_col.split(",")] if freq_col else [c for c in header if c in COUNT_NAMES]
-    bench = default_benchmark(path)
-    for suffix in ("_patterns", "_expanded", "_scored"):
-        bench = bench.removesuffix(suffix)
-    bench = benchmark or bench
+    dset = data_set(path)
+    bench = benchmark or dset
     if not counts:
         if header[0].lower() in {"person", "id", "respondent"}:
             parsed = parse_wide(path, benchmark=bench, **options)
             parsed.models["name"] = [
-                f"person_{int(n):04d}" if n.isdigit() else f"person_{n}" for n in parsed.models["name"]
+                f"{dset}/person_{int(n):04d}" if n.isdigit() else f"{dset}/person_{n}" for n in parsed.models["name"]
             ]
         else:
             parsed = parse_wide(path, benchmark=bench, no_model_col=True, **options)
@@ -318,7 +331,7 @@ def parse_classic_irt(
         rows.append(pattern[idx])
         prefix = "person" if len(counts) == 1 else c
         width = max(4, len(str(len(idx))))
-        names += [f"{prefix}_{k + 1:0{width}d}" for k in range(len(idx))]
+        names += [f"{dset}/{prefix}_{k + 1:0{width}d}" for k in range(len(idx))]
         groups += [c] * len(idx)
     if not names:
         raise ImportFormatError(path, "", "all pattern frequencies are zero", "check the frequency column")

@@ -136,6 +136,8 @@ class BenchScreen(Screen):
         current = self.current_token()
         # the stamps say what changed since what is on screen, only for the benchmark on screen
         same_benchmark = self.shown_token is not None and self.shown_token[0] == current[0]
+        if self.NEEDS_BENCHMARK and self.shown_token is not None and not same_benchmark:
+            self.benchmark_changed()
         self._token = current
         if self.NEEDS_BENCHMARK and not self.app.benchmark:
             self.show_no_benchmark()
@@ -265,6 +267,32 @@ class BenchScreen(Screen):
             first = (error_text(error).strip().splitlines() or [type(error).__name__])[0]
             status.update(Text(f"could not read {what}: {first}", style="bold red"))
         self.forget()
+
+    def benchmark_changed(self) -> None:
+        """Another benchmark is about to be read: a search typed for the previous one does not survive it (issue
+        32 point 4: Items read "0 of 320 items /math-0009" on the new benchmark). By default every table's
+        ``/`` search is dropped; screens with searches or filters of their own drop those too."""
+        from benchloupe.tui.widgets.table import FrameTable
+
+        for table in self.query(FrameTable):
+            for box in table._search_boxes():
+                box.remove()
+            if table.query:
+                table.set_query("")
+
+    def reveal(self, row_id: int) -> bool:
+        """Select the row whose ``id`` is *row_id* on this screen's table and scroll it into view, dropping a
+        search that hides it (a jump always lands on and shows its target, issue 32 point 4); False when the
+        screen's data does not hold it."""
+        from benchloupe.tui.widgets.table import FrameTable
+
+        table = next(iter(self.query(FrameTable)), None)
+        if table is None:
+            return False
+        if table.move_to_value("id", row_id):
+            return True
+        self.benchmark_changed()  # the same as for a new benchmark: no search of ours stays
+        return table.move_to_value("id", row_id)
 
     def forget(self) -> None:
         """Drop the rows the screen's keys act on (a failed read must leave nothing to decide on)."""

@@ -134,6 +134,25 @@ class ItemsScreen(BenchScreen):
     def show_no_benchmark(self) -> None:
         self.query_one("#items-status", SafeStatic).update(Text(self.app.no_benchmark_hint()))
 
+    def benchmark_changed(self) -> None:
+        """A new benchmark (or a jump whose item the search or filters hide): no search, every filter "all"."""
+        super().benchmark_changed()
+        self._drop_search()
+        self.filters = dict.fromkeys(FILTERS, "all")
+        if len(self.frame):
+            self.apply_filters(keep_cursor=True)
+
+    def _drop_search(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        box = self.query_one("#items-search", Input)
+        with box.prevent(Input.Changed):
+            box.value = ""
+        box.display = False
+        self.query_text = ""
+        self._fts_ids = np.zeros(0, np.int64)
+        self.search_error = ""
+
     def forget(self) -> None:
         self.frame = self.frame.iloc[0:0]
         self._haystack = np.array([], dtype=object)
@@ -211,11 +230,7 @@ class ItemsScreen(BenchScreen):
         box.focus()
 
     def action_clear_search(self) -> None:
-        box = self.query_one("#items-search", Input)
-        if box.value:
-            box.value = ""
-        self.query_text = ""
-        box.display = False
+        self._drop_search()
         self.apply_filters(keep_cursor=True)
         self.query_one(FrameTable).focus()
 

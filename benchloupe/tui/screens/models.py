@@ -158,12 +158,25 @@ class ModelsScreen(BenchScreen):
         box.focus()
 
     def action_clear_search(self) -> None:
-        box = self.query_one("#models-search", Input)
-        box.value = ""
-        box.display = False
-        self.query_text = ""
+        self._drop_search()
         self._apply_search()
         self.query_one(FrameTable).focus()
+
+    def _drop_search(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        box = self.query_one("#models-search", Input)
+        with box.prevent(Input.Changed):
+            box.value = ""
+        box.display = False
+        self.query_text = ""
+
+    def benchmark_changed(self) -> None:
+        """A new benchmark (or a jump whose model the search hides): no search."""
+        super().benchmark_changed()
+        self._drop_search()
+        if len(self._haystack) == len(self.query_one(FrameTable).frame):
+            self._apply_search()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "models-search":

@@ -870,10 +870,9 @@ SELECT_TIMEOUT = 30.0
 
 
 def select_on_screen(app, mode: str, row_id: int) -> None:
-    """Switch to the *mode* screen (items, models) and move its table's cursor to the row whose ``id`` is
-    *row_id* once the screen has shown its data; says so when a search or filter there hides the row."""
-    from benchloupe.tui.widgets.table import FrameTable
-
+    """Switch to the *mode* screen (items, models) and select the row whose ``id`` is *row_id*, scrolled into
+    view, once the screen has shown its data (``BenchScreen.reveal``: a search or filter there that hides the row
+    is dropped); says so when the screen does not hold the row."""
     app.switch_mode(mode)
     state = {"waited": 0.0}
 
@@ -887,9 +886,9 @@ def select_on_screen(app, mode: str, row_id: int) -> None:
         if not here or (screen.shown_token != screen.current_token() and state["waited"] < SELECT_TIMEOUT):
             return
         timer.stop()
-        if not screen.query_one(FrameTable).move_to_value("id", row_id):
-            app.notify("that row is hidden on this screen by its search or filters (escape clears them)",
-                       severity="warning")
+        if not screen.reveal(row_id):
+            app.notify(f"that {'item' if mode == 'items' else 'model'} is not on this screen (not in the run it"
+                       " shows)", severity="warning")
 
     timer = app.set_interval(0.05, attempt)
 

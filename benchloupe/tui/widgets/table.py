@@ -515,11 +515,23 @@ class FrameTable(ScrollView, can_focus=True):
         return self.frame[key][r] if isinstance(self.frame, Columns) else self.frame[key].iloc[r]
 
     def move_to_value(self, key: str, value) -> bool:
+        """Put the cursor on the row whose *key* is *value* and scroll it into view (now, and again once the
+        table is laid out: a screen just switched to has no height yet); False when the view does not hold it."""
         hit = np.flatnonzero(column_values(self.frame, key)[self.view] == value) if len(self.view) else []
         if len(hit):
             self.cursor = int(hit[0])
+            self.call_after_refresh(self.scroll_to_cursor)
             return True
         return False
+
+    def scroll_to_cursor(self) -> None:
+        """Scroll so that the cursor row is on screen (below the header)."""
+        rows = max(self.size.height - 1 - (1 if self.show_horizontal_scrollbar else 0), 1)
+        top = int(self.scroll_offset.y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + rows:
+            self.scroll_to(y=self.cursor - rows + 1, animate=False, immediate=True)
 
     # ---------------------------------------------------------------- cursor
     def watch_cursor(self, value: int) -> None:
@@ -527,12 +539,7 @@ class FrameTable(ScrollView, can_focus=True):
         if n and not 0 <= value < n:
             self.cursor = max(0, min(value, n - 1))
             return
-        rows = max(self.size.height - 1 - (1 if self.show_horizontal_scrollbar else 0), 1)
-        top = int(self.scroll_offset.y)
-        if value < top:
-            self.scroll_to(y=value, animate=False, immediate=True)
-        elif value >= top + rows:
-            self.scroll_to(y=value - rows + 1, animate=False, immediate=True)
+        self.scroll_to_cursor()
         self.refresh()
         self.post_message(self.Highlighted(self, self.row))
 
