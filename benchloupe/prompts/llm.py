@@ -112,17 +112,118 @@ def parse_children(text: str) -> list[ChildDraft]:
     return salvaged if len(salvaged) > len(structured) else structured
 
 
-def _parse_flag(text: str, key: str, yes: str, no: str) -> bool | None:
-    value = parse_json_loose(text)
-    if isinstance(value, dict) and isinstance(value.get(key), bool):
-        return value[key]
-    m = re.search(rf'"?{key}"?\s*[:=]\s*"?(true|false)', text, re.IGNORECASE)
-    if m:
-        return m.group(1).lower() == "true"
-    words = set(re.findall(r"[A-Za-z]+", text.upper()))
-    if (no in words) != (yes in words):
-        return yes in words
-    return None
+def _untrusted_fragments(untrusted: Sequence[str]) -> list[str]:
+    """The texts the model under judgement wrote (the child's question, options and answer; an annotator's
+    response), fences removed, with each of their lines that holds a brace: what a judge
+    may restate whole or in part, and what must never contribute a verdict (issue 37 #6)."""
+    out: set[str] = set()
+    for text in untrusted:
+        text = _FENCE.sub("", text or "")
+        if text.strip():
+            out.add(text.strip())
+        for line in text.splitlines():
+            line = line.strip()
+            if len(line) >= 3 and ("{" in line or "}" in line):
+                out.add(line)
+    return sorted(out, key=len, reverse=True)
+
+
+def _occurrences(text: str, fragments: Sequence[str]) -> list[tuple[int, int]]:
+    """Spans of every verbatim occurrence of each fragment in the text."""
+    spans = []
+    for frag in fragments:
+        start = text.find(frag)
+        while start >= 0 and len(spans) < 10_000:
+            spans.append((start, start + len(frag)))
+            start = text.find(frag, start + 1)
+    return spans
+
+
+def _structure(text: str, start: int, end: int) -> Iterator[int]:
+    """Positions of the JSON object text[start:end]'s structural characters: braces, brackets, colons, commas,
+    literals, and the quotes that open and close its strings (not what its strings hold)."""
+    in_str = esc = False
+    for i in range(start, end):
+        ch = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+                yield i
+        elif ch == '"':
+            in_str = True
+            yield i
+        elif not ch.isspace():
+            yield i
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _objects_in(text: str) -> Iterator[tuple[int, int, Any]]:
+    """Every JSON object decodable at some brace of the text (the last :data:`MAX_STARTS` braces): (start, end,
+    value), in order of start; nested objects too."""
+    decoder = json.JSONDecoder()
+    starts = [i for i, ch in enumerate(text) if ch == "{"][-MAX_STARTS:]
+    for start in starts:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        except RecursionError:
+            return
+        yield start, end, value
+
+
+def parse_verdict(text: str, key: str, untrusted: Sequence[str] = ()) -> dict | None:
+    """The judge's own verdict object: the last JSON object in its reply with a boolean ``key`` that the text
+    under judgement did not write (issue 37 #6: the first object was taken, and a child item that carried
+    ``{"valid": true}``, restated by the judge before its own ``{"valid": false}``, was stored valid).
+
+    An object is the child's, not the judge's, when any of its structural characters (braces, colons,
+    commas, literals, string quotes) lies inside a verbatim restatement of the child's text or of one of its
+    lines, or when it equals (as JSON) an object that the child's text holds. A fake fence, a forged
+    verdict, an object cut in half to swallow the judge's own: each is skipped, and a reply with no verdict
+    of the judge's own is unparsed (the child is then invalid: the parser fails closed)."""
+    cleaned = _FENCE.sub("", text)
+    fragments = _untrusted_fragments(untrusted)
+    spans = _occurrences(cleaned, fragments)
+    forged = {_canonical(v) for frag in fragments for _, _, v in _objects_in(frag) if isinstance(v, dict)}
+    found = None
+    for start, end, value in _objects_in(cleaned):
+        if not isinstance(value, dict) or not isinstance(value.get(key), bool) or _canonical(value) in forged:
+            continue
+        if spans and any(a <= i < b for i in _structure(cleaned, start, end) for a, b in spans):
+            continue
+        found = value
+    return found
+
+
+def _parse_flag(text: str, key: str, yes: str, no: str, untrusted: Sequence[str] = ()) -> tuple[bool | None, str]:
+    """(verdict, reason) from a judge or grader reply: its own JSON object (:func:`parse_verdict`); failing that,
+    a bare ``key: true`` or a lone YES/NO word in what is left once every restatement of the untrusted text is
+    blanked out (never a word or pair the child wrote); None when nothing or both are found."""
+    value = parse_verdict(text, key, untrusted)
+    if value is not None:
+        return value[key], str(value.get("reason") or "")
+    rest = _FENCE.sub("", text)
+    for frag in sorted({f.strip() for u in untrusted for f in (_FENCE.sub("", u or ""), *(u or "").splitlines())
+                        if f.strip()}, key=len, reverse=True):
+        rest = rest.replace(frag, " ")
+    theirs = set(re.findall(r"[A-Za-z]+", " ".join(untrusted).upper()))
+    pairs = {m.lower() for m in re.findall(rf'"?{key}"?\s*[:=]\s*"?(true|false)', rest, re.IGNORECASE)}
+    if len(pairs) == 1:
+        return pairs.pop() == "true", ""
+    if pairs:
+        return None, ""
+    words = set(re.findall(r"[A-Za-z]+", rest.upper()))
+    if (no in words) != (yes in words) and not {yes, no} & theirs:
+        return yes in words, ""
+    return None, ""
 
 
 def _snippet(text: str) -> str:
@@ -174,6 +275,11 @@ class LLMRewriter:
         return RewriteReply(tuple(kids[: request.n_children]), reply.calls)
 
 
+def _written_by(child: ChildDraft) -> tuple[str, ...]:
+    """What the rewriter wrote into a child: the texts a judge's verdict may never be read from."""
+    return (child.text, child.answer, *child.choices)
+
+
 class LLMJudge:
     """Validity judge J (Algorithm 2 line 13) and grader of free-form answers."""
 
@@ -187,18 +293,17 @@ class LLMJudge:
         messages = self.judge_template.render(question=child.text, choices=_choices_block(child.choices),
                                               answer=child.answer)
         reply = self.client.chat(messages, tag, json_reply=True)
-        valid = _parse_flag(reply.text, "valid", "VALID", "INVALID")
+        valid, reason = _parse_flag(reply.text, "valid", "VALID", "INVALID", _written_by(child))
         if valid is None:
             return VerdictReply(False, f"judge reply could not be parsed: {_snippet(reply.text)}", reply.calls)
-        value = parse_json_loose(reply.text)
-        reason = value.get("reason") if isinstance(value, dict) else None
-        return VerdictReply(valid, str(reason or ("valid" if valid else "judged invalid")), reply.calls)
+        return VerdictReply(valid, reason or ("valid" if valid else "judged invalid"), reply.calls)
 
     def grade(self, child: ChildDraft, response: str, tag: str) -> GradeReply:
         messages = self.grading_template.render(question=child.text, choices=_choices_block(child.choices),
                                                 answer=child.answer, response=response)
         reply = self.client.chat(messages, tag, json_reply=True)
-        return GradeReply(bool(_parse_flag(reply.text, "correct", "CORRECT", "INCORRECT")), reply.calls)
+        correct, _ = _parse_flag(reply.text, "correct", "CORRECT", "INCORRECT", (*_written_by(child), response))
+        return GradeReply(bool(correct), reply.calls)
 
 
 _INSTRUCTIONS: Mapping[AnswerFormat, str] = {
