@@ -318,6 +318,12 @@ def undo_latest(conn: sqlite3.Connection, flag_id: int | None = None) -> dict:
     if target is None:
         raise StoreError(f"{who} has no decision to undo" + (f" on flag {flag_id}" if flag_id is not None else ""))
     detail = json.loads(target["detail"] or "{}")
+    if detail.get("fix_key") is not None:  # a key fix (issue 33): the item's answer and results come back too
+        from .itemkeys import undo_fix_key
+
+        item = conn.execute("SELECT item_id FROM flags WHERE id = ?", (int(target["entity_id"]),)).fetchone()
+        out = undo_fix_key(conn, int(item[0]))
+        return {"undone": [int(target["id"])], "flags": {int(target["entity_id"]): "open"}, "fix_key": out}
     group = [target]
     if detail.get("batch_id"):  # the other rows of the same batch (one transaction, one undo)
         group = [r for r in rows if int(r["id"]) not in undone
