@@ -43,8 +43,13 @@ def _flag_line(f) -> str:
 
 
 def cmd_flags(args) -> int:
-    from benchloupe.store import curation, read
+    """List the current flags (store/queue.py ``current_flags``: the latest run of each analysis, decisions
+    carried over; the workbench's queues count the same), every run's with ``--all-runs``; or act on one."""
+    import pandas as pd
+
+    from benchloupe.store import read
     from benchloupe.store.actor import by_at
+    from benchloupe.store.queue import current_flags
 
     conn = connect_db(args)
     try:
@@ -53,22 +58,29 @@ def cmd_flags(args) -> int:
         if args.set or args.undo is not None or args.history is not None:
             return _flag_action(args, conn)
         bid = read.benchmark_id(conn, args.benchmark) if args.benchmark else None
-        df = curation.flags(conn, run_id=args.run, kind=args.kind, state=args.state, benchmark_id=bid)
+        history = bool(args.all_runs) or args.run is not None
+        df = current_flags(conn, benchmark_id=bid, kind=args.kind, state=args.state, run_id=args.run,
+                           all_runs=bool(args.all_runs))
     finally:
         conn.close()
     if args.by is not None:
         df = df[(df["updated_by"] == args.by) & (df["version"] > 0)]
     cols = FLAG_COLS
     if args.json:
-        print_json(df[cols + ["payload"]])
+        print_json(df[cols + ["carried_from", "superseded", "payload"]])
     elif df.empty:
         print("no flags match")
     else:
         decided = int((df["state"] != "open").sum())
-        print(f"{count(len(df), 'flag')}, {decided} triaged")
+        print(f"{count(len(df), 'flag')}, {decided} triaged" + (
+            f" ({count(int(df['superseded'].sum()), 'flag')} of earlier runs)" if history else ""))
         shown = df[cols[:-3]].copy()
-        shown["decided"] = [by_at(b, a) if v else "" for b, a, v in zip(df["updated_by"], df["updated_at"],
-                                                                        df["version"])]
+        carried = [None if pd.isna(c) else int(c) for c in df["carried_from"]]
+        shown["decided"] = [f"carried from #{c}" if c is not None else (by_at(b, a) if v else "")
+                            for b, a, v, c in zip(df["updated_by"], df["updated_at"], df["version"], carried,
+                                                  strict=True)]
+        if history:
+            shown["run"] = ["earlier" if s else "current" for s in df["superseded"]]
         print(table(shown, limit=args.limit))
     return 0
 
@@ -128,8 +140,7 @@ def _flag_action(args, conn) -> int:
         return 0
     if args.undo is not None:
         out = curation.undo_latest(conn, None if args.undo == 0 else args.undo)
-        changed = curation.flags(conn)
-        changed = changed[changed["id"].isin(list(out["flags"]))]
+        changed = curation.flags(conn, ids=list(out["flags"]))
         if args.json:
             print_json({"undone": out["undone"], "flags": changed[FLAG_COLS]})
         else:
@@ -142,14 +153,12 @@ def _flag_action(args, conn) -> int:
         raise CliError(f"--set needs a flag id (a whole number from 1, as `flags` lists them) then a state; got "
                        f"{ranges.shown(args.set[0])!r}") from None
     fid = int(args.set[0])
-    before = curation.flags(conn)
-    before = before[before["id"] == fid]
+    before = curation.flags(conn, ids=[fid])
     if args.expect is not None and args.expect_version is not None:
         raise CliError("give --expect STATE or --expect-version N, not both")
     curation.set_flag_state(conn, fid, args.set[1], args.note, expect_state=args.expect,
                             expect_version=args.expect_version)
-    changed = curation.flags(conn)
-    changed = changed[changed["id"] == fid]
+    changed = curation.flags(conn, ids=[fid])
     if args.json:
         print_json(changed[FLAG_COLS + ["payload"]])
     else:
@@ -173,6 +182,9 @@ def register_flags(sub, common) -> None:
     p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate", "item"])
     p.add_argument("--state", choices=["open", "confirmed", "dismissed", "unsure"])
     p.add_argument("--by", metavar="NAME", help="only flags last decided by this curator")
+    p.add_argument("--all-runs", action="store_true",
+                   help="also the flags of earlier runs of each analysis (history; by default only the latest "
+                        "run's, with decisions carried over, as the workbench shows them)")
     p.add_argument("--set", nargs=2, metavar=("ID", "STATE"), type=str)
     p.add_argument("--note")
     p.add_argument("--expect", choices=["open", "confirmed", "dismissed", "unsure"], metavar="STATE",

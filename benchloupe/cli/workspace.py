@@ -16,15 +16,17 @@ from benchloupe.textsafe import visible
 def workspace_summary(path: Path) -> dict:
     from benchloupe.store import runs
     from benchloupe.store.db import connect
+    from benchloupe.store.queue import open_counts
 
     conn = connect(path)
     try:
         benches = summaries(conn)
         recent = runs.list_runs(conn).head(5)
-        open_flags = conn.execute("SELECT kind, count(*) FROM flags WHERE state = 'open' GROUP BY kind").fetchall()
+        # the current flags only (store/queue.py): the latest run of each analysis, decisions carried over, as
+        # the workbench's screens count them (issue 32 #1: five coverage runs were counted five times)
         return {"db": str(path), "benchmarks": benches.drop(columns=["id"]),
                 "recent_runs": recent[["id", "kind", "benchmark", "status", "created_at"]],
-                "open_flags": {k: n for k, n in open_flags}}
+                "open_flags": open_counts(conn)}
     finally:
         conn.close()
 

@@ -276,6 +276,8 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
         parsed.successes = np.maximum(parsed.correct, 0).astype(np.int32)
         parsed.trials = (parsed.correct >= 0).astype(np.int32)
     binomial = parsed.trials is not None
+    run = parsed.run or {}
+    accumulate = bool(run.get("accumulate"))  # later lm-eval runs add trials to the stored ones (issue 37)
     changed = 0
     dirty = batch.dirty.setdefault(bid, set())
     for m, mid in enumerate(model_ids):
@@ -294,6 +296,21 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
             new_t = parsed.trials[m]
             obs = new_t > 0
             tgt = cols[obs]
+            if accumulate:
+                changed += int(obs.sum())
+                tri[tgt] += new_t[obs]
+                succ[tgt] += parsed.successes[m][obs]
+                existing[mid] = [n, None, succ, tri]
+                dirty.add(mid)
+                summary.static_cells += int(obs.sum())
+                continue
+            held = int((tri[tgt] > 0).sum())
+            if run.get("reruns") == "trials" and held:
+                raise ValueError(say(
+                    f"model {str(parsed.models['name'].iat[m])!r} already has results for {held} of these items of "
+                    f"benchmark {parsed.benchmark!r} that no recorded run of task {run.get('task')!r} gave (another "
+                    "file or format); trials cannot be added to them: replace them with ", Opt("reruns", "newest"),
+                    ", or import into another benchmark (", Opt("benchmark"), ")"))
             changed += int(((tri[tgt] != new_t[obs]) | (succ[tgt] != parsed.successes[m][obs])).sum())
             tri[tgt] = new_t[obs]
             succ[tgt] = parsed.successes[m][obs]
@@ -435,6 +452,8 @@ def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
         conn.execute("DELETE FROM preferences WHERE item_id IN (SELECT id FROM items WHERE benchmark_id = ?)",
                      (bid,))
         batch.cleared(bid)
+    if parsed.run and "prior" in parsed.run and not replace:
+        _same_stored_runs(conn, parsed)
     default_kind = "arena" if parsed.kind == "arena" else "static"
     item_ids = _upsert_items(conn, bid, parsed.items, default_kind, summary, batch)
     model_ids = _upsert_models(conn, bid, parsed.models, summary, batch) if len(parsed.models) else []
@@ -463,6 +482,8 @@ def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
         )
         summary.preferences = len(p)
     counts = parsed.counts()
+    if parsed.run and "records" in parsed.run:
+        counts["runs"] = parsed.run["records"]  # the harness runs these cells count (store/harness_runs.py)
     conn.execute(
         "INSERT INTO imports (benchmark_id, format, source, sha256, counts, replaced) VALUES (?, ?, ?, ?, ?, ?)",
         (bid, fmt, parsed.source, sha256, json.dumps(counts), int(replace)),
@@ -470,6 +491,19 @@ def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
     audit(conn, "import", "benchmark", bid, json.dumps({"format": fmt, "source": parsed.source, **counts,
                                                          "replace": replace}))
     return summary
+
+
+def _same_stored_runs(conn: sqlite3.Connection, parsed: ParsedImport) -> None:
+    """Refuse when the runs a trials import was resolved against (read before this transaction) are no longer the
+    stored ones: another import wrote runs of the same task and model meanwhile (issue 37)."""
+    from .harness_runs import current_runs
+
+    run = parsed.run
+    group = (str(parsed.models["name"].iloc[0]), str(run.get("task")), str(run.get("identity")))
+    now = sorted(str(r.get("run_id")) for r in current_runs(conn, parsed.benchmark).get(group, []))
+    if now != list(run["prior"]):
+        raise ValueError(f"the stored runs of task {run.get('task')!r} for model {group[0]!r} changed while this "
+                         "import was read (another import wrote them); run the import again")
 
 
 def derive_benchmark(conn: sqlite3.Connection, source: str, name: str, item_ids: list[int], *, reason: str,

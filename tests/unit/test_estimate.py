@@ -1,0 +1,167 @@
+"""Full-benchmark accuracy from a few items (issue 34): the estimator, its interval's coverage on held-out models,
+the misfit variance and the estimation subsets (benchloupe.engine.estimate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchloupe.engine import estimate as E
+from benchloupe.engine.common import EngineError
+from tests.conftest import need_shared
+
+
+def _world(seed=0, n_models=2400, n_items=200, chance=0.25, misfit=0.0):
+    """Responses simulated from the 3PL with known chance; ``misfit`` > 0 gives every model a second ability on
+    half the items (sd ``misfit`` around its first): a person misfit the 1-D curves cannot explain."""
+    rng = np.random.default_rng(seed)
+    a = np.exp(rng.normal(0.2, 0.35, n_items))
+    b = rng.normal(0, 1.2, n_items)
+    c = np.full(n_items, chance)
+    theta = rng.normal(0, 1, n_models)
+    th2 = np.where(np.arange(n_items)[None, :] < n_items // 2, theta[:, None],
+                   theta[:, None] + misfit * rng.normal(size=(n_models, 1)))
+    p = c + (1 - c) / (1 + np.exp(-a * (th2 - b)))
+    y = (rng.random(p.shape) < p).astype(float)
+    return a, b, c, theta, y, p
+
+
+def _held_out(y, theta, a, b, c, n_train=1200, tau=True):
+    cal = E.calibration(a, b, c, theta[:n_train])
+    if tau:
+        cal.tau2 = E.misfit_variance(cal, y[:n_train], np.ones_like(y[:n_train], bool))
+    return cal, y[n_train:]
+
+
+def _random_mask(shape, k, seed):
+    rng = np.random.default_rng(seed)
+    m = np.zeros(shape, bool)
+    for i in range(shape[0]):
+        m[i, rng.choice(shape[1], k, replace=False)] = True
+    return m
+
+
+@pytest.mark.parametrize("k", [10, 40])
+def test_interval_covers_the_true_accuracy_of_held_out_models(k):
+    a, b, c, theta, y, _ = _world()
+    cal, te = _held_out(y, theta, a, b, c)
+    mask = _random_mask(te.shape, k, 1)
+    est = E.estimate(cal, te, mask)
+    truth = te.mean(axis=1)
+    cover = np.mean((truth >= est.lo) & (truth <= est.hi))
+    assert 0.93 <= cover <= 0.975, cover
+    # the estimate beats the plain mean of the same items
+    assert np.mean(np.abs(est.accuracy - truth)) < 0.85 * np.mean(np.abs(est.observed - truth))
+
+
+def test_misfit_is_measured_and_the_interval_still_covers():
+    a, b, c, theta, y, _ = _world(seed=4)  # the 3PL's own data: no misfit to find
+    assert E.misfit_variance(E.calibration(a, b, c, theta[:1200]), y, np.ones_like(y, bool)) < 1e-4
+    a, b, c, theta, y, _ = _world(seed=3, misfit=0.8)  # two abilities: the 1-D curves miss part of each model
+    cal, te = _held_out(y, theta, a, b, c)
+    assert cal.tau2 > 2e-4
+    truth = te.mean(axis=1)
+    for k in (20, 60, 150):
+        est = E.estimate(cal, te, _random_mask(te.shape, k, 2))
+        assert 0.93 <= np.mean((truth >= est.lo) & (truth <= est.hi)) <= 0.975
+
+
+def test_a_fully_answered_model_gets_its_observed_accuracy_and_no_width():
+    a, b, c, theta, y, _ = _world(n_models=300, n_items=60)
+    cal = E.calibration(a, b, c, theta, tau2=1e-3)
+    est = E.estimate(cal, y[:5], np.ones((5, 60), bool))
+    assert np.allclose(est.accuracy, y[:5].mean(axis=1), atol=1e-9)
+    assert np.allclose(est.lo, est.accuracy, atol=1e-6) and np.allclose(est.hi, est.accuracy, atol=1e-6)
+
+
+def test_seen_items_count_as_observed_and_more_items_narrow_the_interval():
+    a, b, c, theta, y, _ = _world(n_models=400, n_items=100)
+    cal = E.calibration(a, b, c, theta)
+    widths = [float(np.mean(E.estimate(cal, y, _random_mask(y.shape, k, 0)).hi
+                            - E.estimate(cal, y, _random_mask(y.shape, k, 0)).lo)) for k in (10, 30, 90)]
+    assert widths[0] > widths[1] > widths[2]
+
+
+def test_bad_input_is_refused():
+    a, b, c, theta, y, _ = _world(n_models=50, n_items=30)
+    cal = E.calibration(a, b, c, theta)
+    m = np.ones((2, 30), bool)
+    m[1] = False
+    with pytest.raises(EngineError, match="answered none"):
+        E.estimate(cal, y[:2], m)
+    with pytest.raises(EngineError, match="items"):
+        E.estimate(cal, y[:2, :10], m[:, :10])
+    with pytest.raises(EngineError, match="k must lie"):
+        E.curve_points(cal, 31)
+    with pytest.raises(EngineError, match="k must lie"):
+        E.anchor_points(cal, 0)
+    with pytest.raises(EngineError, match="finite"):
+        E.calibration(np.array([1.0, np.nan]), np.zeros(2), None, theta)
+
+
+@pytest.mark.parametrize("pick", [E.anchor_points, E.curve_points])
+def test_estimation_subsets_are_k_distinct_items_with_cluster_weights(pick):
+    a, b, c, theta, y, _ = _world(n_models=300, n_items=120)
+    cal = E.calibration(a, b, c, theta)
+    sel = pick(cal, 15, seed=1)
+    assert len(np.unique(sel.items)) == 15 and np.isclose(sel.weights.sum(), 1) and np.all(sel.weights > 0)
+    assert np.array_equal(sel.items, pick(cal, 15, seed=1).items)  # seeded
+
+
+def test_curve_subset_with_its_weights_beats_a_random_subset_on_average():
+    a, b, c, theta, y, _ = _world(seed=5)
+    cal, te = _held_out(y, theta, a, b, c)
+    truth = te.mean(axis=1)
+    sel = E.curve_points(cal, 20)
+    m = np.zeros(te.shape, bool)
+    m[:, sel.items] = True
+    curve = E.estimate(cal, te, m, weights=E.full_weights(sel, cal.n_items))
+    rnd = E.estimate(cal, te, _random_mask(te.shape, 20, 9))
+    assert np.mean(np.abs(curve.accuracy - truth)) < np.mean(np.abs(rnd.accuracy - truth))
+
+
+def test_plain_estimators_and_gp_lambda():
+    a, b, c, theta, y, _ = _world(n_models=600, n_items=80)
+    cal = E.calibration(a, b, c, theta[:300])
+    m = _random_mask((300, 80), 20, 3)
+    out = E.plain_estimators(cal, y[300:], m)
+    truth = y[300:].mean(axis=1)
+    assert np.allclose(out["mean"], (y[300:] * m).sum(axis=1) / 20)
+    assert np.mean(np.abs(out["pirt"] - truth)) < np.mean(np.abs(out["mean"] - truth))
+    lam = E.gp_lambda(out["mean"] - truth, out["pirt"] - truth)
+    assert 0 < lam < 0.5
+
+
+def test_metabench_arc_held_out_coverage():
+    """Real data (Open LLM Leaderboard ARC, 100 items): 2PL calibrated on 400 models, 200 others with 25 random
+    items each; the interval covers 93-98 % and the error beats the plain mean."""
+    path = need_shared("data", "metabench", "arc-2PL-MAP-0.005-seed=1.responses.csv.gz")
+    from benchloupe.engine.joint import JointConfig, StaticData, fit_joint
+
+    y = pd.read_csv(path, index_col=0).to_numpy(float)
+    rows = np.random.default_rng(0).permutation(len(y))[:1000]
+    tr, te = y[rows[:600]], y[rows[600:]]
+    res = fit_joint(StaticData(tr.astype(np.int8), np.ones_like(tr, bool)), None, JointConfig(mode="static"))
+    cal = E.calibration(res.a_static, res.b_static, None, res.theta)
+    cal.tau2 = E.misfit_variance(cal, tr, np.ones_like(tr, bool))
+    m = _random_mask(te.shape, 25, 4)
+    est = E.estimate(cal, te, m)
+    truth = te.mean(axis=1)
+    cover = np.mean((truth >= est.lo) & (truth <= est.hi))
+    assert 0.92 <= cover <= 0.985, cover
+    assert np.mean(np.abs(est.accuracy - truth)) < 0.8 * np.mean(np.abs(est.observed - truth))
+
+
+def test_interval_scale_replays_the_patterns_on_the_calibration_models():
+    a, b, c, theta, y, _ = _world(seed=7)
+    cal, te = _held_out(y, theta, a, b, c)
+    mask = _random_mask(te.shape, 25, 5)
+    sc = E.interval_scale(cal, y[:1200], np.ones((1200, 200), bool), mask)
+    assert E.SCALE_RANGE[0] <= sc <= E.SCALE_RANGE[1]
+    truth = te.mean(axis=1)
+    est = E.estimate(cal, te, mask, scale=sc)
+    assert 0.93 <= np.mean((truth >= est.lo) & (truth <= est.hi)) <= 0.975
+    wide = E.estimate(cal, te, mask, scale=1.4)
+    assert np.all(wide.hi - wide.lo >= est.hi - est.lo - 1e-12) or sc > 1.4
+    assert E.interval_scale(cal, y[:20], np.ones((20, 200), bool), mask) == 1.0  # too few full models: no change
