@@ -45,7 +45,7 @@ def cmd_estimate(args) -> int:
 
 
 def register_estimate(sub, common) -> None:
-    p = sub.add_parser("estimate", help="full-benchmark accuracy of partly evaluated models, with a 95% interval",
+    p = sub.add_parser("estimate", help="full-benchmark accuracy of partly evaluated models, with a 95%% interval",
                        description="Issue 34: every model with results on only part of the benchmark's active items "
                                    "(or each --model) gets its predicted accuracy on all of them, from the frozen "
                                    "static calibration (the latest static or joint fit, or --run): EAP ability with "
