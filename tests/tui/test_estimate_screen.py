@@ -9,7 +9,7 @@ import pytest
 
 from benchloupe.tui.app import BenchloupeApp
 from tests.hostile import run_cli
-from tests.integration.test_estimate_cli import K, N_FULL, N_ITEMS, _fit, _workspace
+from tests.integration.test_estimate_cli import N_FULL, N_ITEMS, K, _fit, _workspace
 from tests.tui.conftest import loaded, wait_until
 
 pytestmark = pytest.mark.anyio
