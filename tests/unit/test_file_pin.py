@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from benchloupe.store import curation, db as store_db
+from benchloupe.store import curation
+from benchloupe.store import db as store_db
 from benchloupe.store.db import FileChanged, connect, pin, unpin
 from tests.tui.conftest import add_flags
 
