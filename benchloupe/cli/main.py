@@ -184,8 +184,9 @@ def _may_create(args) -> bool:
         return True
     if command == "endpoints":
         return getattr(args, "action", None) == "set"
-    if command in ("open", None):
-        return sys.stdout.isatty() and sys.stdin.isatty() and not getattr(args, "json", False)
+    if command in ("open", None):  # the workbench on a new file, or the user's own default database
+        default = getattr(args, "db", None) is None and getattr(args, "file", None) is None
+        return default or (sys.stdout.isatty() and sys.stdin.isatty() and not getattr(args, "json", False))
     return False
 
 

@@ -54,6 +54,10 @@ def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
     if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
         return damaged_error(path, msg).args[0]
     if "unable to open" in low:
+        p = Path(path)
+        if p.is_file() and not os.access(p, os.R_OK | os.W_OK):  # the file's own permissions, not its folder
+            return (f"{path}: cannot open the database: its own permissions keep you out ({_mode_of(p)}); ask "
+                    "its owner to give you read and write access (chmod u+rw, or g+rw for a team)")
         return f"{path}: cannot open the database ({msg}); check that its folder exists and is writable"
     return f"{path}: database error ({msg})"
 
@@ -111,6 +115,11 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
     if p.exists() and not p.is_file():
         raise StoreError(say(f"{p}: not a regular file (a device, a pipe or a socket); ",
                              Alt("pass a database file with --db", "open the workbench on a database file")))
+    if p.exists() and not os.access(p, os.R_OK):
+        raise StoreError(say(f"{p}: you cannot read the database file ({_mode_of(p)}): its own permissions "
+                             "keep you out, not its folder; ask its owner to give you read access (chmod u+rw, "
+                             "or g+rw for a team) or ", Alt("pass another --db",
+                                                            "open the workbench on another database file")))
     conn = None
     try:
         if p.stat().st_size == 0:
@@ -321,7 +330,9 @@ def _open_readonly(p: Path) -> sqlite3.Connection:
 
 
 def share_sidecars(p: Path) -> None:
-    """Give the -wal and -shm files this process owns the database file's group and permission bits."""
+    """Give the -wal and -shm files this process owns the database file's group and permission bits, always
+    keeping the owner's read and write: a database made read-only for a while (chmod 444) must not leave its
+    -wal and -shm read-only after it is writable again (issue 37 #13)."""
     try:
         st = os.stat(p)
     except OSError:
@@ -334,10 +345,30 @@ def share_sidecars(p: Path) -> None:
                 continue
             if s.st_gid != st.st_gid:
                 os.chown(side, -1, st.st_gid)
-            if (s.st_mode & 0o777) != (st.st_mode & 0o666):
-                os.chmod(side, st.st_mode & 0o666)
+            mode = (st.st_mode & 0o666) | 0o600
+            if (s.st_mode & 0o777) != mode:
+                os.chmod(side, mode)
         except OSError:
             continue  # not there, or not ours to change: SQLite's own permissions stand
+
+
+def _mode_of(p: Path) -> str:
+    """``-r--r--r--, owner ann, group team`` of *p* (what a permission line names)."""
+    import stat
+
+    try:
+        st = p.stat()
+    except OSError:
+        return "permissions unknown"
+    try:
+        import grp
+        import pwd
+
+        owner = pwd.getpwuid(st.st_uid).pw_name
+        group = grp.getgrgid(st.st_gid).gr_name
+    except (KeyError, ImportError):
+        owner, group = str(st.st_uid), str(st.st_gid)
+    return f"{stat.filemode(st.st_mode)}, owner {owner}, group {group}"
 
 
 def write_problem(path: str | os.PathLike) -> str | None:

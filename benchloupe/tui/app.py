@@ -407,7 +407,18 @@ class BenchloupeApp(App[int]):
     # ------------------------------------------------------------------ errors
     def report_error(self, exc: BaseException, where: str = "") -> None:
         """Show a failure in one line (what went wrong; the store's and engine's messages say how to fix)."""
+        import sqlite3
+
         prefix = f"{where}: " if where else ""
+        if isinstance(exc, sqlite3.Error):  # SQLite's words ("attempt to write a readonly database") as the cause
+            from benchloupe.store.db import describe_sqlite_error, write_problem
+
+            problem = write_problem(self.db_path)
+            if problem and not self.read_only:  # permissions changed under the app: no more decisions start
+                self.read_only = problem
+            self.notify(prefix + describe_sqlite_error(exc, self.db_path), title="Failed", severity="error",
+                        timeout=10, markup=False)
+            return
         self.notify(prefix + one_line(exc), title="Failed", severity="error", timeout=10, markup=False)
 
     # ------------------------------------------------------------------ jobs
