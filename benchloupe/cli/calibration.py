@@ -154,8 +154,9 @@ def register_fit(sub, common) -> None:
                    help="where the dense passes run: cuda (torch on a GPU), cpu (numpy), or auto (CUDA when present "
                         "and the fit is large; default); the run records device and dtype")
     p.add_argument("--chance", choices=["stated", "estimate", "none"], default="stated",
-                   help="static items' chance levels (guessing): stated = as imported, checked against the data's "
-                        "floor (default); estimate = one lower asymptote shared by the items, estimated from the data "
+                   help="static items' chance levels (guessing): stated = as imported, tested against the data (a "
+                        "likelihood-ratio test against one estimated asymptote; a warning when they reject it; "
+                        "default); estimate = one lower asymptote shared by the items, estimated from the data "
                         "(marginal ML); none = the plain 2PL")
     add_config_args(p, JointConfig, skip=("mode",))
     p.set_defaults(func=cmd_fit)
@@ -265,7 +266,8 @@ def _print_protocol(rows: list[dict]) -> None:
                             "auprc": "AUPRC"})
     print("\nSynthetic contamination protocol (paper 000 §4.3, mean of 5 seeds; residual: guessing = with the items' "
           "chance level, 2pl = without; ceiling = the same protocol on data simulated from this fit, scored with "
-          "its true probabilities):")
+          "its true probabilities; not a bound where a warning above says the data reject the chance level or the "
+          "detector beats it):")
     print(table(df))
 
 
@@ -284,8 +286,9 @@ def _recovery_rows(args, run_id: int):
     rnd = summ[summ["strategy"] == "random"].set_index("fraction")
     rows = []
     for f in piv.index:
-        row = {"fraction": f"{f:.1%}", **{k: round(float(v), 4) for k, v in piv.loc[f].items()}}
-        if f in rnd.index:
+        row = {"fraction": f"{f:.1%}", **{k: None if _missing(v) else round(float(v), 4)
+                                          for k, v in piv.loc[f].items()}}
+        if f in rnd.index and not _missing(rnd.loc[f, "spearman_lo"]) and not _missing(rnd.loc[f, "spearman_hi"]):
             row["random 95%"] = f"[{rnd.loc[f, 'spearman_lo']:.4f}, {rnd.loc[f, 'spearman_hi']:.4f}]"
         rows.append(row)
     return {"unexpected_cells": [], "recovery": rows}

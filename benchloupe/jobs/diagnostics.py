@@ -104,7 +104,7 @@ class CompressConfig:
     full-data baseline with ``baseline_reference`` own), ``seeds`` random draws; abilities refit with item
     parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
     benchmark; ``retire_lowest`` > 0 retires that many least informative items (chance-aware information).
-    ``chance``: stated (the imported chance levels, checked against the data's floor), estimate (one shared lower
+    ``chance``: stated (the imported chance levels, tested against the data), estimate (one shared lower
     asymptote estimated from the data) or none (the 2PL)."""
 
     mode: str = "auto"
@@ -140,6 +140,7 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
             inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            _check_compressible(benchmark, inputs, mode)
             cfg, res = _fit(inputs, mode, progress, cancel)
             t = ctx.lap("fit_s", t)
             static = inputs.static if cfg.uses_static else None
@@ -161,6 +162,11 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                 t = ctx.lap("recovery_s", t)
                 metrics["recovery_refits"] = informativeness.recovery_refits(table)
                 summary = informativeness.summarise_recovery(table)
+                if not np.isfinite(summary["spearman_mean"].to_numpy(dtype=float)).any():
+                    raise EngineError(say(
+                        f"no variance in the full-data ranking of {benchmark!r}: every model ties, so subset recovery has "
+                        "nothing to recover (its correlations are undefined); import results that tell the models "
+                        "apart, or pass ", Opt("recovery", "no")))
                 artifacts.update({"recovery": table, "recovery_summary": summary})
                 for strat in ("top_fisher", config.strategy, "random"):
                     at10 = summary[(summary["strategy"] == strat) & np.isclose(summary["fraction"], 0.10)]
@@ -200,6 +206,36 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             return ctx.run_id
     finally:
         conn.close()
+
+
+MIN_COMPRESS_ITEMS = 2  # Fisher ranks and subset recovery compare items: one item has nothing to compare
+
+
+def _check_compressible(benchmark: str, inputs: JointInputs, mode: str) -> None:
+    """Refuse, in one line before any fit, a benchmark compress cannot say anything about (issue 37 #12: an
+    all-right benchmark failed with an internal TypeError and its run row said ``done``): fewer than
+    :data:`MIN_COMPRESS_ITEMS` items with results (too few items), or static results that never vary (every
+    observed cell right, or every one wrong: no item tells models apart, Fisher information is zero)."""
+    static = inputs.static if mode != "arena" else None
+    n_items = 0
+    if static is not None:
+        n_items += int(static.mask.any(axis=0).sum())
+    if inputs.arena is not None and mode != "static":
+        n_items += int(inputs.arena.shape[1])
+    if n_items < MIN_COMPRESS_ITEMS:
+        raise EngineError(f"compress needs at least {MIN_COMPRESS_ITEMS} items with results; {benchmark!r} has "
+                          f"{n_items} (too few items): import more items")
+    if static is None or (inputs.arena is not None and mode != "static"):
+        return
+    seen = static.mask
+    if not seen.any():
+        return
+    got = np.asarray(static.correct)[seen].astype(np.float64)
+    top = np.asarray(static.trials)[seen].astype(np.float64) if static.trials is not None else np.ones_like(got)
+    for name, same in (("correct", np.all(got == top)), ("wrong", np.all(got == 0))):
+        if same:
+            raise EngineError(f"{benchmark!r} has no variance: every observed result is {name}, so no item tells "
+                              "the models apart (Fisher information is zero everywhere); import results that differ")
 
 
 def _chance_metrics(static) -> dict:
@@ -272,9 +308,13 @@ def _protocol(res, cfg, static, arena, progress, cancel) -> tuple[pd.DataFrame, 
     return proto, summ, table
 
 
-def _protocol_metrics(table: pd.DataFrame, *, guessing: bool) -> dict:
+def _protocol_metrics(table: pd.DataFrame, *, guessing: bool, chance_mode: str = "stated",
+                      chance_rejected: bool = False) -> dict:
     """The protocol's headline numbers: the minimum AUROC of the primary static row (clean reference, the fit's
-    own p model) as before, the ceiling's range and the largest shortfall below it over every static row."""
+    own p model) as before, the ceiling's range and the largest shortfall below it over every static row.
+    ``protocol_ceiling_holds`` is False where the printed "oracle ceiling" is no ceiling (issue 32): the data reject
+    the stated chance it was simulated with, or the detector beats it by more than .01; a warning says which, and
+    advises ``--chance estimate`` only when the run did not use it."""
     st = table[table["target"] == "static"]
     first = st[(st["detector"] == "clean_reference") & (st["p_model"] == ("guessing" if guessing else "2pl"))]
     out = {"protocol_min_auroc_clean_reference_static": float(first["auroc"].min()) if len(first) else None,
@@ -286,11 +326,24 @@ def _protocol_metrics(table: pd.DataFrame, *, guessing: bool) -> dict:
                     if len(first) else None,
                     "protocol_max_below_ceiling_any": float(st["below_ceiling"].max())})
         above = float(-first["below_ceiling"].min()) if len(first) else float("nan")
-        if guessing and above > 0.01:
+        beaten = guessing and above > 0.01
+        out["protocol_ceiling_holds"] = not (beaten or (guessing and chance_rejected))
+        if beaten and chance_mode == "stated":
             out["protocol_warnings"] = [say(
-                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f}: the data show less "
-                "guessing than the stated chance levels the ceiling was simulated with (see the chance check); ",
-                Opt("chance", "estimate"), " simulates it with a floor estimated from the data")]
+                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f}, so it is not a "
+                "ceiling: the data show less guessing than the stated chance levels the ceiling was simulated with "
+                "(see the chance check); ", Opt("chance", "estimate"), " simulates it with a floor estimated from "
+                "the data")]
+        elif beaten:
+            out["protocol_warnings"] = [
+                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f} although the ceiling "
+                f"was simulated with the chance levels this fit used ({chance_mode}), so it is not a ceiling here: "
+                "the data depart from the fitted model (guessing that differs between items, or a clean fit that "
+                "saw the injected cells as failures); read it as the model's reference, not a bound"]
+        elif guessing and chance_rejected:
+            out["protocol_warnings"] = [
+                "the data reject the stated chance level (see the chance warning), so the printed oracle ceiling, "
+                "simulated with it, is not a ceiling"]
     return out
 
 
@@ -347,7 +400,9 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
                 proto, summ, table = _protocol(res, cfg, static, arena_d, progress, cancel)
                 artifacts.update({"contamination_protocol": proto, "contamination_summary": summ,
                                   "protocol_table": table})
-                pm = _protocol_metrics(table, guessing=static is not None and static.chance is not None)
+                pm = _protocol_metrics(table, guessing=static is not None and static.chance is not None,
+                                      chance_mode=config.chance,
+                                      chance_rejected=bool(inputs.chance_report[0].get("chance_test_rejected")))
                 metrics["warnings"] = list(metrics.get("warnings", [])) + pm.pop("protocol_warnings", [])
                 metrics.update(pm)
                 tick = ctx.lap("protocol_s", tick)

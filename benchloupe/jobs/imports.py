@@ -228,14 +228,29 @@ def _shown(value, width: int = 60) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def resolve_reruns(parsed_all: list[tuple[str, str, ParsedImport, str]]) -> list[tuple[str, str, ParsedImport, str]]:
-    """Several runs of one harness task for one model in a batch (lm-eval re-runs, issue 23; ``ParsedImport.run``;
-    one model = one name *and* one recorded identity, :func:`benchloupe.store.importers.lmeval.recorded_model`):
-    with ``reruns`` "newest" the latest run (by its timestamp) is kept and a note names the files it supersedes;
-    with "trials" every run becomes a repeated trial of its items (successes of trials) when their settings agree,
-    and the import is refused, naming each differing setting with both values, when they do not. Entries are
-    ``(label, format, parsed, sha256)``; other entries pass through in order."""
-    groups: dict[tuple[str, str, str], list[int]] = {}
+def _record(label: str, parsed: ParsedImport, sha: str) -> dict:
+    """What the store keeps of one harness run (store/harness_runs.py): file, bytes, settings, documents."""
+    run = parsed.run or {}
+    return {"sha256": sha, "run_id": f"{run.get('stamp')}:{sha}", "path": label, "stamp": run.get("stamp"), "task": run.get("task"),
+            "model": str(parsed.models["name"].iloc[0]), "identity": run.get("identity"),
+            "settings": run.get("settings") or {}, "docs": run.get("docs") or {}}
+
+
+def resolve_reruns(parsed_all: list[tuple[str, str, ParsedImport, str]],
+                   stored: dict[str, dict] | None = None) -> list[tuple[str, str, ParsedImport, str]]:
+    """Several runs of one harness task for one model (lm-eval re-runs, issues 23 and 37; ``ParsedImport.run``;
+    one model = one name *and* one recorded identity, :func:`benchloupe.store.importers.lmeval.recorded_model`).
+
+    ``stored`` maps a benchmark to the runs its stored cells already count
+    (:func:`benchloupe.store.harness_runs.current_runs`). A run already counted (the same timestamp and bytes: a
+    copied folder, a second import of the same file) is dropped with a note. With ``reruns`` "newest" the latest
+    run (by its timestamp) is kept and a note names the files it supersedes, stored runs included; with
+    "trials" every run becomes a repeated trial of its items (successes of trials) when their documents and
+    settings agree with each other and with the stored runs, added to the stored trials, and the import is
+    refused, naming the first differing item or each differing setting with both values, when they do not.
+    Entries are ``(label, format, parsed, sha256)``; other entries pass through in order."""
+    stored = stored or {}
+    groups: dict[tuple[str, str, str, str], list[int]] = {}
     for idx, (_, _, parsed, _) in enumerate(parsed_all):
         run = parsed.run
         if not run or run.get("tool") != "lm-eval" or len(parsed.models) != 1:
@@ -244,22 +259,46 @@ def resolve_reruns(parsed_all: list[tuple[str, str, ParsedImport, str]]) -> list
         groups.setdefault(key, []).append(idx)
     drop: set[int] = set()
     replace_at: dict[int, tuple[str, str, ParsedImport, str]] = {}
-    for (_, model, task, _), idxs in groups.items():
-        if len(idxs) < 2:
-            continue
+    for (bench, model, task, identity), idxs in groups.items():
+        prior = (stored.get(bench) or {}).get((model, task, identity), [])
         order = sorted(idxs, key=lambda i: (str(parsed_all[i][2].run.get("stamp")), parsed_all[i][0]))
-        newest = order[-1]
-        labels = [parsed_all[i][0] for i in order]
-        mode = parsed_all[newest][2].run.get("reruns", "newest")
+        mode = parsed_all[order[-1]][2].run.get("reruns", "newest")
+        for i in order:
+            parsed_all[i][2].run["records"] = [_record(parsed_all[i][0], parsed_all[i][2], parsed_all[i][3])]
+        # One run = its samples' bytes and its timestamp: two runs that answered alike write the same bytes (the
+        # samples carry no date), a copied file keeps both.
+        before = {r.get("run_id"): r.get("path") for r in prior}
+        seen: dict[str, str] = {}
+        fresh, notes = [], []
+        for i in order:
+            label, _, _, _ = parsed_all[i]
+            sha = parsed_all[i][2].run["records"][0]["run_id"]
+            if sha in seen:
+                notes.append(f"{label} holds the same bytes as {seen[sha]} (a copy): counted once")
+            elif sha in before and mode == "trials":
+                notes.append(f"{label} holds the same bytes as {before[sha]}, already imported: not counted again")
+            else:
+                fresh.append(i)
+            seen.setdefault(sha, label)
         if mode == "trials":
-            _same_settings(parsed_all, order, task, model)
-            replace_at[newest] = _as_trials(parsed_all, order, task, model)
-        else:
+            _same_runs([*prior, *(parsed_all[i][2].run["records"][0] for i in fresh)], task, model)
+            keep = fresh[-1] if fresh else order[-1]
+            replace_at[keep] = _as_trials(parsed_all, fresh or [keep], task, model, prior, bool(fresh))
+            replace_at[keep][2].notes.extend(notes)
+            drop.update(i for i in order if i != keep)
+            continue
+        newest = fresh[-1]
+        parsed_all[newest][2].notes.extend(notes)
+        this = parsed_all[newest][2].run["records"][0]["run_id"]
+        superseded = [parsed_all[i][0] for i in fresh[:-1]]
+        earlier = [f"{r.get('path')} ({r.get('stamp')})" for r in prior if r.get("run_id") != this]
+        if superseded or earlier:
             parsed_all[newest][2].notes.append(say(
-                f"the newest of {len(order)} runs of task {task!r} for model {model!r} "
-                f"({parsed_all[newest][2].run.get('stamp')}); it supersedes {', '.join(labels[:-1])} (keep every run "
-                "as repeated trials with ", Opt("reruns", "trials"), ")"))
-        drop.update(order[:-1])
+                f"the newest of {len(fresh) + len(earlier)} runs of task {task!r} for model {model!r} "
+                f"({parsed_all[newest][2].run.get('stamp')}); it supersedes {', '.join(superseded + earlier)}"
+                + (f" (already imported: the stored results of {count(len(earlier), 'run')} are replaced)"
+                   if earlier else "") + " (keep every run as repeated trials with ", Opt("reruns", "trials"), ")"))
+        drop.update(i for i in order if i != newest)
     return [replace_at.get(i, entry) for i, entry in enumerate(parsed_all) if i not in drop]
 
 
@@ -273,24 +312,39 @@ def _differences(a, b, prefix: str = "", depth: int = 4) -> list[tuple[str, obje
     return [] if _shown(a, 10 ** 6) == _shown(b, 10 ** 6) else [(prefix, a, b)]
 
 
-def _same_settings(parsed_all, order: list[int], task: str, model: str) -> None:
-    first_label, _, first, _ = parsed_all[order[0]]
-    for i in order[1:]:
-        label, _, parsed, _ = parsed_all[i]
-        diff = _differences(first.run.get("settings") or {}, parsed.run.get("settings") or {})
+def _same_runs(runs: list[dict], task: str, model: str) -> None:
+    """Refuse runs that are not repeated trials of one thing: the same documents and targets for every item they
+    share, and the same settings (issue 37). ``runs`` are :func:`_record` dicts, the stored ones first."""
+    if len(runs) < 2:
+        return
+    first = runs[0]
+    for run in runs[1:]:
+        a, b = first.get("docs") or {}, run.get("docs") or {}
+        changed = [k for k in a if k in b and a[k] != b[k]]
+        if changed:
+            raise ImportFormatError(
+                run["path"], "", f"runs of task {task!r} for model {model!r} differ in their documents, so they are "
+                f"not repeated trials of the same items (item {changed[0]!r}"
+                + (f" and {len(changed) - 1} more" if len(changed) > 1 else "")
+                + f" has another document or target in {first['path']} than in this file)",
+                say("keep the newest run (", Opt("reruns", "newest"), "), or import the runs into separate benchmarks (",
+                    Opt("benchmark"), ")"))
+        diff = _differences(first.get("settings") or {}, run.get("settings") or {})
         if diff:
             detail = "; ".join(f"{k}: {_shown(va)} vs {_shown(vb)}" for k, va, vb in diff[:4])
             raise ImportFormatError(
-                label, "", f"runs of task {task!r} for model {model!r} differ in their settings, so they are not "
-                f"repeated trials of one setting ({first_label} vs this file: {detail}"
+                run["path"], "", f"runs of task {task!r} for model {model!r} differ in their settings, so they are not "
+                f"repeated trials of one setting ({first['path']} vs this file: {detail}"
                 + (f"; and {len(diff) - 4} more" if len(diff) > 4 else "") + ")",
                 say("keep the newest run (", Opt("reruns", "newest"), "), or import the runs into separate benchmarks (",
                     Opt("benchmark"), ")"))
 
 
-def _as_trials(parsed_all, order: list[int], task: str, model: str) -> tuple[str, str, ParsedImport, str]:
+def _as_trials(parsed_all, order: list[int], task: str, model: str, prior: list[dict],
+               fresh: bool) -> tuple[str, str, ParsedImport, str]:
     """One ParsedImport holding every run of ``order`` as trials: successes and trials per item, items in order of
-    first appearance."""
+    first appearance. With ``prior`` (runs the stored cells already count) the writer adds these trials to the
+    stored ones (``run["accumulate"]``); without ``fresh`` runs every file was already counted and nothing is added."""
     import pandas as pd
 
     keys: dict[str, int] = {}
@@ -303,7 +357,7 @@ def _as_trials(parsed_all, order: list[int], task: str, model: str) -> tuple[str
                 rows.append(r)
     succ = np.zeros((1, len(rows)), np.int32)
     tri = np.zeros((1, len(rows)), np.int32)
-    for i in order:
+    for i in order if fresh else []:
         parsed = parsed_all[i][2]
         for j, key in enumerate(parsed.items["key"].astype(str)):
             col = keys[key]
@@ -314,16 +368,42 @@ def _as_trials(parsed_all, order: list[int], task: str, model: str) -> tuple[str
                 succ[0, col] += int(parsed.correct[0, j])
                 tri[0, col] += 1
     label, fmt, newest, _ = parsed_all[order[-1]]
+    records = [parsed_all[i][2].run["records"][0] for i in order] if fresh else []
+    if prior:
+        for rec in records:
+            rec["accumulate"] = True
     merged = ParsedImport(benchmark=newest.benchmark, kind=newest.kind, items=pd.DataFrame(rows),
                           models=newest.models, successes=succ, trials=tri,
                           source=";".join(parsed_all[i][2].source for i in order),
                           notes=[n for i in order for n in parsed_all[i][2].notes],
-                          run={**newest.run, "merged": [parsed_all[i][0] for i in order]})
-    merged.notes = list(dict.fromkeys(merged.notes)) + [
-        f"{len(order)} runs of task {task!r} for model {model!r} kept as repeated trials (same settings): "
-        + ", ".join(parsed_all[i][0] for i in order)]
+                          run={**newest.run, "merged": [parsed_all[i][0] for i in order], "records": records,
+                               "accumulate": bool(prior),
+                               "prior": sorted(str(r.get("run_id")) for r in prior)})
+    merged.notes = list(dict.fromkeys(merged.notes))
+    if fresh and (prior or len(order) > 1):
+        merged.notes.append(
+            f"{len(prior) + len(order)} runs of task {task!r} for model {model!r} kept as repeated trials (same "
+            "documents and settings): " + ", ".join([*(str(r.get("path")) for r in prior),
+                                                     *(parsed_all[i][0] for i in order)])
+            + (f" ({len(prior)} already imported; this import adds {len(order)})" if prior else ""))
     sha = hashlib.sha256("".join(parsed_all[i][3] for i in order).encode()).hexdigest()
     return label, fmt, merged, sha
+
+
+def _stored_runs(db_path, parsed_all) -> dict[str, dict]:
+    """The harness runs each benchmark's stored cells count, for the benchmarks this batch's runs write (read
+    before the write; the writer checks in its transaction that they did not change meanwhile)."""
+    from benchloupe.store.db import connect
+    from benchloupe.store.harness_runs import current_runs
+
+    names = {p.benchmark for _, _, p, _ in parsed_all if p.run}
+    if not names:
+        return {}
+    conn = connect(db_path)
+    try:
+        return {name: current_runs(conn, name) for name in names}
+    finally:
+        conn.close()
 
 
 def _check_overlaps(batch: list[tuple[str, ParsedImport]]) -> None:
@@ -409,14 +489,15 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
         if not parsed_all:
             raise ImportFormatError(", ".join(paths), "", f"none of {len(files)} files could be imported "
                                     f"({summary.skipped[0] if summary.skipped else ''})", "name the format explicitly")
-        parsed_all = resolve_reruns(parsed_all)
-        binomial = {p.benchmark for _, _, p, _ in parsed_all if p.trials is not None}
-        for _, _, parsed, _ in parsed_all:
-            if parsed.benchmark in binomial:
-                _as_binomial(parsed)
-        _check_overlaps([(label, p) for label, _, p, _ in parsed_all])
+        exists = Path(db_path).exists() and not replace  # a refused import must not create the database
+        parsed_all = resolve_reruns(parsed_all, _stored_runs(db_path, parsed_all) if exists else {})
         conn = connect(db_path)
         try:
+            binomial = {p.benchmark for _, _, p, _ in parsed_all if p.trials is not None}
+            for _, _, parsed, _ in parsed_all:
+                if parsed.benchmark in binomial:
+                    _as_binomial(parsed)
+            _check_overlaps([(label, p) for label, _, p, _ in parsed_all])
             results = write_imports(conn, [(p, name, sha) for _, name, p, sha in parsed_all], replace=replace)
         finally:
             conn.close()

@@ -106,3 +106,107 @@ def test_cli_json_summary_carries_the_notes(tmp_path, capsys):
     assert sum("newest of 2 runs" in n for n in notes) == 2
     _, cells = _cells(db)
     assert set(cells) == {"strong-solver", "sampler"} and np.array(cells["sampler"]).tolist() == [0, 1, 0]
+
+
+# ------------------------------------------------------------------------------------------------- issue 37, point 3
+# Trials merge only runs of identical documents and settings; a file is counted once however often it is imported
+# or copied; a later import adds trials or refuses, never silently replaces. lmeval_later/ holds two more real
+# lm_eval runs of `sampler` on add_gen (make_lmeval_logs.py --later): `same/` with the same documents and settings,
+# `changed/` with the same settings over changed documents (add-2 asks 10 + 39): doc/target/task hashes differ.
+
+LATER = RERUNS.parent / "lmeval_later"
+SAME, CHANGED = LATER / "same" / "sampler", LATER / "changed" / "sampler"
+
+
+def _import(db, *paths, reruns="trials", capsys=None):
+    if capsys is not None:
+        capsys.readouterr()
+    rc = main(["import", "lm-eval", *map(str, paths), "--db", str(db), "--reruns", reruns])
+    return rc, (capsys.readouterr() if capsys is not None else None)
+
+
+def _dump(db):
+    return list(sqlite3.connect(db).iterdump())
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["one-batch", "later-import"])
+def test_trials_refuse_runs_whose_documents_differ(tmp_path, capsys, together):
+    db = tmp_path / "w.db"
+    if together:
+        assert main(["import", "lm-eval", str(SAME), "--db", str(db), "--benchmark", "other"]) == 0
+        before = _dump(db)
+        rc, out = _import(db, SAMPLER, CHANGED, capsys=capsys)
+    else:
+        assert _import(db, SAMPLER)[0] == 0
+        before = _dump(db)
+        rc, out = _import(db, CHANGED, capsys=capsys)
+    assert rc == 1
+    assert "differ in their documents" in out.err and "item 'add-2'" in out.err
+    assert "--reruns newest" in out.err and "\n" not in out.err.strip() and "Traceback" not in out.err
+    assert _dump(db) == before
+
+
+def test_a_copied_folder_is_counted_once(tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy" / "sampler"
+    shutil.copytree(SAMPLER, copy)
+    db = tmp_path / "w.db"
+    rc, out = _import(db, SAMPLER, copy, capsys=capsys)
+    assert rc == 0 and "(a copy): counted once" in out.out
+    assert _cells(db)[1]["sampler"] == ([1, 1, 1], [2, 2, 2])  # not 4 trials
+    rc, out = _import(db, copy, capsys=capsys)  # the copy again, later: already counted
+    assert rc == 0 and "already imported: not counted again" in out.out
+    assert _cells(db)[1]["sampler"] == ([1, 1, 1], [2, 2, 2])
+
+
+def test_a_later_run_adds_trials_and_a_repeat_adds_nothing(tmp_path, capsys):
+    db = tmp_path / "w.db"
+    assert _import(db, SAMPLER)[0] == 0
+    assert _cells(db)[1]["sampler"] == ([1, 1, 1], [2, 2, 2])
+    rc, out = _import(db, SAME, capsys=capsys)
+    assert rc == 0 and "3 runs of task 'add_gen'" in out.out and "2 already imported; this import adds 1" in out.out
+    assert _cells(db)[1]["sampler"] == ([2, 1, 2], [3, 3, 3])  # right, wrong, right added: not 1/1
+    before = _dump(db)
+    for paths in ([SAME], [SAMPLER, SAME]):  # every file already counted: nothing changes but the import log
+        assert _import(db, *paths)[0] == 0
+        assert _cells(db)[1]["sampler"] == ([2, 1, 2], [3, 3, 3])
+    assert len(_dump(db)) > len(before)
+
+
+def test_newest_after_trials_says_what_it_replaces(tmp_path, capsys):
+    db = tmp_path / "w.db"
+    assert _import(db, SAMPLER)[0] == 0
+    rc, out = _import(db, SAME, reruns="newest", capsys=capsys)
+    assert rc == 0 and "the stored results of 2 runs are replaced" in out.out.replace("\n  ", " ")
+    assert _cells(db)[1]["sampler"] == ([1, 0, 1], [1, 1, 1])
+    # and trials after newest count the stored run once: the two earlier runs add to it
+    assert _import(db, SAMPLER)[0] == 0
+    assert _cells(db)[1]["sampler"] == ([2, 1, 2], [3, 3, 3])
+
+
+def test_trials_refuse_to_replace_results_no_recorded_run_gave(tmp_path, capsys):
+    """A model's cells imported from another format cannot silently become 1/1 of one run."""
+    db = tmp_path / "w.db"
+    (tmp_path / "add_gen.csv").write_text("model,add-1,add-2,mul-1\nsampler,1,1,1\n")
+    assert main(["import", "wide", str(tmp_path / "add_gen.csv"), "--db", str(db)]) == 0
+    before = _dump(db)
+    rc, out = _import(db, SAMPLER, capsys=capsys)
+    assert rc == 1 and "no recorded run of task 'add_gen' gave" in out.err and "\n" not in out.err.strip()
+    assert _dump(db) == before
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("importlib").util.find_spec("lm_eval") is None, reason="lm_eval is not installed")
+def test_fresh_later_runs_from_lm_eval_add_or_refuse_like_the_committed_ones(tmp_path):
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, str(RERUNS.parent / "make_lmeval_logs.py"), str(tmp_path / "out"), "--later"],
+                   check=True, capture_output=True, cwd=tmp_path)
+    db = tmp_path / "w.db"
+    import_paths(db, [str(SAMPLER)], "lm-eval", reruns="trials")
+    import_paths(db, [str(tmp_path / "out" / "same")], "lm-eval", reruns="trials")
+    assert _cells(db)[1]["sampler"][1] == [3, 3, 3]
+    with pytest.raises(ImportFormatError, match="item 'add-2'"):
+        import_paths(db, [str(tmp_path / "out" / "changed")], "lm-eval", reruns="trials")

@@ -20,8 +20,12 @@ settings that change results, ``reruns=``), and the batch import (``jobs.imports
 with a note naming the files it supersedes; ``reruns="trials"`` keeps every run as a repeated trial
 (successes/trials per item) when their settings agree and refuses naming the settings that differ. The settings
 compared are the results file's ``config.model``, ``config.model_args``, ``config.gen_kwargs``, ``config.limit``,
-the task's ``n-shot``, ``versions`` and ``configs`` entries, the chat template and system instruction hashes and
-``fewshot_as_multiturn``, and the filter; seeds are not compared (a repeat with another seed is still a repeat).
+the task's ``n-shot``, ``versions``, ``configs`` and ``task_hashes`` entries, the chat template and system
+instruction hashes and ``fewshot_as_multiturn``, and the filter; seeds are not compared (a repeat with another
+seed is still a repeat). The documents must agree too (issue 37): each run carries a digest of every item's
+document and target (``run["docs"]``), and runs whose documents differ are refused naming the first such item.
+A file already counted (the same bytes, in this batch or an earlier import) is not counted again, and a later
+trials import adds to the trials already stored or refuses (store/harness_runs.py).
 
 Model: ``model=``, else ``model_name`` of the sibling ``results_<timestamp>.json`` (or ``pretrained=`` of
 ``config.model_args``). ``--model dummy`` gets a random name each run, so its logs need ``model=``.
@@ -36,6 +40,7 @@ field that is the item's group. Text is the prompt context; benchmark defaults t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -105,7 +110,7 @@ def run_settings(path: Path, task: str) -> dict:
         return {}
     config = res.get("config") if isinstance(res.get("config"), dict) else {}
     out = {f"config.{k}": config.get(k) for k in SETTING_KEYS}
-    for key in ("n-shot", "versions", "configs"):
+    for key in ("n-shot", "versions", "configs", "task_hashes"):
         table = res.get(key) if isinstance(res.get(key), dict) else {}
         out[f"{key}.{task}"] = table.get(task)
     out.update({k: res.get(k) for k in RUN_KEYS})
@@ -258,6 +263,7 @@ def parse_lmeval(
     keys: dict[str, int] = {}
     values: list[int] = []
     items: list[dict] = []
+    docs: dict[str, str] = {}
     for i, row in kept:
         names = row.get("metrics") if isinstance(row.get("metrics"), list) else []
         names = names or [m for m in KNOWN_METRICS if m in row and row[m] is not None]
@@ -284,6 +290,7 @@ def parse_lmeval(
             raise table.error(i, key_field, f"item key {key} appears twice for filter {chosen_filter!r}",
                               say("pick one filter with ", Opt("filter_name"), ", or another item key with ", Opt("item_key")))
         keys[key] = len(values)
+        docs[key] = document_digest(row)
         values.append(score)
         items.append(_item_row(table, i, row, group_col))
     frame = pd.DataFrame({c: [r[c] for r in items] for c in ("text", "answer", "group", "chance", "metadata")},
@@ -299,7 +306,7 @@ def parse_lmeval(
     m = NAME_RE.match(p.name)
     run = {"tool": "lm-eval", "task": task, "stamp": m.group("stamp") if m else "", "reruns": reruns,
            "identity": recorded_model(p),
-           "settings": {**run_settings(p, task), "filter": chosen_filter}, "path": str(path)}
+           "settings": {**run_settings(p, task), "filter": chosen_filter}, "path": str(path), "docs": docs}
     return ParsedImport(
         benchmark=benchmark or task,
         kind="static",
@@ -310,6 +317,14 @@ def parse_lmeval(
         notes=notes,
         run=run,
     )
+
+
+def document_digest(row: dict) -> str:
+    """A short digest of one sample's document and target: two runs count as trials of one item only when these
+    agree (issue 37). Computed from the row itself, not lm-eval's ``doc_hash``/``target_hash`` (absent before
+    0.4.3), so logs of any version compare alike."""
+    text = json.dumps([row.get("doc"), row.get("target")], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _prompt_text(context) -> str | None:
