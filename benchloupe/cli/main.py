@@ -119,9 +119,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def analysis_commands() -> list:
     """Registrars of the commands whose options come from the engine's config dataclasses (imported on demand)."""
-    from benchloupe.cli import audit, calibration, coverage, fill
+    from benchloupe.cli import audit, calibration, coverage, estimate, fill
 
-    return [calibration.register_fit, calibration.register_compress, calibration.register_anomalies,
+    return [calibration.register_fit, calibration.register_compress, estimate.register_estimate,
+            calibration.register_anomalies,
             calibration.register_screen, calibration.register_bootstrap, calibration.register_evaluate,
             calibration.register_contamination, audit.register_audit,
             coverage.register_coverage, coverage.register_calibrate, fill.register_endpoints, fill.register_fill,

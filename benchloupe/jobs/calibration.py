@@ -179,7 +179,7 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
     """Fit DualEval in ``config.mode`` and save the run; returns its id.  ``external*``: see :func:`read_external`.
     ``device`` (auto | cpu | cuda) picks the compute backend of the dense passes; the run's metrics record it under
     ``compute`` (backend, device, dtype, passes-equivalent).  ``chance``: the static items' chance levels as
-    imported ("stated", checked against the data's floor), one shared lower asymptote estimated from the data
+    imported ("stated", tested against the data), one shared lower asymptote estimated from the data
     ("estimate") or none ("none"; :func:`benchloupe.jobs.data.resolve_chance`).
 
     ``heldout_splits``: how many seeded 80/20 cell splits the held-out ECE (Appendix E) averages, seeds ``seed``,

@@ -151,17 +151,38 @@ def _static_data(sm: read.StaticMatrix, index: pd.Index) -> StaticData:
 CHANCE_MODES = ("stated", "estimate", "none")
 
 
+def chance_rejected(test, floor: float) -> str:
+    """The warning for a stated chance level the data reject (:func:`benchloupe.engine.irt.asymptote.
+    chance_lr_test`): both numbers, the log-likelihood gain, and what it means for the guessing-aware results."""
+    where = (f"a random {test.n_models} x {test.n_items} subset" if test.subsampled
+             else f"{test.n_models} models x {test.n_items} items")
+    ci = "" if not np.all(np.isfinite(test.ci)) else f" [{test.ci[0]:.3f}, {test.ci[1]:.3f}]"
+    p = "p < 1e-6" if test.p_value < 1e-6 else f"p = {test.p_value:.2g}"
+    return (f"the data reject the stated chance level {test.stated:.3f}: the shared lower asymptote estimated from "
+            f"them is {test.estimate:.3f}{ci}, a log-likelihood gain of {test.gain:,.1f} over the stated value "
+            f"(likelihood-ratio test, {p}, on {where}; empirical floor {floor:.3f}); guessing-aware results "
+            f"(residuals, compression, the anomaly protocol's oracle ceiling) assume the stated value, so the "
+            f"printed oracle ceiling is not a ceiling")
+
+
 def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
                    progress=None) -> tuple[JointInputs, dict, list[str]]:
     """The static data's chance levels as a run uses them (issue 23), with what the run reports about them.
 
-    ``stated``: the imported levels, checked against the data's empirical floor (the weakest 10 % of models on the
-    hardest 20 % of items; :func:`benchloupe.engine.irt.asymptote.check_chance`): a warning names both numbers when
-    the stated chance is far above it.  ``estimate``: one lower asymptote shared by the items, estimated from the
+    ``stated``: the imported levels, tested against the data (issue 32): a likelihood-ratio test of the stated
+    levels against one shared asymptote estimated from them (:func:`benchloupe.engine.irt.asymptote.
+    chance_lr_test`; a warning with both numbers and the log-likelihood gain when the data reject them), else
+    the empirical floor check (the weakest 10 % of models on the hardest 20 % of items; :func:`~benchloupe.engine.
+    irt.asymptote.check_chance`).  ``estimate``: one lower asymptote shared by the items, estimated from the
     data by marginal ML (:func:`~benchloupe.engine.irt.asymptote.estimate_lower_asymptote`), replaces the stated
     levels on the items that have one (on every item when none has).  ``none``: the plain 2PL.
     Returns (inputs with the chance the run uses, metrics, warnings)."""
-    from benchloupe.engine.irt.asymptote import check_chance, empirical_floor, estimate_lower_asymptote
+    from benchloupe.engine.irt.asymptote import (
+        chance_lr_test,
+        check_chance,
+        empirical_floor,
+        estimate_lower_asymptote,
+    )
 
     if mode not in CHANCE_MODES:
         raise EngineError(f"chance must be one of {', '.join(CHANCE_MODES)}, got {mode!r}")
@@ -182,6 +203,19 @@ def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
     if mode == "none":
         return replace(inputs, static=replace(st, chance=None)), metrics, warnings
     if mode == "stated":
+        test = None
+        if stated is not None:
+            if progress is not None:
+                progress(0, 1, "testing the stated chance level against the data (likelihood ratio)")
+            test = chance_lr_test(succ, k, stated, cancel=cancel)
+        if test is not None:
+            metrics.update({"chance_test_estimate": round(test.estimate, 4), "chance_test_loglik_gain": round(
+                test.gain, 2), "chance_test_p": float(f"{test.p_value:.3g}"), "chance_test_rejected": test.rejected,
+                "chance_test_cells": f"{test.n_models} x {test.n_items}"})
+        if test is not None and test.rejected:
+            warnings.append(say(chance_rejected(test, floor.floor), "; pass ", Opt("chance", "estimate"),
+                                " to fit the estimated asymptote instead"))
+            return inputs, metrics, warnings
         w = check_chance(floor)
         if w:
             warnings.append(say(w, ", or pass ", Opt("chance", "estimate"),

@@ -96,6 +96,9 @@ def _check_chance_mode(mode: str) -> None:
                           f"one lower asymptote estimated from the data; none: the 2PL), got {mode!r}")
 
 
+PURPOSES = ("ranking", "estimate")
+
+
 @dataclass(frozen=True)
 class CompressConfig:
     """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies targeted (the default
@@ -104,8 +107,10 @@ class CompressConfig:
     full-data baseline with ``baseline_reference`` own), ``seeds`` random draws; abilities refit with item
     parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
     benchmark; ``retire_lowest`` > 0 retires that many least informative items (chance-aware information).
-    ``chance``: stated (the imported chance levels, checked against the data's floor), estimate (one shared lower
-    asymptote estimated from the data) or none (the 2PL)."""
+    ``chance``: stated (the imported chance levels, tested against the data), estimate (one shared lower
+    asymptote estimated from the data) or none (the 2PL).  ``purpose`` estimate (``--for estimate``) selects ``k``
+    items for predicting a new model's full accuracy instead (issue 34; benchloupe.jobs.estimate); ``validate``
+    (sizes such as 10,25,50,100) cross-validates every selection x estimator over held-out models."""
 
     mode: str = "auto"
     seeds: int = 3
@@ -117,9 +122,20 @@ class CompressConfig:
     export_name: str = ""
     retire_lowest: int = 0
     chance: str = "stated"
+    purpose: str = "ranking"
+    k: int = 0
+    validate: str = ""
 
     def __post_init__(self) -> None:
         _check_chance_mode(self.chance)
+        if self.purpose not in PURPOSES:
+            raise EngineError(f"--for takes {' or '.join(PURPOSES)} (ranking: the subset-recovery compression; "
+                              f"estimate: k items to predict a new model's full accuracy), got {self.purpose!r}")
+        if self.purpose == "estimate" and self.k < 1 and not self.validate:
+            raise EngineError(say("--for estimate needs ", Opt("k", "K"), ", the number of items to select"))
+        if self.k and self.purpose != "estimate":
+            raise EngineError(say(Opt("k", "K"), " is the size of an estimation subset: add --for estimate (a ranking "
+                                  "subset's size is ", Opt("export_fraction"), ")"))
         if self.strategy not in informativeness.SELECTIONS:
             raise EngineError(f"strategy must be one of {', '.join(informativeness.SELECTIONS)}, got "
                               f"{self.strategy!r}")
@@ -131,6 +147,10 @@ class CompressConfig:
 
 def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfig(), *, arena: str | None = None,
                  reward_model: str | None = None, progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    if config.purpose == "estimate" or config.validate:
+        from .estimate import run_compress_estimate  # issue 34: subsets for predicting accuracy
+
+        return run_compress_estimate(db_path, benchmark, config, progress=progress, cancel=cancel)
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -308,9 +328,13 @@ def _protocol(res, cfg, static, arena, progress, cancel) -> tuple[pd.DataFrame, 
     return proto, summ, table
 
 
-def _protocol_metrics(table: pd.DataFrame, *, guessing: bool) -> dict:
+def _protocol_metrics(table: pd.DataFrame, *, guessing: bool, chance_mode: str = "stated",
+                      chance_rejected: bool = False) -> dict:
     """The protocol's headline numbers: the minimum AUROC of the primary static row (clean reference, the fit's
-    own p model) as before, the ceiling's range and the largest shortfall below it over every static row."""
+    own p model) as before, the ceiling's range and the largest shortfall below it over every static row.
+    ``protocol_ceiling_holds`` is False where the printed "oracle ceiling" is no ceiling (issue 32): the data reject
+    the stated chance it was simulated with, or the detector beats it by more than .01; a warning says which, and
+    advises ``--chance estimate`` only when the run did not use it."""
     st = table[table["target"] == "static"]
     first = st[(st["detector"] == "clean_reference") & (st["p_model"] == ("guessing" if guessing else "2pl"))]
     out = {"protocol_min_auroc_clean_reference_static": float(first["auroc"].min()) if len(first) else None,
@@ -322,11 +346,24 @@ def _protocol_metrics(table: pd.DataFrame, *, guessing: bool) -> dict:
                     if len(first) else None,
                     "protocol_max_below_ceiling_any": float(st["below_ceiling"].max())})
         above = float(-first["below_ceiling"].min()) if len(first) else float("nan")
-        if guessing and above > 0.01:
+        beaten = guessing and above > 0.01
+        out["protocol_ceiling_holds"] = not (beaten or (guessing and chance_rejected))
+        if beaten and chance_mode == "stated":
             out["protocol_warnings"] = [say(
-                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f}: the data show less "
-                "guessing than the stated chance levels the ceiling was simulated with (see the chance check); ",
-                Opt("chance", "estimate"), " simulates it with a floor estimated from the data")]
+                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f}, so it is not a "
+                "ceiling: the data show less guessing than the stated chance levels the ceiling was simulated with "
+                "(see the chance check); ", Opt("chance", "estimate"), " simulates it with a floor estimated from "
+                "the data")]
+        elif beaten:
+            out["protocol_warnings"] = [
+                f"the clean-reference detector beats the oracle ceiling by up to {above:.3f} although the ceiling "
+                f"was simulated with the chance levels this fit used ({chance_mode}), so it is not a ceiling here: "
+                "the data depart from the fitted model (guessing that differs between items, or a clean fit that "
+                "saw the injected cells as failures); read it as the model's reference, not a bound"]
+        elif guessing and chance_rejected:
+            out["protocol_warnings"] = [
+                "the data reject the stated chance level (see the chance warning), so the printed oracle ceiling, "
+                "simulated with it, is not a ceiling"]
     return out
 
 
@@ -383,7 +420,9 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
                 proto, summ, table = _protocol(res, cfg, static, arena_d, progress, cancel)
                 artifacts.update({"contamination_protocol": proto, "contamination_summary": summ,
                                   "protocol_table": table})
-                pm = _protocol_metrics(table, guessing=static is not None and static.chance is not None)
+                pm = _protocol_metrics(table, guessing=static is not None and static.chance is not None,
+                                      chance_mode=config.chance,
+                                      chance_rejected=bool(inputs.chance_report[0].get("chance_test_rejected")))
                 metrics["warnings"] = list(metrics.get("warnings", [])) + pm.pop("protocol_warnings", [])
                 metrics.update(pm)
                 tick = ctx.lap("protocol_s", tick)

@@ -119,14 +119,16 @@ def test_contamination_lists_the_keys_of_both_sides_in_one_line(tmp_path, capsys
     assert "no item has metadata key 'nope'" in err
 
 
-def _mc_workspace(d, c=0.25, n_models=150, n_items=60, seed=5):
-    """A four-way multiple-choice benchmark: results (long CSV) and an item file with chance = 1/4."""
+def _mc_workspace(d, c=0.25, n_models=150, n_items=60, seed=5, stated=None):
+    """A four-way multiple-choice benchmark: results (long CSV) and an item file with chance = 1/4 (responses
+    simulated with lower asymptote ``c``; the item file states ``stated``, ``c`` when None)."""
     rng = np.random.default_rng(seed)
     theta, b, a = rng.normal(size=n_models), rng.normal(0.3, 1, n_items), np.exp(rng.normal(0.3, 0.3, n_items))
     y = (rng.random((n_models, n_items)) < c + (1 - c) / (1 + np.exp(-a * (theta[:, None] - b)))).astype(int)
     pd.DataFrame([{"model": f"org/m{i}", "item": f"q{q}", "correct": y[i, q]} for i in range(n_models)
                   for q in range(n_items)]).to_csv(d / "mc.csv", index=False)
-    pd.DataFrame({"key": [f"q{q}" for q in range(n_items)], "chance": c}).to_csv(d / "mc_items.csv", index=False)
+    pd.DataFrame({"key": [f"q{q}" for q in range(n_items)], "chance": c if stated is None else stated}).to_csv(
+        d / "mc_items.csv", index=False)
     db = str(d / "mc.db")
     assert main(["import", "long", str(d / "mc.csv"), "--db", db, "--benchmark", "mc"]) == 0
     assert main(["import", "items", str(d / "mc_items.csv"), "--db", db, "--benchmark", "mc"]) == 0
@@ -168,3 +170,39 @@ def test_compress_reports_margins_and_the_chance_it_used(tmp_path, capsys):
     assert main(["compress", "mc", "--db", db, "--chance", "none", "--recovery", "no", "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["metrics"]
     assert m["items_with_chance"] == 0 and m["chance_mode"] == "none"
+
+
+def test_fit_compress_and_anomalies_warn_when_the_data_reject_the_stated_chance(tmp_path, capsys):
+    """Issue 32: data simulated with c = .08 and stated at .25 (the old rule fired only below half the stated
+    chance with its floor's slack: silent).  Every run that resolves the chance warns with both numbers and the
+    log-likelihood gain; the protocol says its ceiling is no ceiling; with --chance estimate nothing advises
+    --chance estimate."""
+    db = _mc_workspace(tmp_path, c=0.08, stated=0.25)
+    for argv in (["fit", "static", "mc"], ["compress", "mc", "--recovery", "no"]):
+        capsys.readouterr()
+        assert main([*argv, "--db", db]) == 0
+        out = capsys.readouterr().out
+        warn = [ln for ln in out.splitlines() if ln.startswith("warning: the data reject the stated chance")]
+        assert len(warn) == 1, out
+        assert "level 0.250" in warn[0] and "log-likelihood gain of" in warn[0] and "--chance estimate" in warn[0]
+        assert "not a ceiling" in warn[0]
+    capsys.readouterr()
+    assert main(["anomalies", "mc", "--db", db, "--protocol", "yes", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert m["chance_test_rejected"] is True and m["chance_test_estimate"] < 0.2 and m["chance_test_loglik_gain"] > 5
+    assert m["protocol_ceiling_holds"] is False
+    assert any("not a ceiling" in w for w in m["warnings"])
+    capsys.readouterr()
+    assert main(["anomalies", "mc", "--db", db, "--protocol", "yes", "--chance", "estimate", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert not any("--chance estimate" in w for w in m.get("warnings", []))
+    assert "chance_test_rejected" not in m and m["chance_estimated"] < 0.2
+
+
+def test_a_true_stated_chance_gives_no_chance_warning(tmp_path, capsys):
+    db = _mc_workspace(tmp_path, c=0.25)
+    capsys.readouterr()
+    assert main(["fit", "static", "mc", "--db", db, "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert m["chance_test_rejected"] is False and abs(m["chance_test_estimate"] - 0.25) < 0.05
+    assert not any("chance" in w for w in m.get("warnings", []))

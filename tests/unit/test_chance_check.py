@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from benchloupe.engine.irt.asymptote import check_chance, empirical_floor, estimate_lower_asymptote
+from benchloupe.engine.irt.asymptote import (
+    chance_lr_test,
+    check_chance,
+    empirical_floor,
+    estimate_lower_asymptote,
+)
 
 
 def _sim(c: float, n_models: int = 2000, n_items: int = 60, seed: int = 0):
@@ -52,3 +57,27 @@ def test_missing_cells_and_binomial_counts():
     assert fl.floor == pytest.approx(empirical_floor(y, k, chance=0.25).floor)
     with pytest.raises(Exception, match="at least two items"):
         estimate_lower_asymptote(np.zeros((5, 3)), np.ones((5, 3)))
+
+
+def test_likelihood_ratio_test_of_the_stated_chance_false_warnings_and_power():
+    """Issue 32: the stated chance is tested against the data.  Seeded small version of bench/bench_chance_test.py:
+    true .25 stated .25 -> no warning; true .12 stated .25 -> a warning every time, with both numbers and a gain."""
+    for seed in range(4):
+        y, k = _sim(0.25, n_models=300, n_items=50, seed=100 + seed)
+        t = chance_lr_test(y, k, 0.25)
+        assert not t.rejected and t.stated == 0.25
+    for seed in range(4):
+        y, k = _sim(0.12, n_models=300, n_items=50, seed=200 + seed)
+        t = chance_lr_test(y, k, 0.25)
+        assert t.rejected and t.p_value < 1e-3 and t.gain > 5.4  # chi2_1(.999) / 2
+        assert t.ci[0] <= 0.12 + 0.02 and t.ci[1] < 0.25 and abs(t.estimate - 0.12) < 0.05
+
+
+def test_chance_test_with_mixed_levels_subsamples_and_skips_items_without_one():
+    y, k = _sim(0.1, n_models=500, n_items=60, seed=7)
+    stated = np.where(np.arange(60) % 2, 0.25, 0.2)
+    stated[:10] = 0.0  # no stated chance: not tested
+    t = chance_lr_test(y, k, stated, max_models=200, max_items=40)
+    assert t.subsampled and t.n_models == 200 and t.n_items == 40 and t.rejected
+    assert t.stated == pytest.approx(0.225, abs=0.01)
+    assert chance_lr_test(y, k, np.zeros(60)) is None  # nothing stated, nothing to test

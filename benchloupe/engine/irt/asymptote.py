@@ -20,21 +20,26 @@ disagree: responses binarised from a continuous score (TruthfulQA's mc2), log-li
   respondents x 100 items).  A joint-ML profile (abilities as free parameters, the DualEval objective) is
   biased: it put c at .10 for data simulated with .25, and .30 for .5, which is why this uses the marginal
   likelihood.
+* :func:`chance_lr_test` (issue 32): a likelihood-ratio test of the stated levels against that estimate (one
+  degree of freedom; on a seeded subset of at most 400 x 100 cells, about a second), which every run with
+  ``--chance stated`` reports and warns on (rejected at p < .001 with the estimate at least .03 away).  Measured
+  by ``bench/bench_chance_test.py`` (docs/DUALEVAL.md, "The chance test").
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize, special, stats
 
 from benchloupe.engine.common import EngineError, check_cancel
 
 from .inputs import _as_counts, _log_p_terms
 
-__all__ = ["Floor", "empirical_floor", "check_chance", "AsymptoteEstimate", "estimate_lower_asymptote"]
+__all__ = ["Floor", "empirical_floor", "check_chance", "AsymptoteEstimate", "estimate_lower_asymptote", "ChanceTest",
+           "chance_lr_test"]
 
 
 @dataclass(frozen=True)
@@ -125,13 +130,15 @@ class AsymptoteEstimate:
 
 class _SharedC:
     """Marginal log-likelihood of ``P = c + (1 - c) sigmoid(a theta + d)``, ``theta ~ N(0, 1)`` on a grid, and its
-    exact score (Fisher identity) in ``z = [a (n), d (n), logit c]``.  The c-score is written as
-    ``r (1 - s) / p - (n - r) / (1 - c)``, finite where ``sigmoid`` saturates (the 3PL score of :mod:`.mml`
-    divides ``1 - s`` by ``1 - p`` there)."""
+    exact score (Fisher identity) in ``z = [a (n), d (n), logit g]``, with ``c = g w`` per item (``w``: one per
+    item, ones for one shared asymptote; the stated levels over their mean for :func:`chance_lr_test`).  The
+    c-score is written as ``r (1 - s) / p - (n - r) / (1 - c)``, finite where ``sigmoid`` saturates (the 3PL score
+    of :mod:`.mml` divides ``1 - s`` by ``1 - p`` there)."""
 
-    def __init__(self, c: np.ndarray, k: np.ndarray, quadpts: int):
+    def __init__(self, c: np.ndarray, k: np.ndarray, quadpts: int, w: np.ndarray | None = None):
         self.c, self.k = c, k
         self.n = c.shape[1]
+        self.w = np.ones(self.n) if w is None else np.asarray(w, float)
         self.nodes = np.linspace(-6.0, 6.0, quadpts)
         lw = -0.5 * self.nodes ** 2
         self.log_prior = lw - special.logsumexp(lw)
@@ -139,8 +146,9 @@ class _SharedC:
     def __call__(self, z: np.ndarray) -> tuple[float, np.ndarray]:
         n = self.n
         a, d, g = z[:n], z[n:2 * n], float(special.expit(z[-1]))
+        ci = g * self.w
         eta = a[:, None] * self.nodes[None, :] + d[:, None]
-        log_p, log_q, sig = _log_p_terms(eta, g)
+        log_p, log_q, sig = _log_p_terms(eta, ci[:, None])
         joint = self.c @ log_p + (self.k - self.c) @ log_q + self.log_prior[None, :]
         norm = special.logsumexp(joint, axis=1)
         post = np.exp(joint - norm[:, None])
@@ -148,7 +156,7 @@ class _SharedC:
         p = np.exp(log_p)
         s_eta = (r - nn * p) * (sig / p)
         ga, gd = (s_eta * self.nodes[None, :]).sum(1), s_eta.sum(1)
-        gc = float(np.sum(r * (1.0 - sig) / p) - np.sum(nn - r) / (1.0 - g))
+        gc = float(np.sum(self.w[:, None] * (r * (1.0 - sig) / p - (nn - r) / (1.0 - ci[:, None]))))
         return -float(norm.sum()), -np.concatenate([ga, gd, [gc * g * (1 - g)]])
 
 
@@ -159,15 +167,29 @@ def estimate_lower_asymptote(successes, trials, *, c_max: float = 0.9, quadpts: 
     warm): from its curvature in logit c for an interior estimate, by bisection of the likelihood-ratio bound at
     the boundary.  ``successes`` of ``trials`` per cell as in :func:`empirical_floor`."""
     c, k = _as_counts(None, None, np.asarray(successes, float), np.asarray(trials, float))
-    solved, tried = c.sum(0), k.sum(0)
-    keep = (tried > 0) & (solved > 0) & (solved < tried)
+    keep = _informative(c, k)
     if keep.sum() < 2:
         raise EngineError("estimating a lower asymptote needs at least two items that some but not all models "
                           "solved")
-    c, k = c[:, keep], k[:, keep]
+    return _estimate(c[:, keep], k[:, keep], c_max=c_max, quadpts=quadpts, cancel=cancel)[0]
+
+
+def _informative(c: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Items some but not all of whose trials succeeded (the others carry no information about c)."""
+    solved, tried = c.sum(0), k.sum(0)
+    return (tried > 0) & (solved > 0) & (solved < tried)
+
+
+def _estimate(c: np.ndarray, k: np.ndarray, *, w: np.ndarray | None = None, at: float | None = None,
+              interval: bool = True, c_max: float = 0.9, quadpts: int = 41, start: float = 0.05,
+              cancel: threading.Event | None = None):
+    """The estimate of :func:`estimate_lower_asymptote` on informative items (``c = g w`` per item, ``g`` the
+    estimate), the minimised negative log-likelihood with ``g`` fixed at ``at`` (NaN when ``at`` is None), and the
+    profile (``g`` -> that minimum).  ``interval`` False skips the interval and the c = 0 fit (NaN there)."""
     rows = k.sum(1) > 0
-    model = _SharedC(c[rows], k[rows], quadpts)
+    model = _SharedC(c[rows], k[rows], quadpts, w)
     n = model.n
+    c_max = min(c_max, 0.99 / float(np.max(model.w)))
     lo_z, hi_z = special.logit(1e-6), special.logit(c_max)
     ad_bounds = [(1e-3, 30.0)] * n + [(-30.0, 30.0)] * n
 
@@ -175,8 +197,9 @@ def estimate_lower_asymptote(successes, trials, *, c_max: float = 0.9, quadpts: 
         check_cancel(cancel)
         return model(z)
 
-    p_item = np.clip(solved[keep] / tried[keep], 1e-3, 1 - 1e-3)
-    z0 = np.concatenate([np.ones(n), special.logit(p_item), [special.logit(0.05)]])
+    solved, tried = c.sum(0), k.sum(0)
+    p_item = np.clip(solved / tried, 1e-3, 1 - 1e-3)
+    z0 = np.concatenate([np.ones(n), special.logit(p_item), [special.logit(start)]])
     sol = optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", bounds=ad_bounds + [(lo_z, hi_z)],
                             options={"maxiter": 5000, "maxfun": 10000})
     z = sol.x
@@ -192,6 +215,20 @@ def estimate_lower_asymptote(successes, trials, *, c_max: float = 0.9, quadpts: 
         return float(optimize.minimize(f, z[:2 * n], jac=True, method="L-BFGS-B", bounds=ad_bounds,
                                        options={"maxiter": 2000}).fun)
 
+    if not interval:
+        return AsymptoteEstimate(c_hat, (float("nan"), float("nan")), -nll, float("nan"), int(n),
+                                 bool(sol.success)), (float("nan") if at is None else max(profile(at), nll)), profile
+    f0 = profile(0.0)
+    if f0 < nll:  # the boundary: no floor at all
+        c_hat, nll = 0.0, f0
+    lo, hi = _interval(profile, c_hat, nll, c_max)
+    nll_at = float("nan") if at is None else max(profile(at), nll)
+    return AsymptoteEstimate(c_hat, (lo, hi), -nll, -f0, int(n), bool(sol.success)), nll_at, profile
+
+
+def _interval(profile, c_hat: float, nll: float, c_max: float) -> tuple[float, float]:
+    """95 % profile-likelihood interval of c: from the profile's curvature on the logit scale for an interior
+    estimate (2 fits), by bisection of the likelihood-ratio bound at a boundary or on a flat profile."""
     target = nll + 0.5 * 3.841  # 95 %: -2 (profile loglik - max) = chi2_1(.95)
 
     def crossing(outside: float, inside: float) -> float:
@@ -205,17 +242,75 @@ def estimate_lower_asymptote(successes, trials, *, c_max: float = 0.9, quadpts: 
                 inside = mid
         return 0.5 * (outside + inside)
 
-    f0 = profile(0.0)
-    if f0 < nll:  # the boundary: no floor at all
-        c_hat, nll, target = 0.0, f0, f0 + 0.5 * 3.841
-    lo = hi = None
-    if 1e-3 < c_hat < c_max - 1e-3:  # interior: the profile's curvature on the logit scale (3 fits, not ~18)
+    if 1e-3 < c_hat < c_max - 1e-3:
         zc, h = float(special.logit(c_hat)), 0.05
         curv = (profile(float(special.expit(zc + h))) + profile(float(special.expit(zc - h))) - 2 * nll) / h ** 2
         if curv > 0:
             half = 1.959964 / np.sqrt(curv)
-            lo, hi = float(special.expit(zc - half)), float(special.expit(zc + half))
-    if lo is None:  # at a boundary (no floor) or a flat profile: bisection on the profile likelihood
-        lo = crossing(0.0, c_hat) if c_hat > 1e-4 else 0.0
-        hi = crossing(c_max, c_hat)
-    return AsymptoteEstimate(c_hat, (float(lo), float(hi)), -nll, -f0, int(n), bool(sol.success))
+            return float(special.expit(zc - half)), float(special.expit(zc + half))
+    lo = crossing(0.0, c_hat) if c_hat > 1e-4 else 0.0
+    return float(lo), float(crossing(c_max, c_hat))
+
+
+# the stated chance is rejected when the likelihood ratio is significant at this level AND the estimate lies at
+# least MIN_CHANCE_GAP from it (huge benchmarks make any difference significant; .03 is a difference that moves
+# the residuals of the weakest models' cells)
+CHANCE_TEST_ALPHA = 0.001
+MIN_CHANCE_GAP = 0.03
+
+
+@dataclass(frozen=True)
+class ChanceTest:
+    """A likelihood-ratio test of the stated chance levels against one shared lower asymptote (issue 32): the
+    stated mean level, the estimated one and its 95 % interval, the log-likelihood gain of the estimate over the
+    stated value (on the cells tested), the test's p-value, and the cells it used."""
+
+    stated: float
+    estimate: float
+    ci: tuple[float, float]
+    gain: float
+    p_value: float
+    n_models: int
+    n_items: int
+    subsampled: bool
+
+    @property
+    def rejected(self) -> bool:
+        return self.p_value < CHANCE_TEST_ALPHA and abs(self.estimate - self.stated) >= MIN_CHANCE_GAP
+
+
+def chance_lr_test(successes, trials, stated, *, max_models: int = 400, max_items: int = 100,
+                       seed: int = 0, quadpts: int = 31,
+                       cancel: threading.Event | None = None) -> ChanceTest | None:
+    """Do the data reject the stated chance levels?  On the items with a stated level (and some but not all
+    trials solved), the marginal likelihood of ``P = c_i + (1 - c_i) sigmoid(a theta + d)`` with ``c_i`` the
+    stated levels (null) against ``c_i = g stated_i / mean(stated)`` with ``g`` free (one shared asymptote when
+    every item states the same level; nested at ``g`` = the stated mean): twice the gain is chi-squared with one
+    degree of freedom.  Large benchmarks are tested on a seeded random ``max_models`` x ``max_items`` subset (the
+    test keeps its size, the run its minutes: ~1-3 s here).  None when fewer than two items state a level."""
+    sc, k = _as_counts(None, None, np.asarray(successes, float), np.asarray(trials, float))
+    g = np.broadcast_to(np.asarray(stated, float), (sc.shape[1],))
+    items = np.flatnonzero((g > 0) & _informative(sc, k))
+    if len(items) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    rows = np.flatnonzero(k[:, items].sum(1) > 0)
+    sub = len(rows) > max_models or len(items) > max_items
+    if len(rows) > max_models:
+        rows = np.sort(rng.choice(rows, max_models, replace=False))
+    if len(items) > max_items:
+        items = np.sort(rng.choice(items, max_items, replace=False))
+    c, kk = sc[np.ix_(rows, items)], k[np.ix_(rows, items)]
+    keep = _informative(c, kk)
+    if keep.sum() < 2:
+        return None
+    c, kk, gi = c[:, keep], kk[:, keep], g[items][keep]
+    level = float(gi.mean())
+    est, nll_at, profile = _estimate(c, kk, w=gi / level, at=level, interval=False, quadpts=quadpts, start=level,
+                                     cancel=cancel)
+    gain = max(0.0, est.loglik + nll_at)
+    out = ChanceTest(level, est.c, (float("nan"), float("nan")), gain, float(stats.chi2.sf(2.0 * gain, 1)),
+                     int(c.shape[0]), int(c.shape[1]), sub)
+    if out.rejected:  # the interval for the warning (2 more fits, only when it warns)
+        out = replace(out, ci=_interval(profile, est.c, -est.loglik, min(0.9, 0.99 * level / float(gi.max()))))
+    return out
