@@ -53,6 +53,8 @@ def cmd_flags(args) -> int:
 
     conn = connect_db(args)
     try:
+        if args.fix_key or args.retire is not None:
+            return _item_decision(args, conn)
         if args.set or args.undo is not None or args.history is not None:
             return _flag_action(args, conn)
         bid = read.benchmark_id(conn, args.benchmark) if args.benchmark else None
@@ -80,6 +82,43 @@ def cmd_flags(args) -> int:
         if history:
             shown["run"] = ["earlier" if s else "current" for s in df["superseded"]]
         print(table(shown, limit=args.limit))
+    return 0
+
+
+def _item_decision(args, conn) -> int:
+    """``--fix-key FLAG LABEL`` (the item's new answer; its results re-scored from the stored options, the flag
+    confirmed, one transaction; ``--expect LABEL`` is the key you saw) and ``--retire FLAG`` (the item retired and
+    the flag confirmed) on an item flag (issue 33)."""
+    from benchloupe.store import curation, itemkeys
+
+    fid = args.fix_key[0] if args.fix_key else args.retire
+    try:
+        fid = int(ranges.ROW_ID.parse(str(fid)))
+    except ValueError:
+        raise CliError(f"give a flag id (a whole number from 1, as `flags --kind item` lists them); got "
+                       f"{ranges.shown(str(fid))!r}") from None
+    row = conn.execute("SELECT kind, item_id FROM flags WHERE id = ?", (fid,)).fetchone()
+    if row is None:
+        raise CliError(f"no flag with id {fid}")
+    if row["kind"] != "item" or row["item_id"] is None:
+        raise CliError(f"flag {fid} is a {row['kind']} flag; --fix-key and --retire decide item flags "
+                       "(`flags --kind item`)")
+    if args.fix_key:
+        out = itemkeys.fix_key(conn, int(row["item_id"]), args.fix_key[1], args.note or "",
+                               expect_answer=args.expect_key, flag_id=fid)
+        if args.json:
+            print_json(out)
+        else:
+            print(f"item {out['item']}: key {out['from']} -> {out['to']}; {count(out['changed'], 'result')} "
+                  f"re-scored; flag {fid} confirmed (undo: `benchloupe flags --undo {fid}`)")
+        return 0
+    curation.set_item_status(conn, int(row["item_id"]), "retired", args.note or "")
+    curation.set_flag_state(conn, fid, "confirmed", args.note)
+    key = conn.execute("SELECT key FROM items WHERE id = ?", (row["item_id"],)).fetchone()[0]
+    if args.json:
+        print_json({"flag": fid, "item": key, "status": "retired", "state": "confirmed"})
+    else:
+        print(f"item {key} retired; flag {fid} confirmed")
     return 0
 
 
@@ -140,7 +179,7 @@ def register_flags(sub, common) -> None:
     common(p)
     p.add_argument("benchmark", nargs="?")
     ranged_argument(p, "--run", range=ranges.ROW_ID, help="only this run's flags")
-    p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate"])
+    p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate", "item"])
     p.add_argument("--state", choices=["open", "confirmed", "dismissed", "unsure"])
     p.add_argument("--by", metavar="NAME", help="only flags last decided by this curator")
     p.add_argument("--all-runs", action="store_true",
@@ -156,6 +195,13 @@ def register_flags(sub, common) -> None:
                     range=ranges.count(1, ranges.INT64_MAX, "a flag id", special=(0, "your latest decision")),
                    help="undo your own latest flag decision (on flag ID when given); refused when someone "
                         "changed the flag since")
+    p.add_argument("--fix-key", nargs=2, metavar=("ID", "LABEL"),
+                   help="item flag ID: make LABEL the item's key, re-score its results from the stored chosen "
+                        "options and confirm the flag, in one transaction (undo with --undo ID)")
+    p.add_argument("--expect-key", metavar="LABEL",
+                   help="with --fix-key: the key the item must still have (else refused: someone changed it)")
+    ranged_argument(p, "--retire", range=ranges.ROW_ID, metavar="ID",
+                    help="item flag ID: retire the item (left out of new fits, results kept) and confirm the flag")
     ranged_argument(p, "--history", range=ranges.ROW_ID, metavar="ID", help="who decided what on flag ID, and when")
     ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "rows"), default=50, help="rows shown (default: 50)")
     p.set_defaults(func=cmd_flags)

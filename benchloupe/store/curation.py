@@ -448,6 +448,14 @@ def undo_latest(conn: sqlite3.Connection, flag_id: int | None = None) -> dict:
     if target is None:
         raise StoreError(f"{who} has no decision to undo" + (f" on flag {flag_id}" if flag_id is not None else ""))
     aid, batch_id, n = target
+    fix = conn.execute("SELECT entity_id, json_extract(detail, '$.fix_key') FROM audit_log WHERE id = ?",
+                       (aid,)).fetchone()
+    if fix[1] is not None:  # a key fix (issue 33): the item's answer and results come back too
+        from .itemkeys import undo_fix_key
+
+        item = conn.execute("SELECT item_id FROM flags WHERE id = ?", (int(fix[0]),)).fetchone()
+        out = undo_fix_key(conn, int(item[0]))
+        return {"undone": [aid], "flags": {int(fix[0]): "open"}, "fix_key": out}
     if batch_id:  # the other rows of the same batch: consecutive ids up to the target (one transaction)
         sql = ("SELECT id, entity_id, detail FROM audit_log WHERE entity = 'flag' AND actor = ? AND"
                " json_extract(detail, '$.batch_id') = ? AND action != 'flag:undo'")

@@ -256,11 +256,12 @@ def _flag_columns(flags, run_id: int, bid) -> list[list]:
     kind = col("kind")
     bench = col("benchmark_id") if "benchmark_id" in names else [bid] * n
     score = scores() if "score" in names else [None] * n
-    return [[run_id] * n, kind, bench, ids("item_id"), ids("model_id"), ids("model_b_id"), score, payload]
+    reason = [str(v) for v in col("reason")] if "reason" in names else [""] * n  # item flags (issue 33)
+    return [[run_id] * n, kind, bench, ids("item_id"), ids("model_id"), ids("model_b_id"), score, payload, reason]
 
 
-FLAG_COLUMNS = ("run_id", "kind", "benchmark_id", "item_id", "model_id", "model_b_id", "score", "payload")
-ROWS_PER_INSERT = 50  # rows of one multi-row INSERT of the flags (400 parameters; SQLite allows 32,766)
+FLAG_COLUMNS = ("run_id", "kind", "benchmark_id", "item_id", "model_id", "model_b_id", "score", "payload", "reason")
+ROWS_PER_INSERT = 50  # rows of one multi-row INSERT of the flags (450 parameters; SQLite allows 32,766)
 
 
 def _insert_flags(conn: sqlite3.Connection, columns: list[list]) -> None:
