@@ -60,8 +60,9 @@ async def test_w_on_every_screen_writes_what_the_screen_is_about(showcase_db, tm
                     view = [int(screen.cands["id"].iloc[i]) for i in screen.view]
                     assert view and [int(r["id"]) for r in rows] == view
                     assert {"child_key", "parent_key", "review_state", "text", "answer", "distance"} <= set(rows[0])
-                    sids = set(_stored(showcase_db, "SELECT session_id FROM fill_candidates WHERE id IN (%s)"
-                                       % ",".join(str(i) for i in view)))
+                    marks = ",".join("?" * len(view))
+                    sids = set(_stored(showcase_db, f"SELECT session_id FROM fill_candidates WHERE id IN ({marks})",
+                                       *view))
                     assert {int(r["session_id"]) for r in rows} == sids == {screen.session_id}
                 else:
                     assert rows and len(rows) == len(table.view), (mode, table.id)
@@ -96,9 +97,9 @@ async def test_W_leaves_out_decisions_undone_on_every_triage_screen(flagged_db, 
             await pilot.press("c")  # decided and kept
             await wait_until(pilot, lambda: idle(app)() and app.write_queue.pending == 0, what="kept")
             kept.append(second)
-        assert _stored(flagged_db, "SELECT count(*) FROM flags WHERE id IN (%s) AND state = 'open' AND version > 0"
-                       % ",".join(map(str, undone)))[0] == len(undone), _stored(
-            flagged_db, "SELECT id || state || version FROM flags WHERE version > 0")
+        marks = ",".join("?" * len(undone))
+        assert _stored(flagged_db, f"SELECT count(*) FROM flags WHERE id IN ({marks}) AND state = 'open'"
+                       " AND version > 0", *undone)[0] == len(undone)
         await pilot.press("W")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="the path dialog")
         out = tmp_path / "decisions.csv"
