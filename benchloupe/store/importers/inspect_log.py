@@ -35,8 +35,9 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
-from .archive import ArchiveError, read_member
+from .archive import ArchiveError, ArchiveTooBig, Budget, read_member
 from .base import ImportFormatError, ParsedImport, bad_json_value, json_kind, not_a_file, too_deep
+from .limits import ENV
 from .names import dotted, harness_models, key_text
 from .readers import load_text
 
@@ -72,8 +73,13 @@ def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
                 head_name = "header.json" if "header.json" in infos else "_journal/start.json"
                 if head_name not in infos:
                     raise ImportFormatError(p, "", "no header.json in the .eval archive", FIX)
-                header = _json(p, head_name, read_member(p, z, infos[head_name]))
-                samples = [(n, _json(p, n, read_member(p, z, infos[n]))) for n in sorted(infos) if SAMPLE_RE.match(n)]
+                budget = Budget()  # every member read together stays within the import limit (issue 37)
+                header = _json(p, head_name, read_member(p, z, infos[head_name], budget=budget))
+                samples = [(n, _json(p, n, read_member(p, z, infos[n], budget=budget)))
+                           for n in sorted(infos) if SAMPLE_RE.match(n)]
+        except ArchiveTooBig as exc:
+            raise ImportFormatError(p, "", f"{exc}: refused before reading it into memory",
+                                    f"raise the limit with ${ENV}=BYTES if the machine has the memory") from None
         except ArchiveError as exc:
             raise ImportFormatError(p, "", f"cannot read the .eval archive ({exc})", "re-export the log") from None
         except (zipfile.BadZipFile, EOFError, OSError) as exc:
@@ -212,6 +218,7 @@ def parse_inspect(
     succ: dict[str, int] = {}
     trials: dict[str, int] = {}
     rows: dict[str, dict] = {}
+    picked: dict[str, str | None] = {}  # the answer letter the scorer read from each sample (issue 33)
     mc = None
     for where, s in samples:
         if not isinstance(s, dict):
@@ -239,6 +246,8 @@ def parse_inspect(
                                     say("name a field that identifies the item with ", Opt("item_key"), " (e.g. metadata.id)"))
         succ[key] = succ.get(key, 0) + v
         trials[key] = trials.get(key, 0) + 1
+        letter = entry.get("answer")
+        picked[key] = str(letter).strip() if isinstance(letter, str) and key not in picked else None
         if mc is None:
             mc = multiple_choice_plan(header, scorer)
         if key not in rows:
@@ -260,9 +269,27 @@ def parse_inspect(
     s = np.asarray([[succ[k] for k in keys]], dtype=np.int32)
     if (n == 1).all():
         parsed.correct = s.astype(np.int8)
+        _keep_choices(parsed, keys, rows, picked)
     else:
         parsed.successes, parsed.trials = s, n
     return parsed
+
+
+def _keep_choices(parsed: ParsedImport, keys: list[str], rows: dict, picked: dict) -> None:
+    """Multiple-choice samples: the option each chose (its answer letter, A = the first choice) is kept beside
+    the score, which stays the scorer's (issue 33). Several letters or none: unknown."""
+    labels, chosen = [], []
+    for k in keys:
+        choices = rows[k]["metadata"].get("choices") if rows[k]["chance"] is not None else None
+        letter = picked.get(k)
+        labels.append(list(choices) if choices else [])
+        ok = choices and letter and len(letter) == 1 and letter.isalpha() and ord(letter.upper()) - 65 < len(choices)
+        chosen.append(ord(letter.upper()) - 65 if ok else -1)
+    if any(c >= 0 for c in chosen):
+        parsed.items["choices"] = labels
+        parsed.options = np.asarray([chosen], dtype=np.int16)
+        parsed.option_labels = labels
+        parsed.score_from_options = False
 
 
 def _item_row(p: Path, where: str, s: dict, group_col: str | None, mc: tuple[bool, bool]) -> dict:
