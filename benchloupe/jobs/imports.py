@@ -472,6 +472,12 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
     from benchloupe.store.writer import write_imports
 
     fmt = None if fmt in (None, "auto") else fmt
+    if options.get("benchmark") is not None:  # before any file is read: the one validator of names (issue 37 #11)
+        from benchloupe import names
+        from benchloupe.store.writer import MAX_BENCHMARK_CHARS
+
+        options["benchmark"] = names.check(options["benchmark"], what="benchmark name", where="-b/--benchmark",
+                                           max_chars=MAX_BENCHMARK_CHARS)
     files = expand_paths(paths, fmt)
     temp: list[Path] = []
     if STDIN in paths:
