@@ -2,14 +2,21 @@
 method 93, written by current Inspect AI for every member of a ``.eval`` log; Python's ``zipfile`` cannot
 read it). zstd members are read raw from their local header and decompressed with ``zstandard``, imported
 only when such a member is met; the CRC-32 recorded in the archive is checked.
+
+Bounded (issue 37): a member is read in chunks, never past the size it claims, and the members of one archive
+together never past the import limit (:mod:`.limits`); a member claiming more, or a zstd member expanding past its
+claim, is refused before its bytes are allocated.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 import zipfile
 import zlib
 from pathlib import Path
+
+from .limits import _size, max_expanded_bytes, read_stream
 
 ZSTD = 93
 LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the 30-byte local file header
@@ -19,13 +26,34 @@ class ArchiveError(ValueError):
     """A member that cannot be read: the message says why (the caller adds file and fix)."""
 
 
-def read_member(path: str | Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, limit: int = 1 << 31) -> bytes:
-    """The uncompressed bytes of ``info``; ``limit`` caps the size a member may claim."""
-    if info.file_size > limit:
-        raise ArchiveError(f"member {info.filename} claims {info.file_size} bytes")
+class Budget:
+    """What the members of one archive may still expand to (the import limit, spent member by member)."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = max_expanded_bytes() if limit is None else limit
+        self.left = self.limit
+
+    def spend(self, info: zipfile.ZipInfo) -> None:
+        if info.file_size > self.left:
+            raise ArchiveTooBig(f"member {info.filename} claims {_size(info.file_size)}"
+                                + ("" if self.left == self.limit else f" after {_size(self.limit - self.left)} of "
+                                   "other members") + f", past the import limit of {_size(self.limit)}")
+        self.left -= info.file_size
+
+
+class ArchiveTooBig(ArchiveError):
+    """A member (or the members together) past the import limit: the caller says how to raise it."""
+
+
+def read_member(path: str | Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, *,
+                budget: Budget | None = None) -> bytes:
+    """The uncompressed bytes of ``info``, read in chunks and never past the size the member claims; the claim is
+    first spent from ``budget`` (by default a budget of its own: the import limit)."""
+    (budget or Budget()).spend(info)
     if info.compress_type != ZSTD:
         try:
-            return zf.read(info)
+            with zf.open(info) as fh:
+                return read_stream(fh, info.file_size)
         except NotImplementedError as exc:
             raise ArchiveError(f"member {info.filename}: {exc} (method {info.compress_type})") from None
     import zstandard
@@ -41,9 +69,12 @@ def read_member(path: str | Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, *,
     if len(raw) != info.compress_size:
         raise ArchiveError(f"member {info.filename} is truncated")
     try:
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)) as reader:
+            data = read_stream(reader, info.file_size)
     except zstandard.ZstdError as exc:
         raise ArchiveError(f"member {info.filename}: corrupt zstd data ({exc})") from None
+    if len(data) > info.file_size:
+        raise ArchiveError(f"member {info.filename} expands past the {_size(info.file_size)} it claims")
     if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
         raise ArchiveError(f"member {info.filename}: size or CRC does not match the archive")
     return data

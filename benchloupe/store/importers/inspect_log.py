@@ -35,8 +35,9 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
-from .archive import ArchiveError, read_member
+from .archive import ArchiveError, ArchiveTooBig, Budget, read_member
 from .base import ImportFormatError, ParsedImport, bad_json_value, json_kind, not_a_file, too_deep
+from .limits import ENV
 from .names import dotted, harness_models, key_text
 from .readers import load_text
 
@@ -72,8 +73,13 @@ def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
                 head_name = "header.json" if "header.json" in infos else "_journal/start.json"
                 if head_name not in infos:
                     raise ImportFormatError(p, "", "no header.json in the .eval archive", FIX)
-                header = _json(p, head_name, read_member(p, z, infos[head_name]))
-                samples = [(n, _json(p, n, read_member(p, z, infos[n]))) for n in sorted(infos) if SAMPLE_RE.match(n)]
+                budget = Budget()  # every member read together stays within the import limit (issue 37)
+                header = _json(p, head_name, read_member(p, z, infos[head_name], budget=budget))
+                samples = [(n, _json(p, n, read_member(p, z, infos[n], budget=budget)))
+                           for n in sorted(infos) if SAMPLE_RE.match(n)]
+        except ArchiveTooBig as exc:
+            raise ImportFormatError(p, "", f"{exc}: refused before reading it into memory",
+                                    f"raise the limit with ${ENV}=BYTES if the machine has the memory") from None
         except ArchiveError as exc:
             raise ImportFormatError(p, "", f"cannot read the .eval archive ({exc})", "re-export the log") from None
         except (zipfile.BadZipFile, EOFError, OSError) as exc:

@@ -3,7 +3,9 @@
 Arrays: ``responses`` (items x models, complete 0/1), ``model_id``, ``family``, ``owner`` (per model) and
 ``item_group`` (per item), Unicode, not pickled (the file is opened with ``allow_pickle=False``). The
 reference's validation is kept: missing or non-binary responses, blank labels and duplicate model ids are
-rejected. Family and owner come from the file. Item keys are ``item_id`` when the file has that array,
+rejected. Family and owner come from the file. Every array's ``.npy`` header is read first and checked against
+the bytes its member holds and the import limit (issue 37: a 608-byte file whose header claimed a huge array was
+"too large for this machine"; now "the header is implausible"), before any array is allocated. Item keys are ``item_id`` when the file has that array,
 else ``item_00000`` ... in row order (the reference aligns items by position only).
 """
 
@@ -15,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .archive import ArchiveTooBig, Budget
 from .base import ImportFormatError, ParsedImport, not_a_file
+from .limits import ENV
 from .long import default_benchmark
 from .readers import duplicate_rows
 
@@ -34,6 +38,7 @@ def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: ob
     if not head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"\x93NUMPY")):  # zip (.npz) or a bare .npy
         raise ImportFormatError(p, "", f"not a .npz archive (it starts with bytes {head[:4].hex(' ')}; a .npz is a zip "
                                 "of .npy arrays)", "write it with numpy.savez, or name the right file")
+    _check_headers(p)
     try:
         with np.load(p, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
@@ -118,6 +123,41 @@ def parse_neartie_npz(path: str | Path, *, benchmark: str | None = None, **_: ob
         correct=values.T.astype(np.int8),
         source=f"neartie_npz:{path}",
     )
+
+
+def _check_headers(p: Path) -> None:
+    """Each array's shape and dtype from its ``.npy`` header, against the bytes its member holds (a header claiming
+    more is implausible) and the import limit (all members together), before numpy allocates anything."""
+    if not zipfile.is_zipfile(p):
+        return  # a bare .npy or a damaged zip: np.load below says what it is
+    budget = Budget()
+    try:
+        with zipfile.ZipFile(p) as z:
+            for info in z.infolist():
+                name = info.filename.removesuffix(".npy")
+                budget.spend(info)
+                with z.open(info) as fh:
+                    try:
+                        version = np.lib.format.read_magic(fh)
+                        shape, _, dtype = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
+                                           else np.lib.format.read_array_header_2_0(fh))
+                    except (ValueError, OSError, EOFError):
+                        continue  # not an array np.load reads: it says so below
+                    held = info.file_size - fh.tell()
+                count = 1
+                for n in shape:
+                    count *= int(n)
+                claimed = count * dtype.itemsize
+                if claimed > held:
+                    raise ImportFormatError(p, f"array '{name}'", f"its header claims shape {tuple(shape)} of "
+                                            f"{dtype} ({claimed:,} bytes) but the file holds {held:,} bytes for it: "
+                                            "the header is implausible (a damaged or crafted file)",
+                                            "write the file again with numpy.savez")
+    except ArchiveTooBig as exc:
+        raise ImportFormatError(p, "", f"{exc}: refused before reading it into memory",
+                                f"raise the limit with ${ENV}=BYTES if the machine has the memory") from None
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return  # np.load below names the damage
 
 
 def _plain(value):

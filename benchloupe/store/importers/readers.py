@@ -11,13 +11,11 @@ back to its physical line, so that an error points at the line a curator opens i
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import io
 import json
 import math
 import re
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +25,7 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
+from . import limits
 from .base import ImportFormatError, bad_json_value, not_a_file, too_deep
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -50,19 +49,16 @@ def load_bytes(path: str | Path) -> bytes:
     """The file's bytes, gunzipped when they start with the gzip magic; checked to be non-empty UTF-8.
 
     A UTF-8 byte-order mark is removed. Raises ImportFormatError for a missing, empty, truncated or
-    corrupt file, or one that is not UTF-8 (with the line and column of the first bad byte).
+    corrupt file, one that is not UTF-8 (with the line and column of the first bad byte), or one larger, or
+    expanding to more, than the import limit (:mod:`.limits`).
     """
     p = Path(path)
     if not p.is_file():
         raise not_a_file(p)
+    limits.check_file_size(p, limits.stat_size(p))
     raw = read_file_bytes(p)
-    if raw[:2] == GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise ImportFormatError(
-                p, "", f"truncated or corrupt gzip ({exc})", "re-download or re-compress the file"
-            ) from None
+    if raw[:2] == GZIP_MAGIC:  # streamed and bounded: a bomb is refused at the import limit (issue 37)
+        raw = limits.gunzip(p, raw)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     if not raw.strip():
@@ -112,8 +108,10 @@ def load_text(path: str | Path) -> str:
 
 
 def csv_header(path: str | Path, data: bytes) -> list[str]:
-    """The first CSV record, checked: no blank and no duplicated column names."""
-    first = io.StringIO(data[: data.find(b"\n") + 1 if b"\n" in data else len(data)].decode("utf-8"))
+    """The first CSV record, checked: no blank and no duplicated column names, at most limits.MAX_COLUMNS."""
+    line = data[: data.find(b"\n") + 1 if b"\n" in data else len(data)]
+    limits.check_columns(path, line.count(b",") + 1)  # before splitting it (10 million names took > 4 GB)
+    first = io.StringIO(line.decode("utf-8"))
     try:
         header = next(csv.reader(first), [])
     except csv.Error as exc:
