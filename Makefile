@@ -7,16 +7,31 @@ DB ?= demo.db
 
 .PHONY: setup demo test lint bench clean
 
+# pip for .venv: the host's own (pip >= 22.3 installs into another interpreter with --python), so a fresh venv is
+# made without pip of its own (ensurepip alone took ~20 s of a 2-core machine under load); a host without a usable
+# pip gets a venv with pip, as before. Quiet: no progress bars, version nag or questions; errors still print.
+# --no-compile: Python compiles what the demo imports when it first imports it, not all of scipy/pandas up front.
+HOST_PIP_OK = $(shell $(PY) -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))' \
+	2>/dev/null && echo yes)
+PIP = $(if $(HOST_PIP_OK),$(PY) -m pip --python $(BIN)/python,$(BIN)/python -m pip) install -qq \
+	--disable-pip-version-check --no-input --progress-bar off --no-compile
+
+# What the demo needs: the project and its runtime dependencies only (no torch, no test tools).
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch for the torch-backend tests (the [gpu] extra): the pinned 2.13.0 is a CPU build on these machines; a plain
-	# `pip install torch` on Linux pulls the multi-GB CUDA build (README, "Installing").
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	test -x $(BIN)/python || $(PY) -m venv $(if $(HOST_PIP_OK),--without-pip) $(VENV)
+	$(PIP) -e .
 	touch $(STAMP)
 
-setup: $(STAMP)
+# What the suite needs besides: the test extra, and torch for the torch-backend tests (the [gpu] extra): the
+# pinned 2.13.0 is a CPU build on these machines; a plain `pip install torch` on Linux pulls the multi-GB CUDA
+# build (README, "Installing").
+TEST_STAMP := $(VENV)/.installed-test
+$(TEST_STAMP): $(STAMP)
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[test]'
+	touch $(TEST_STAMP)
+
+setup: $(TEST_STAMP)
 
 # A real LiteLLM proxy for the BenchFill client tests (tests/integration/test_fill_litellm.py). It lives in its own
 # venv: its pinned rich/uvicorn/... would change the project's environment.
@@ -24,20 +39,21 @@ LITELLM_VENV := .venv-litellm
 LITELLM := $(LITELLM_VENV)/bin/litellm
 $(LITELLM):
 	test -x $(LITELLM_VENV)/bin/python || $(PY) -m venv $(LITELLM_VENV)
-	$(LITELLM_VENV)/bin/python -m pip install --quiet 'litellm[proxy]==1.80.0'
+	$(LITELLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-input --progress-bar off \
+		'litellm[proxy]==1.80.0'
 
 ## Build the demo workspace into $(DB) and open the workbench on it (headless summary when not a terminal).
 demo: $(STAMP)
 	$(BIN)/benchloupe demo --db $(DB) --open
 
 ## Run the whole test suite.
-test: $(STAMP) $(LITELLM)
+test: $(TEST_STAMP) $(LITELLM)
 	BENCHLOUPE_TEST_LITELLM=$(abspath $(LITELLM)) $(BIN)/python -m pytest
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:

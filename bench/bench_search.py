@@ -6,7 +6,10 @@ with the index's triggers and without them, the migration that indexes an existi
 Queries: a rare word (10 items in each benchmark), a mid-frequency word, the most frequent word (in most items: the worst case, all
 its hits are ranked by bm25 before the limit), two words, one benchmark only, and a raw prefix query. Each figure
 is the best of ``--repeats`` (ms); the load average is printed beside them (the machine is shared).
-Usage: ``python bench/bench_search.py [--repeats 5]`` from the repository root.
+Query sizes (issue 37): one frequent word repeated 500, 1,000, 2,000 and 4,000 times (plain words; 0.6 / 2.2 / 8.3 /
+32.9 s before repeats counted once), and the time to refuse a 15,000-term raw OR query (over the maximum).
+Usage: ``python bench/bench_search.py [--repeats 5] [--query-sizes-only]`` from the repository root
+(``--query-sizes-only``: only the 14,000-item benchmark and the query sizes).
 """
 
 from __future__ import annotations
@@ -74,7 +77,11 @@ def _best(fn, repeats: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--query-sizes-only", action="store_true")
     args = ap.parse_args()
+    if args.query_sizes_only:
+        print(json.dumps(query_sizes(args.repeats), indent=2))
+        return
     rng = np.random.default_rng(0)
     vocab = _vocabulary(30000, rng)
     tmp = Path(tempfile.mkdtemp())
@@ -137,8 +144,9 @@ def main() -> None:
                                [fts] + ([kw["benchmark"]] if where else [])).fetchone()[0]
         ms = _best(lambda kw=kw: search_items(conn, limit=50, **kw), args.repeats)
         store[label] = {"ms": ms, "matching_items": n_match}
-    conn.close()
     out["store_call_limit_50"] = store
+    out["query_sizes"] = query_sizes(args.repeats, conn)
+    conn.close()
 
     process = {}
     for label, argv in {"rare word": ["quasar"], "most frequent word": [frequent],
@@ -150,6 +158,38 @@ def main() -> None:
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=2))
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def query_sizes(repeats: int, conn=None) -> dict:
+    """ms to search one frequent word repeated 500..4,000 times, and to refuse a 15,000-term raw OR query."""
+    from benchloupe.store.db import StoreError
+
+    rng = np.random.default_rng(0)
+    vocab = _vocabulary(30000, rng)
+    tmp = None
+    if conn is None:
+        tmp = Path(tempfile.mkdtemp())
+        conn = connect(tmp / "sizes.db")
+        write_import(conn, _parsed("sim-14000", SIZES["sim-14000"], vocab, rng), fmt="bench")
+    word = vocab[0]
+    out: dict = {"load_before": os.getloadavg()[0], "word": word}
+    for n in (500, 1000, 2000, 4000):
+        query = " ".join([word] * n)
+        out[f"repeated_{n}_ms"] = _best(lambda q=query: search_items(conn, q, limit=50), repeats)
+
+    def refuse():
+        try:
+            search_items(conn, " OR ".join(vocab[:15000]), raw=True)
+        except StoreError:
+            return
+        raise AssertionError("a 15,000-term query was searched")
+
+    out["raw_or_15000_refused_ms"] = _best(refuse, repeats)
+    out["load_after"] = os.getloadavg()[0]
+    if tmp is not None:
+        conn.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 if __name__ == "__main__":

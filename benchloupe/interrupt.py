@@ -25,9 +25,11 @@ class Terminated(KeyboardInterrupt):
 
 
 _guarded = False  # True while a command body runs inside main()'s handlers
+_last_signal: list[int] = []  # the signal whose exception was last raised (see raised_inside_sqlite)
 
 
 def _on_signal(signum, frame):
+    _last_signal[:] = [signum]
     if not _guarded:
         try:
             os.write(2, b"benchloupe: interrupted\n")
@@ -90,6 +92,22 @@ def exit_interrupted() -> int:
                 pass
         os._exit(EXIT_INTERRUPTED)
     return EXIT_INTERRUPTED
+
+
+def raised_inside_sqlite() -> KeyboardInterrupt | None:
+    """The exception a signal raised inside an SQLite callback, raised again by the caller (issue 37).
+
+    A long query stays in SQLite's C code, where Python runs no signal handler; a progress handler (a Python
+    callable SQLite calls every few thousand steps) lets the handler run, but the ``sqlite3`` module swallows the
+    exception it raises and ends the query with ``OperationalError("interrupted")``. The caller that sees that error
+    asks here which signal it was: SIGTERM gives :class:`Terminated`, SIGINT ``KeyboardInterrupt``, and None when no
+    signal of ours came (the query was interrupted some other way). Reading it forgets it."""
+    signum = _last_signal.pop() if _last_signal else None
+    if signum == signal.SIGTERM:
+        return Terminated("cancelled by SIGTERM")
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    return None
 
 
 class guarded:

@@ -39,6 +39,10 @@ def cmd_audit(args) -> int:
 
     if args.kind == "robustness":
         return cmd_robustness(args)
+    if args.kind == "items":
+        from benchloupe.cli.items import cmd_audit_items
+
+        return cmd_audit_items(args)
     if len(args.benchmarks) != 1:
         raise CliError(f"audit neartie takes one benchmark, got {len(args.benchmarks)}; "
                        "`audit robustness B1 B2 ...` combines several")
@@ -145,17 +149,30 @@ def cmd_robustness(args) -> int:
 
 def register_audit(sub, common) -> None:
     p = sub.add_parser("audit", help="family-DIF near-tie audit: `audit neartie BENCHMARK`, "
-                                     "`audit robustness B1 B2 ...`",
+                                     "`audit robustness B1 B2 ...`; broken items: `audit items BENCHMARK`",
                        description="Paper 002: owner-disjoint folds, spectral MIRT with one-SE dimension selection, "
                                    "residual family DIF, three purification rounds, low-DIF anchors, near-tie "
                                    "reversals against 1,000 matched-random controls. `audit neartie BENCHMARK` prints "
                                    "the Table 1 row, stores every near-tie pair for triage and the Markdown report "
                                    "with the run. `audit robustness B1 B2 ...` applies the D.2 pass rule (Table 9, "
-                                   "eqs. 59-61) to each benchmark's latest `--protocol full` run.")
+                                   "eqs. 59-61) to each benchmark's latest `--protocol full` run. "
+                                   "`audit items BENCHMARK` finds broken items (mis-keyed with the key the chosen "
+                                   "options suggest, backwards, dead, solved, misfitting by S-X2, near-duplicate) "
+                                   "and puts them in the item triage queue (`flags --kind item`).")
     common(p)
     from benchloupe.jobs.audit import AuditConfig
-    p.add_argument("kind", choices=["neartie", "robustness"])
+    p.add_argument("kind", choices=["neartie", "robustness", "items"])
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help="one benchmark (neartie) or several (robustness)")
+    p.add_argument("--fdr", type=float, default=0.05, metavar="Q",
+                   help="items: the false-discovery rate of every item test (Benjamini-Hochberg; default 0.05)")
+    ranged_argument(p, "--permutations", range=ranges.count(0, 10**6, "permutations"), default=999,
+                    help="items: permutation replicates per test (default 999; fewer on very large benchmarks)")
+    ranged_argument(p, "--top-k", range=ranges.count(1, 10**6, "models"), default=25,
+                    help="items: the strongest models an item must separate, and of the saturation index (default 25)")
+    ranged_argument(p, "--seed", range=ranges.count(0, ranges.INT64_MAX, "a seed"), default=0,
+                    help="items: the permutations' seed (default 0)")
+    p.add_argument("--flag-saturated", action="store_true",
+                   help="items: also flag items every one of the top-k models solves")
     p.add_argument("--report", help="also write the Markdown report to this file, or to standard output with - (the "
                                     "other lines then go to standard error); it is always stored with the run")
     ranged_argument(p, "--need", range=ranges.count(1, 1000, "benchmarks"), default=None,

@@ -286,8 +286,9 @@ def _recovery_rows(args, run_id: int):
     rnd = summ[summ["strategy"] == "random"].set_index("fraction")
     rows = []
     for f in piv.index:
-        row = {"fraction": f"{f:.1%}", **{k: round(float(v), 4) for k, v in piv.loc[f].items()}}
-        if f in rnd.index:
+        row = {"fraction": f"{f:.1%}", **{k: None if _missing(v) else round(float(v), 4)
+                                          for k, v in piv.loc[f].items()}}
+        if f in rnd.index and not _missing(rnd.loc[f, "spearman_lo"]) and not _missing(rnd.loc[f, "spearman_hi"]):
             row["random 95%"] = f"[{rnd.loc[f, 'spearman_lo']:.4f}, {rnd.loc[f, 'spearman_hi']:.4f}]"
         rows.append(row)
     return {"unexpected_cells": [], "recovery": rows}

@@ -43,31 +43,82 @@ def _flag_line(f) -> str:
 
 
 def cmd_flags(args) -> int:
-    from benchloupe.store import curation, read
+    """List the current flags (store/queue.py ``current_flags``: the latest run of each analysis, decisions
+    carried over; the workbench's queues count the same), every run's with ``--all-runs``; or act on one."""
+    import pandas as pd
+
+    from benchloupe.store import read
     from benchloupe.store.actor import by_at
+    from benchloupe.store.queue import current_flags
 
     conn = connect_db(args)
     try:
+        if args.fix_key or args.retire is not None:
+            return _item_decision(args, conn)
         if args.set or args.undo is not None or args.history is not None:
             return _flag_action(args, conn)
         bid = read.benchmark_id(conn, args.benchmark) if args.benchmark else None
-        df = curation.flags(conn, run_id=args.run, kind=args.kind, state=args.state, benchmark_id=bid)
+        history = bool(args.all_runs) or args.run is not None
+        df = current_flags(conn, benchmark_id=bid, kind=args.kind, state=args.state, run_id=args.run,
+                           all_runs=bool(args.all_runs))
     finally:
         conn.close()
     if args.by is not None:
         df = df[(df["updated_by"] == args.by) & (df["version"] > 0)]
     cols = FLAG_COLS
     if args.json:
-        print_json(df[cols + ["payload"]])
+        print_json(df[cols + ["carried_from", "superseded", "payload"]])
     elif df.empty:
         print("no flags match")
     else:
         decided = int((df["state"] != "open").sum())
-        print(f"{count(len(df), 'flag')}, {decided} triaged")
+        print(f"{count(len(df), 'flag')}, {decided} triaged" + (
+            f" ({count(int(df['superseded'].sum()), 'flag')} of earlier runs)" if history else ""))
         shown = df[cols[:-3]].copy()
-        shown["decided"] = [by_at(b, a) if v else "" for b, a, v in zip(df["updated_by"], df["updated_at"],
-                                                                        df["version"])]
+        carried = [None if pd.isna(c) else int(c) for c in df["carried_from"]]
+        shown["decided"] = [f"carried from #{c}" if c is not None else (by_at(b, a) if v else "")
+                            for b, a, v, c in zip(df["updated_by"], df["updated_at"], df["version"], carried,
+                                                  strict=True)]
+        if history:
+            shown["run"] = ["earlier" if s else "current" for s in df["superseded"]]
         print(table(shown, limit=args.limit))
+    return 0
+
+
+def _item_decision(args, conn) -> int:
+    """``--fix-key FLAG LABEL`` (the item's new answer; its results re-scored from the stored options, the flag
+    confirmed, one transaction; ``--expect LABEL`` is the key you saw) and ``--retire FLAG`` (the item retired and
+    the flag confirmed) on an item flag (issue 33)."""
+    from benchloupe.store import curation, itemkeys
+
+    fid = args.fix_key[0] if args.fix_key else args.retire
+    try:
+        fid = int(ranges.ROW_ID.parse(str(fid)))
+    except ValueError:
+        raise CliError(f"give a flag id (a whole number from 1, as `flags --kind item` lists them); got "
+                       f"{ranges.shown(str(fid))!r}") from None
+    row = conn.execute("SELECT kind, item_id FROM flags WHERE id = ?", (fid,)).fetchone()
+    if row is None:
+        raise CliError(f"no flag with id {fid}")
+    if row["kind"] != "item" or row["item_id"] is None:
+        raise CliError(f"flag {fid} is a {row['kind']} flag; --fix-key and --retire decide item flags "
+                       "(`flags --kind item`)")
+    if args.fix_key:
+        out = itemkeys.fix_key(conn, int(row["item_id"]), args.fix_key[1], args.note or "",
+                               expect_answer=args.expect_key, flag_id=fid)
+        if args.json:
+            print_json(out)
+        else:
+            print(f"item {out['item']}: key {out['from']} -> {out['to']}; {count(out['changed'], 'result')} "
+                  f"re-scored; flag {fid} confirmed (undo: `benchloupe flags --undo {fid}`)")
+        return 0
+    curation.set_item_status(conn, int(row["item_id"]), "retired", args.note or "")
+    curation.set_flag_state(conn, fid, "confirmed", args.note)
+    key = conn.execute("SELECT key FROM items WHERE id = ?", (row["item_id"],)).fetchone()[0]
+    if args.json:
+        print_json({"flag": fid, "item": key, "status": "retired", "state": "confirmed"})
+    else:
+        print(f"item {key} retired; flag {fid} confirmed")
     return 0
 
 
@@ -89,8 +140,7 @@ def _flag_action(args, conn) -> int:
         return 0
     if args.undo is not None:
         out = curation.undo_latest(conn, None if args.undo == 0 else args.undo)
-        changed = curation.flags(conn)
-        changed = changed[changed["id"].isin(list(out["flags"]))]
+        changed = curation.flags(conn, ids=list(out["flags"]))
         if args.json:
             print_json({"undone": out["undone"], "flags": changed[FLAG_COLS]})
         else:
@@ -103,14 +153,12 @@ def _flag_action(args, conn) -> int:
         raise CliError(f"--set needs a flag id (a whole number from 1, as `flags` lists them) then a state; got "
                        f"{ranges.shown(args.set[0])!r}") from None
     fid = int(args.set[0])
-    before = curation.flags(conn)
-    before = before[before["id"] == fid]
+    before = curation.flags(conn, ids=[fid])
     if args.expect is not None and args.expect_version is not None:
         raise CliError("give --expect STATE or --expect-version N, not both")
     curation.set_flag_state(conn, fid, args.set[1], args.note, expect_state=args.expect,
                             expect_version=args.expect_version)
-    changed = curation.flags(conn)
-    changed = changed[changed["id"] == fid]
+    changed = curation.flags(conn, ids=[fid])
     if args.json:
         print_json(changed[FLAG_COLS + ["payload"]])
     else:
@@ -131,9 +179,12 @@ def register_flags(sub, common) -> None:
     common(p)
     p.add_argument("benchmark", nargs="?")
     ranged_argument(p, "--run", range=ranges.ROW_ID, help="only this run's flags")
-    p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate"])
+    p.add_argument("--kind", choices=["anomaly", "reversal", "gap", "candidate", "item"])
     p.add_argument("--state", choices=["open", "confirmed", "dismissed", "unsure"])
     p.add_argument("--by", metavar="NAME", help="only flags last decided by this curator")
+    p.add_argument("--all-runs", action="store_true",
+                   help="also the flags of earlier runs of each analysis (history; by default only the latest "
+                        "run's, with decisions carried over, as the workbench shows them)")
     p.add_argument("--set", nargs=2, metavar=("ID", "STATE"), type=str)
     p.add_argument("--note")
     p.add_argument("--expect", choices=["open", "confirmed", "dismissed", "unsure"], metavar="STATE",
@@ -144,6 +195,13 @@ def register_flags(sub, common) -> None:
                     range=ranges.count(1, ranges.INT64_MAX, "a flag id", special=(0, "your latest decision")),
                    help="undo your own latest flag decision (on flag ID when given); refused when someone "
                         "changed the flag since")
+    p.add_argument("--fix-key", nargs=2, metavar=("ID", "LABEL"),
+                   help="item flag ID: make LABEL the item's key, re-score its results from the stored chosen "
+                        "options and confirm the flag, in one transaction (undo with --undo ID)")
+    p.add_argument("--expect-key", metavar="LABEL",
+                   help="with --fix-key: the key the item must still have (else refused: someone changed it)")
+    ranged_argument(p, "--retire", range=ranges.ROW_ID, metavar="ID",
+                    help="item flag ID: retire the item (left out of new fits, results kept) and confirm the flag")
     ranged_argument(p, "--history", range=ranges.ROW_ID, metavar="ID", help="who decided what on flag ID, and when")
     ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "rows"), default=50, help="rows shown (default: 50)")
     p.set_defaults(func=cmd_flags)

@@ -119,9 +119,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def analysis_commands() -> list:
     """Registrars of the commands whose options come from the engine's config dataclasses (imported on demand)."""
-    from benchloupe.cli import audit, calibration, coverage, fill
+    from benchloupe.cli import audit, calibration, coverage, estimate, fill
 
-    return [calibration.register_fit, calibration.register_compress, calibration.register_anomalies,
+    return [calibration.register_fit, calibration.register_compress, estimate.register_estimate,
+            calibration.register_anomalies,
             calibration.register_screen, calibration.register_bootstrap, calibration.register_evaluate,
             calibration.register_contamination, audit.register_audit,
             coverage.register_coverage, coverage.register_calibrate, fill.register_endpoints, fill.register_fill,
@@ -147,9 +148,13 @@ def write_trace(exc: BaseException, argv: list[str]) -> str:
         return "(nowhere: the temporary folder is not writable; rerun with --debug)"
 
 
+_LAST_ERROR: list[str] = []  # the one line the failing command printed, for the runs it leaves failed
+
+
 def _error(msg: str) -> int:
     from benchloupe.textsafe import visible
 
+    _LAST_ERROR[:] = [visible(msg)]
     print(f"benchloupe: error: {visible(msg)}", file=sys.stderr, flush=True)
     return EXIT_ERROR
 
@@ -176,6 +181,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    """Run one command; when it fails (exit 1), a run it stored ``done`` before failing is marked failed with
+    the same line (issue 37 #12: a failed command never leaves a ``done`` run behind)."""
+    _LAST_ERROR.clear()
+    code = _command(argv)
+    runs = sys.modules.get("benchloupe.store.runs")
+    if runs is not None:
+        if code == EXIT_ERROR and _LAST_ERROR:
+            runs.fail_finished_here(_LAST_ERROR[0])
+        runs.FINISHED_HERE.clear()
+    return code
+
+
+def _command(argv: list[str] | None) -> int:
     import sqlite3
 
     from benchloupe.cli import output
@@ -227,8 +245,10 @@ def _main(argv: list[str] | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except output.OutputError as exc:
-        return _error(f"writing the output failed ({exc.strerror or exc}); what `{args.command or 'open'}` "
+        code = _error(f"writing the output failed ({exc.strerror or exc}); what `{args.command or 'open'}` "
                       "did to the database is saved; check the disk or where the output goes")
+        _LAST_ERROR.clear()  # the run finished and is saved: only its printing failed
+        return code
     except OSError as exc:
         cause = exc.__cause__ or exc.__context__
         if isinstance(cause, sqlite3.Error):  # pandas' DatabaseError: the statement's text is not for the user

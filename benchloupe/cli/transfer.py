@@ -108,7 +108,6 @@ def register_import(sub, common) -> None:
 def _export_harness(args) -> int:
     """Accepted BenchFill items in the formats of the harnesses the benchmark came from (issue 12)."""
     import json
-    import re
     from pathlib import Path
 
     from benchloupe.store import export
@@ -135,17 +134,36 @@ def _export_harness(args) -> int:
     if not args.out:
         raise CliError("export lm-eval-task needs --out FOLDER (it writes the dataset JSONL and the task YAML)")
     folder = Path(args.out)
+    task = export.lmeval_task_name(args.benchmark, benchfill=not args.all_items)
+    data, yaml_path = folder / f"{task}.jsonl", folder / f"{task}.yaml"
+    _refuse_foreign_export(args.benchmark, data, yaml_path)
     folder.mkdir(parents=True, exist_ok=True)
-    task = re.sub(r"[^A-Za-z0-9_]+", "_", args.benchmark).strip("_").lower() + ("" if args.all_items else "_benchfill")
     records, mc = export.lmeval_dataset(rows)
-    data = folder / f"{task}.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    (folder / f"{task}.yaml").write_text(export.lmeval_task_yaml(task, str(data.resolve()), mc), encoding="utf-8")
+    yaml_path.write_text(export.lmeval_task_yaml(task, str(data.resolve()), mc, args.benchmark), encoding="utf-8")
     _wrote(args, {"path": str(data), "task": task, "task_yaml": str(folder / (task + ".yaml")), "rows": len(records),
                   "format": "lm-eval-task"},
            f"wrote {len(records)} items to {data} and task {task!r} to {folder / (task + '.yaml')}; run: "
            f"lm_eval --include_path {folder} --tasks {task} --model ...")
     return 0
+
+
+def _refuse_foreign_export(benchmark: str, data, yaml_path) -> None:
+    """Refuse, before writing anything, to overwrite a task another benchmark's export (or anyone else) wrote into
+    the folder (issue 37); re-exporting the same benchmark replaces its own files."""
+    from benchloupe.store import export
+
+    if not data.exists() and not yaml_path.exists():
+        return
+    try:
+        owner = export.lmeval_task_owner(yaml_path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        owner = None
+    if owner == benchmark:
+        return
+    whose = f"the export of benchmark {owner!r}" if owner is not None else "a task benchloupe did not write"
+    raise CliError(f"{yaml_path if yaml_path.exists() else data} already holds {whose}; not overwritten: choose "
+                   "another --out folder, or remove those files")
 
 
 def _wrote(args, info: dict, line: str) -> None:

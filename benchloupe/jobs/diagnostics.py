@@ -140,6 +140,7 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
             inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            _check_compressible(benchmark, inputs, mode)
             cfg, res = _fit(inputs, mode, progress, cancel)
             t = ctx.lap("fit_s", t)
             static = inputs.static if cfg.uses_static else None
@@ -161,6 +162,11 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                 t = ctx.lap("recovery_s", t)
                 metrics["recovery_refits"] = informativeness.recovery_refits(table)
                 summary = informativeness.summarise_recovery(table)
+                if not np.isfinite(summary["spearman_mean"].to_numpy(dtype=float)).any():
+                    raise EngineError(say(
+                        f"no variance in the full-data ranking of {benchmark!r}: every model ties, so subset recovery has "
+                        "nothing to recover (its correlations are undefined); import results that tell the models "
+                        "apart, or pass ", Opt("recovery", "no")))
                 artifacts.update({"recovery": table, "recovery_summary": summary})
                 for strat in ("top_fisher", config.strategy, "random"):
                     at10 = summary[(summary["strategy"] == strat) & np.isclose(summary["fraction"], 0.10)]
@@ -200,6 +206,36 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
             return ctx.run_id
     finally:
         conn.close()
+
+
+MIN_COMPRESS_ITEMS = 2  # Fisher ranks and subset recovery compare items: one item has nothing to compare
+
+
+def _check_compressible(benchmark: str, inputs: JointInputs, mode: str) -> None:
+    """Refuse, in one line before any fit, a benchmark compress cannot say anything about (issue 37 #12: an
+    all-right benchmark failed with an internal TypeError and its run row said ``done``): fewer than
+    :data:`MIN_COMPRESS_ITEMS` items with results (too few items), or static results that never vary (every
+    observed cell right, or every one wrong: no item tells models apart, Fisher information is zero)."""
+    static = inputs.static if mode != "arena" else None
+    n_items = 0
+    if static is not None:
+        n_items += int(static.mask.any(axis=0).sum())
+    if inputs.arena is not None and mode != "static":
+        n_items += int(inputs.arena.shape[1])
+    if n_items < MIN_COMPRESS_ITEMS:
+        raise EngineError(f"compress needs at least {MIN_COMPRESS_ITEMS} items with results; {benchmark!r} has "
+                          f"{n_items} (too few items): import more items")
+    if static is None or (inputs.arena is not None and mode != "static"):
+        return
+    seen = static.mask
+    if not seen.any():
+        return
+    got = np.asarray(static.correct)[seen].astype(np.float64)
+    top = np.asarray(static.trials)[seen].astype(np.float64) if static.trials is not None else np.ones_like(got)
+    for name, same in (("correct", np.all(got == top)), ("wrong", np.all(got == 0))):
+        if same:
+            raise EngineError(f"{benchmark!r} has no variance: every observed result is {name}, so no item tells "
+                              "the models apart (Fisher information is zero everywhere); import results that differ")
 
 
 def _chance_metrics(static) -> dict:

@@ -327,7 +327,7 @@ class SimulatedServer:
                 pass
 
         self._server = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="simulated-endpoint", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="simulated-endpoint", daemon=True)
         self._thread.start()
         return self
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from benchloupe.hints import Alt, say
+from benchloupe.words import count
 
 from .actor import by_at, current
 from .db import StoreError, audit, transaction
@@ -20,11 +21,16 @@ FLAG_STATES = ("open", "confirmed", "dismissed", "unsure")
 
 
 def flags(conn: sqlite3.Connection, *, run_id: int | None = None, kind: str | None = None,
-          state: str | None = None, benchmark_id: int | None = None, parse_payload: bool = True) -> pd.DataFrame:
-    """Flags with item key/text and model names, ordered by |score| descending then id. ``payload`` is a dict,
-    or with ``parse_payload=False`` the stored JSON text (:func:`payload_of` parses one when it is shown)."""
+          state: str | None = None, benchmark_id: int | None = None, parse_payload: bool = True,
+          ids: list[int] | None = None) -> pd.DataFrame:
+    """Flags (every run's: :func:`benchloupe.store.queue.current_flags` is what the faces list and count) with
+    item key/text and model names, ordered by |score| descending then id; *ids*: only those flags. ``payload``
+    is a dict, or with ``parse_payload=False`` the stored JSON text (:func:`payload_of` parses one)."""
     sql = "SELECT f.* FROM flags f WHERE 1"
     args: list = []
+    if ids is not None:
+        sql += " AND f.id IN (SELECT value FROM json_each(?))"
+        args.append(json.dumps([int(i) for i in ids]))
     for col, val in (("f.run_id", run_id), ("f.kind", kind), ("f.state", state), ("f.benchmark_id", benchmark_id)):
         if val is not None:
             sql += f" AND {col} = ?"
@@ -144,7 +150,9 @@ def queue_flags(conn: sqlite3.Connection, benchmark_id: int, kind: str, *,
     if earlier:  # carry each decision to the current flag about the same thing (row lookups only where one is)
         open_rows = np.flatnonzero(~superseded & (state == "open") & (note == ""))
         ids = _flag_identities(df.iloc[open_rows])  # only the flags a decision can be carried to
-        hits = [(i, earlier[key]) for i, key in zip(open_rows.tolist(), ids) if key in earlier]
+        # a flag about no cell (a coverage gap) carries nothing (store/queue.py)
+        hits = [(i, earlier[key]) for i, key in zip(open_rows.tolist(), ids, strict=True)
+                if key in earlier and (key[1] is not None or key[2] is not None)]
         if hits:
             rows = np.array([i for i, _ in hits])
             df.iloc[rows, df.columns.get_loc("state")] = [h[0] for _, h in hits]
@@ -219,7 +227,8 @@ def set_flag_state(conn: sqlite3.Connection, flag_id: int, state: str, note: str
 
 def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str | None]], *,
                     undo: bool = False, expect: Mapping[int, int] | None = None,
-                    expect_state: Mapping[int, str] | None = None, undoes: list[int] | None = None) -> Saved:
+                    expect_state: Mapping[int, str] | None = None, undoes: list[int] | None = None,
+                    cells: Mapping[int, Cell] | None = None) -> Saved:
     """Triage several flags in one transaction (a batch: the marked flags, or every open flag of one model or
     item): each ``(flag id, state, note or None)`` is written and audited, all or none.
 
@@ -239,13 +248,18 @@ def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str 
     versions, audit_ids = {}, {}
     batch_id = uuid.uuid4().hex[:12] if len(changes) > 1 else None
     with transaction(conn):
-        rows = {}
-        for flag_id, _state, _note in changes:
-            row = conn.execute("SELECT id, state, note, version, updated_by, updated_at FROM flags WHERE id = ?",
-                               (flag_id,)).fetchone()
-            if row is None:
-                raise StoreError(f"no flag with id {flag_id}")
-            rows[flag_id] = row
+        ids = [int(fid) for fid, _s, _n in changes]
+        rows = {int(r["id"]): r for r in conn.execute(
+            f"SELECT {_CELL_SELECT} WHERE f.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))}
+        missing = [fid for fid in ids if fid not in rows]
+        if missing:
+            raise StoreError(f"no flag with id {missing[0]}" + (
+                f" (nor {count(len(missing) - 1, 'other')} of the batch)" if len(missing) > 1 else "")
+                + "; nothing was saved")
+        if cells:
+            _check_cells(rows, cells)
+        if not undo:  # an undo takes back a decision where it was made; a new one goes on the current flag
+            _check_current(conn, rows)
         stale = [r for fid, r in rows.items()
                  if (expect and fid in expect and int(r["version"]) != int(expect[fid]))
                  or (expect_state and fid in expect_state and r["state"] != expect_state[fid])]
@@ -263,7 +277,10 @@ def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str 
             raise Conflict(msg, [{"id": int(r["id"]), "state": r["state"], "note": r["note"],
                                   "version": int(r["version"]), "by": r["updated_by"], "at": r["updated_at"]}
                                  for r in stale])
-        restored = _restored_authors(conn, undoes) if undo else {}
+        # each undo row names the one decision row it takes back (its flag's): linear in the batch, where a list
+        # of the whole batch's ids on every row made a 4,000-flag undo write 98 MB (issue 37 #2)
+        undone_of = _decision_rows(conn, undoes) if undo else {}
+        restored = _restored_authors(conn, list(undone_of.values())) if undo else {}
         for flag_id, state, note in changes:
             row = rows[flag_id]
             new_note = row["note"] if note is None else note
@@ -277,51 +294,177 @@ def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str 
                              " updated_at = strftime('%Y-%m-%dT%H:%M:%f', 'now') WHERE id = ?",
                              (state, new_note, version, who, flag_id))
             detail = {"from": row["state"], "to": state, "note_from": row["note"], "version": version,
-                      "replaced": {"version": int(row["version"]), "by": row["updated_by"], "at": row["updated_at"]}}
+                      "replaced": {"version": int(row["version"]), "by": row["updated_by"], "at": row["updated_at"]},
+                      "cell": list(Cell.of(row))}
             if batch_id is not None:
                 detail["batch"], detail["batch_id"] = len(changes), batch_id
-            if undoes:
-                detail["undoes"] = list(undoes)
+            if flag_id in undone_of:
+                detail["undoes"] = [undone_of[flag_id]]
             audit_ids[flag_id] = audit(conn, "flag:undo" if undo else f"flag:{state}", "flag", flag_id,
                                        json.dumps(detail), new_note, actor=who)
             versions[flag_id] = version
     return Saved(versions, audit_ids)
 
 
+_CELL_SELECT = ("f.id, f.state, f.note, f.version, f.updated_by, f.updated_at, f.run_id, f.kind, f.benchmark_id,"
+                " f.item_id, f.model_id, f.model_b_id, i.key AS item_key, ma.name AS model, mb.name AS model_b"
+                " FROM flags f LEFT JOIN items i ON i.id = f.item_id LEFT JOIN models ma ON ma.id = f.model_id"
+                " LEFT JOIN models mb ON mb.id = f.model_b_id")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What a flag is about, as the curator saw it (issue 37 #1): its kind, its run, the item's key and the
+    models' names. A decision names the cell with the flag id, and is refused when the id now names another
+    cell (the database file was replaced by another workspace, or rebuilt)."""
+
+    kind: str
+    run_id: int | None
+    item: str | None
+    model: str | None
+    model_b: str | None
+
+    @staticmethod
+    def of(row) -> Cell:
+        """The cell of a flag row (store rows or a queue's frame row: kind, run_id, item_key, model, model_b)."""
+        def text(v):
+            return None if v is None or (isinstance(v, float) and v != v) or v is pd.NA else str(v)
+
+        run = row["run_id"]
+        return Cell(str(row["kind"]), None if run is None or pd.isna(run) else int(run), text(row["item_key"]),
+                    text(row["model"]), text(row["model_b"]))
+
+    def __iter__(self):
+        return iter((self.kind, self.run_id, self.item, self.model, self.model_b))
+
+    def describe(self) -> str:
+        what = ", ".join(x for x in (self.model, self.model_b, self.item) if x)
+        return f"{self.kind}{' ' + what if what else ''}, run #{self.run_id}"
+
+
+class CellChanged(StoreError):
+    """A decision refused because its flag id now names another cell than the one the curator saw."""
+
+
+class Superseded(StoreError):
+    """A decision refused because its flag belongs to an earlier run: ``current`` maps each such flag id to the
+    current flag on the same cell (None when the latest run did not flag it)."""
+
+    def __init__(self, message: str, current: dict[int, int | None]) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+def _check_cells(rows: Mapping[int, sqlite3.Row], cells: Mapping[int, Cell]) -> None:
+    """:class:`CellChanged` when a flag of *rows* is not about the cell the decision names for it."""
+    moved = [(fid, cells[fid], Cell.of(r)) for fid, r in rows.items() if fid in cells and Cell.of(r) != cells[fid]]
+    if not moved:
+        return
+    fid, saw, now = moved[0]
+    more = f" (and {count(len(moved) - 1, 'other flag')})" if len(moved) > 1 else ""
+    raise CellChanged(f"flag #{fid} is not the flag you decided on: you saw {saw.describe()}, the database now has "
+                      f"{now.describe()} under that id{more} (the file was replaced or rebuilt); nothing was saved")
+
+
+def _check_current(conn: sqlite3.Connection, rows: Mapping[int, sqlite3.Row]) -> None:
+    """:class:`Superseded` when a flag of *rows* is not of the latest run of its kind (issue 32 #1: a script
+    triaged a flag of a superseded run, which no screen shows), naming the current flag on the same cell."""
+    latest = {}
+    for r in rows.values():
+        key = (r["benchmark_id"], r["kind"])
+        if key not in latest:
+            latest[key] = None if key[0] is None else latest_flag_run(conn, int(key[0]), key[1])
+    old = [r for r in rows.values() if latest[(r["benchmark_id"], r["kind"])] not in (None, r["run_id"])]
+    if not old:
+        return
+    current = {}
+    for r in old[:50]:
+        a, b = r["model_id"], r["model_b_id"]
+        hit = conn.execute(
+            "SELECT id FROM flags WHERE run_id = ? AND kind = ? AND benchmark_id = ? AND item_id IS ?"
+            " AND ((model_id IS ? AND model_b_id IS ?) OR (model_b_id IS NOT NULL AND model_id IS ?"
+            " AND model_b_id IS ?)) ORDER BY id LIMIT 1",
+            (latest[(r["benchmark_id"], r["kind"])], r["kind"], r["benchmark_id"], r["item_id"], a, b, b, a)
+        ).fetchone() if (r["item_id"] is not None or a is not None) else None
+        current[int(r["id"])] = None if hit is None else int(hit[0])
+    r = old[0]
+    run = latest[(r["benchmark_id"], r["kind"])]
+    now = current[int(r["id"])]
+    there = (f"the current flag on that cell is #{now}: decide that one" if now is not None
+             else f"run #{run} did not flag that cell, so there is nothing to decide on it")
+    more = (f" (and {count(len(old) - 1, 'other flag')} of the batch; nothing of it was saved)" if len(old) > 1
+            else "; nothing was saved")
+    raise Superseded(f"flag #{r['id']} ({Cell.of(r).describe()}) is of an earlier run, superseded by run #{run}; "
+                     f"{there}{more}", current)
+
+
+def _decision_rows(conn: sqlite3.Connection, audit_ids: list[int] | None) -> dict[int, int]:
+    """flag id -> the audit row of *audit_ids* that decided it (what an undo of them takes back, per flag)."""
+    if not audit_ids:
+        return {}
+    return {int(r[1]): int(r[0]) for r in conn.execute(
+        "SELECT id, entity_id FROM audit_log WHERE entity = 'flag' AND id IN (SELECT value FROM json_each(?))"
+        " ORDER BY id", (json.dumps([int(a) for a in audit_ids]),))}
+
+
 def _restored_authors(conn: sqlite3.Connection, audit_ids: list[int] | None) -> dict[int, tuple]:
     """flag id -> (by, at) of the state the decisions *audit_ids* replaced (what their undo brings back)."""
     out = {}
-    for aid in audit_ids or []:
-        row = conn.execute("SELECT entity_id, detail FROM audit_log WHERE id = ? AND entity = 'flag'",
-                           (aid,)).fetchone()
-        if row is not None:
-            rep = json.loads(row["detail"] or "{}").get("replaced") or {}
-            out[int(row["entity_id"])] = (rep.get("by") or "", rep.get("at"))
+    if not audit_ids:
+        return out
+    for row in conn.execute("SELECT entity_id, detail FROM audit_log WHERE entity = 'flag' AND id IN"
+                            " (SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(list(audit_ids)),)):
+        rep = json.loads(row["detail"] or "{}").get("replaced") or {}
+        out[int(row["entity_id"])] = (rep.get("by") or "", rep.get("at"))
     return out
 
 
 def undo_latest(conn: sqlite3.Connection, flag_id: int | None = None) -> dict:
     """Undo this curator's own latest flag decision (on *flag_id* when given) that is not undone yet: the flags
-    of that decision (a whole batch) get back the state and note it replaced, audited as ``flag:undo``. Refused
-    (:class:`Conflict`, nothing written) when anyone changed one of them since that decision. Returns
-    ``{"undone": audit ids, "flags": {id: state restored}}``."""
+    of that decision (a whole batch, however large) get back the state and note it replaced, audited as
+    ``flag:undo``, one row per flag naming the decision row it takes back. Refused (:class:`Conflict`, nothing
+    written) when anyone changed one of them since that decision. Returns ``{"undone": audit ids, "flags": {id:
+    state restored}}``.
+
+    The curator's decisions are read newest first until the first one not undone (before, only the latest
+    5,000 audit rows were read: a 6,000-flag batch was undone in part, and its rest could not be undone, issue
+    37 #2); a batch's rows are one run of consecutive audit ids (one transaction), read by id range."""
     who = current()
-    rows = conn.execute(
-        "SELECT id, entity_id, action, detail, at FROM audit_log WHERE entity = 'flag' AND actor = ?"
-        " ORDER BY id DESC LIMIT 5000", (who,)).fetchall()
-    undone = set()
-    for r in rows:
-        if r["action"] == "flag:undo":
-            undone.update(json.loads(r["detail"] or "{}").get("undoes") or [])
-    target = next((r for r in rows if r["action"] != "flag:undo" and int(r["id"]) not in undone
-                   and (flag_id is None or int(r["entity_id"]) == flag_id)), None)
+    cur = conn.execute(
+        "SELECT id, entity_id, action, json_extract(detail, '$.undoes'), json_extract(detail, '$.batch_id'),"
+        " json_extract(detail, '$.batch') FROM audit_log WHERE entity = 'flag' AND actor = ? ORDER BY id DESC",
+        (who,))
+    undone: set[int] = set()
+    target = None
+    try:
+        for aid, entity_id, action, undoes, batch_id, n in cur:
+            if action == "flag:undo":
+                undone.update(int(u) for u in json.loads(undoes or "[]"))
+            elif int(aid) not in undone and (flag_id is None or int(entity_id) == flag_id):
+                target = (int(aid), batch_id, int(n or 1))
+                break
+    finally:
+        cur.close()
     if target is None:
         raise StoreError(f"{who} has no decision to undo" + (f" on flag {flag_id}" if flag_id is not None else ""))
-    detail = json.loads(target["detail"] or "{}")
-    group = [target]
-    if detail.get("batch_id"):  # the other rows of the same batch (one transaction, one undo)
-        group = [r for r in rows if int(r["id"]) not in undone
-                 and json.loads(r["detail"] or "{}").get("batch_id") == detail["batch_id"]]
+    aid, batch_id, n = target
+    fix = conn.execute("SELECT entity_id, json_extract(detail, '$.fix_key') FROM audit_log WHERE id = ?",
+                       (aid,)).fetchone()
+    if fix[1] is not None:  # a key fix (issue 33): the item's answer and results come back too
+        from .itemkeys import undo_fix_key
+
+        item = conn.execute("SELECT item_id FROM flags WHERE id = ?", (int(fix[0]),)).fetchone()
+        out = undo_fix_key(conn, int(item[0]))
+        return {"undone": [aid], "flags": {int(fix[0]): "open"}, "fix_key": out}
+    if batch_id:  # the other rows of the same batch: consecutive ids up to the target (one transaction)
+        sql = ("SELECT id, entity_id, detail FROM audit_log WHERE entity = 'flag' AND actor = ? AND"
+               " json_extract(detail, '$.batch_id') = ? AND action != 'flag:undo'")
+        group = conn.execute(sql + " AND id BETWEEN ? AND ?", (who, batch_id, aid - n + 1, aid)).fetchall()
+        if len(group) < n:  # not one run of ids (written by an older version): the whole log
+            group = conn.execute(sql, (who, batch_id)).fetchall()
+        group = [r for r in group if int(r["id"]) not in undone]
+    else:
+        group = conn.execute("SELECT id, entity_id, detail FROM audit_log WHERE id = ?", (aid,)).fetchall()
     changes, expect, expect_state = [], {}, {}
     for r in group:
         d = json.loads(r["detail"] or "{}")
@@ -330,9 +473,39 @@ def undo_latest(conn: sqlite3.Connection, flag_id: int | None = None) -> dict:
             expect[int(r["entity_id"])] = int(d["version"])
         else:  # written before versions were kept: at least the state it set must still be there
             expect_state[int(r["entity_id"])] = d.get("to")
+    # a flag whose every later change was taken back (a batch over it, then that batch's undo) is as the decision
+    # left it, at a later version: the decision before a batch can be undone after the batch is
+    expect |= _taken_back_since(conn, {int(r["entity_id"]): int(r["id"]) for r in group if int(r["entity_id"]) in
+                                       expect})
     set_flag_states(conn, changes, undo=True, expect=expect, expect_state=expect_state,
                     undoes=[int(r["id"]) for r in group])
     return {"undone": [int(r["id"]) for r in group], "flags": {fid: st for fid, st, _n in changes}}
+
+
+def _taken_back_since(conn: sqlite3.Connection, decided: dict[int, int]) -> dict[int, int]:
+    """flag id -> its version now, for the flags of *decided* (flag id -> an audit row on it) whose every later
+    audit row was taken back: each later decision is undone by a later ``flag:undo`` row."""
+    if not decided:
+        return {}
+    later: dict[int, list[tuple[int, str, str | None]]] = {}
+    for aid, fid, action, undoes in conn.execute(
+            "SELECT a.id, a.entity_id, a.action, json_extract(a.detail, '$.undoes') FROM json_each(?) j"
+            " JOIN audit_log a ON a.entity = 'flag' AND a.entity_id = CAST(j.key AS INTEGER) AND a.id > j.value"
+            " ORDER BY a.id", (json.dumps({str(k): v for k, v in decided.items()}),)):
+        later.setdefault(int(fid), []).append((int(aid), action, undoes))
+    moved = [fid for fid in later if _all_taken_back(later[fid])]
+    if not moved:
+        return {}
+    return {int(r[0]): int(r[1]) for r in conn.execute(
+        "SELECT id, version FROM flags WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(moved),))}
+
+
+def _all_taken_back(rows: list[tuple[int, str, str | None]]) -> bool:
+    undone = set()
+    for _aid, action, undoes in rows:
+        if action == "flag:undo":
+            undone.update(int(u) for u in json.loads(undoes or "[]"))
+    return all(action == "flag:undo" or aid in undone for aid, action, _u in rows)
 
 
 def flag_history(conn: sqlite3.Connection, flag_ids: list[int] | None = None, *, limit: int = 20) -> pd.DataFrame:

@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from .curation import latest_flag_run
@@ -125,8 +126,10 @@ class FlagQueue:
             parts.append(f"""earlier AS (SELECT e.item_id, e.state, e.note, max(e.id) AS last, {ident.format(t='e')}
                 FROM flags e WHERE e.kind = :k AND e.benchmark_id = :b AND e.run_id IS NOT :latest
                 AND (e.state != 'open' OR e.note != '') GROUP BY e.item_id, a, bb)""")
+            # a flag about no cell (a coverage gap: an interval of one run's difficulties) carries nothing
             parts.append("""carried AS (SELECT b.*, CASE WHEN NOT b.superseded AND b.stored_state = 'open'
-                AND b.stored_note = '' THEN e.last END AS carried_from, e.state AS e_state, e.note AS e_note
+                AND b.stored_note = '' AND (b.item_id IS NOT NULL OR b.a IS NOT NULL) THEN e.last END
+                AS carried_from, e.state AS e_state, e.note AS e_note
                 FROM base b LEFT JOIN earlier e ON e.item_id IS b.item_id AND e.a IS b.a AND e.bb IS b.bb)""")
         else:
             parts.append("carried AS (SELECT b.*, NULL AS carried_from, NULL AS e_state, NULL AS e_note FROM base b)")
@@ -293,3 +296,62 @@ class FlagQueue:
                f" WHERE {filt.sql()} ORDER BY q.k DESC, q.id")
         rows = self._rows(conn, sql, args | filt.args())
         return pd.DataFrame(rows, columns=cols)
+
+
+# ---------------------------------------------------------------------------------------- the current flags
+def current_flags(conn: sqlite3.Connection, *, benchmark_id: int | None = None, kind: str | None = None,
+                  state: str | None = None, run_id: int | None = None, all_runs: bool = False,
+                  parse_payload: bool = True) -> pd.DataFrame:
+    """The current flags (issue 32 #1), the one definition every face counts and lists: per benchmark and flag
+    kind, the flags of the latest finished run that produces the kind (:func:`~benchloupe.store.curation.
+    latest_flag_run`), each showing the decision carried over from an earlier run on the same cell when it has
+    none of its own: exactly the workbench queue's rows (:class:`FlagQueue`). *all_runs* adds the earlier
+    runs' flags (history, ``superseded`` True); *run_id* keeps one run's flags (an earlier one's too). *state*
+    filters on the state shown. Columns :data:`ROW_COLUMNS`, in the queue's order within each benchmark and
+    kind, the kinds and benchmarks one after another."""
+    prepare(conn)
+    sql = "SELECT DISTINCT benchmark_id, kind FROM flags WHERE benchmark_id IS NOT NULL"
+    args: list = []
+    for col, val in (("benchmark_id", benchmark_id), ("kind", kind), ("run_id", run_id)):
+        if val is not None:
+            sql += f" AND {col} = ?"
+            args.append(val)
+    parts = []
+    for bid, k in sorted(conn.execute(sql, args).fetchall(), key=lambda r: (r[0], r[1])):
+        q = FlagQueue(conn, int(bid), k, include_superseded=all_runs or run_id is not None,
+                      parse_payload=parse_payload)
+        where, params = [], {}
+        if state is not None:
+            where.append("q.state = :state")
+            params["state"] = state
+        if run_id is not None:
+            where.append("q.run_id = :run")
+            params["run"] = int(run_id)
+        cte, qargs = q._cte(None)
+        rows = q._rows(conn, q._page_sql(cte, " AND ".join(where) or "1"), qargs | params | {"n": -1})
+        parts.append(q.frame(rows))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        df = pd.DataFrame(columns=list(ROW_COLUMNS))
+        df["superseded"] = pd.Series([], dtype=bool)
+        return df
+    if len(parts) == 1:
+        return parts[0]
+    df = pd.concat(parts, ignore_index=True)  # the queue's order over every benchmark and kind
+    order = np.lexsort((df["id"].to_numpy(np.int64), -df["score"].astype(float).fillna(0.0).abs().to_numpy()))
+    return df.iloc[order].reset_index(drop=True)
+
+
+def open_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many current flags (:func:`current_flags`) of each kind are open, over every benchmark: what a
+    summary says is left to triage (the workbench's queues count the same flags)."""
+    prepare(conn)
+    out: dict[str, int] = {}
+    for bid, k in conn.execute("SELECT DISTINCT benchmark_id, kind FROM flags WHERE benchmark_id IS NOT NULL"
+                               " ORDER BY kind").fetchall():
+        q = FlagQueue(conn, int(bid), k)
+        cte, args = q._cte(None)
+        n = int(conn.execute(f"{cte} SELECT count(*) FROM q WHERE q.state = 'open'", args).fetchone()[0])
+        if n:
+            out[k] = out.get(k, 0) + n
+    return out

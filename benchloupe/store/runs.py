@@ -148,6 +148,38 @@ def save_outputs(conn: sqlite3.Connection, run_id: int, out: RunOutputs) -> None
             " finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?",
             (_json(out.metrics), _json(out.timings), run_id),
         )
+    FINISHED_HERE.append((_main_file(conn), run_id))
+
+
+FINISHED_HERE: list[tuple[str, int]] = []  # (database file, run id) of every run this process marked done
+
+
+def _main_file(conn: sqlite3.Connection) -> str:
+    row = next((r for r in conn.execute("PRAGMA database_list") if r[1] == "main"), None)
+    return row[2] if row is not None else ""
+
+
+def fail_finished_here(error: str) -> None:
+    """A command that stored a run ``done`` and then failed (its report could not be made, a later step
+    refused) marks that run failed with its one-line error: a run whose command failed is never ``done``
+    (issue 37 #12: `compress` on an all-right benchmark exited 1 on a TypeError and left its run ``done``).
+    Best effort: the file may be gone or locked; the command's own error is what the user sees."""
+    from benchloupe.store.db import connect
+
+    while FINISHED_HERE:
+        path, run_id = FINISHED_HERE.pop()
+        if not path:
+            continue
+        try:
+            conn = connect(path)
+            try:
+                with transaction(conn):
+                    conn.execute("UPDATE runs SET status = 'failed', error = ? WHERE id = ? AND status = 'done'",
+                                 (error[:500], run_id))
+            finally:
+                conn.close()
+        except (sqlite3.Error, StoreError, OSError):
+            pass
 
 
 class _references_checked_once:
@@ -224,11 +256,12 @@ def _flag_columns(flags, run_id: int, bid) -> list[list]:
     kind = col("kind")
     bench = col("benchmark_id") if "benchmark_id" in names else [bid] * n
     score = scores() if "score" in names else [None] * n
-    return [[run_id] * n, kind, bench, ids("item_id"), ids("model_id"), ids("model_b_id"), score, payload]
+    reason = [str(v) for v in col("reason")] if "reason" in names else [""] * n  # item flags (issue 33)
+    return [[run_id] * n, kind, bench, ids("item_id"), ids("model_id"), ids("model_b_id"), score, payload, reason]
 
 
-FLAG_COLUMNS = ("run_id", "kind", "benchmark_id", "item_id", "model_id", "model_b_id", "score", "payload")
-ROWS_PER_INSERT = 50  # rows of one multi-row INSERT of the flags (400 parameters; SQLite allows 32,766)
+FLAG_COLUMNS = ("run_id", "kind", "benchmark_id", "item_id", "model_id", "model_b_id", "score", "payload", "reason")
+ROWS_PER_INSERT = 50  # rows of one multi-row INSERT of the flags (450 parameters; SQLite allows 32,766)
 
 
 def _insert_flags(conn: sqlite3.Connection, columns: list[list]) -> None:

@@ -74,6 +74,7 @@ class _Batch:
         self.next_model: dict[int, int] = {}
         self.static: dict[int, dict[int, list]] = {}  # benchmark -> model -> [n, correct, successes, trials]
         self.dirty: dict[int, set[int]] = {}  # benchmark -> models whose vectors changed
+        self.options: dict[int, dict[int, np.ndarray]] = {}  # benchmark -> model -> chosen options (issue 33)
         self.model_ids: dict[str, int] = {}  # name or alias -> model id, as resolved in this batch
 
     def stored_items(self, bid: int) -> dict[str, dict]:
@@ -93,8 +94,10 @@ class _Batch:
 
     def vectors(self, bid: int) -> dict[int, list]:
         if bid not in self.static:
-            rows = self.conn.execute("SELECT model_id, n, correct, successes, trials FROM static_results "
-                                     "WHERE benchmark_id = ?", (bid,))
+            rows = self.conn.execute("SELECT model_id, n, correct, successes, trials, options FROM static_results "
+                                     "WHERE benchmark_id = ?", (bid,)).fetchall()
+            self.options[bid] = {r["model_id"]: np.frombuffer(r["options"], np.int8).copy() for r in rows
+                                 if r["options"] is not None}
             self.static[bid] = {r["model_id"]: [r["n"],
                                                 None if r["correct"] is None else np.frombuffer(r["correct"], np.int8),
                                                 None if r["successes"] is None else np.frombuffer(r["successes"], np.int32),
@@ -105,13 +108,14 @@ class _Batch:
     def cleared(self, bid: int) -> None:
         """``replace``: the benchmark's stored results are gone."""
         self.static[bid] = {}
+        self.options[bid] = {}
         self.dirty.pop(bid, None)
 
     def flush(self) -> None:
         """Write every changed vector once (padded to its benchmark's item count), a chunk of models per
         executemany (issue 26: no list of every packed row at 2,000 x 14,000)."""
-        sql = ("INSERT OR REPLACE INTO static_results (benchmark_id, model_id, n, correct, successes, trials)"
-               " VALUES (?, ?, ?, ?, ?, ?)")
+        sql = ("INSERT OR REPLACE INTO static_results (benchmark_id, model_id, n, correct, successes, trials, options)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?)")
         rows = []
         for bid, models in self.dirty.items():
             n = self.next_item.get(bid, 0)
@@ -120,14 +124,19 @@ class _Batch:
                     self.conn.executemany(sql, rows)
                     rows = []
                 old_n, correct, succ, tri = self.static[bid][mid]
+                opt = self.options.get(bid, {}).get(mid)
+                if opt is not None:
+                    o_out = np.full(n, MISSING, np.int8)
+                    o_out[:min(len(opt), n)] = opt[:n]
+                    opt = o_out.tobytes()
                 if tri is not None:
                     s_out, t_out = np.zeros(n, np.int32), np.zeros(n, np.int32)
                     s_out[:old_n], t_out[:old_n] = succ[:old_n], tri[:old_n]
-                    rows.append((bid, mid, n, None, s_out.tobytes(), t_out.tobytes()))
+                    rows.append((bid, mid, n, None, s_out.tobytes(), t_out.tobytes(), opt))
                 else:
                     c_out = np.full(n, MISSING, np.int8)
                     c_out[:old_n] = correct[:old_n]
-                    rows.append((bid, mid, n, c_out.tobytes(), None, None))
+                    rows.append((bid, mid, n, c_out.tobytes(), None, None, opt))
         self.conn.executemany(sql, rows)
         self.dirty.clear()
 
@@ -306,6 +315,7 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
             tri[tgt] = new_t[obs]
             succ[tgt] = parsed.successes[m][obs]
             existing[mid] = [n, None, succ, tri]
+            _merge_options(batch, bid, mid, n, tgt, None)
         else:
             if old is not None and old[3] is not None:
                 raise ValueError(
@@ -321,9 +331,70 @@ def _write_static(conn, bid: int, parsed: ParsedImport, item_ids: dict[str, int]
             changed += int((vec[tgt] != new[obs]).sum())
             vec[tgt] = new[obs]
             existing[mid] = [n, vec, None, None]
+            _merge_options(batch, bid, mid, n, tgt, None if parsed.options is None else parsed.options[m][obs])
         dirty.add(mid)
         summary.static_cells += int(obs.sum())
     summary.cells_changed = changed
+
+
+def _merge_options(batch: _Batch, bid: int, mid: int, n: int, tgt: np.ndarray, chosen: np.ndarray | None) -> None:
+    """The model's stored chosen options follow its cells: the file's options where it has them, and -1 (unknown)
+    where a file without options rewrote a cell, so a later re-score never uses a stale option."""
+    stored = batch.options.setdefault(bid, {})
+    old = stored.get(mid)
+    if old is None and chosen is None:
+        return
+    vec = np.full(n, MISSING, np.int8)
+    if old is not None:
+        vec[:min(len(old), n)] = old[:n]
+    vec[tgt] = MISSING if chosen is None else chosen
+    stored[mid] = vec
+
+
+def score_options(conn, bid: int, parsed: ParsedImport, batch: _Batch) -> None:
+    """Map a file's chosen option labels onto each item's choices and score them with its answer (issue 33):
+    ``parsed.correct`` becomes 1 where the chosen option is the answer, 0 where another, -1 where unknown, and
+    ``parsed.options`` the index into the item's choices. An item with declared choices (``items.choices``) must
+    hold every label and its answer; one without gets its labels and answer as choices. Refused, nothing written,
+    when an item has no answer or a label is not among its choices."""
+    stored = batch.stored_items(bid)
+    declared = {r[0]: json.loads(r[1] or "[]") for r in conn.execute(
+        "SELECT key, choices FROM items WHERE benchmark_id = ?", (bid,))}
+    given = parsed.items["choices"].tolist() if "choices" in parsed.items.columns else None
+    codes = parsed.options
+    correct = np.full(codes.shape, MISSING, np.int8)
+    mapped = np.full(codes.shape, MISSING, np.int8)
+    for j, key in enumerate(parsed.items["key"].astype(str).tolist()):
+        row = stored[key]
+        answer = str(row.get("answer") or "").strip()
+        labels = [str(x) for x in parsed.option_labels[j]]
+        choices = [str(c) for c in (given[j] if given is not None and isinstance(given[j], list) and given[j]
+                                    else declared.get(key) or [])]
+        if not answer:
+            raise ValueError(say(f"item {key!r} has no answer to score the chosen options with; import the items "
+                                 "with their answers first (`benchloupe import items FILE` with an answer column), "
+                                 "then the options"))
+        if choices:
+            bad = [x for x in labels if x not in choices]
+            if bad:
+                raise ValueError(f"item {key!r}: option {bad[0]!r} is not among its choices ({', '.join(choices)}); "
+                                 "fix the file, or the item's choices")
+            if answer not in choices:
+                raise ValueError(f"item {key!r}: its answer {answer!r} is not among its choices "
+                                 f"({', '.join(choices)}); fix the answer with `import items`")
+        else:
+            choices = sorted(set(labels) | {answer})
+        if len(choices) > 127:
+            raise ValueError(f"item {key!r} has {len(choices)} choices; at most 127 can be kept")
+        remap = np.array([choices.index(x) for x in labels] or [0], np.int8)
+        col = codes[:, j]
+        known = col >= 0
+        mapped[known, j] = remap[col[known]]
+        correct[known, j] = mapped[known, j] == choices.index(answer)
+        if choices != declared.get(key):
+            conn.execute("UPDATE items SET choices = ? WHERE benchmark_id = ? AND key = ?",
+                         (json.dumps(choices), bid, key))
+    parsed.correct, parsed.options = correct, mapped
 
 
 def _model_lookup(conn, bid: int, names) -> dict[str, int]:
@@ -386,6 +457,8 @@ def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
     default_kind = "arena" if parsed.kind == "arena" else "static"
     item_ids = _upsert_items(conn, bid, parsed.items, default_kind, summary, batch)
     model_ids = _upsert_models(conn, bid, parsed.models, summary, batch) if len(parsed.models) else []
+    if parsed.options is not None:
+        score_options(conn, bid, parsed, batch)
     if parsed.correct is not None or parsed.trials is not None:
         _write_static(conn, bid, parsed, item_ids, model_ids, summary, batch)
     if parsed.rewards is not None and len(parsed.rewards):

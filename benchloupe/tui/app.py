@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 WARM_UP_DELAY = 1.0
 WARM_UP_FALLBACK = 10.0  # seconds after mount: the warm-up starts then if the first screen has not shown
 PROGRESS_HZ = 4
+QUIT_GRACE = 0.15  # seconds a running job gets to stop at each step when the app quits (cancel, SIGTERM, SIGKILL)
+WRITES_GRACE = 10.0  # seconds q waits for decisions still being written before it quits anyway
 
 
 class ProgressSlot:
@@ -134,6 +136,14 @@ class BenchloupeApp(App[int]):
         self.write_queue = WriteQueue()
         self.watcher = StoreWatcher(self.db_path)
 
+    def on_load(self) -> None:
+        """Every thread worker in a daemon thread (tui/threads.py): quitting waits for none of them."""
+        import asyncio
+
+        from benchloupe.tui.threads import DaemonExecutor
+
+        asyncio.get_running_loop().set_default_executor(DaemonExecutor())
+
     def on_mount(self) -> None:
         from benchloupe.tui.live import POLL_HZ
 
@@ -161,7 +171,9 @@ class BenchloupeApp(App[int]):
         self._closing = True
         self.watcher.close()
         if self.job_process is not None and self.job_process.is_alive():
-            self.job_process.stop()  # cancel, then SIGTERM, then SIGKILL: no job outlives the app
+            # cancel, then SIGTERM, then SIGKILL, each given QUIT_GRACE: no job outlives the app, and quitting
+            # does not wait for one (a killed job's run reads "interrupted" when the database is next opened)
+            self.job_process.stop(grace=QUIT_GRACE)
         if self.simulated_hold is not None:
             self.simulated_hold.close()
 
@@ -314,7 +326,7 @@ class BenchloupeApp(App[int]):
         """Quit; while a job runs, ask first: yes cancels the job (its run is recorded as cancelled) and quits,
         no keeps both."""
         if not self.job.running:
-            self.exit()
+            self._exit_after_writes()
             return
         from benchloupe.tui.widgets.dialogs import ConfirmDialog
 
@@ -324,10 +336,25 @@ class BenchloupeApp(App[int]):
         def answered(yes: bool | None) -> None:
             if yes:
                 self._cancel.set()
-                self.exit()
+                self._exit_after_writes()
 
         self.push_screen(ConfirmDialog(f"{self.job.title} is running. Cancel it and quit?",
                                        detail="Its run is recorded as cancelled."), answered)
+
+    def _exit_after_writes(self) -> None:
+        """Exit as soon as the decisions still queued are written (milliseconds; at most WRITES_GRACE s): the
+        workers are daemon threads, and nothing else is waited for (issue 32 point 5)."""
+        if not self.write_queue.pending:
+            self.exit()
+            return
+        started = time.monotonic()
+
+        def check() -> None:
+            if not self.write_queue.pending or time.monotonic() - started > WRITES_GRACE:
+                timer.stop()
+                self.exit()
+
+        timer = self.set_interval(0.01, check)
 
     def action_help(self) -> None:
         from benchloupe.tui.screens.help import HelpScreen

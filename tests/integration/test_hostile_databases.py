@@ -191,7 +191,7 @@ WRITERS = {  # every command that writes to the database (and would have written
     "calibrate": ["calibrate", "demo-math"], "alias": ["alias", "m1", "x1"],
     "flags-set": ["flags", "--set", "1", "confirmed"], "endpoints-set": ["endpoints", "set", "judge", "--model", "j"],
     "fill": ["fill", "demo-math"], "demo-force": ["demo", "--force", "--bare"], "db-remove-run": ["db", "remove-run", "1"],
-    "screen": ["screen", "demo-math", "--model", "x"],
+    "screen": ["screen", "demo-math", "--model", "x"], "estimate": ["estimate", "demo-math"],
 }
 READERS = {"list": ["list"], "show": ["show", "demo-math"], "export": ["export", "items", "demo-math"],
            "flags": ["flags"], "search": ["search", "item"], "fill-list": ["fill", "--list"],

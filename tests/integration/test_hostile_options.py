@@ -30,7 +30,7 @@ from benchloupe.cli.options import Ranged, RangeError
 from tests.hostile import NUMBERS, check_outcome, dump, run_cli
 
 BENCH = "seed"
-ALL = ["open", "demo", "list", "show", "db", "import", "export", "alias", "flags", "search", "fit", "compress",
+ALL = ["open", "demo", "list", "show", "db", "import", "export", "alias", "flags", "search", "fit", "compress", "estimate",
        "anomalies", "screen", "bootstrap", "evaluate", "contamination", "audit", "coverage", "calibrate", "endpoints",
        "fill", "review"]
 # positionals the generator fills in (the first choice otherwise); per (command, dest)

@@ -68,7 +68,7 @@ def test_no_accepted_items_is_one_line(tmp_path, capsys):
 def test_lmeval_task_runs_in_lm_eval(db_with_accepted, tmp_path):
     gen = tmp_path / "gen"
     assert main(["export", "lm-eval-task", "mcq", "-o", str(gen), "--db", str(db_with_accepted)]) == 0
-    assert "output_type: generate_until" in (gen / "mcq_benchfill.yaml").read_text()  # the child has no choices
+    assert "output_type: generate_until" in (gen / "mcq__benchfill.yaml").read_text()  # the child has no choices
     plain = tmp_path / "plain.db"
     assert main(["import", "inspect", str(MCQ), "--db", str(plain)]) == 0
     folder = tmp_path / "task"

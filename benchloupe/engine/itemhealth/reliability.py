@@ -21,8 +21,8 @@ def cronbach(y: np.ndarray) -> dict:
 
 
 def marginal(theta: np.ndarray, theta_sd: np.ndarray) -> dict:
-    """``marginal`` reliability and ``sem`` (root mean posterior variance) of EAP abilities."""
+    """``marginal`` reliability and ``sem_theta`` (root mean posterior variance) of EAP abilities."""
     err = float(np.mean(theta_sd**2)) if len(theta_sd) else float("nan")
     var = float(np.var(theta)) if len(theta) else float("nan")
     rel = var / (var + err) if var + err > 0 else float("nan")
-    return {"marginal": rel, "sem": float(np.sqrt(err))}
+    return {"marginal": rel, "sem_theta": float(np.sqrt(err))}

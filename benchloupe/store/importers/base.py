@@ -173,6 +173,11 @@ class ParsedImport:
     # One run of a harness (lm-eval): tool, task, stamp, settings, reruns; the batch import resolves re-runs of one
     # (benchmark, model, task) with it (jobs.imports, issue 23). None for every other format.
     run: dict | None = None
+    # The chosen option per cell (issue 33): int16 codes (models x items, -1 where unknown) into
+    # ``option_labels[j]``, the labels seen for item j. The writer maps them onto the item's choices and scores
+    # them with its answer (``correct`` is then computed there); None when the file holds no options.
+    options: np.ndarray | None = None
+    option_labels: list | None = None
 
     def counts(self) -> dict[str, int]:
         """Counts a test or the CLI can report: items, models, observed static cells, rewards, preferences."""

@@ -49,6 +49,11 @@ OPTIONS: list[ImportOption] = [
     ImportOption("probability_col", "probability column", "P(model_a wins) column (preferences)"),
     ImportOption("freq_col", "frequency columns", "pattern frequency column(s), comma-separated (classic pattern tables)"),
     ImportOption("na_values", "missing values", "extra cell values meaning missing, comma-separated (wide)"),
+    ImportOption("options", "chosen options", "wide: cells are the chosen option labels (e.g. 1-5 or A-D), scored "
+                 "with each item's answer from `import items`; the options are kept so a fixed key re-scores them",
+                 "flag"),
+    ImportOption("option_col", "option column", "long: the chosen option label column, scored with each item's "
+                 "answer (from the answer column or `import items`)"),
     ImportOption("key_prefix", "key prefix", "DualEval keys: 'tag' reproduces the reference's tag::key"),
     ImportOption("filter_name", "filter", "lm-eval filter of a generation task (e.g. strict-match, "
                  "flexible-extract; default: the first the file logs, named in the summary)"),

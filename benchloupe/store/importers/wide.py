@@ -57,10 +57,12 @@ def parse_wide(
     models_file: str | Path | None = None,
     arch_to_family=None,
     no_model_col: bool = False,
+    options: bool = False,
     **_: object,
 ) -> ParsedImport:
     """Parse a models x items 0/1 CSV. ``model_col`` defaults to the first column; with
-    ``no_model_col`` every column is an item and rows are named ``<data set>/person_0001`` ...."""
+    ``no_model_col`` every column is an item and rows are named ``<data set>/person_0001`` .... With
+    ``options`` the cells are chosen option labels (issue 33), scored later by the writer."""
     path = str(path)
     if isinstance(na_values, str):
         na_values = ["", *na_values.split(",")]
@@ -85,6 +87,9 @@ def parse_wide(
     if "" in item_cols:
         j = header.index("")
         raise ImportFormatError(path, f"line 1, column {j + 1}", "blank item name", "name every item column")
+    if as_bool(options):
+        return _parse_options(path, data, header, model_col, item_cols, na_values, benchmark, models_file,
+                              arch_to_family)
     dense = _dense_binary(data, len(header)) if model_col == header[0] else None
     if dense is not None:
         names, correct = dense
@@ -143,6 +148,52 @@ def parse_wide(
         correct=correct,
         source=f"wide:{path}",
     )
+
+
+def _parse_options(path, data, header, model_col, item_cols, na_values, benchmark, models_file, arch_to_family):
+    """``--options``: each cell is the label of the option the model chose (``1``..``5``, ``A``..``D``); empty or
+    a ``na_values`` code is unknown. Codes per item index the labels seen in that column, sorted. A column of
+    only 0/1 beside columns of other labels is refused: that is a scored file mixed with an options file."""
+    dtype = {c: str for c in header}
+    try:
+        frame = pd.read_csv(io.BytesIO(data), header=0, names=header, dtype=dtype, engine="c",
+                            na_values={c: list(na_values) for c in item_cols}, keep_default_na=False,
+                            low_memory=False)  # missing codes in item columns only: model 8 stays model 8
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise parser_error(path, exc) from None
+    if frame.empty:
+        raise ImportFormatError(path, "line 2", "header but no data rows", "export the model rows too")
+    codes = np.full((len(frame), len(item_cols)), -1, np.int16)
+    labels = []
+    binary_col = other_col = None
+    for j, col in enumerate(item_cols):
+        cells = frame[col].fillna("").astype(str).str.strip().to_numpy(object)
+        known = cells != ""
+        seen = sorted(set(cells[known].tolist()))
+        if len(seen) > 127:
+            raise ImportFormatError(path, f"column '{col}'", f"{len(seen)} different option labels",
+                                    "an item has at most 127 options; is this a free-text column?")
+        index = {label: k for k, label in enumerate(seen)}
+        codes[known, j] = [index[x] for x in cells[known].tolist()]
+        labels.append(seen)
+        if seen and set(seen) <= {"0", "1"} and "0" in seen:
+            binary_col = binary_col or col
+        elif seen:
+            other_col = other_col or col
+    if binary_col is not None and other_col is not None:
+        raise ImportFormatError(path, f"column '{binary_col}'", f"only 0/1 cells, while column '{other_col}' holds "
+                                "option labels", "an options file holds the chosen option in every column: "
+                                "import scored 0/1 results without --options, in a file of their own")
+    if model_col is None:
+        width = max(4, len(str(len(frame))))
+        names = [f"{data_set(path)}/person_{i + 1:0{width}d}" for i in range(len(frame))]
+    else:
+        names = _model_names(Table(path, frame, "csv", data=data), model_col)
+    return ParsedImport(benchmark=benchmark or default_benchmark(path), kind="static",
+                        items=pd.DataFrame({"key": item_cols}),
+                        models=models_frame(names, models_file, arch_to_family=arch_to_family),
+                        correct=np.full(codes.shape, -1, np.int8), options=codes, option_labels=labels,
+                        source=f"wide:{path}")
 
 
 _DENSE_CHUNK_ROWS = 256  # rows checked and converted at a time (their cells are ~2 x items bytes each)

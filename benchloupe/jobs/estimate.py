@@ -1,0 +1,228 @@
+"""Full-benchmark accuracy of partly evaluated models from a frozen static calibration (issue 34), as a stored run.
+
+A model imported from a run on an exported subset has results on k of the benchmark's N active items.  ``estimate``
+reads the latest static or joint fit (or ``run``), freezes its items (difficulty, sharpness, the chance levels it
+used), and predicts each such model's accuracy on all N active calibrated items with a 95 % interval
+(:mod:`benchloupe.engine.estimate`).  The prior over abilities is the calibration's own models; the person-misfit
+variance and the interval's scale come from the calibration's fully answered models (the scale by replaying the
+estimated models' own item patterns on them).  The run stores, per model, the estimate, its interval and sd, the
+items seen and the observed accuracy on them, apart: the Models screen and exports never mix the two.
+
+Bad input, refused before anything is written (one line each): no calibration of the benchmark, a named model
+without a result on any calibrated item, results on items retired since the calibration, no partly evaluated
+model to estimate.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from benchloupe.engine import estimate as est
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.hints import Alt, Opt, say
+from benchloupe.store import read, runs
+from benchloupe.store.db import connect
+
+from .base import RunContext, fingerprint
+
+CALIBRATION_KINDS = ("static", "joint")
+
+
+@dataclass(frozen=True)
+class EstimateConfig:
+    """Full-benchmark accuracy from a few items (issue 34): EAP ability with the calibration's chance levels,
+    p-IRT with the misfit-shrunk residual, 95 % interval.  ``run``: the calibration (0 = the latest static or
+    joint fit); ``models``: names separated by commas (empty = every partly evaluated model)."""
+
+    run: int = 0
+    models: str = ""
+    level: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not 0.5 <= self.level < 1:
+            raise EngineError(f"level must lie in [0.5, 1), got {self.level}")
+
+    @property
+    def model_names(self) -> list[str]:
+        return [m.strip() for m in self.models.split(",") if m.strip()] if self.models else []
+
+
+@dataclass
+class Frozen:
+    """A calibration frozen for estimation, aligned with the benchmark's active calibrated items."""
+
+    run_id: int
+    kind: str
+    cal: est.Calibration
+    items: pd.DataFrame  # the active calibrated items (id, key, ...), the calibration's column order
+    columns: np.ndarray  # their positions in the static matrix
+    retired: np.ndarray  # positions of calibrated items retired since the run
+    uncalibrated: int  # active items the run has no parameters for
+    fitted_models: set
+    chance_mode: str
+
+
+def _chance(run: dict, items: pd.DataFrame) -> np.ndarray:
+    """The chance levels the calibration run used: its ``chance`` setting (stated: the items' own; estimate: the
+    shared asymptote it estimated, on the items with a stated level or on all; none: 0)."""
+    mode = (run.get("config") or {}).get("chance", "stated")
+    stated = pd.to_numeric(items["chance"], errors="coerce").fillna(0).to_numpy(float) if "chance" in items else \
+        np.zeros(len(items))
+    if mode == "none":
+        return np.zeros(len(items))
+    if mode == "estimate":
+        c = (run.get("metrics") or {}).get("chance_estimated")
+        if c is None:
+            return stated
+        return np.where(stated > 0, c, 0.0) if (stated > 0).any() else np.full(len(items), float(c))
+    return stated
+
+
+def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix) -> Frozen:
+    """The calibration run (``run_id`` or the latest static/joint fit) frozen on the benchmark's items ``sm``
+    (loaded with retired items)."""
+    bid = read.benchmark_id(conn, benchmark)
+    rid = run_id or runs.latest_run(conn, bid, CALIBRATION_KINDS)
+    if rid is None:
+        raise EngineError(say(f"no calibration of {benchmark!r} to estimate from; fit one first (",
+                              Alt(f"`benchloupe fit static {benchmark}`", "the static fit on the Runs screen"), ")"))
+    run = runs.get_run(conn, rid)
+    if run is None or run["status"] != "done" or run["kind"] not in CALIBRATION_KINDS:
+        raise EngineError(say(f"run {rid} is not a finished static or joint fit; pass one with ", Opt("run"),
+                              " or leave it out for the latest"))
+    ri = runs.run_items(conn, rid)
+    if "source" in ri:
+        ri = ri[ri["source"].fillna("static") == "static"]
+    ri = ri.dropna(subset=["difficulty", "sharpness"])
+    params = ri.set_index("item_id")
+    ids = sm.items["id"].to_numpy()
+    known = np.isin(ids, params.index.to_numpy())
+    if not known.any():
+        raise EngineError(f"calibration run {rid} has no item parameters for the static items of {benchmark!r}")
+    active = (sm.items["status"] == "active").to_numpy()
+    cols = np.flatnonzero(known & active)
+    if not len(cols):
+        raise EngineError(f"every item calibration run {rid} fitted has been retired since; refit "
+                          f"(`benchloupe fit static {benchmark}`)")
+    items = sm.items.iloc[cols].reset_index(drop=True)
+    p = params.reindex(items["id"])
+    chance = _chance(run, items)
+    thetas = runs.run_models(conn, rid)
+    cal = est.calibration(p["sharpness"].to_numpy(float), p["difficulty"].to_numpy(float), chance,
+                          thetas["theta"].to_numpy(float))
+    return Frozen(rid, run["kind"], cal, items, cols, np.flatnonzero(known & ~active),
+                  int((~known & active).sum()), set(thetas["name"]), (run.get("config") or {}).get("chance", "stated"))
+
+
+def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str) -> np.ndarray:
+    """Rows of the models to estimate: the named ones (each with a result on a calibrated item), or every model
+    with results on some but not all active calibrated items."""
+    mask = sm.mask[:, fz.columns]
+    k = mask.sum(axis=1)
+    all_names = sm.models["name"].to_numpy(object)
+    if names:
+        rows = []
+        for n in names:
+            hit = np.flatnonzero(all_names == n)
+            if not len(hit):
+                raise EngineError(f"model {n!r} has no static results in {benchmark!r}; import them first")
+            if k[hit[0]] == 0:
+                raise EngineError(f"model {n!r} has no result on any of the {len(fz.columns)} items calibration run "
+                                  f"{fz.run_id} fitted in {benchmark!r}: nothing to estimate from")
+            rows.append(int(hit[0]))
+        rows = np.array(sorted(set(rows)), int)
+    else:
+        rows = np.flatnonzero((k > 0) & (k < len(fz.columns)))
+        if not len(rows):
+            raise EngineError(say(f"no partly evaluated model in {benchmark!r}: every model with results answered all "
+                                  f"{len(fz.columns)} active calibrated items (name one with ", Opt("model"), ")"))
+    if len(fz.retired):
+        on_retired = sm.mask[np.ix_(rows, fz.retired)]
+        if on_retired.any():
+            i, j = np.argwhere(on_retired)[0]
+            n = int(on_retired.any(axis=0).sum())
+            key = sm.items["key"].iat[int(fz.retired[j])]
+            raise EngineError(f"model {all_names[rows[i]]!r} has results on {n} item(s) retired since calibration run "
+                              f"{fz.run_id} (e.g. {key!r}); refit the calibration (`benchloupe fit static "
+                              f"{benchmark}`) or restore the items")
+    return rows
+
+
+def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfig(), *,
+                 progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        sm = read.load_static(conn, benchmark, include_retired=True)
+        fz = frozen_calibration(conn, benchmark, config.run, sm)
+        rows = _targets(sm, fz, config.model_names, benchmark)
+        y = sm.correct[:, fz.columns].astype(float)
+        mask = sm.mask[:, fz.columns]
+        trials = None if sm.trials is None else sm.trials[:, fz.columns]
+        if trials is not None:
+            y = sm.successes[:, fz.columns].astype(float)
+        ctx = RunContext(db_path, "estimate", benchmark, {**config.__dict__, "run": fz.run_id}, None,
+                         [(benchmark, "static")])
+        ctx.start(conn, fingerprint(y[rows], mask[rows], fz.cal.b))
+        t = ctx.lap("load_s", t0)
+        with ctx.guard(conn):
+            progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
+            reference = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), rows)
+            yr = y[reference] if trials is None else y[reference] / trials[reference]
+            fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
+            scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=config.level) \
+                if trials is None else 1.0
+            check_cancel(cancel)
+            t = ctx.lap("reference_s", t)
+            progress(1, 2, f"estimating {len(rows)} model(s)")
+            e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows],
+                             level=config.level, scale=scale)
+            ctx.lap("estimate_s", t)
+            names = sm.models["name"].to_numpy(object)[rows]
+            models = pd.DataFrame({"model_id": sm.models["id"].to_numpy()[rows], "theta": e.theta, "se": e.theta_sd,
+                                   "estimate": e.accuracy, "estimate_lo": e.lo, "estimate_hi": e.hi,
+                                   "estimate_sd": e.sd, "seen": e.k.astype(int), "n_items": e.n_items,
+                                   "observed": e.observed,
+                                   "in_calibration": [n in fz.fitted_models for n in names]})
+            warnings = []
+            if fz.uncalibrated:
+                warnings.append(f"{fz.uncalibrated} active item(s) have no parameters in calibration run {fz.run_id} "
+                                f"(added since): the estimates cover the {len(fz.columns)} calibrated ones; refit to "
+                                "include them")
+            if trials is not None:
+                warnings.append("success/trial results: the interval is not rescaled by replay (it needs 0/1 cells)")
+            metrics = {"calibration_run": fz.run_id, "calibration_kind": fz.kind, "n_items": len(fz.columns),
+                       "models": len(rows), "level": config.level, "chance_mode": fz.chance_mode,
+                       "items_with_chance": int((fz.cal.c > 0).sum()), "misfit_tau2": round(fz.cal.tau2, 8),
+                       "interval_scale": round(scale, 4), "reference_models": len(reference),
+                       "median_items_seen": float(np.median(e.k)),
+                       "median_interval_width": float(np.median(e.hi - e.lo))}
+            if warnings:
+                metrics["warnings"] = warnings
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
+                models=models))
+            progress(2, 2, "done")
+            return ctx.run_id
+    finally:
+        conn.close()
+
+
+def estimate_rows(conn, run_id: int) -> pd.DataFrame:
+    """A stored estimate run's per-model rows: model, estimate, lo, hi, sd, seen, n_items, observed, theta."""
+    df = runs.run_models(conn, run_id)
+    cols = ["name", "estimate", "estimate_lo", "estimate_hi", "estimate_sd", "seen", "n_items", "observed", "theta",
+            "se", "in_calibration"]
+    return df[[c for c in cols if c in df.columns]].sort_values("estimate", ascending=False).reset_index(drop=True)
+
+
+def describe(row) -> str:
+    """"est. 61.2 % [58.9, 63.5] · 30 of 249 items": how the faces show an estimate (never as an observed score)."""
+    return (f"est. {100 * row['estimate']:.1f} % [{100 * row['estimate_lo']:.1f}, {100 * row['estimate_hi']:.1f}] "
+            f"\u00b7 {int(row['seen'])} of {int(row['n_items'])} items")
+

@@ -1,0 +1,120 @@
+"""`benchloupe estimate` (issue 34): partly evaluated models get their full-benchmark accuracy from the frozen
+calibration, stored as a run with estimate and observed kept apart; bad input is one line and changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.hostile import check_outcome, dump, run_cli
+
+N_FULL, N_PART, N_ITEMS, K = 150, 30, 80, 20
+
+
+def _workspace(tmp_path, *, partial=True):
+    rng = np.random.default_rng(0)
+    n = N_FULL + N_PART
+    a, b, th = np.exp(rng.normal(0.2, 0.3, N_ITEMS)), rng.normal(0, 1, N_ITEMS), rng.normal(0, 1, n)
+    y = (rng.random((n, N_ITEMS)) < 0.25 + 0.75 / (1 + np.exp(-a * (th[:, None] - b)))).astype(int)
+    rows, seen = [], {}
+    for i in range(n if partial else N_FULL):
+        items = range(N_ITEMS) if i < N_FULL else np.sort(rng.choice(N_ITEMS, K, replace=False))
+        seen[f"lab/m{i}"] = list(items)
+        rows += [{"model": f"lab/m{i}", "item": f"q{q}", "correct": y[i, q]} for q in items]
+    pd.DataFrame(rows).to_csv(tmp_path / "res.csv", index=False)
+    db = tmp_path / "w.db"
+    assert run_cli(["import", "long", tmp_path / "res.csv", "--db", db, "--benchmark", "mc"])[0] == 0
+    pd.DataFrame({"key": [f"q{q}" for q in range(N_ITEMS)], "chance": 0.25}).to_csv(tmp_path / "items.csv",
+                                                                                  index=False)
+    rc, _, err = run_cli(["import", "items", tmp_path / "items.csv", "--db", db, "--benchmark", "mc"])
+    assert rc == 0, err
+    return db, y, seen
+
+
+def _fit(db):
+    rc, _, err = run_cli(["fit", "static", "mc", "--db", db])
+    assert rc == 0, err
+
+
+def test_estimate_stores_every_partly_evaluated_model_apart_from_its_observed_score(tmp_path):
+    db, y, _ = _workspace(tmp_path)
+    _fit(db)
+    rc, out, err = run_cli(["estimate", "mc", "--db", db, "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    est = pd.DataFrame(doc["estimates"])
+    assert len(est) == N_PART and set(est["seen"]) == {K} and set(est["n_items"]) == {N_ITEMS}
+    truth = {f"lab/m{i}": y[i].mean() for i in range(N_FULL, N_FULL + N_PART)}
+    inside = [lo <= truth[n] <= hi for n, lo, hi in zip(est["name"], est["estimate_lo"], est["estimate_hi"])]
+    assert np.mean(inside) >= 0.8
+    assert (est["estimate"] != est["observed"]).any()  # two columns, not one score
+    assert doc["metrics"]["items_with_chance"] == N_ITEMS and doc["metrics"]["reference_models"] == N_FULL
+    rc, out, _ = run_cli(["estimate", "mc", "--db", db, "--model", "lab/m170"])
+    assert rc == 0
+    line = next(ln for ln in out.splitlines() if ln.startswith("lab/m170"))
+    assert "est. " in line and f"· {K} of {N_ITEMS} items" in line and f"% on {K}" in line
+    from benchloupe.store import runs
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        assert list(runs.list_runs(conn, "mc", "estimate")["kind"]) == ["estimate", "estimate"]
+    finally:
+        conn.close()
+
+
+def _case(db, argv, match):
+    before = dump(db)
+    rc, out, err = run_cli([*argv, "--db", db])
+    check_outcome(argv, rc, out, err, before, dump(db))
+    assert rc == 1 and match in err, err
+
+
+def test_no_calibration_is_one_line(tmp_path):
+    db, _, _ = _workspace(tmp_path)
+    _case(db, ["estimate", "mc"], "no calibration of 'mc'")
+
+
+def test_no_partly_evaluated_model_and_unknown_model(tmp_path):
+    db, _, _ = _workspace(tmp_path, partial=False)
+    _fit(db)
+    _case(db, ["estimate", "mc"], "no partly evaluated model")
+    _case(db, ["estimate", "mc", "--model", "lab/nobody"], "no static results")
+
+
+def test_a_model_without_any_calibrated_item_is_refused(tmp_path):
+    db, _, _ = _workspace(tmp_path)
+    _fit(db)
+    pd.DataFrame({"model": "lab/new", "item": ["x1", "x2"], "correct": [1, 0]}).to_csv(tmp_path / "new.csv",
+                                                                                     index=False)
+    assert run_cli(["import", "long", tmp_path / "new.csv", "--db", db, "--benchmark", "mc"])[0] == 0
+    _case(db, ["estimate", "mc", "--model", "lab/new"], "no result on any of the 80 items")
+
+
+def test_results_on_items_retired_since_the_calibration_are_refused(tmp_path):
+    db, _, seen = _workspace(tmp_path)
+    _fit(db)
+    from benchloupe.store import curation, read
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        items = read.items(conn, "mc")
+        key = f"q{seen[f'lab/m{N_FULL}'][0]}"
+        curation.set_item_status(conn, int(items.loc[items["key"] == key, "id"].iat[0]), "retired", "test")
+    finally:
+        conn.close()
+    _case(db, ["estimate", "mc"], "retired since calibration run")
+
+
+@pytest.mark.parametrize("argv", [["--level", "1"], ["--level", "nan"], ["--run", "-1"]])
+def test_out_of_range_options(tmp_path, argv):
+    db, _, _ = _workspace(tmp_path)
+    _fit(db)
+    before = dump(db)
+    rc, out, err = run_cli(["estimate", "mc", *argv, "--db", db])
+    check_outcome(argv, rc, out, err, before, dump(db), usage=True)
+    assert rc in (1, 2)

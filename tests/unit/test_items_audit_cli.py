@@ -1,0 +1,129 @@
+"""``audit items`` end to end (issue 33): SAT12 imported as chosen options with its documented key, item 32
+flagged with key 3 suggested, the key fixed (results re-scored, audited, undoable); bad option files refused with
+one line and the database unchanged."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.hostile import check_outcome, dump, run_cli
+
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "classic_irt"
+SAT12_KEY = [1, 4, 5, 2, 3, 1, 2, 1, 3, 1, 2, 4, 2, 1, 5, 3, 4, 4, 1, 4, 3, 3, 4, 1, 3, 5, 1, 3, 1, 5, 4, 5]
+
+
+def _sat12(tmp_path: Path) -> Path:
+    raw = DATA / "SAT12_raw.csv"
+    if not raw.exists():
+        pytest.skip(f"{raw} is absent (the shared real-data folder is not on this machine)")
+    db = tmp_path / "w.db"
+    keys = tmp_path / "sat12_items.csv"
+    keys.write_text("key,answer\n" + "".join(f"Item.{i + 1},{k}\n" for i, k in enumerate(SAT12_KEY)))
+    for argv in (["import", "items", keys, "--benchmark", "SAT12"],
+                 ["import", "wide", raw, "--options", "--na-values", "8", "--benchmark", "SAT12"]):
+        rc, _out, err = run_cli([*argv, "--db", db])
+        assert rc == 0, err
+    return db
+
+
+def _item_rest(db: Path, key: str) -> float:
+    rc, out, err = run_cli(["audit", "items", "SAT12", "--db", db, "--json", "--permutations", "99"])
+    assert rc == 0, err
+    run = json.loads(out)["run_id"]
+    rc, out, err = run_cli(["export", "run-artifact", "--run", run, "--name", "table", "--format", "json",
+                            "--db", db])
+    assert rc == 0, err
+    rows = json.loads(out)
+    rows = rows if isinstance(rows, list) else [dict(zip(rows["columns"], r)) for r in rows["data"]]
+    return next(r["r_rest"] for r in rows if r["key"] == key)
+
+
+def test_sat12_item_32_flagged_with_key_3_then_fixed_and_undone(tmp_path):
+    db = _sat12(tmp_path)
+    rc, out, err = run_cli(["audit", "items", "SAT12", "--db", db])
+    assert rc == 0, err
+    assert "Item.32  miskeyed: suggested key: 3 (61 % of the top quartile; key 5: 19 %)" in out
+    assert "1 flagged" in out
+    rc, out, err = run_cli(["flags", "SAT12", "--kind", "item", "--json", "--db", db])
+    flags = json.loads(out)
+    assert [f["item_key"] for f in flags] == ["Item.32"] and flags[0]["payload"]["q_miskey"] <= .05
+    fid = flags[0]["id"]
+    rc, out, err = run_cli(["flags", "--fix-key", fid, "3", "--expect-key", "5", "--note", "mirt manual",
+                            "--db", db])
+    assert rc == 0, err
+    changed = int(out.split("; ")[1].split()[0])
+    assert changed > 300 and "key 5 -> 3" in out
+    assert _item_rest(db, "Item.32") > 0.15  # was .037 with key 5
+    conn = sqlite3.connect(db)
+    logged = json.loads(conn.execute("SELECT detail FROM audit_log WHERE action = 'item:fix-key'").fetchone()[0])
+    state = conn.execute("SELECT state FROM flags WHERE id = ?", (fid,)).fetchone()[0]
+    conn.close()
+    assert logged["changed"] == changed and state == "confirmed"
+    # a second fix on the key as first seen is refused: someone (we) changed it
+    before = dump(db)
+    rc, out, err = run_cli(["flags", "--fix-key", fid, "4", "--expect-key", "5", "--db", db])
+    check_outcome("stale fix", rc, out, err, before, dump(db))
+    assert rc == 1 and "now '3'" in err
+    rc, out, err = run_cli(["flags", "--undo", "--db", db])
+    assert rc == 0, err
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT answer FROM items WHERE key = 'Item.32'").fetchone()[0] == "5"
+    assert conn.execute("SELECT state FROM flags WHERE id = ?", (fid,)).fetchone()[0] == "open"
+    conn.close()
+    assert abs(_item_rest(db, "Item.32") - 0.037) < 0.01
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_bad_option_files_are_refused_with_one_line_and_nothing_written(tmp_path):
+    db = tmp_path / "w.db"
+    items = _write(tmp_path, "items.csv", "key,answer\nq1,A\nq2,B\nq3,\n")
+    rc, _o, err = run_cli(["import", "items", items, "--benchmark", "mc", "--db", db])
+    assert rc == 0, err
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE items SET choices = '[\"A\", \"B\", \"C\"]' WHERE key IN ('q1', 'q2')")
+    conn.commit()
+    conn.close()
+    cases = {
+        "not a choice": ("model,q1,q2\nm1,A,D\nm2,B,B\n", "option 'D' is not among its choices"),
+        "no answer": ("model,q1,q3\nm1,A,B\nm2,B,A\n", "has no answer"),
+        "mixed 0/1": ("model,q1,q2\nm1,0,A\nm2,1,B\n", "only 0/1 cells"),
+    }
+    for case, (text, words) in cases.items():
+        before = dump(db)
+        path = _write(tmp_path, f"{case.replace(' ', '_').replace('/', '_')}.csv", text)
+        rc, out, err = run_cli(["import", "wide", path, "--options", "--benchmark", "mc", "--db", db])
+        check_outcome(case, rc, out, err, before, dump(db))
+        assert rc == 1 and words in err, (case, err)
+
+
+def test_options_scored_with_the_answer_and_kept_per_cell(tmp_path):
+    db = tmp_path / "w.db"
+    items = _write(tmp_path, "items.csv", "key,answer\nq1,A\nq2,C\n")
+    opts = _write(tmp_path, "opts.csv", "model,q1,q2\nm1,A,C\nm2,B,\nm3,C,A\n")
+    for argv in (["import", "items", items, "--benchmark", "mc"], ["import", "wide", opts, "--options",
+                                                                   "--benchmark", "mc"]):
+        rc, _o, err = run_cli([*argv, "--db", db])
+        assert rc == 0, err
+    from benchloupe.store import read
+    from benchloupe.store.db import connect
+    from benchloupe.store.itemkeys import load_options
+
+    conn = connect(db)
+    try:
+        sm = read.load_static(conn, "mc")
+        opt = load_options(conn, read.benchmark_id(conn, "mc"), sm.models["id"].tolist(), sm.items["pos"])
+        choices = [json.loads(r[0]) for r in conn.execute("SELECT choices FROM items ORDER BY pos")]
+    finally:
+        conn.close()
+    assert sm.correct.tolist() == [[1, 1], [0, -1], [0, 0]]
+    assert choices == [["A", "B", "C"], ["A", "C"]]
+    assert opt.tolist() == [[0, 1], [1, -1], [2, 0]]
