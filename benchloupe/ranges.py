@@ -242,6 +242,8 @@ FIELDS: dict[str, Range | Numbers] = {
     "CompressConfig.target": Numbers((("top:", count(2, 10**9, "models"), 1), ("theta:", Range(-1000, 1000), 2)),
                                      ("all",)),
     "CompressConfig.retire_lowest": count(1, 10**9, "items", special=(0, "none")),
+    "CompressConfig.k": count(1, 10**9, "items", off=(0, "none")),
+    "CompressConfig.validate": Numbers((("", count(1, 10**9, "items"), None),)),
     "AnomalyConfig.threshold": SIGMAS,
     "ScreenConfig.run": count(1, INT64_MAX, "run id", special=(0, "the latest static or joint fit")),
     "ScreenConfig.threshold": SIGMAS,

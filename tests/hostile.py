@@ -126,3 +126,106 @@ def degenerate_benchmarks() -> dict[str, list[tuple[str, str, int]]]:
         "two-by-two": [("m1", "i1", 1), ("m1", "i2", 0), ("m2", "i1", 0), ("m2", "i2", 1)],
         "one-item-right": [(f"m{j}", "i1", 1) for j in range(6)],
     }
+
+
+def _zip_raw(path: Path, members: list[tuple[str, int, bytes, int, int]]) -> Path:
+    """A zip written by hand: (name, method, stored bytes, claimed uncompressed size, crc) per member, so a member
+    can use zstd (method 93, as Inspect writes .eval logs) and claim any size."""
+    import struct
+
+    body, central = b"", b""
+    for name, method, data, size, crc in members:
+        raw = name.encode()
+        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 63, 0, method, 0, 0, crc, len(data), size, len(raw), 0)
+        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 63, 63, 0, method, 0, 0, crc, len(data), size,
+                               len(raw), 0, 0, 0, 0, 0, len(body)) + raw
+        body += local + raw + data
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(body), 0)
+    path.write_bytes(body + central + end)
+    return path
+
+
+def _gzip_stream(chunks) -> bytes:
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return b"".join(z.compress(c) for c in chunks) + z.flush()
+
+
+def import_bombs(folder: Path, expand: int) -> dict[str, tuple[str, Path]]:
+    """One file per decompression or allocation bomb class (issue 37 #5), each expanding to (or claiming) about
+    ``expand`` bytes, so a test lowers the import limit below ``expand`` and builds every bomb small:
+    (format, path) by case. Classes: a gzip'd long CSV (header, one row, then zeros), a gzip of many members, a
+    plain file past the limit, a deflate and a zstd ``.eval`` member (honest about its size, and lying: claiming
+    little, expanding to much), many members that together pass the limit, a parquet file whose one row group
+    holds many rows, an ``.npz`` whose header claims a huge array, and one whose honest arrays pass the limit."""
+    import json
+    import zlib
+
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, tuple[str, Path]] = {}
+    head = b"model,item,correct\nm1,i1,1\n"
+    zeros = b"0" * (1 << 16)
+    n = expand // len(zeros) + 1
+    (folder / "long.csv.gz").write_bytes(_gzip_stream([head, *[zeros] * n]))
+    out["gzip long csv"] = ("long", folder / "long.csv.gz")
+    one = _gzip_stream([zeros] * 4)
+    (folder / "members.csv.gz").write_bytes(_gzip_stream([head]) + one * (n // 4 + 1))
+    out["gzip of many members"] = ("long", folder / "members.csv.gz")
+    (folder / "plain.csv").write_bytes(head + b"m1,i2,1\n" * (expand // 8 + 1))
+    out["plain file past the limit"] = ("long", folder / "plain.csv")
+
+    header = json.dumps({"version": 2, "status": "success", "eval": {"task": "t", "model": "mockllm/m"}}).encode()
+    sample = json.dumps({"id": 1, "epoch": 1, "input": "x" * (expand + 1), "target": "y",
+                         "scores": {"match": {"value": "C"}}}).encode()
+    crc_h, crc_s = zlib.crc32(header), zlib.crc32(sample)
+
+    def deflate(data: bytes) -> bytes:
+        z = zlib.compressobj(9, zlib.DEFLATED, -15)
+        return z.compress(data) + z.flush()
+
+    import zstandard
+
+    zstd = zstandard.ZstdCompressor().compress
+    for method, pack, label in ((8, deflate, "deflate"), (93, zstd, "zstd")):
+        h = ("header.json", method, pack(header), len(header), crc_h)
+        out[f"{label} .eval member"] = ("inspect", _zip_raw(folder / f"{label}.eval", [
+            h, ("samples/1_epoch_1.json", method, pack(sample), len(sample), crc_s)]))
+        out[f"{label} .eval member lying about its size"] = ("inspect", _zip_raw(folder / f"{label}-lie.eval", [
+            h, ("samples/1_epoch_1.json", method, pack(sample), 100, crc_s)]))
+    small = json.dumps({"id": 1, "epoch": 1, "input": "x" * (expand // 20), "target": "y",
+                        "scores": {"match": {"value": "C"}}}).encode()
+    many = [("header.json", 93, zstd(header), len(header), crc_h)] + [
+        (f"samples/{k}_epoch_1.json", 93, zstd(small), len(small), zlib.crc32(small)) for k in range(1, 25)]
+    out["zstd .eval members together past the limit"] = ("inspect", _zip_raw(folder / "many.eval", many))
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = expand // 64 + 1
+    table = pa.table({"doc_id": pa.array(np.zeros(rows, np.int64)), "acc": pa.array(np.zeros(rows))})
+    pq.write_table(table, folder / "samples_t_2026-01-01T00-00-00.parquet", row_group_size=rows)
+    out["parquet with one huge row group"] = ("lm-eval", folder / "samples_t_2026-01-01T00-00-00.parquet")
+
+    def npy(shape, payload: bytes) -> bytes:
+        text = "{'descr': '<f8', 'fortran_order': False, 'shape': " + repr(shape) + ", }"
+        text += " " * (-(10 + len(text) + 1) % 64) + "\n"
+        return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode() + payload
+
+    arrays = {"model_id": np.array(["a"]), "family": np.array(["f"]), "owner": np.array(["o"]),
+              "item_group": np.array(["g"])}
+    np.savez(folder / "base.npz", **arrays)
+    import zipfile
+
+    with zipfile.ZipFile(folder / "base.npz") as z:
+        base = [(i.filename, 0, z.read(i), i.file_size, i.CRC) for i in z.infolist()]
+    claim = npy((10 ** 12, 1), b"\x00" * 8)
+    out["npz header claiming a huge array"] = ("neartie-npz", _zip_raw(
+        folder / "claims.npz", base + [("responses.npy", 0, claim, len(claim), zlib.crc32(claim))]))
+    honest = npy((expand // 8 + 1, 1), b"\x00" * (8 * (expand // 8 + 1)))
+    packed = deflate(honest)
+    out["npz whose arrays pass the limit"] = ("neartie-npz", _zip_raw(
+        folder / "honest.npz", base + [("responses.npy", 8, packed, len(honest), zlib.crc32(honest))]))
+    return out

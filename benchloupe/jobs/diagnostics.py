@@ -96,6 +96,9 @@ def _check_chance_mode(mode: str) -> None:
                           f"one lower asymptote estimated from the data; none: the 2PL), got {mode!r}")
 
 
+PURPOSES = ("ranking", "estimate")
+
+
 @dataclass(frozen=True)
 class CompressConfig:
     """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies targeted (the default
@@ -105,7 +108,9 @@ class CompressConfig:
     parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
     benchmark; ``retire_lowest`` > 0 retires that many least informative items (chance-aware information).
     ``chance``: stated (the imported chance levels, tested against the data), estimate (one shared lower
-    asymptote estimated from the data) or none (the 2PL)."""
+    asymptote estimated from the data) or none (the 2PL).  ``purpose`` estimate (``--for estimate``) selects ``k``
+    items for predicting a new model's full accuracy instead (issue 34; benchloupe.jobs.estimate); ``validate``
+    (sizes such as 10,25,50,100) cross-validates every selection x estimator over held-out models."""
 
     mode: str = "auto"
     seeds: int = 3
@@ -117,9 +122,20 @@ class CompressConfig:
     export_name: str = ""
     retire_lowest: int = 0
     chance: str = "stated"
+    purpose: str = "ranking"
+    k: int = 0
+    validate: str = ""
 
     def __post_init__(self) -> None:
         _check_chance_mode(self.chance)
+        if self.purpose not in PURPOSES:
+            raise EngineError(f"--for takes {' or '.join(PURPOSES)} (ranking: the subset-recovery compression; "
+                              f"estimate: k items to predict a new model's full accuracy), got {self.purpose!r}")
+        if self.purpose == "estimate" and self.k < 1 and not self.validate:
+            raise EngineError(say("--for estimate needs ", Opt("k", "K"), ", the number of items to select"))
+        if self.k and self.purpose != "estimate":
+            raise EngineError(say(Opt("k", "K"), " is the size of an estimation subset: add --for estimate (a ranking "
+                                  "subset's size is ", Opt("export_fraction"), ")"))
         if self.strategy not in informativeness.SELECTIONS:
             raise EngineError(f"strategy must be one of {', '.join(informativeness.SELECTIONS)}, got "
                               f"{self.strategy!r}")
@@ -131,6 +147,10 @@ class CompressConfig:
 
 def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfig(), *, arena: str | None = None,
                  reward_model: str | None = None, progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    if config.purpose == "estimate" or config.validate:
+        from .estimate import run_compress_estimate  # issue 34: subsets for predicting accuracy
+
+        return run_compress_estimate(db_path, benchmark, config, progress=progress, cancel=cancel)
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()

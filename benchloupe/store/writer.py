@@ -370,6 +370,8 @@ def score_options(conn, bid: int, parsed: ParsedImport, batch: _Batch) -> None:
         labels = [str(x) for x in parsed.option_labels[j]]
         choices = [str(c) for c in (given[j] if given is not None and isinstance(given[j], list) and given[j]
                                     else declared.get(key) or [])]
+        if not (codes[:, j] >= 0).any() and not choices:  # no option known for this item (a free-answer item)
+            continue
         if not answer:
             raise ValueError(say(f"item {key!r} has no answer to score the chosen options with; import the items "
                                  "with their answers first (`benchloupe import items FILE` with an answer column), "
@@ -394,7 +396,9 @@ def score_options(conn, bid: int, parsed: ParsedImport, batch: _Batch) -> None:
         if choices != declared.get(key):
             conn.execute("UPDATE items SET choices = ? WHERE benchmark_id = ? AND key = ?",
                          (json.dumps(choices), bid, key))
-    parsed.correct, parsed.options = correct, mapped
+    if parsed.score_from_options:
+        parsed.correct = correct
+    parsed.options = mapped
 
 
 def _model_lookup(conn, bid: int, names) -> dict[str, int]:

@@ -127,3 +127,55 @@ def test_options_scored_with_the_answer_and_kept_per_cell(tmp_path):
     assert sm.correct.tolist() == [[1, 1], [0, -1], [0, 0]]
     assert choices == [["A", "B", "C"], ["A", "C"]]
     assert opt.tolist() == [[0, 1], [1, -1], [2, 0]]
+
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+
+
+def _stored(db: Path, bench: str):
+    from benchloupe.store import read
+    from benchloupe.store.db import connect
+    from benchloupe.store.itemkeys import load_options
+
+    conn = connect(db)
+    try:
+        sm = read.load_static(conn, bench)
+        opt = load_options(conn, read.benchmark_id(conn, bench), sm.models["id"].tolist(), sm.items["pos"])
+        choices = [json.loads(r[0]) for r in conn.execute("SELECT choices FROM items ORDER BY pos")]
+        return sm, opt, choices
+    finally:
+        conn.close()
+
+
+def test_lmeval_multiple_choice_keeps_the_argmax_of_the_loglikelihoods(tmp_path):
+    log = next((REAL / "lmeval" / "i82qcls7").glob("samples_arith_mc_*.jsonl"))
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    want = [max(range(len(r["filtered_resps"])), key=lambda k, r=r: float(r["filtered_resps"][k][0])) for r in rows]
+    db = tmp_path / "w.db"
+    rc, _o, err = run_cli(["import", "lm-eval", log, "--model", "dummy", "--db", db])
+    assert rc == 0, err
+    sm, opt, choices = _stored(db, "arith_mc")
+    assert opt.tolist() == [want]
+    assert sm.correct.tolist() == [[int(r["acc"]) for r in rows]]  # the harness's own score is kept
+    assert choices == [r["doc"]["choices"] for r in rows]
+
+
+def test_inspect_multiple_choice_keeps_the_answer_letter(tmp_path):
+    log = next((REAL / "inspect" / "json").glob("*_mcq_*.json"))
+    doc = json.loads(log.read_text())
+    want = [ord(s["scores"]["choice"]["answer"]) - 65 for s in doc["samples"]]
+    db = tmp_path / "w.db"
+    rc, _o, err = run_cli(["import", "inspect", log, "--db", db])
+    assert rc == 0, err
+    _sm, opt, choices = _stored(db, "mcq")
+    assert opt.tolist() == [want] and choices == [s["choices"] for s in doc["samples"]]
+
+
+def test_long_option_column_is_scored_with_the_answer_column(tmp_path):
+    path = _write(tmp_path, "long.csv", "model,item,choice,answer\nm1,q1,A,A\nm2,q1,B,A\nm1,q2,C,C\nm2,q2,,C\n")
+    db = tmp_path / "w.db"
+    rc, _o, err = run_cli(["import", "long", path, "--option-col", "choice", "--benchmark", "L", "--db", db])
+    assert rc == 0, err
+    sm, opt, choices = _stored(db, "L")
+    assert sm.correct.tolist() == [[1, 1], [0, -1]] and opt.tolist() == [[0, 0], [1, -1]]
+    assert choices == [["A", "B"], ["C"]]

@@ -178,6 +178,9 @@ class ParsedImport:
     # them with its answer (``correct`` is then computed there); None when the file holds no options.
     options: np.ndarray | None = None
     option_labels: list | None = None
+    # False: ``correct`` stays as the file scored it and the options are only kept (an lm-eval log whose metric
+    # is the harness's own score); True: the writer scores the options with each item's answer
+    score_from_options: bool = True
 
     def counts(self) -> dict[str, int]:
         """Counts a test or the CLI can report: items, models, observed static cells, rewards, preferences."""

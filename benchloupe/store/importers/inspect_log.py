@@ -218,6 +218,7 @@ def parse_inspect(
     succ: dict[str, int] = {}
     trials: dict[str, int] = {}
     rows: dict[str, dict] = {}
+    picked: dict[str, str | None] = {}  # the answer letter the scorer read from each sample (issue 33)
     mc = None
     for where, s in samples:
         if not isinstance(s, dict):
@@ -245,6 +246,8 @@ def parse_inspect(
                                     say("name a field that identifies the item with ", Opt("item_key"), " (e.g. metadata.id)"))
         succ[key] = succ.get(key, 0) + v
         trials[key] = trials.get(key, 0) + 1
+        letter = entry.get("answer")
+        picked[key] = str(letter).strip() if isinstance(letter, str) and key not in picked else None
         if mc is None:
             mc = multiple_choice_plan(header, scorer)
         if key not in rows:
@@ -266,9 +269,27 @@ def parse_inspect(
     s = np.asarray([[succ[k] for k in keys]], dtype=np.int32)
     if (n == 1).all():
         parsed.correct = s.astype(np.int8)
+        _keep_choices(parsed, keys, rows, picked)
     else:
         parsed.successes, parsed.trials = s, n
     return parsed
+
+
+def _keep_choices(parsed: ParsedImport, keys: list[str], rows: dict, picked: dict) -> None:
+    """Multiple-choice samples: the option each chose (its answer letter, A = the first choice) is kept beside
+    the score, which stays the scorer's (issue 33). Several letters or none: unknown."""
+    labels, chosen = [], []
+    for k in keys:
+        choices = rows[k]["metadata"].get("choices") if rows[k]["chance"] is not None else None
+        letter = picked.get(k)
+        labels.append(list(choices) if choices else [])
+        ok = choices and letter and len(letter) == 1 and letter.isalpha() and ord(letter.upper()) - 65 < len(choices)
+        chosen.append(ord(letter.upper()) - 65 if ok else -1)
+    if any(c >= 0 for c in chosen):
+        parsed.items["choices"] = labels
+        parsed.options = np.asarray([chosen], dtype=np.int16)
+        parsed.option_labels = labels
+        parsed.score_from_options = False
 
 
 def _item_row(p: Path, where: str, s: dict, group_col: str | None, mc: tuple[bool, bool]) -> dict:

@@ -264,6 +264,7 @@ def parse_lmeval(
     values: list[int] = []
     items: list[dict] = []
     docs: dict[str, str] = {}
+    chosen: list[int] = []
     for i, row in kept:
         names = row.get("metrics") if isinstance(row.get("metrics"), list) else []
         names = names or [m for m in KNOWN_METRICS if m in row and row[m] is not None]
@@ -293,9 +294,15 @@ def parse_lmeval(
         docs[key] = document_digest(row)
         values.append(score)
         items.append(_item_row(table, i, row, group_col))
+        chosen.append(chosen_choice(row, field))
     frame = pd.DataFrame({c: [r[c] for r in items] for c in ("text", "answer", "group", "chance", "metadata")},
                          dtype=object)
     frame.insert(0, "key", list(keys))
+    options = labels = None
+    if any(c >= 0 for c in chosen):  # multiple choice: the chosen option of every sample is kept (issue 33)
+        labels = [list(r["metadata"].get("choices") or []) for r in items]
+        frame["choices"] = labels
+        options = np.asarray([chosen], dtype=np.int16)
     notes = []
     if chosen_filter is not None and filters != ["none"]:
         others = [f for f in filters if f != chosen_filter]
@@ -316,7 +323,37 @@ def parse_lmeval(
         source=f"lmeval:{path}",
         notes=notes,
         run=run,
+        options=options,
+        option_labels=labels,
+        score_from_options=False,
     )
+
+
+def chosen_choice(row: dict, metric: str | None) -> int:
+    """The option a multiple-choice sample chose: the argmax of its per-choice log-likelihoods (``filtered_resps``,
+    else ``resps``), divided by each choice's length in characters when the metric is ``acc_norm`` (as lm-eval
+    scores it); -1 when the row is not multiple choice or a log-likelihood is unreadable."""
+    args = _arguments(row.get("arguments"))
+    choices, _idx = _choices(args, row.get("target"))
+    if not choices:
+        return -1
+    resps = row.get("filtered_resps") or row.get("resps")
+    if not isinstance(resps, list) or len(resps) != len(choices):
+        return -1
+    lls = []
+    for r in resps:
+        while isinstance(r, list) and r and isinstance(r[0], list):  # resps nest one level deeper
+            r = r[0]
+        try:
+            lls.append(float(r[0] if isinstance(r, list) else r))
+        except (TypeError, ValueError, IndexError):
+            return -1
+    ll = np.asarray(lls)
+    if metric == "acc_norm":
+        ll = ll / np.maximum([len(a[1]) for a in args], 1)
+    if not np.isfinite(ll).all():
+        return -1
+    return int(np.argmax(ll))
 
 
 def document_digest(row: dict) -> str:

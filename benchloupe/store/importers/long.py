@@ -89,9 +89,13 @@ def parse_long(
     models_file: str | Path | None = None,
     arch_to_family=None,
     fmt: str | None = None,
+    option_col: str | None = None,
     **_: object,
 ) -> ParsedImport:
     """Parse a long results table into a models x items matrix.
+
+    With ``option_col`` each row gives the chosen option's label instead of a 0/1 (issue 33): the writer scores
+    it with the item's answer (this file's answer column, else the one from ``import items``) and keeps it.
 
     ``correct_col`` is used when present, else ``successes_col`` + ``trials_col``. ``exclude_models`` is a
     regular expression; matching models are left out (e.g. ``^human_`` for ChemBench's human experts).
@@ -114,8 +118,10 @@ def parse_long(
                                                   f"model ({len(set(names)):,} of {len(set(names)):,})"),
                                     "give a pattern that matches only the models to leave out")
         table.keep_rows(keep)
-    binomial = correct_col not in table.frame.columns and successes_col in table.frame.columns
-    if not binomial:
+    if option_col:
+        table.require(option_col, Opt("option_col"))
+    binomial = not option_col and correct_col not in table.frame.columns and successes_col in table.frame.columns
+    if not binomial and not option_col:
         table.require(correct_col, say(Opt("correct_col"), " (or give successes and trials columns)"))
     models = key_column(table, model_col)
     items = key_column(table, item_col)
@@ -140,6 +146,21 @@ def parse_long(
         parsed.trials = np.zeros(shape, dtype=np.int32)
         parsed.successes[m_codes, i_codes] = succ
         parsed.trials[m_codes, i_codes] = trials
+    elif option_col:
+        chosen = np.array([str(v).strip() if v is not None and v == v else "" for v in
+                           table.frame[option_col].tolist()], dtype=object)
+        parsed.options = np.full(shape, -1, dtype=np.int16)
+        parsed.option_labels = []
+        for j in range(len(i_keys)):
+            rows = np.flatnonzero((i_codes == j) & (chosen != ""))
+            labels = sorted(set(chosen[rows].tolist()))
+            if len(labels) > 127:
+                raise ImportFormatError(path, f"item {i_keys[j]!r}", f"{len(labels)} different option labels",
+                                        "an item has at most 127 options; is this the chosen option's column?")
+            index = {x: k for k, x in enumerate(labels)}
+            parsed.options[m_codes[rows], j] = [index[x] for x in chosen[rows].tolist()]
+            parsed.option_labels.append(labels)
+        parsed.correct = np.full(shape, -1, dtype=np.int8)
     else:
         parsed.correct = np.full(shape, -1, dtype=np.int8)
         parsed.correct[m_codes, i_codes] = binary_column(table, correct_col)
