@@ -85,6 +85,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "mode": ("auto", "joint", "static", "arena"),
     "chance": ("stated", "estimate", "none"),
     "CompressConfig.baseline_reference": ("dualeval", "own"),
+    "CompressConfig.purpose": ("ranking", "estimate"),
     "CoverageConfig.method": ("map", "mml"),
     "CoverageConfig.uncertainty": ("laplace", "bootstrap", "none"),
     "CoverageConfig.prior": ("normal", "hierarchical_theta", "hierarchical_b"),
