@@ -169,7 +169,8 @@ class Numbers:
         for prefix, rng, n in self.forms:
             names = ",".join("ABCDEFGH"[i] for i in range(n)) if n else "X,Y,..."
             shapes.append(f"{prefix}{names} with {'each ' if (n or 2) > 1 else ''}{rng.describe()}")
-        return "; ".join(shapes)
+        # the words and other kinds too, so a default such as "uniform" lies inside the range --help states
+        return "; ".join([*self.words, *shapes, *(f"{o}NAME" for o in self.other)])
 
     def check(self, text: str, *, form: bool = False) -> str:
         """*text* when its numbers lie in their ranges, else ValueError with one line naming the number."""

@@ -313,6 +313,12 @@ class BenchFillScreen(BenchScreen):
             text.append("\nendpoints: simulated (built-in server on 127.0.0.1, no network, no key) · E points "
                         "them at a real one", style="magenta")
 
+    def export_table(self) -> tuple[pd.DataFrame, str]:
+        """w: the selected session's proposals as the review filter shows them, in its order."""
+        from benchloupe.tui.export import proposals
+
+        return proposals(self.cands, self.view), "proposals"
+
     def current_candidate(self) -> int | None:
         if not self.view:
             return None

@@ -126,6 +126,7 @@ class FlagQueueScreen(BenchScreen):
         self._shown: dict[int, str] = {}  # the state this screen last showed on a flag it changed (the counts)
         self.changed_meanwhile: dict[int, str] = {}  # flag id -> "dismissed by bea at 14:02" (another writer)
         self.marked: set[int] = set()  # flag ids marked with space for a batch decision
+        self.cells: dict = {}  # flag id -> the cell (store.curation.Cell) it was about when decided here
         self.last_decision = ""
 
     @property
@@ -575,10 +576,13 @@ class FlagQueueScreen(BenchScreen):
             got = self._read(lambda conn, q: q.by_id(conn, missing, overlay=overlay))
             if got is not None:
                 rows |= {int(r["id"]): r for _, r in got.iterrows()}
+        from benchloupe.store.curation import Cell
+
         out = {}
         for fid in ids:
             if fid in rows:
                 row = rows[fid]
+                self.cells[fid] = Cell.of(row)  # the write names it: refused if the id now names another cell
                 carried = row.get("carried_from")
                 out[fid] = (str(row["state"]), str(row["note"]),
                             int(carried) if carried is not None and pd.notna(carried) else None)
@@ -592,6 +596,7 @@ class FlagQueueScreen(BenchScreen):
 
         ids = decision.ids
         expect = self.ledger.expect(ids)
+        cells = {fid: self.cells[fid] for fid in ids if fid in self.cells}
         for fid, v in (seen or {}).items():
             if v is not None and expect.get(fid) is not CHAIN:
                 expect[fid] = v
@@ -599,7 +604,7 @@ class FlagQueueScreen(BenchScreen):
         def write(conn: sqlite3.Connection) -> None:
             try:
                 versions = self.ledger.resolve(expect)
-                saved = curation.set_flag_states(conn, changes, expect=versions)
+                saved = curation.set_flag_states(conn, changes, expect=versions, cells=cells)
             except Exception as exc:
                 decision.state = "refused"
                 self.ledger.finished(ids, None)
@@ -679,6 +684,7 @@ class FlagQueueScreen(BenchScreen):
         ids = decision.ids
         self.ledger.expect(ids)
         own = self.ledger.own
+        cells = {fid: self.cells[fid] for fid in ids if fid in self.cells}
 
         def write(conn: sqlite3.Connection) -> None:
             if decision.state != "saved":  # it was refused: there is nothing of it to take back
@@ -687,7 +693,8 @@ class FlagQueueScreen(BenchScreen):
                 return
             expect = {fid: own.get(fid) if own.get(fid) is not None else decision.versions[fid] for fid in ids}
             try:
-                saved = curation.set_flag_states(conn, changes, undo=True, expect=expect, undoes=decision.audit_ids)
+                saved = curation.set_flag_states(conn, changes, undo=True, expect=expect, undoes=decision.audit_ids,
+                                                 cells=cells)
             except Exception as exc:
                 self.ledger.finished(ids, None)
                 undo = Decision(ids, {}, f"undo of {decision.label}", state="refused", kind="undo")
