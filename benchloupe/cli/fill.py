@@ -37,12 +37,22 @@ def cmd_endpoints(args) -> int:
                                "(default: 60)")
             if least is not None and value < least:
                 raise CliError(f"{flag} {value}: give a whole number of at least {least}")
-        role = args.role if args.action == "set" else "remove-annotator"
         if args.action == "set" and not args.role:
             raise CliError("endpoints set needs a role: rewriter, judge or annotator")
-        if args.action == "remove" and not args.name:
-            raise CliError("endpoints remove needs --name: the annotator to remove")
+        if args.action == "remove" and args.role in ("rewriter", "judge"):
+            role = f"remove-{args.role}"
+        elif args.action == "remove":
+            if not args.name:
+                raise CliError("endpoints remove needs a role (rewriter or judge) or --name: the annotator to remove")
+            role = "remove-annotator"
+        else:
+            role = args.role
         eps = fill.set_endpoint(db_path(args), role, scope="user" if args.user else "database", **fields)
+    from benchloupe.prompts.client import redact_url
+
+    for e in [eps.get("rewriter"), eps.get("judge"), *eps.get("annotators", [])]:  # one stored by an older version
+        if isinstance(e, dict) and isinstance(e.get("base_url"), str):
+            e["base_url"] = redact_url(e["base_url"])
     if args.json:
         print_json(eps)
         return 0
@@ -118,11 +128,39 @@ def cmd_fill(args) -> int:
     if fill.uses_simulated(db_path(args)):
         from benchloupe.jobs import simulated
 
-        print("BenchFill endpoints: simulated (the built-in server on 127.0.0.1 runs for this command; "
-              "`benchloupe endpoints set` points them at a real one)", file=sys.stderr)
+        print(_simulated_line(fill.effective_endpoints(db_path(args))), file=sys.stderr)
         with simulated.serving():
             return _run_fill(args)
     return _run_fill(args)
+
+
+def _rounded(v):
+    """Numbers as a curator reads them (issue 32: raw floats such as 0.30000000000000004): 4 significant digits,
+    through lists and dicts (the gap, Table 2's metrics); --json keeps them exact."""
+    if isinstance(v, float):
+        return float(f"{v:.4g}") if v == v else v
+    if isinstance(v, list | tuple):
+        return [_rounded(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    return v
+
+
+def _simulated_line(eps: dict) -> str:
+    """Which BenchFill roles use the built-in simulated endpoint, and which do not (issue 32)."""
+    from benchloupe.prompts.simulated import simulated_roles
+
+    sim, real = simulated_roles(eps)
+    where = "the built-in server on 127.0.0.1 runs for this command"
+    if not real:
+        return f"BenchFill endpoints: simulated ({where}; `benchloupe endpoints set` points them at a real one)"
+    ann = [r for r in sim if r.startswith("annotator ")]
+    named = [r for r in sim if not r.startswith("annotator ")] + ([count(len(ann), "annotator")] if ann else [])
+    ann_real = [r for r in real if r.startswith("annotator ")]
+    others = [r for r in real if not r.startswith("annotator ")] + (
+        [count(len(ann_real), "annotator")] if ann_real else [])
+    return (f"BenchFill: {' and '.join(named)} on the simulated endpoint ({where}); {' and '.join(others)} on "
+            f"{'its' if len(real) == 1 else 'their'} own {'endpoint' if len(real) == 1 else 'endpoints'}")
 
 
 def _run_fill(args) -> int:
@@ -148,7 +186,7 @@ def _run_fill(args) -> int:
         print_json(summary)
     else:
         events = summary.pop("events")
-        print(kv({k: v for k, v in summary.items() if v is not None}))
+        print(kv({k: _rounded(v) for k, v in summary.items() if v is not None}))
         for e in events:
             if e["level"] != "info":
                 print(f"{e['level']}: {e['message']}")
@@ -234,7 +272,7 @@ def cmd_review(args) -> int:
     finally:
         conn.close()
     queue = queue[queue["review_state"].isin(("pending", "waiting"))]
-    queue = queue[[me not in str(a or "").split(", ") for a in queue["approvers"]]]  # not approved by me yet
+    queue = queue[[not fillstore.approved_by(a, me) for a in queue["approvers"]]]  # not approved by me yet
     if args.json:
         print_json(queue.drop(columns=["payload"]))
         return 0
@@ -284,13 +322,14 @@ def cmd_review(args) -> int:
 def _review_one(args, c, now, n: int, total: int, token: str) -> str:
     """Show one proposal and take the curator's decision: decided, refused, skipped or quit."""
     from benchloupe.jobs import fill
+    from benchloupe.store import fill as fillstore
     from benchloupe.store.db import StoreError
 
     inp = sys.stdin
     print(f"\n=== proposal {n} of {total} (candidate {c.id}, session {c.session_id}, round {c.round}) ===")
     print(f"target z* = {c.target:.3f}   estimated z = {c.difficulty_norm:.3f}   |z - z*| = {c.distance:.3f}")
     if int(now["approvals"]) > 1:
-        got = [a for a in str(now["approvers"] or "").split(", ") if a]
+        got = fillstore.approver_list(now["approvers"])
         print(f"approvals: {len(got)} of {int(now['approvals'])}" + (f" ({', '.join(got)})" if got else ""))
     print(f"judge: {c.verdict or 'valid'}")
     print("--- parent " + (c.parent_key or "") + "\n" + (c.parent_text or "(another proposal)"))
