@@ -27,7 +27,7 @@ class ItemFlagsScreen(FlagQueueScreen):
     NOUN = "Item flag"
     PLURAL = "item flags"
     BINDINGS = [
-        Binding("K", "fix_key", "Fix key", id="itemflags.fix_key"),
+        Binding("K", "fix_key", "Fix key", show=False, id="itemflags.fix_key"),
         Binding("R", "retire", "Retire item", show=False, id="itemflags.retire"),
     ]
 
