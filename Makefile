@@ -10,11 +10,10 @@ DB ?= demo.db
 # pip for .venv: the host's own (pip >= 22.3 installs into another interpreter with --python), so a fresh venv is
 # made without pip of its own (ensurepip alone took ~20 s of a 2-core machine under load); a host without a usable
 # pip gets a venv with pip, as before. Quiet: no progress bars, version nag or questions; errors still print.
-# --no-compile: Python compiles what the demo imports when it first imports it, not all of scipy/pandas up front.
 HOST_PIP_OK = $(shell $(PY) -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))' \
 	2>/dev/null && echo yes)
 PIP = $(if $(HOST_PIP_OK),$(PY) -m pip --python $(BIN)/python,$(BIN)/python -m pip) install -qq \
-	--disable-pip-version-check --no-input --progress-bar off --no-compile
+	--disable-pip-version-check --no-input --progress-bar off
 
 # What the demo needs: the project and its runtime dependencies only (no torch, no test tools).
 $(STAMP): pyproject.toml

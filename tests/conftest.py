@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests import home_guard
+from tests.built_once import built_once, checkpointed
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -84,14 +85,7 @@ def _isolated_home(tmp_path, monkeypatch):
 def demo_db_template(tmp_path_factory) -> Path:
     from benchloupe.jobs import build_demo
 
-    path = tmp_path_factory.mktemp("demo") / "demo.db"
-    build_demo(path)
-    from benchloupe.store.db import connect
-
-    conn = connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    return path
+    return built_once(tmp_path_factory, "demo", checkpointed(build_demo))
 
 
 @pytest.fixture

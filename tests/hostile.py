@@ -128,6 +128,35 @@ def degenerate_benchmarks() -> dict[str, list[tuple[str, str, int]]]:
     }
 
 
+def unicode_category_samples(per_category: int = 3) -> dict[str, list[str]]:
+    """Up to ``per_category`` characters of every Unicode general category (Lu ... Cn, the surrogates as Python
+    reads undecodable bytes), for the name validators (issue 37 #8: "generate every Unicode category")."""
+    import unicodedata
+
+    out: dict[str, list[str]] = {}
+    for code in range(0x110000):
+        ch = chr(code)
+        cat = unicodedata.category(ch)
+        got = out.setdefault(cat, [])
+        if len(got) < per_category and (cat != "Cs" or code >= 0xDC80):  # surrogateescape's range
+            got.append(ch)
+    return out
+
+
+def lookalike_names(base: str = "ann") -> list[str]:
+    """Names that pass for *base* (a Latin name): one per class of issue 37 #8 and #11, invisible, reordering,
+    compatibility, other-script or blank."""
+    return [
+        base + "\u200b", "\u200b" + base, base[0] + "\u200d" + base[1:], "\u200e" + base, base + "\u200f",
+        "\u061c" + base, "\ufeff" + base, base[0] + "\u00ad" + base[1:], base + "\U000e0041", "\u202e" + base,
+        "\u2066" + base + "\u2069", "".join(chr(0xFF00 + ord(c) - 0x20) for c in base),  # fullwidth
+        "\u0430" + base[1:] if base.startswith("a") else base + "\u0430",  # a Cyrillic letter among Latin ones
+        "\u0430\u043f\u043f" if base == "ann" else base + "\u0391",  # Cyrillic only, read as "ann"... (pp)
+        base + "\x00", base + "\x1b[2J", base + "\n", base + "\u2028", "\u00a0" + base + "\u3000", "   ", "",
+        "\u0301" + base, base + "\u0301\u0301\u0301\u0301", base + ",bob", "\ue000" + base, base + "\U000effff",
+    ]
+
+
 def _zip_raw(path: Path, members: list[tuple[str, int, bytes, int, int]]) -> Path:
     """A zip written by hand: (name, method, stored bytes, claimed uncompressed size, crc) per member, so a member
     can use zstd (method 93, as Inspect writes .eval logs) and claim any size."""
@@ -229,3 +258,24 @@ def import_bombs(folder: Path, expand: int) -> dict[str, tuple[str, Path]]:
     out["npz whose arrays pass the limit"] = ("neartie-npz", _zip_raw(
         folder / "honest.npz", base + [("responses.npy", 8, packed, len(honest), zlib.crc32(honest))]))
     return out
+
+
+SECRET = "s3cr3t-pw"
+
+
+def credential_urls(host: str = "api.example.com") -> list[str]:
+    """Base URLs that carry credentials (issue 37 #9), one per class: user and password, user only, password
+    only, an ``@`` inside the password, percent-encoded ones, an IPv6 host, an upper-case scheme, a port; each
+    password is :data:`SECRET`, which no message, stored row or journal may repeat."""
+    return [f"https://user:{SECRET}@{host}/v1", f"https://{SECRET}@{host}/v1", f"https://:{SECRET}@{host}/v1",
+            f"https://user:{SECRET}@x@{host}/v1", f"https://user%40corp:{SECRET}%21@{host}/v1",
+            f"http://user:{SECRET}@[::1]:8080/v1", f"HTTPS://user:{SECRET}@{host}:443/v1",
+            f"http://user:{SECRET}@127.0.0.1:9/v1?x=1"]
+
+
+def broken_line_urls(host: str = "api.example.com") -> list[str]:
+    """Base URLs with a line break, tab, NUL, separator or space inside (issue 37 #9): each can forge a line of
+    whatever shows or logs it."""
+    base = f"https://{host}/v1"
+    return [base + "\n", base + "\nconfirmed by boss", base + "\r\n", "https://api.\nexample.com/v1", base + "\t",
+            base + "\x00", base + "\u2028", base + "\u0085", base + "\x1b[2J", f"https://{host}/v 1", base + "\u200b"]

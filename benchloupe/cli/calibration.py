@@ -163,7 +163,7 @@ def register_fit(sub, common) -> None:
 
 
 def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
-                  extra=None, precheck=None, reports: bool = False):
+                  extra=None, precheck=None, reports: bool = False, more_args=None):
     """A diagnostics command. ``reports``: the job fills a ``report`` dict with what the command prints, which
     ``extra(args, run_id, report)`` uses instead of reading it back from the store."""
     def cmd(args) -> int:
@@ -193,6 +193,10 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
             print(table(pd.DataFrame(more["recovery"])))
         if more and more.get("protocol") and not args.json:
             _print_protocol(more["protocol"])
+        if more and more.get("estimate_table") and not args.json:
+            from benchloupe.cli.estimate import print_validation
+
+            print_validation(more)
         if more and more.get("windows") and not args.json:
             import pandas as pd
 
@@ -209,6 +213,8 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
             p.add_argument("--arena", help="benchmark holding arena rewards for a joint fit")
             p.add_argument("--reward-model", help="which reward model's rewards (when the arena set has several)")
         add_config_args(p, getattr(diagnostics, config_attr))
+        if more_args:
+            more_args(p)
         p.set_defaults(func=cmd)
 
     return register
@@ -272,24 +278,37 @@ def _print_protocol(rows: list[dict]) -> None:
 
 
 def _recovery_rows(args, run_id: int):
+    """The recovery table as printed: Spearman per strategy and fraction; the random baseline's band over its
+    draws, their number and the random mean's standard error; the chosen strategy's margin over the random mean,
+    marked when it is within noise (issue 34.5)."""
+    from benchloupe.engine.informativeness import NOISE_Z, random_se
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 
     conn = connect(db_path(args))
     try:
         summ = runs.load_artifact(conn, run_id, "recovery_summary")
+        strategy = (runs.get_run(conn, run_id)["config"] or {}).get("strategy", "targeted")
     finally:
         conn.close()
     if summ is None or not len(summ):
         return {"unexpected_cells": [], "recovery": []}
     piv = summ.pivot(index="fraction", columns="strategy", values="spearman_mean")
     rnd = summ[summ["strategy"] == "random"].set_index("fraction")
+    se = random_se(summ)
     rows = []
     for f in piv.index:
-        row = {"fraction": f"{f:.1%}", **{k: None if _missing(v) else round(float(v), 4)
-                                          for k, v in piv.loc[f].items()}}
-        if f in rnd.index and not _missing(rnd.loc[f, "spearman_lo"]) and not _missing(rnd.loc[f, "spearman_hi"]):
+        row = {"fraction": f"{f:.1%}", **{k: round(float(v), 4) for k, v in piv.loc[f].items()}}
+        if f in rnd.index:
             row["random 95%"] = f"[{rnd.loc[f, 'spearman_lo']:.4f}, {rnd.loc[f, 'spearman_hi']:.4f}]"
+            if "draws" in rnd:
+                row["draws"] = int(rnd.loc[f, "draws"])
+            if len(se):
+                row["random SE"] = round(float(se[f]), 4)
+                if strategy in piv.columns:
+                    m = float(piv.loc[f, strategy] - rnd.loc[f, "spearman_mean"])
+                    noise = abs(m) < NOISE_Z * float(se[f]) and round(m, 4) != 0
+                    row[f"{strategy} - random"] = f"{m:+.4f}" + (" within noise" if noise else "")
         rows.append(row)
     return {"unexpected_cells": [], "recovery": rows}
 
@@ -316,13 +335,28 @@ def _check_retirement(args, cfg) -> None:
                        f"{active} active items; at most {most} may go so that {MIN_ITEMS_LEFT} remain to fit")
 
 
+def _compress_rows(args, run_id: int):
+    """What compress prints after its summary: the recovery table, or for --for estimate / --validate the
+    selection and the cross-validated table."""
+    from benchloupe.cli.estimate import validation_rows
+
+    out = validation_rows(args, run_id)
+    return out if out is not None else _recovery_rows(args, run_id)
+
+
 register_compress = _diag_command(
     "compress", "CompressConfig", "Fisher-information scores, subset recovery, top-Fisher export, retirement",
     "Paper 000 §4.2: per-item Fisher information (static a^2 p(1-p) averaged over models; arena trace formula over "
     "decisive pairs), the subset-recovery experiment (fractions 2.5%-100%: targeted selection, top Fisher, top "
     "sharpness, difficulty-matched, random, random 2PL+BT; random with 95% intervals over draws) and, on request, "
     "the --strategy subset (default: targeted, information spread over the --target models) exported as a new "
-    "benchmark and the least informative items retired.", extra=_recovery_rows, precheck=_check_retirement)
+    "benchmark and the least informative items retired. --for estimate --k K selects K items for predicting a new "
+    "model's full accuracy instead (`benchloupe estimate`), --validate 10,25,50,100 cross-validates every selection "
+    "x estimator over held-out models (docs/ESTIMATE.md).", extra=_compress_rows, precheck=_check_retirement,
+    more_args=lambda p: p.add_argument("--for", dest="cfg_purpose", choices=("ranking", "estimate"),
+                                       help="ranking (default): subsets for rank recovery; estimate: --k items for "
+                                            "predicting a new model's accuracy (same as --purpose)"))
+
 register_anomalies = _diag_command(
     "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
     "Paper 000 §4.3: standardised static residuals and averaged arena residuals; cells above 3.5 sigma become "

@@ -59,3 +59,47 @@ def register_estimate(sub, common) -> None:
     ranged_argument(p, "--run", range=RUN_RANGE, help="the calibration run (default: the latest static or joint fit)")
     ranged_argument(p, "--level", range=LEVEL_RANGE, help="interval level (default 0.95)")
     p.set_defaults(func=cmd_estimate)
+
+
+def validation_rows(args, run_id: int) -> dict | None:
+    """For a ``compress --for estimate`` / ``--validate`` run: its selected items and its cross-validated table
+    (as the command prints and ``--json`` carries them); None for any other compress run."""
+    from benchloupe.store import runs
+
+    conn = connect_db(args)
+    try:
+        run = runs.get_run(conn, run_id)
+        if (run["metrics"] or {}).get("purpose") != "estimate":
+            return None
+        tab = runs.load_artifact(conn, run_id, "estimate_validation")
+        items = runs.run_items(conn, run_id)
+    finally:
+        conn.close()
+    out: dict = {"unexpected_cells": [], "estimate_table": [] if tab is None else tab.to_dict("records")}
+    if "selected" in items:
+        sel = items[items["selected"].astype(bool)]
+        out["selected_items"] = [{"key": k, "weight": round(float(w), 5)} for k, w in zip(sel["key"], sel["weight"])]
+    return out
+
+
+def print_validation(more: dict) -> None:
+    import pandas as pd
+
+    if more.get("selected_items"):
+        keys = [visible(str(r["key"])) for r in more["selected_items"]]
+        print(f"\nSelected for estimation ({len(keys)} items, cluster-size weights): " + ", ".join(keys[:40])
+              + (" ..." if len(keys) > 40 else ""))
+    rows = more.get("estimate_table") or []
+    if not rows:
+        return
+    df = pd.DataFrame(rows)
+    cell = df.assign(v=[f"{m:.2f} / {p:.2f}" for m, p in zip(df["mae"], df["p90"])])
+    wide = cell.pivot_table(index=["k", "selection"], columns="estimator", values="v", aggfunc="first", sort=False)
+    cols = [c for c in ("mean", "irt", "pirt", "gpirt", "ours") if c in wide.columns]
+    wide = wide[cols].reset_index()
+    ours = df[df["estimator"] == "ours"].set_index(["k", "selection"])
+    wide["ours coverage"] = [f"{ours.loc[(k, s), 'coverage']:.3f}" for k, s in zip(wide["k"], wide["selection"])]
+    wide["ours width"] = [f"{ours.loc[(k, s), 'width']:.1f}" for k, s in zip(wide["k"], wide["selection"])]
+    print("\nCross-validated over held-out models (5 folds): MAE / 90th-percentile error of the predicted full "
+          "accuracy, in points; coverage and mean width of ours' 95 % interval:")
+    print(table(wide, max_width=60))

@@ -43,6 +43,11 @@ def cmd_endpoints(args) -> int:
         if args.action == "remove" and not args.name:
             raise CliError("endpoints remove needs --name: the annotator to remove")
         eps = fill.set_endpoint(db_path(args), role, scope="user" if args.user else "database", **fields)
+    from benchloupe.prompts.client import redact_url
+
+    for e in [eps.get("rewriter"), eps.get("judge"), *eps.get("annotators", [])]:  # one stored by an older version
+        if isinstance(e, dict) and isinstance(e.get("base_url"), str):
+            e["base_url"] = redact_url(e["base_url"])
     if args.json:
         print_json(eps)
         return 0
@@ -234,7 +239,7 @@ def cmd_review(args) -> int:
     finally:
         conn.close()
     queue = queue[queue["review_state"].isin(("pending", "waiting"))]
-    queue = queue[[me not in str(a or "").split(", ") for a in queue["approvers"]]]  # not approved by me yet
+    queue = queue[[not fillstore.approved_by(a, me) for a in queue["approvers"]]]  # not approved by me yet
     if args.json:
         print_json(queue.drop(columns=["payload"]))
         return 0
@@ -284,13 +289,14 @@ def cmd_review(args) -> int:
 def _review_one(args, c, now, n: int, total: int, token: str) -> str:
     """Show one proposal and take the curator's decision: decided, refused, skipped or quit."""
     from benchloupe.jobs import fill
+    from benchloupe.store import fill as fillstore
     from benchloupe.store.db import StoreError
 
     inp = sys.stdin
     print(f"\n=== proposal {n} of {total} (candidate {c.id}, session {c.session_id}, round {c.round}) ===")
     print(f"target z* = {c.target:.3f}   estimated z = {c.difficulty_norm:.3f}   |z - z*| = {c.distance:.3f}")
     if int(now["approvals"]) > 1:
-        got = [a for a in str(now["approvers"] or "").split(", ") if a]
+        got = fillstore.approver_list(now["approvers"])
         print(f"approvals: {len(got)} of {int(now['approvals'])}" + (f" ({', '.join(got)})" if got else ""))
     print(f"judge: {c.verdict or 'valid'}")
     print("--- parent " + (c.parent_key or "") + "\n" + (c.parent_text or "(another proposal)"))

@@ -180,6 +180,21 @@ def main(argv: list[str] | None = None) -> int:
         return interrupt.exit_interrupted()
 
 
+def _may_create(args) -> bool:
+    """Whether the command may make a new database: only those that write what a workspace starts from (the
+    demo, an import, an endpoint set, the workbench opened on a new file); every other one on a missing --db
+    says so and leaves nothing behind (issue 37 #14)."""
+    command = args.command
+    if command in ("demo", "import"):
+        return True
+    if command == "endpoints":
+        return getattr(args, "action", None) == "set"
+    if command in ("open", None):  # the workbench on a new file, or the user's own default database
+        default = getattr(args, "db", None) is None and getattr(args, "file", None) is None
+        return default or (sys.stdout.isatty() and sys.stdin.isatty() and not getattr(args, "json", False))
+    return False
+
+
 def _main(argv: list[str] | None) -> int:
     """Run one command; when it fails (exit 1), a run it stored ``done`` before failing is marked failed with
     the same line (issue 37 #12: a failed command never leaves a ``done`` run behind)."""
@@ -222,7 +237,10 @@ def _command(argv: list[str] | None) -> int:
                 from benchloupe.cli.errors import db_path
 
                 db_path(args)  # `--db ''` is refused before any command runs
-            code = int(args.func(args) or 0)
+            from benchloupe.store.db import creation
+
+            with creation(_may_create(args)):
+                code = int(args.func(args) or 0)
             sys.stdout.flush()
         return code
     except UsageError as exc:

@@ -96,16 +96,23 @@ def _check_chance_mode(mode: str) -> None:
                           f"one lower asymptote estimated from the data; none: the 2PL), got {mode!r}")
 
 
+PURPOSES = ("ranking", "estimate")
+
+
 @dataclass(frozen=True)
 class CompressConfig:
     """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies targeted (the default
     selection; information spread over the ``target`` models: all, top:N or theta:LO,HI), top Fisher, top sharpness,
     difficulty-matched, random and random with 2PL+BT refit (scored against full-data DualEval, or its own
-    full-data baseline with ``baseline_reference`` own), ``seeds`` random draws; abilities refit with item
+    full-data baseline with ``baseline_reference`` own), ``seeds`` random draws (of random 2PL+BT; plain random
+    draws at least 10 and up to ``random_draws``, until its mean's standard error is small beside the targeted
+    margin, issue 34.5); abilities refit with item
     parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
     benchmark; ``retire_lowest`` > 0 retires that many least informative items (chance-aware information).
     ``chance``: stated (the imported chance levels, tested against the data), estimate (one shared lower
-    asymptote estimated from the data) or none (the 2PL)."""
+    asymptote estimated from the data) or none (the 2PL).  ``purpose`` estimate (``--for estimate``) selects ``k``
+    items for predicting a new model's full accuracy instead (issue 34; benchloupe.jobs.estimate); ``validate``
+    (sizes such as 10,25,50,100) cross-validates every selection x estimator over held-out models."""
 
     mode: str = "auto"
     seeds: int = 3
@@ -117,9 +124,21 @@ class CompressConfig:
     export_name: str = ""
     retire_lowest: int = 0
     chance: str = "stated"
+    random_draws: int = 50
+    purpose: str = "ranking"
+    k: int = 0
+    validate: str = ""
 
     def __post_init__(self) -> None:
         _check_chance_mode(self.chance)
+        if self.purpose not in PURPOSES:
+            raise EngineError(f"--for takes {' or '.join(PURPOSES)} (ranking: the subset-recovery compression; "
+                              f"estimate: k items to predict a new model's full accuracy), got {self.purpose!r}")
+        if self.purpose == "estimate" and self.k < 1 and not self.validate:
+            raise EngineError(say("--for estimate needs ", Opt("k", "K"), ", the number of items to select"))
+        if self.k and self.purpose != "estimate":
+            raise EngineError(say(Opt("k", "K"), " is the size of an estimation subset: add --for estimate (a ranking "
+                                  "subset's size is ", Opt("export_fraction"), ")"))
         if self.strategy not in informativeness.SELECTIONS:
             raise EngineError(f"strategy must be one of {', '.join(informativeness.SELECTIONS)}, got "
                               f"{self.strategy!r}")
@@ -131,6 +150,10 @@ class CompressConfig:
 
 def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfig(), *, arena: str | None = None,
                  reward_model: str | None = None, progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
+    if config.purpose == "estimate" or config.validate:
+        from .estimate import run_compress_estimate  # issue 34: subsets for predicting accuracy
+
+        return run_compress_estimate(db_path, benchmark, config, progress=progress, cancel=cancel)
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -159,9 +182,18 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                                                         target=config.target,
                                                         baseline_reference=config.baseline_reference,
                                                         progress=progress, cancel=cancel)
+                if "random" in set(table["strategy"]):  # issue 34.5: enough draws for a meaningful band
+                    table = informativeness.more_random_draws(res, static, arena_d, cfg, table,
+                                                              strategy=config.strategy,
+                                                              max_draws=max(config.random_draws, config.seeds),
+                                                              target=config.target, progress=progress,
+                                                              cancel=cancel)
                 t = ctx.lap("recovery_s", t)
                 metrics["recovery_refits"] = informativeness.recovery_refits(table)
                 summary = informativeness.summarise_recovery(table)
+                rd = summary.loc[summary["strategy"] == "random", "draws"]
+                if len(rd):
+                    metrics["random_draws"] = [int(rd.min()), int(rd.max())]
                 if not np.isfinite(summary["spearman_mean"].to_numpy(dtype=float)).any():
                     raise EngineError(say(
                         f"no variance in the full-data ranking of {benchmark!r}: every model ties, so subset recovery has "

@@ -226,3 +226,118 @@ def describe(row) -> str:
     return (f"est. {100 * row['estimate']:.1f} % [{100 * row['estimate_lo']:.1f}, {100 * row['estimate_hi']:.1f}] "
             f"\u00b7 {int(row['seen'])} of {int(row['n_items'])} items")
 
+
+
+# ------------------------------------------------------------------------------------ compress --for estimate
+
+def validate_sizes(text: str) -> list[int]:
+    """The sizes of ``--validate`` ("10,25,50,100")."""
+    out = []
+    for part in str(text or "").split(","):
+        if part.strip():
+            try:
+                out.append(int(part))
+            except ValueError:
+                raise EngineError(f"--validate takes item counts such as 10,25,50,100, got {text!r}") from None
+    return out
+
+
+def _check_compress(conn, benchmark: str, config) -> int:
+    """Refuse bad sizes and names before anything is written; returns the number of active static items."""
+    n = len(read.items(conn, benchmark, kind="static", status="active", with_text=False))
+    if n < 2:
+        raise EngineError(f"compress --for estimate needs static results on at least 2 active items; {benchmark!r} "
+                          f"has {n}")
+    if config.k > n:
+        raise EngineError(f"--k {config.k} is larger than {benchmark!r}, which has {n} active items; choose at most "
+                          f"{n - 1} (all {n} is the benchmark itself)")
+    for v in validate_sizes(config.validate):
+        if not 1 <= v < n:
+            raise EngineError(f"--validate size {v} must lie between 1 and {n - 1} ({benchmark!r} has {n} active "
+                              "items)")
+    if config.export_name and not config.k:
+        raise EngineError(say(Opt("export_name"), " with --for estimate exports the ", Opt("k", "K"),
+                              " selected items: give --k"))
+    if config.export_name and conn.execute("SELECT 1 FROM benchmarks WHERE name = ?",
+                                           (config.export_name,)).fetchone():
+        raise EngineError(say(f"a benchmark named {config.export_name!r} already exists; choose another ",
+                              Opt("export_name")))
+    return n
+
+
+def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress = no_progress,
+                          cancel: threading.Event | None = None) -> int:
+    """``compress --for estimate --k K`` (our curve anchors, exported when ``export_name`` is given, with the
+    in-sample error of replaying them on the calibration's models) and/or ``--validate`` (the cross-validated
+    table of every selection x estimator, :mod:`benchloupe.engine.estimate_validate`), as one compress run."""
+    from dataclasses import replace
+
+    from benchloupe.engine import estimate_validate as ev
+    from benchloupe.store.writer import derive_benchmark
+
+    from .diagnostics import _chance, _report_chance, _start
+
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        _check_compress(conn, benchmark, config)
+        inputs, _, ctx = _start(conn, db_path, "compress", benchmark, replace(config, mode="static"), 0, None)
+        t = ctx.lap("load_s", t0)
+        with ctx.guard(conn):
+            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            st = inputs.static
+            if st is None or st.trials is not None:
+                raise EngineError("compress --for estimate needs 0/1 static results (success/trial counts are not "
+                                  "supported)")
+            y = st.correct.astype(float)
+            mask = st.mask
+            metrics: dict = {"purpose": "estimate", "n_items": int(st.shape[1]), "k": int(config.k)}
+            artifacts: dict = {}
+            items = None
+            if config.k:
+                progress(0, 1, f"fitting the items and choosing {config.k}")
+                cal, res, _ = ev.fold_calibration(y, mask, st.chance, cancel=cancel)
+                sel = est.curve_points(cal, config.k)
+                full = mask.all(axis=1)
+                w = est.full_weights(sel, cal.n_items)
+                sub = np.zeros((int(full.sum()), cal.n_items), bool)
+                sub[:, sel.items] = True
+                if full.sum() >= 5:
+                    scale = est.interval_scale(cal, y[full], mask[full], sub, weights=w)
+                    e = est.estimate(cal, y[full], sub, weights=w, scale=scale)
+                    truth = y[full].mean(axis=1)
+                    metrics.update({"insample_mae_points": round(100 * float(np.mean(np.abs(e.accuracy - truth))), 3),
+                                    "insample_coverage": round(float(np.mean((truth >= e.lo) & (truth <= e.hi))), 4),
+                                    "insample_models": int(full.sum())})
+                metrics.update({"selection": "curve: k-means of the item response curves over the population's "
+                                             "abilities, the most informative item of each cluster, cluster-size "
+                                             "weights", "misfit_tau2": round(cal.tau2, 8)})
+                ids = inputs.static_items["id"].to_numpy()
+                items = pd.DataFrame({"item_id": ids, "difficulty": res.b_static, "sharpness": res.a_static,
+                                      "selected": np.isin(np.arange(len(ids)), sel.items), "weight": w})
+                if config.export_name:
+                    keys = inputs.static_items["key"].to_numpy(object)
+                    new_id = derive_benchmark(conn, benchmark, config.export_name, [int(i) for i in ids[sel.items]],
+                                              reason="estimation subset (compress --for estimate)",
+                                              detail={"purpose": "estimate", "k": int(config.k), "run": ctx.run_id,
+                                                      "selection": "curve",
+                                                      "weights": {str(keys[i]): float(w[i]) for i in sel.items}})
+                    metrics.update({"exported_benchmark": config.export_name, "exported_benchmark_id": new_id,
+                                    "exported_items": int(len(sel.items))})
+                t = ctx.lap("select_s", t)
+            sizes = validate_sizes(config.validate)
+            if sizes:
+                long = ev.cross_validate(y, mask, sizes, chance=st.chance, progress=progress, cancel=cancel)
+                summary = ev.summarise(long)
+                artifacts["estimate_validation"] = summary
+                metrics["validation_best"] = ev.best(summary).to_dict("records")
+                ours = summary[(summary["selection"] == "curve") & (summary["estimator"] == "ours")]
+                metrics["validation_default"] = ours[["k", "mae", "p90", "coverage", "width"]].to_dict("records")
+                ctx.lap("validate_s", t)
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=_report_chance(metrics, inputs),
+                timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}, items=items,
+                artifacts=artifacts))
+            return ctx.run_id
+    finally:
+        conn.close()

@@ -233,7 +233,16 @@ def _record(label: str, parsed: ParsedImport, sha: str) -> dict:
     run = parsed.run or {}
     return {"sha256": sha, "run_id": f"{run.get('stamp')}:{sha}", "path": label, "stamp": run.get("stamp"), "task": run.get("task"),
             "model": str(parsed.models["name"].iloc[0]), "identity": run.get("identity"),
-            "settings": run.get("settings") or {}, "docs": run.get("docs") or {}}
+            "settings": run.get("settings") or {}, "docs_digest": _docs_digest(run.get("docs") or {}),
+            # the per-item digests only where a later import compares item by item: trials (a 14,000-item task
+            # run by 100 models would otherwise store 100 copies of them)
+            **({"docs": run.get("docs") or {}} if run.get("reruns") == "trials" else {})}
+
+
+def _docs_digest(docs: dict) -> str:
+    """One digest of a run's documents: every item key with its document's digest."""
+    text = "\n".join(f"{k}\t{docs[k]}" for k in sorted(docs))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def resolve_reruns(parsed_all: list[tuple[str, str, ParsedImport, str]],
@@ -319,14 +328,18 @@ def _same_runs(runs: list[dict], task: str, model: str) -> None:
         return
     first = runs[0]
     for run in runs[1:]:
-        a, b = first.get("docs") or {}, run.get("docs") or {}
-        changed = [k for k in a if k in b and a[k] != b[k]]
+        a, b = first.get("docs"), run.get("docs")
+        if a is not None and b is not None:
+            changed = [k for k in a if k in b and a[k] != b[k]]
+            which = (f"item {changed[0]!r}" + (f" and {len(changed) - 1} more" if len(changed) > 1 else "")
+                     + f" has another document or target in {first['path']} than in this file") if changed else ""
+        else:  # a run stored by a newest import kept only the digest of its documents
+            changed = [] if first.get("docs_digest") == run.get("docs_digest") else [""]
+            which = f"the items or their documents or targets differ from those of {first['path']}"
         if changed:
             raise ImportFormatError(
                 run["path"], "", f"runs of task {task!r} for model {model!r} differ in their documents, so they are "
-                f"not repeated trials of the same items (item {changed[0]!r}"
-                + (f" and {len(changed) - 1} more" if len(changed) > 1 else "")
-                + f" has another document or target in {first['path']} than in this file)",
+                f"not repeated trials of the same items ({which})",
                 say("keep the newest run (", Opt("reruns", "newest"), "), or import the runs into separate benchmarks (",
                     Opt("benchmark"), ")"))
         diff = _differences(first.get("settings") or {}, run.get("settings") or {})
@@ -390,7 +403,7 @@ def _as_trials(parsed_all, order: list[int], task: str, model: str, prior: list[
     return label, fmt, merged, sha
 
 
-def _stored_runs(db_path, parsed_all) -> dict[str, dict]:
+def stored_runs(db_path, parsed_all) -> dict[str, dict]:
     """The harness runs each benchmark's stored cells count, for the benchmarks this batch's runs write (read
     before the write; the writer checks in its transaction that they did not change meanwhile)."""
     from benchloupe.store.db import connect
@@ -459,6 +472,12 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
     from benchloupe.store.writer import write_imports
 
     fmt = None if fmt in (None, "auto") else fmt
+    if options.get("benchmark") is not None:  # before any file is read: the one validator of names (issue 37 #11)
+        from benchloupe import names
+        from benchloupe.store.writer import MAX_BENCHMARK_CHARS
+
+        options["benchmark"] = names.check(options["benchmark"], what="benchmark name", where="-b/--benchmark",
+                                           max_chars=MAX_BENCHMARK_CHARS)
     files = expand_paths(paths, fmt)
     temp: list[Path] = []
     if STDIN in paths:
@@ -490,7 +509,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
             raise ImportFormatError(", ".join(paths), "", f"none of {len(files)} files could be imported "
                                     f"({summary.skipped[0] if summary.skipped else ''})", "name the format explicitly")
         exists = Path(db_path).exists() and not replace  # a refused import must not create the database
-        parsed_all = resolve_reruns(parsed_all, _stored_runs(db_path, parsed_all) if exists else {})
+        parsed_all = resolve_reruns(parsed_all, stored_runs(db_path, parsed_all) if exists else {})
         conn = connect(db_path)
         try:
             binomial = {p.benchmark for _, _, p, _ in parsed_all if p.trials is not None}

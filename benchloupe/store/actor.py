@@ -6,8 +6,10 @@ and ``benchloupe open``; :func:`set_actor`), ``$BENCHLOUPE_USER``, then the logi
 exports ``$BENCHLOUPE_USER``, so the job processes the workbench starts (jobs/process.py: they inherit the
 environment) write under the same name.
 
-A name is one line of at most :data:`MAX_CHARS` printable characters (it is shown on cards, in the TUI header
-and in exports); anything else is refused with a message saying so.
+A name is checked by :mod:`benchloupe.names` (issue 37 #8): NFC, at most :data:`MAX_CHARS` characters, nothing
+invisible, no compatibility forms, no lookalike scripts, no comma (names are listed with commas); anything else is
+refused with one line naming ``--as`` or ``$BENCHLOUPE_USER``, and an unusable ``$BENCHLOUPE_USER`` is refused, never
+replaced by the login in silence. Two names with the same :func:`identity` (NFC, case-folded) are one curator.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import getpass
 import os
 
-from benchloupe.textsafe import has_control
+from benchloupe import names
 
 ENV = "BENCHLOUPE_USER"
 MAX_CHARS = 40
@@ -24,16 +26,14 @@ _UNSET = object()
 _env_before: object = _UNSET  # $BENCHLOUPE_USER as it was before the first set_actor (None: not set)
 
 
-def check_name(name: str) -> str:
-    """*name* stripped, or ValueError with one line saying what is wrong with it."""
-    value = str(name).strip()
-    if not value:
-        raise ValueError(f"curator name {name!r} is empty; give a curator name such as bea")
-    if has_control(value, allow_layout=False):
-        raise ValueError(f"curator name {value!r} contains control characters; use plain text")
-    if len(value) > MAX_CHARS:
-        raise ValueError(f"curator name {value[:MAX_CHARS]!r}... is longer than {MAX_CHARS} characters")
-    return value
+def check_name(name: str, where: str = "--as") -> str:
+    """*name* normalised, or ValueError with one line saying what is wrong with it and where it came from."""
+    return names.check(name, what="curator name", where=where, max_chars=MAX_CHARS, commas=False)
+
+
+def identity(name: str) -> str:
+    """The curator a name stands for: one per normalised, case-folded name (``Ann`` and ``ann`` are one)."""
+    return names.identity(name)
 
 
 def set_actor(name: str | None) -> str:
@@ -67,15 +67,12 @@ def login() -> str:
 
 def current() -> str:
     """The actor of this process's writes: ``--as``, then ``$BENCHLOUPE_USER``, then the login name. A
-    ``$BENCHLOUPE_USER`` that is not a usable name is ignored (the login is recorded instead)."""
+    ``$BENCHLOUPE_USER`` that is not a usable name is refused (ValueError, one line), never replaced by the login."""
     if _explicit is not None:
         return _explicit
     env = os.environ.get(ENV)
-    if env:
-        try:
-            return check_name(env)
-        except ValueError:
-            pass
+    if env:  # set but empty is unset (the shell's ``BENCHLOUPE_USER= cmd``); blanks are refused
+        return check_name(env, f"${ENV}")
     return login()
 
 
@@ -95,6 +92,10 @@ def short_time(stamp: str | None, *, today: str | None = None) -> str:
 
 
 def by_at(actor: str | None, stamp: str | None) -> str:
-    """``by bea at 14:02`` (the parts that are known)."""
-    parts = ([f"by {actor}"] if actor else []) + ([f"at {short_time(stamp)}"] if stamp else [])
+    """``by bea at 14:02`` (the parts that are known: a missing one, None, "" or NaN from a frame, is left out;
+    an undone note read "open at nan", issue 32 point 6)."""
+    def known(v) -> bool:
+        return v is not None and str(v) not in ("", "nan", "NaN", "NaT", "<NA>")
+
+    parts = ([f"by {actor}"] if known(actor) else []) + ([f"at {short_time(stamp)}"] if known(stamp) else [])
     return " ".join(parts)

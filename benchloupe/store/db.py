@@ -6,6 +6,7 @@ A connection belongs to the thread that made it (sqlite3's default): the TUI's w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -53,8 +54,29 @@ def describe_sqlite_error(exc: BaseException, path: str | os.PathLike) -> str:
     if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
         return damaged_error(path, msg).args[0]
     if "unable to open" in low:
+        p = Path(path)
+        if p.is_file() and not os.access(p, os.R_OK | os.W_OK):  # the file's own permissions, not its folder
+            return (f"{path}: cannot open the database: its own permissions keep you out ({_mode_of(p)}); ask "
+                    "its owner to give you read and write access (chmod u+rw, or g+rw for a team)")
         return f"{path}: cannot open the database ({msg}); check that its folder exists and is writable"
     return f"{path}: database error ({msg})"
+
+
+_MAY_CREATE = [True]  # whether a connect in this process may make a new database (cli/main.py: writing commands)
+
+
+@contextlib.contextmanager
+def creation(allowed: bool) -> Iterator[None]:
+    """Within it, :func:`connect` makes no new database (and no folder for one) unless *allowed*: a command
+    that only reads (``endpoints show``, ``fill --list``, ``review``, an analysis of a benchmark that cannot be
+    there) on a mistyped ``--db`` says there is no such database instead of leaving an empty one behind (issue
+    37 #14)."""
+    before = _MAY_CREATE[0]
+    _MAY_CREATE[0] = bool(allowed)
+    try:
+        yield
+    finally:
+        _MAY_CREATE[0] = before
 
 
 def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = True) -> sqlite3.Connection:
@@ -74,6 +96,11 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         raise StoreError(say("the database path is empty; ", Alt("pass a file with --db PATH", "open the workbench on a database file")))
     if p.is_dir():
         raise StoreError(say(f"{p}: is a directory; ", Alt("pass a database file with --db", "open the workbench on a database file")))
+    create = create and _MAY_CREATE[0]
+    pinned = _pin_key(p) in _PINNED
+    if pinned:  # the workbench's file: the same one, never made anew (issue 37 #1)
+        _check_pinned(p, None)
+        create = False
     if not create and not p.exists():
         raise StoreError(say(f"{p}: no such database; create it ", Alt(f"with `benchloupe demo --db {p}` or an import",
                                                                      "with the demo or an import")))
@@ -88,6 +115,11 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
     if p.exists() and not p.is_file():
         raise StoreError(say(f"{p}: not a regular file (a device, a pipe or a socket); ",
                              Alt("pass a database file with --db", "open the workbench on a database file")))
+    if p.exists() and not os.access(p, os.R_OK):
+        raise StoreError(say(f"{p}: you cannot read the database file ({_mode_of(p)}): its own permissions "
+                             "keep you out, not its folder; ask its owner to give you read access (chmod u+rw, "
+                             "or g+rw for a team) or ", Alt("pass another --db",
+                                                            "open the workbench on another database file")))
     conn = None
     try:
         if p.stat().st_size == 0:
@@ -99,6 +131,8 @@ def connect(path: str | os.PathLike, *, create: bool = True, migrate: bool = Tru
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         version, app_id = _classify(conn, p)
+        if pinned:
+            _check_pinned(p, conn)
         if migrate:
             _check_sound(conn, p)
         if readonly and migrate and version < SCHEMA_VERSION:
@@ -190,6 +224,7 @@ def _create_new(p: Path) -> bool:
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute("PRAGMA journal_mode = WAL")
             _migrate(conn, 0)
+            workspace_id(conn, make=True)  # this workspace's own id (a copy of the file keeps it)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
@@ -295,7 +330,9 @@ def _open_readonly(p: Path) -> sqlite3.Connection:
 
 
 def share_sidecars(p: Path) -> None:
-    """Give the -wal and -shm files this process owns the database file's group and permission bits."""
+    """Give the -wal and -shm files this process owns the database file's group and permission bits, always
+    keeping the owner's read and write: a database made read-only for a while (chmod 444) must not leave its
+    -wal and -shm read-only after it is writable again (issue 37 #13)."""
     try:
         st = os.stat(p)
     except OSError:
@@ -308,10 +345,30 @@ def share_sidecars(p: Path) -> None:
                 continue
             if s.st_gid != st.st_gid:
                 os.chown(side, -1, st.st_gid)
-            if (s.st_mode & 0o777) != (st.st_mode & 0o666):
-                os.chmod(side, st.st_mode & 0o666)
+            mode = (st.st_mode & 0o666) | 0o600
+            if (s.st_mode & 0o777) != mode:
+                os.chmod(side, mode)
         except OSError:
             continue  # not there, or not ours to change: SQLite's own permissions stand
+
+
+def _mode_of(p: Path) -> str:
+    """``-r--r--r--, owner ann, group team`` of *p* (what a permission line names)."""
+    import stat
+
+    try:
+        st = p.stat()
+    except OSError:
+        return "permissions unknown"
+    try:
+        import grp
+        import pwd
+
+        owner = pwd.getpwuid(st.st_uid).pw_name
+        group = grp.getgrgid(st.st_gid).gr_name
+    except (KeyError, ImportError):
+        owner, group = str(st.st_uid), str(st.st_gid)
+    return f"{stat.filemode(st.st_mode)}, owner {owner}, group {group}"
 
 
 def write_problem(path: str | os.PathLike) -> str | None:
@@ -397,3 +454,124 @@ def audit(conn: sqlite3.Connection, action: str, entity: str, entity_id: int | N
 
 def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+# ------------------------------------------------------------------ the file a workbench has open (issue 37 #1)
+# The workbench reads and writes through a new connection per worker. When the file at its path is replaced (a
+# restore from backup, another workspace copied or moved over it) or deleted while it is open, those connections
+# would open the new file, or create an empty one, and a decision made on a card read from the old file would land
+# on whatever flag has that id now. A path the workbench opened is *pinned*: its (device, inode) and the random
+# workspace id stored in its settings; every :func:`connect` to a pinned path checks both before anything is read
+# or written, never creates the file, and refuses with one line when either differs.
+WORKSPACE_KEY = "workspace_id"
+
+
+class FileChanged(StoreError):
+    """The database file a workbench has open was replaced or deleted under it: nothing was read or written."""
+
+
+_PINNED: dict[str, tuple[int, int, str | None]] = {}  # absolute path -> (device, inode, workspace id)
+
+
+def _pin_key(path: str | os.PathLike) -> str:
+    return os.path.abspath(os.fspath(path))
+
+
+def workspace_id(conn: sqlite3.Connection, *, make: bool = False) -> str | None:
+    """The random id of the workspace (its settings), made now when *make* and there is none (a database from
+    before it was kept, or a new one); None when there is none and it cannot be written (a read-only file)."""
+    import json
+    import uuid
+
+    row = conn.execute("SELECT value FROM settings WHERE key = ?", (WORKSPACE_KEY,)).fetchone()
+    if row is None and make:
+        try:
+            with transaction(conn):
+                conn.execute("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)",
+                             (WORKSPACE_KEY, json.dumps(uuid.uuid4().hex)))
+        except sqlite3.Error:
+            return None
+        row = conn.execute("SELECT value FROM settings WHERE key = ?", (WORKSPACE_KEY,)).fetchone()
+    try:
+        return str(json.loads(row[0])) if row is not None else None
+    except ValueError:
+        return str(row[0])
+
+
+def pin(path: str | os.PathLike) -> None:
+    """Pin the database at *path* (it must exist) as the file this process works on (the workbench)."""
+    unpin(path)
+    conn = connect(path, create=False)
+    try:
+        conn.execute("PRAGMA busy_timeout = 500")  # another writer's lock: pinned by its inode alone
+        st = os.stat(path)
+        _PINNED[_pin_key(path)] = (st.st_dev, st.st_ino, workspace_id(conn, make=True))
+    finally:
+        conn.close()
+
+
+def unpin(path: str | os.PathLike) -> None:
+    _PINNED.pop(_pin_key(path), None)
+
+
+def file_problem(path: str | os.PathLike) -> str | None:
+    """Why the pinned database at *path* is no longer the file that was opened (one line), from the file's
+    identity alone (a ``stat``); None when it is, or when *path* is not pinned."""
+    pinned = _PINNED.get(_pin_key(path))
+    if pinned is None:
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (f"{path}: the database file was deleted while the workbench had it open; nothing more is read or "
+                "written and no new database is made in its place; restore the file, or quit (q) and open another")
+    except OSError as exc:
+        return f"{path}: the database file cannot be read any more ({exc.strerror or exc}); nothing was written"
+    if (st.st_dev, st.st_ino) != pinned[:2]:
+        return _replaced(path)
+    return None
+
+
+def _replaced(path) -> str:
+    return (f"{path}: the database file was replaced while the workbench had it open (a restore, or another "
+            "workspace copied over it); nothing more is read or written, so no decision lands on what you did not "
+            "see; quit (q) and open it again to work on what it holds now")
+
+
+def _check_pinned(p: Path, conn: sqlite3.Connection | None) -> None:
+    """:class:`FileChanged` when *p* is pinned and is not the file that was opened (identity, then, with *conn*,
+    the workspace id it holds: a file copied over the open one keeps its inode)."""
+    pinned = _PINNED.get(_pin_key(p))
+    if pinned is None:
+        return
+    problem = file_problem(p)
+    if problem is None and conn is not None and pinned[2] is not None:
+        try:
+            now = workspace_id(conn)
+        except sqlite3.Error:
+            now = None
+        if now != pinned[2]:
+            problem = _replaced(p)
+    if problem:
+        raise FileChanged(problem)
+
+
+def pinned_problem(path: str | os.PathLike, *, content: bool = False) -> str | None:
+    """:func:`file_problem`, and with *content* also whether the file still holds the pinned workspace (a read
+    of its settings, read-only and without waiting: for a watcher that saw the file change)."""
+    problem = file_problem(path)
+    pinned = _PINNED.get(_pin_key(path))
+    if problem or not content or pinned is None or pinned[2] is None:
+        return problem
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=0,
+                               isolation_level=None)
+        try:
+            now = workspace_id(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        if "malformed" in str(exc) or "not a database" in str(exc):  # other bytes under the open file's WAL
+            return _replaced(path)
+        return None  # busy now: the next check (or the next connect) decides
+    return None if now == pinned[2] else _replaced(path)

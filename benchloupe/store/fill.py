@@ -18,7 +18,7 @@ from benchloupe.hints import Alt, say
 from benchloupe.textsafe import has_control
 
 from . import runners
-from .actor import by_at, current, short_time
+from .actor import by_at, current, identity, short_time
 from .db import StoreError, audit, transaction
 
 DEFAULT_MAX_STORED_CHARS = 16_384  # per prompt and per reply in llm_calls
@@ -244,6 +244,19 @@ def candidates(conn: sqlite3.Connection, session_id: int | None = None, state: s
     return df
 
 
+def approver_list(value: object) -> list[str]:
+    """The ``approvers`` column of :func:`candidates` as names: none for a missing value (SQL NULL reads as NaN in
+    pandas, and ``str(nan)`` is "nan": a curator named ``nan`` then counted as having approved everything, issue
+    37 #8). Curator names hold no comma (store/actor.py), so the list splits cleanly."""
+    return [a for a in value.split(", ") if a] if isinstance(value, str) else []
+
+
+def approved_by(value: object, who: str) -> bool:
+    """Whether the curator *who* (by identity: NFC, case-folded) is among the approvers *value*."""
+    me = identity(who)
+    return any(identity(a) == me for a in approver_list(value))
+
+
 class ReviewBusy(StoreError):
     """Another curator holds the review lease of the proposal (they are looking at it now)."""
 
@@ -316,7 +329,7 @@ def _decide(conn: sqlite3.Connection, candidate_id: int, decision: str, note: st
                              "proposed; reject it instead of editing it")
         approvers = [r[0] for r in conn.execute("SELECT actor FROM fill_approvals WHERE candidate_id = ?"
                                                 " ORDER BY at", (candidate_id,))]
-        if who in approvers:
+        if identity(who) in {identity(a) for a in approvers}:  # one curator, however the name was typed
             raise StoreError(f"{who} already approved proposal #{candidate_id}; it needs {needed - len(approvers)} "
                              "more approval(s) from other curators")
         conn.execute("INSERT INTO fill_approvals (candidate_id, actor, note) VALUES (?, ?, ?)",

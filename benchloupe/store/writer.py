@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from benchloupe import names
 from benchloupe.hints import Opt, say
 
 from .db import audit, transaction
@@ -50,9 +51,31 @@ def _text(v) -> str:
     return str(v)
 
 
+MAX_BENCHMARK_CHARS = 200
+
+
+def new_benchmark_name(conn: sqlite3.Connection, name: str, where: str = "-b/--benchmark (or the file's name)") -> str:
+    """The name a new benchmark is created under, checked by the one validator of names (issue 37 #11:
+    benchloupe/names.py, the curator names' rules: no blank, invisible, bidi or control characters, no lookalike
+    scripts, NFC), and refused when it is another spelling of an existing benchmark's name (the same identity:
+    ``MMLU`` beside ``mmlu``), in one line saying which."""
+    value = names.check(name, what="benchmark name", where=where, max_chars=MAX_BENCHMARK_CHARS)
+    key = names.identity(value)
+    for (other,) in conn.execute("SELECT name FROM benchmarks"):
+        if other != value and names.identity(other) == key:
+            raise ValueError(f"benchmark name {names.shown(value)} from {where} is another spelling of the existing "
+                             f"benchmark {names.shown(other)}; use that name, or choose one that differs in more than "
+                             "case or normalisation")
+    return value
+
+
 def get_or_create_benchmark(conn: sqlite3.Connection, name: str, kind: str | None) -> int:
-    """The benchmark's id, creating it; a static benchmark that receives arena data becomes "mixed"."""
+    """The benchmark's id, creating it; a static benchmark that receives arena data becomes "mixed". A new name
+    is checked first (:func:`new_benchmark_name`)."""
     row = conn.execute("SELECT id, kind FROM benchmarks WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        name = new_benchmark_name(conn, name)
+        row = conn.execute("SELECT id, kind FROM benchmarks WHERE name = ?", (name,)).fetchone()  # its NFC form
     if row is None:
         return conn.execute("INSERT INTO benchmarks (name, kind) VALUES (?, ?)", (name, kind or "static")).lastrowid
     if kind is not None and row["kind"] not in (kind, "mixed"):
@@ -448,6 +471,7 @@ def apply_import(conn: sqlite3.Connection, parsed: ParsedImport, *, fmt: str, sh
         batch.flush()
         return out
     bid = get_or_create_benchmark(conn, parsed.benchmark, None if parsed.item_metadata_only else parsed.kind)
+    parsed.benchmark = conn.execute("SELECT name FROM benchmarks WHERE id = ?", (bid,)).fetchone()[0]  # NFC
     summary = ImportSummary(parsed.benchmark, bid, fmt, replaced=replace, notes=list(parsed.notes))
     if replace:
         conn.execute("DELETE FROM static_results WHERE benchmark_id = ?", (bid,))
@@ -521,6 +545,7 @@ def derive_benchmark(conn: sqlite3.Connection, source: str, name: str, item_ids:
         src = conn.execute("SELECT id, kind FROM benchmarks WHERE name = ?", (source,)).fetchone()
         if src is None:
             raise ValueError(f"no benchmark named {source!r}")
+        name = new_benchmark_name(conn, name, "the new benchmark's name")
         if conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (name,)).fetchone():
             raise ValueError(say(f"a benchmark named {name!r} already exists; choose another ", Opt("name")))
         if not item_ids:

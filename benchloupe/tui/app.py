@@ -133,6 +133,8 @@ class BenchloupeApp(App[int]):
 
         self.actor = actor.current()  # the curator's name on every write (--as, $BENCHLOUPE_USER, the login)
         self.read_only = write_problem(self.db_path)  # None, or the one line that says why nothing can be saved
+        self.file_changed: str | None = None  # why the database file is no longer the one opened (issue 37 #1)
+        _pin(self.db_path)
         self.write_queue = WriteQueue()
         self.watcher = StoreWatcher(self.db_path)
 
@@ -168,8 +170,11 @@ class BenchloupeApp(App[int]):
             hold.take(self.db_path)
 
     def on_unmount(self) -> None:
+        from benchloupe.store.db import unpin
+
         self._closing = True
         self.watcher.close()
+        unpin(self.db_path)
         if self.job_process is not None and self.job_process.is_alive():
             # cancel, then SIGTERM, then SIGKILL, each given QUIT_GRACE: no job outlives the app, and quitting
             # does not wait for one (a killed job's run reads "interrupted" when the database is next opened)
@@ -367,7 +372,20 @@ class BenchloupeApp(App[int]):
         """Timer: when another connection committed (another curator, a CLI script, a job, this app's own write
         worker), every screen reloads when next shown and the one on view reloads what changed now (the screen
         under a dialog too: it stays visible)."""
-        if not self.watcher.changed():
+        if self.file_changed is not None:
+            return
+        from benchloupe.store.db import pinned_problem
+
+        if self._file_stopped(pinned_problem(self.db_path)):
+            return
+        before = self.watcher._print
+        changed = self.watcher.changed()
+        # the files moved (a commit, or bytes copied over the open file: then it may not even read): is it still
+        # the workspace that was opened?
+        if (changed or self.watcher._fingerprint() != before) and self._file_stopped(
+                pinned_problem(self.db_path, content=True)):
+            return
+        if not changed:
             return
         from benchloupe.tui.screens.base import BenchScreen
 
@@ -376,6 +394,20 @@ class BenchloupeApp(App[int]):
             if isinstance(screen, BenchScreen):
                 screen.live_refresh()
                 break
+
+    def _file_stopped(self, problem: str | None) -> bool:
+        """The database file was replaced or deleted under the app (issue 37 #1): say so, and stop; every read
+        and write of the path is refused from now on (store/db.py: pinned), so no decision lands on a cell the
+        curator did not see and no empty database is made in its place. True when stopped."""
+        if problem is None:
+            return False
+        self.file_changed = self.read_only = problem
+        self.notify(problem, title="Database file changed", severity="error", timeout=60, markup=False)
+        from benchloupe.tui.screens.base import TopBar
+
+        for bar in self.screen.query(TopBar):
+            bar.refresh_bar()
+        return True
 
     def can_write(self) -> bool:
         """False, with the one line saying why, on a database this curator cannot write (tui: decisions stop
@@ -402,7 +434,18 @@ class BenchloupeApp(App[int]):
     # ------------------------------------------------------------------ errors
     def report_error(self, exc: BaseException, where: str = "") -> None:
         """Show a failure in one line (what went wrong; the store's and engine's messages say how to fix)."""
+        import sqlite3
+
         prefix = f"{where}: " if where else ""
+        if isinstance(exc, sqlite3.Error):  # SQLite's words ("attempt to write a readonly database") as the cause
+            from benchloupe.store.db import describe_sqlite_error, write_problem
+
+            problem = write_problem(self.db_path)
+            if problem and not self.read_only:  # permissions changed under the app: no more decisions start
+                self.read_only = problem
+            self.notify(prefix + describe_sqlite_error(exc, self.db_path), title="Failed", severity="error",
+                        timeout=10, markup=False)
+            return
         self.notify(prefix + one_line(exc), title="Failed", severity="error", timeout=10, markup=False)
 
     # ------------------------------------------------------------------ jobs
@@ -413,6 +456,10 @@ class BenchloupeApp(App[int]):
             self.notify(f"{self.job.title} is still running; press x to cancel it first", severity="warning",
                         markup=False)
             return False
+        from benchloupe.store.db import pinned_problem
+
+        if self._file_stopped(self.file_changed or pinned_problem(self.db_path, content=True)):
+            return False  # a job would write into (or create) whatever is at the path now
         import dataclasses
 
         from benchloupe.jobs.process import JobProcess
@@ -517,6 +564,17 @@ def _describe(result: object) -> str:
 
 
 LAST_BENCHMARK = "tui.last_benchmark"
+
+
+def _pin(db_path: Path) -> None:
+    """Pin the workbench's database file (store/db.py): every connection checks it is still that file."""
+    from benchloupe.store.db import StoreError, pin
+
+    if db_path.is_file():
+        try:
+            pin(db_path)
+        except StoreError:
+            pass  # not openable now: the first screen's read says why
 
 
 def remembered_benchmark(db_path: Path) -> str | None:

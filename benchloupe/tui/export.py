@@ -46,10 +46,15 @@ def check_path(raw: str) -> str | None:
 
 def screen_table(screen) -> tuple[pd.DataFrame, str] | None:
     """What *screen* shows as a table, rows in the order shown, and a name for the file; None when it shows
-    none. A screen's focused table wins over its others (Runs has the analyses and the history); a triage
-    queue exports the flags it steps through (its state filter and model/item focus)."""
+    none. A screen with an ``export_table()`` says itself (Runs: its run history, whichever table has the
+    focus, not the catalogue of analyses; BenchFill: the session's proposals as the review filter shows them,
+    not the sessions table: issue 32 point 11); otherwise a screen's focused table wins over its others; a
+    triage queue exports the flags it steps through (its state filter and model/item focus)."""
     from benchloupe.tui.widgets.table import FrameTable
 
+    own = getattr(screen, "export_table", None)
+    if own is not None:  # the screen says what its table is (Runs: the runs; BenchFill: the proposals)
+        return own()
     tables = list(screen.query(FrameTable))
     if tables:
         table = screen.focused if isinstance(screen.focused, FrameTable) else tables[0]
@@ -76,7 +81,8 @@ class QueueRows:
 
 def decisions(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
     """Every decision on *benchmark*: each flag triaged or annotated (anomalies, reversals, gaps; its own
-    stored state, earlier runs' too) and each BenchFill proposal accepted, rejected or approved, with its note,
+    stored state, earlier runs' too; a flag whose decisions were all undone is open with no note again and is
+    left out: issue 32 point 11 found such flags as empty "open" rows) and each BenchFill proposal accepted, rejected or approved, with its note,
     who made the decision and when (``by``, ``at``: issue 25). A proposal's ``item`` is the key of the item its
     accept created (empty otherwise) and ``proposal`` its label in the session. Ids are whole numbers (issue 21
     #9: they were written as 3.0 where a column also held empty cells)."""
@@ -84,7 +90,7 @@ def decisions(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
 
     bid = read.benchmark_id(conn, benchmark)
     f = curation.flags(conn, benchmark_id=bid)
-    f = f[(f["state"] != "open") | (f["note"] != "") | (f["version"] > 0)]
+    f = f[(f["state"] != "open") | (f["note"] != "")]  # decided then undone: open, no note, not a decision
     rows = [{"what": "flag", "kind": r.kind, "id": int(r.id), "state": r.state, "note": r.note,
              "by": r.updated_by or None, "at": r.updated_at, "item": r.item_key, "proposal": None,
              "model": r.model, "model_b": r.model_b, "score": r.score, "run_id": _int(r.run_id), "session_id": None,
@@ -100,6 +106,22 @@ def decisions(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:
     for col in ("id", "run_id", "session_id", "version"):
         frame[col] = frame[col].astype("Int64")
     return frame
+
+
+PROPOSAL_COLUMNS = ["session_id", "id", "child_key", "round", "parent_key", "review_state", "note", "decided_by",
+                    "decided_at", "valid", "verdict", "difficulty_norm", "target", "distance", "item_key", "text",
+                    "answer"]
+
+
+def proposals(cands: pd.DataFrame, view: list[int]) -> pd.DataFrame:
+    """A BenchFill session's proposals *view* (positions in *cands*, in the review queue's order) with what a
+    curator reviews: its parent's key, the state, note and who decided, the judge's verdict, the estimated
+    difficulty, the target and the distance, the item an accept created, the text and the reference answer."""
+    rows = cands.iloc[list(view)] if len(cands) else pd.DataFrame(columns=PROPOSAL_COLUMNS)
+    out = rows.reindex(columns=PROPOSAL_COLUMNS).reset_index(drop=True)
+    for col in ("session_id", "id", "round", "valid"):
+        out[col] = out[col].astype("Int64")
+    return out
 
 
 def _int(v) -> int | None:

@@ -118,3 +118,60 @@ def test_out_of_range_options(tmp_path, argv):
     rc, out, err = run_cli(["estimate", "mc", *argv, "--db", db])
     check_outcome(argv, rc, out, err, before, dump(db), usage=True)
     assert rc in (1, 2)
+
+
+def test_compress_for_estimate_exports_k_items_and_the_loop_closes(tmp_path):
+    db, y, _ = _workspace(tmp_path)
+    rc, out, err = run_cli(["compress", "mc", "--db", db, "--for", "estimate", "--k", "15", "--export-name", "mc-est",
+                            "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["metrics"]["exported_items"] == 15 and len(doc["selected_items"]) == 15
+    assert abs(sum(r["weight"] for r in doc["selected_items"]) - 1) < 1e-9
+    assert 0.8 <= doc["metrics"]["insample_coverage"] <= 1
+    from benchloupe.store import read
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        assert sorted(read.items(conn, "mc-est")["key"]) == sorted(r["key"] for r in doc["selected_items"])
+    finally:
+        conn.close()
+    # the subset goes to the harness; its results come back for a new model; estimate predicts the whole benchmark
+    keys = [r["key"] for r in doc["selected_items"]]
+    truth = y[N_FULL]  # a model of the same population
+    pd.DataFrame({"model": "lab/new", "item": keys, "correct": [truth[int(k[1:])] for k in keys]}).to_csv(
+        tmp_path / "new.csv", index=False)
+    assert run_cli(["import", "long", tmp_path / "new.csv", "--db", db, "--benchmark", "mc"])[0] == 0
+    _fit(db)
+    rc, out, err = run_cli(["estimate", "mc", "--db", db, "--model", "lab/new", "--json"])
+    assert rc == 0, err
+    row = json.loads(out)["estimates"][0]
+    assert row["seen"] == 15 and row["estimate_lo"] <= row["estimate"] <= row["estimate_hi"]
+
+
+def test_compress_validate_prints_every_selection_and_estimator(tmp_path):
+    db, _, _ = _workspace(tmp_path)
+    rc, out, err = run_cli(["compress", "mc", "--db", db, "--validate", "10,30", "--json"])
+    assert rc == 0, err
+    tab = pd.DataFrame(json.loads(out)["estimate_table"])
+    assert len(tab) == 2 * 4 * 5
+    assert set(tab["selection"]) == {"random", "targeted", "anchor", "curve"}
+    assert set(tab["estimator"]) == {"mean", "irt", "pirt", "gpirt", "ours"}
+    ours = tab[tab["estimator"] == "ours"]
+    assert ours["coverage"].between(0.8, 1).all() and tab[tab["estimator"] != "ours"]["coverage"].isna().all()
+    rnd = tab[(tab["selection"] == "random") & (tab["k"] == 10)].set_index("estimator")["mae"]
+    assert rnd["ours"] < rnd["mean"]
+    rc, out, err = run_cli(["compress", "mc", "--db", db, "--validate", "10"])
+    assert rc == 0 and "Cross-validated over held-out models" in out and "ours coverage" in out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--for", "estimate", "--k", "81"], "--k 81 is larger than 'mc', which has 80 active items"),
+    (["--for", "estimate"], "needs --k"),
+    (["--validate", "10,80"], "--validate size 80"),
+    (["--for", "estimate", "--k", "5", "--export-name", "mc"], "already exists"),
+])
+def test_compress_for_estimate_bad_input(tmp_path, argv, match):
+    db, _, _ = _workspace(tmp_path)
+    _case(db, ["compress", "mc", *argv], match)

@@ -125,14 +125,9 @@ def showcase_template(tmp_path_factory) -> Path:
     """The demo as ``benchloupe demo`` builds it: the data, then the showcase analyses (fits, anomalies,
     coverage, the near-tie audit)."""
     from benchloupe.jobs import build_demo
-    from benchloupe.store.db import connect
+    from tests.built_once import built_once, checkpointed
 
-    path = tmp_path_factory.mktemp("showcase") / "demo.db"
-    build_demo(path, analyses=True)
-    conn = connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    return path
+    return built_once(tmp_path_factory, "showcase", checkpointed(lambda p: build_demo(p, analyses=True)))
 
 
 @pytest.fixture

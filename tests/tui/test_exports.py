@@ -109,14 +109,12 @@ async def test_coverage_runs_and_benchfill_exports_write_stored_values(showcase_
         check_stored(rows, screen.query_one(FrameTable).frame)
 
         screen = await _open(pilot, app, "8", "benchfill")
-        rows = await export(pilot, app, tmp_path / "sessions.csv")
-        assert {"gap_lo", "gap_hi", "message"} <= set(rows[0]) and "gap" not in rows[0], list(rows[0])
-        assert not rows[0]["message"].startswith("simulated · ")
-        check_stored(rows, screen.query_one(FrameTable).frame)
+        rows = await export(pilot, app, tmp_path / "proposals.csv")  # the session's proposals (issue 32 #11)
+        shown = screen.cands.iloc[screen.view].reset_index(drop=True)
+        check_stored(rows, shown[list(rows[0])])
+        assert any(round(float(r["distance"]), 3) != float(r["distance"]) for r in rows if r["distance"])
 
         screen = await _open(pilot, app, "4", "runs")
-        screen.query_one("#history", FrameTable).focus()
-        await pilot.pause()
         rows = await export(pilot, app, tmp_path / "runs.json")
         assert "summary" not in rows[0] and isinstance(json.loads(rows[0]["metrics"]), dict), list(rows[0])
         check_stored(rows, screen.query_one("#history", FrameTable).frame)

@@ -103,8 +103,14 @@ def test_control_characters_in_names_never_reach_the_terminal(tmp_path):
     src = write(tmp_path / "e.csv", f'model,item,correct,text,family\n"{ESC_NAME}",q1,1,"t\x1b[2Jx",fa\n'
                                     f'm2,q1,0,"t\x1b[2Jx",fb\n"{ESC_NAME}",q2,0,"u",fa\nm2,q2,1,"u",fb\n')
     bench = "b\x1b]0;t\x07"
-    rc, out, err = run(["--db", db, "import", "long", src, "-b", bench])
+    rc, out, err = run(["--db", db, "import", "long", src, "-b", bench])  # refused as a new name (issue 37 #11)
+    assert rc == 1 and err.count("\n") == 1 and "control characters" in err and "\x1b" not in err, err
+    rc, out, err = run(["--db", db, "import", "long", src, "-b", "b"])
     assert rc == 0, err
+    conn = sqlite3.connect(db)  # a name an older version stored: still shown escaped
+    conn.execute("UPDATE benchmarks SET name = ? WHERE name = 'b'", (bench,))
+    conn.commit()
+    conn.close()
     for argv in (["list"], ["show", bench], ["flags"]):
         rc, out, err = run(["--db", db, *argv])
         assert rc == 0, (argv, err)

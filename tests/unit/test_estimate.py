@@ -129,8 +129,9 @@ def test_plain_estimators_and_gp_lambda():
     truth = y[300:].mean(axis=1)
     assert np.allclose(out["mean"], (y[300:] * m).sum(axis=1) / 20)
     assert np.mean(np.abs(out["pirt"] - truth)) < np.mean(np.abs(out["mean"] - truth))
-    lam = E.gp_lambda(out["mean"] - truth, out["pirt"] - truth)
-    assert 0 < lam < 0.5
+    lam = E.gp_lambda(out["mean"], out["pirt"], truth)
+    assert 0 <= lam < 0.5
+    assert E.gp_lambda(truth, out["pirt"], truth) == 1.0  # a perfect mean takes all the weight
 
 
 def test_metabench_arc_held_out_coverage():

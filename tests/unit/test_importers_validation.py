@@ -118,7 +118,8 @@ def test_wrong_encoding(tmp_path):
     assert "line 3, column 7" in msg and "not UTF-8" in msg and "iconv" in msg
 
 
-@pytest.mark.parametrize("content", [b"", b"\n\n", gzip.compress(b"")])
+# mtime=0: the same bytes, so the same test id, in every process (pytest-xdist workers must collect alike)
+@pytest.mark.parametrize("content", [b"", b"\n\n", gzip.compress(b"", mtime=0)], ids=["empty", "blank-lines", "empty-gzip"])
 def test_empty_file(tmp_path, content):
     path = _write(tmp_path, "w.csv", content)
     assert "empty" in _error(parse_wide, path)

@@ -210,3 +210,29 @@ def test_fresh_later_runs_from_lm_eval_add_or_refuse_like_the_committed_ones(tmp
     assert _cells(db)[1]["sampler"][1] == [3, 3, 3]
     with pytest.raises(ImportFormatError, match="item 'add-2'"):
         import_paths(db, [str(tmp_path / "out" / "changed")], "lm-eval", reruns="trials")
+
+
+def test_changed_documents_after_a_newest_import_are_refused_too(tmp_path, capsys):
+    """A newest import stores only its documents' digest (not one per item): trials against it still compare."""
+    db = tmp_path / "w.db"
+    assert _import(db, SAME, reruns="newest")[0] == 0
+    before = _dump(db)
+    rc, out = _import(db, CHANGED, capsys=capsys)
+    assert rc == 1 and "differ in their documents" in out.err and "\n" not in out.err.strip()
+    assert _dump(db) == before
+    counts = [json.loads(c) for (c,) in sqlite3.connect(db).execute("SELECT counts FROM imports")]
+    assert "docs" not in counts[0]["runs"][0] and len(counts[0]["runs"][0]["docs_digest"]) == 32
+
+
+def test_a_single_file_import_counts_runs_like_a_batch(tmp_path):
+    """jobs.import_file (one file) goes through the same run records: a later run adds a trial, a copy does not."""
+    from benchloupe.jobs import import_file
+
+    db = tmp_path / "w.db"
+    first, second = sorted(SAMPLER.glob("samples_*.jsonl"))
+    import_file(db, first, "lm-eval", reruns="trials")
+    import_file(db, second, "lm-eval", reruns="trials")
+    import_file(db, first, "lm-eval", reruns="trials")  # already counted
+    assert _cells(db)[1]["sampler"] == ([1, 1, 1], [2, 2, 2])
+    with pytest.raises(ImportFormatError, match="differ in their documents"):
+        import_file(db, next(CHANGED.glob("samples_*.jsonl")), "lm-eval", reruns="trials")

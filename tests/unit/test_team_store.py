@@ -42,8 +42,9 @@ def test_actor_order_as_then_environment_then_login(monkeypatch):
     actor.set_actor(None)
     monkeypatch.delenv("BENCHLOUPE_USER")
     assert actor.current() == actor.login()
-    monkeypatch.setenv("BENCHLOUPE_USER", "bad\x1b]0;x\x07")  # not a usable name: the login instead
-    assert actor.current() == actor.login()
+    monkeypatch.setenv("BENCHLOUPE_USER", "bad\x1b]0;x\x07")  # not a usable name: refused, not the login (#37)
+    with pytest.raises(ValueError, match=r"\$BENCHLOUPE_USER"):
+        actor.current()
     for bad in ("", "  ", "a\nb", "x" * 41):
         with pytest.raises(ValueError):
             actor.set_actor(bad)

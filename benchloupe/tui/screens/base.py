@@ -58,7 +58,9 @@ class TopBar(SafeStatic):
         # 80 columns, the benchmark's name gives way
         who = Text(" · as " if wide else " · ", style="dim")
         who.append(str(getattr(self.app, "actor", "")), style="bold cyan")
-        if getattr(self.app, "read_only", None):
+        if getattr(self.app, "file_changed", None):  # the file was replaced or deleted under the app: stopped
+            who.append(" · file changed: stopped", style="bold red")
+        elif getattr(self.app, "read_only", None):
             who.append(" · read-only", style="bold yellow")
         name = Text(bench if bench else "no benchmark", style="bold" if bench else "dim italic")
         room = self.size.width - text.cell_len - who.cell_len

@@ -33,6 +33,7 @@ from benchloupe.jobs import simulated
 from benchloupe.store import runners
 from benchloupe.store.actor import by_at, short_time
 from benchloupe.store.db import StoreError
+from benchloupe.store.fill import approver_list
 from benchloupe.textsafe import visible
 from benchloupe.tui.jobs_ui import state_word  # the job's process decides a session's outcome in these words
 from benchloupe.tui.screens.base import BenchScreen, store_write
@@ -312,6 +313,12 @@ class BenchFillScreen(BenchScreen):
             text.append("\nendpoints: simulated (built-in server on 127.0.0.1, no network, no key) · E points "
                         "them at a real one", style="magenta")
 
+    def export_table(self) -> tuple[pd.DataFrame, str]:
+        """w: the selected session's proposals as the review filter shows them, in its order."""
+        from benchloupe.tui.export import proposals
+
+        return proposals(self.cands, self.view), "proposals"
+
     def current_candidate(self) -> int | None:
         if not self.view:
             return None
@@ -363,7 +370,7 @@ class BenchFillScreen(BenchScreen):
             text.append(f" · item {c['item_key']}", style="dim")
         needed = int(c["approvals"]) if pd.notna(c.get("approvals")) else 1
         if needed > 1:
-            got = [a for a in str(c.get("approvers") or "").split(", ") if a]
+            got = approver_list(c.get("approvers"))
             text.append(f"\napprovals {len(got)} of {needed}" + (f": {', '.join(got)}" if got else ""),
                         style="bold cyan")
         busy = self.other_reviewer(c)
@@ -487,7 +494,7 @@ class BenchFillScreen(BenchScreen):
         for i in hit:
             state = decision + "ed"
             needed = int(self.cands.loc[i, "approvals"]) if pd.notna(self.cands.loc[i, "approvals"]) else 1
-            got = len([a for a in str(self.cands.loc[i, "approvers"] or "").split(", ") if a])
+            got = len(approver_list(self.cands.loc[i, "approvers"]))
             if decision == "accept" and got + 1 < needed:
                 state = "waiting"
             self.cands.loc[i, ["review_state", "note"]] = [state, note]

@@ -251,6 +251,8 @@ class CoverageScreen(BenchScreen):
         ids = [f for f, _s in changes]
         expect = self.ledger.expect(ids)
         own = self.ledger.own
+        run = self.data.get("run") or {}  # a gap is about no cell: its kind and run are what it names
+        cells = {f: curation.Cell("gap", run.get("id"), None, None, None) for f in ids}
 
         def write(conn) -> None:
             if undo and decision.state != "saved":
@@ -264,7 +266,8 @@ class CoverageScreen(BenchScreen):
                 else:
                     versions = self.ledger.resolve(expect)
                 saved = curation.set_flag_states(conn, [(f, s, None) for f, s in changes], undo=undo,
-                                                 expect=versions, undoes=decision.audit_ids if undo else None)
+                                                 expect=versions, undoes=decision.audit_ids if undo else None,
+                                                 cells=cells)
             except Exception as exc:
                 self.ledger.finished(ids, None)
                 if not undo:

@@ -52,13 +52,27 @@ COLUMNS = [
 ]
 
 
-def columns_for(width: int) -> list[Column]:
+ESTIMATE_COLUMN = Column("est", "estimated full accuracy (seen items)", 38, sort_key="estimate",
+                         export=("estimate", "estimate_lo", "estimate_hi", "seen", "n_items", "observed"))
+
+
+def estimate_text(est, lo, hi, seen, n_items) -> str:
+    """"est. 61.2 % [58.9, 63.5] · 30 of 249 items" (issue 34): an estimate always says it is one and from how
+    many items; blank for a model without one."""
+    if est is None or pd.isna(est):
+        return ""
+    return f"est. {100 * est:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}] · {int(seen)} of {int(n_items)} items"
+
+
+def columns_for(width: int, *, estimates: bool = False) -> list[Column]:
     """Every column from the one run shown; the model name takes the width the others leave (on a wide
-    terminal family and owner get room too: "northwi…" at 160 columns beside a 60-cell name)."""
+    terminal family and owner get room too: "northwi…" at 160 columns beside a 60-cell name).  ``estimates``:
+    the latest estimate run's column last (issue 34)."""
+    cols = COLUMNS + ([ESTIMATE_COLUMN] if estimates else [])
     if width >= 120:
         wider = {"family": 12, "owner": 16}
-        return fit_columns([replace(c, width=wider.get(c.key, c.width)) for c in COLUMNS], width)
-    return fit_columns(COLUMNS, width)
+        return fit_columns([replace(c, width=wider.get(c.key, c.width)) for c in cols], width)
+    return fit_columns(cols, width)
 
 
 class ModelsScreen(BenchScreen):
@@ -96,11 +110,17 @@ class ModelsScreen(BenchScreen):
         df["ci"] = [_interval(lo, hi) for lo, hi in zip(df["lo"], df["hi"])]
         df["rank_ci"] = [rank_interval(a, b) for a, b in zip(df["rank_lo"], df["rank_hi"])]
         flags = views.model_flag_summary(conn, read.benchmark_id(conn, benchmark), "anomaly")  # per model, by SQL
-        columns = columns_for(self.app.size.width)
+        est_run, est = views.latest_estimates(conn, benchmark)
+        columns = columns_for(self.app.size.width, estimates=bool(est))
+        if est:  # partly evaluated models (issue 34): the estimate in its own column, never in the observed ones
+            for f in views.ESTIMATE_FIELDS:
+                df[f] = pd.array([est.get(int(i), {}).get(f) for i in df["id"]], dtype="Float64").astype(float)
+            df["est"] = [estimate_text(*v) for v in zip(df["estimate"], df["estimate_lo"], df["estimate_hi"],
+                                                        df["seen"], df["n_items"])]
         hay = (df["name"].astype(str) + "\n" + df["family"].fillna("").astype(str) + "\n"
                + df["owner"].fillna("").astype(str)).str.lower().to_numpy()
         return {"frame": df, "columns": columns, "flags": flags,  # the table formats the rows it draws
-                "runs": runs, "run_id": rid, "haystack": hay}
+                "runs": runs, "run_id": rid, "haystack": hay, "estimate_run": est_run}
 
     def show(self, data: dict) -> None:
         self.flags = data["flags"]
@@ -244,6 +264,12 @@ class ModelsScreen(BenchScreen):
         text.append(f"  family {row['family'] or '-'} · owner {row['owner'] or '-'}")
         if pd.notna(row["se"]):
             text.append(f" · se {row['se']:.3f}")
+        if "estimate" in row and pd.notna(row["estimate"]):
+            text.append("\n")
+            text.append(estimate_text(row["estimate"], row["estimate_lo"], row["estimate_hi"], row["seen"],
+                                      row["n_items"]), style="bold")
+            text.append(f"  estimated for the whole benchmark; observed {100 * row['observed']:.1f} % on the "
+                        f"{int(row['seen'])} items it answered", style="dim")
         text.append("\n")
         mine = self.flags.get(int(row["id"]))
         if not mine:

@@ -126,6 +126,7 @@ class FlagQueueScreen(BenchScreen):
         self._shown: dict[int, str] = {}  # the state this screen last showed on a flag it changed (the counts)
         self.changed_meanwhile: dict[int, str] = {}  # flag id -> "dismissed by bea at 14:02" (another writer)
         self.marked: set[int] = set()  # flag ids marked with space for a batch decision
+        self.cells: dict = {}  # flag id -> the cell (store.curation.Cell) it was about when decided here
         self.last_decision = ""
 
     @property
@@ -428,8 +429,9 @@ class FlagQueueScreen(BenchScreen):
         status.append(f" · {triaged:,} of {total:,} triaged", style="bold")
         if self.marked:
             status.append(f" · {len(self.marked):,} marked: c d u o decide them", style="bold magenta")
-        if self.last_decision:
-            status.append(f" · {self.last_decision} (z undo)", style="bold green")
+        if self.last_decision:  # "(z undo)" only while there is something left to undo
+            status.append(f" · {self.last_decision}" + (" (z undo)" if self.ledger.stack else ""),
+                          style="bold green")
         status.append("  j k step · space mark · e note · ? all keys", style="dim")  # the status wraps to 2 lines
         self.query_one("#queue-status", SafeStatic).update(status)
         detail = self.query_one("#queue-detail", SafeStatic)
@@ -575,10 +577,13 @@ class FlagQueueScreen(BenchScreen):
             got = self._read(lambda conn, q: q.by_id(conn, missing, overlay=overlay))
             if got is not None:
                 rows |= {int(r["id"]): r for _, r in got.iterrows()}
+        from benchloupe.store.curation import Cell
+
         out = {}
         for fid in ids:
             if fid in rows:
                 row = rows[fid]
+                self.cells[fid] = Cell.of(row)  # the write names it: refused if the id now names another cell
                 carried = row.get("carried_from")
                 out[fid] = (str(row["state"]), str(row["note"]),
                             int(carried) if carried is not None and pd.notna(carried) else None)
@@ -592,6 +597,7 @@ class FlagQueueScreen(BenchScreen):
 
         ids = decision.ids
         expect = self.ledger.expect(ids)
+        cells = {fid: self.cells[fid] for fid in ids if fid in self.cells}
         for fid, v in (seen or {}).items():
             if v is not None and expect.get(fid) is not CHAIN:
                 expect[fid] = v
@@ -599,7 +605,7 @@ class FlagQueueScreen(BenchScreen):
         def write(conn: sqlite3.Connection) -> None:
             try:
                 versions = self.ledger.resolve(expect)
-                saved = curation.set_flag_states(conn, changes, expect=versions)
+                saved = curation.set_flag_states(conn, changes, expect=versions, cells=cells)
             except Exception as exc:
                 decision.state = "refused"
                 self.ledger.finished(ids, None)
@@ -679,6 +685,7 @@ class FlagQueueScreen(BenchScreen):
         ids = decision.ids
         self.ledger.expect(ids)
         own = self.ledger.own
+        cells = {fid: self.cells[fid] for fid in ids if fid in self.cells}
 
         def write(conn: sqlite3.Connection) -> None:
             if decision.state != "saved":  # it was refused: there is nothing of it to take back
@@ -687,7 +694,8 @@ class FlagQueueScreen(BenchScreen):
                 return
             expect = {fid: own.get(fid) if own.get(fid) is not None else decision.versions[fid] for fid in ids}
             try:
-                saved = curation.set_flag_states(conn, changes, undo=True, expect=expect, undoes=decision.audit_ids)
+                saved = curation.set_flag_states(conn, changes, undo=True, expect=expect, undoes=decision.audit_ids,
+                                                 cells=cells)
             except Exception as exc:
                 self.ledger.finished(ids, None)
                 undo = Decision(ids, {}, f"undo of {decision.label}", state="refused", kind="undo")
@@ -700,8 +708,12 @@ class FlagQueueScreen(BenchScreen):
 
         store_write(self, write, reload=False)
         first, state = decision.ids[0], decision.before[decision.ids[0]][0]
-        self.last_decision = (f"#{first} back to {state}" if len(decision.ids) == 1
-                              else f"{len(decision.ids)} {self.PLURAL} back")
+        if decision.kind == "note":  # the state never changed: the note is what came back
+            note = decision.before[first][1]
+            self.last_decision = f"#{first} note undone" + (f" (note: {note[:40]})" if note else " (no note)")
+        else:
+            self.last_decision = (f"#{first} back to {state}" if len(decision.ids) == 1
+                                  else f"{len(decision.ids)} {self.PLURAL} back")
         self.render_current()
 
     def _cursor_to_last(self, ids: list[int]) -> None:

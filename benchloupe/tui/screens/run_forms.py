@@ -49,7 +49,9 @@ _JOINT = {
 _AUTO = {n: (lambda r: _cfg(r, "mode") != "static") for n in ARENA_FIELDS}
 RULES: dict[str, dict[str, Callable[[Raw], bool]]] = {
     "JointConfig": _JOINT,
-    "CompressConfig": {**_AUTO, "export_name": lambda r: _number(r, "export_fraction") > 0},
+    "CompressConfig": {**_AUTO, "export_name": lambda r: _number(r, "export_fraction") > 0
+                       or (_cfg(r, "purpose") == "estimate" and _number(r, "k") > 0),
+                       "k": lambda r: _cfg(r, "purpose") == "estimate"},
     "AnomalyConfig": _AUTO,
     "BootstrapConfig": _AUTO,
     "ContaminationConfig": _AUTO,
@@ -66,7 +68,7 @@ def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
     from benchloupe.jobs.audit import FAMILY_SOURCES
     from benchloupe.jobs.calibration import VARIANTS
     from benchloupe.jobs.data import CHANCE_MODES
-    from benchloupe.jobs.diagnostics import SELECTIONS
+    from benchloupe.jobs.diagnostics import PURPOSES, SELECTIONS
 
     joint = {"mode": JOINT_MODES, "variant": VARIANTS, "optimizer": ("newton", "block", "lbfgs", "adam"),
              "reg_reduction": ("mean", "sum")}
@@ -75,7 +77,7 @@ def _choices() -> dict[str, dict[str, tuple[str, ...]]]:
         "BaselineConfig": {"variant": VARIANTS},
         "EvaluateConfig": {"variant": VARIANTS},
         "CompressConfig": {"mode": AUTO_MODES, "strategy": SELECTIONS, "baseline_reference": ("dualeval", "own"),
-                           "chance": CHANCE_MODES},
+                           "chance": CHANCE_MODES, "purpose": PURPOSES},
         "AnomalyConfig": {"mode": AUTO_MODES, "chance": CHANCE_MODES},
         "BootstrapConfig": {"mode": AUTO_MODES},
         "ContaminationConfig": {"mode": AUTO_MODES},

@@ -109,6 +109,10 @@ class RunsScreen(BenchScreen):
             name, self.pending_start = self.pending_start, None
             self.start_analysis(name)
 
+    def export_table(self) -> tuple[pd.DataFrame, str]:
+        """w: this benchmark's runs as the history table shows them (the analyses above are the catalogue)."""
+        return self.query_one("#history", FrameTable).export_frame(), "runs"
+
     def start_analysis(self, name: str) -> None:
         """Open the form of analysis *name* (after the screen has loaded, if it has not yet)."""
         if not self.analyses:

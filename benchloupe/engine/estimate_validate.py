@@ -1,0 +1,151 @@
+"""Cross-validated accuracy of every (selection x estimator) pair over held-out models (issue 34,
+``compress --validate`` and ``bench/bench_estimate.py``).
+
+Folds over the models that answered every item (their full accuracy is the truth): each fold's test models are
+held out, the static 2PL (with the data's chance levels) is fitted on all the other models, and for each k every
+selection picks k items, each estimator predicts each test model's full accuracy from those items alone:
+
+* selections: ``random`` (each model its own k random items), ``targeted`` (the compress default's first k items:
+  chosen for rank recovery, a biased sample for accuracy), ``anchor`` (tinyBenchmarks' anchor points on the item
+  parameters, cluster-size weights) and ``curve`` (ours, :func:`benchloupe.engine.estimate.curve_points`);
+* estimators: ``mean`` (the seen items' design-weighted mean), ``irt`` (mean curve at the MAP ability), ``pirt``
+  (seen observed + unseen expected at the MAP ability), ``gpirt`` (tinyBenchmarks' mix of ``mean`` and ``pirt``,
+  its weight from the training models' errors on the same selection) and ``ours`` (EAP p-IRT with the misfit-shrunk
+  residual and the replay-calibrated interval; the only one with an interval).
+
+Reported per (k, selection, estimator): the mean absolute error, its 90th percentile (in accuracy units; the faces
+print points) and, for ``ours``, the interval's coverage and mean width, over every held-out model of every fold.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+
+from benchloupe.engine import estimate as E
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+
+SELECTIONS = ("random", "targeted", "anchor", "curve")
+ESTIMATORS = ("mean", "irt", "pirt", "gpirt", "ours")
+
+
+def fold_calibration(y: np.ndarray, mask: np.ndarray, chance, *, cancel=None):
+    """The static fit on the training rows and its :class:`~benchloupe.engine.estimate.Calibration` (with the
+    misfit variance from the training models); returns (calibration, fit result, StaticData)."""
+    from benchloupe.engine.joint import JointConfig, StaticData, fit_joint
+
+    st = StaticData(np.where(mask, y, 0).astype(np.int8), mask, chance=chance)
+    res = fit_joint(st, None, JointConfig(mode="static"), cancel=cancel)
+    c = res.chance_static if res.chance_static is not None else None
+    cal = E.calibration(res.a_static, res.b_static, c, res.theta)
+    full = mask.all(axis=1)
+    cal.tau2 = E.misfit_variance(cal, y[full], mask[full])
+    return cal, res, st
+
+
+def _masks(sel_name: str, n_rows: int, cal: E.Calibration, k: int, rng, *, order=None, fold: int = 0):
+    """(mask n_rows x N, design weights over N or None) of a selection."""
+    N = cal.n_items
+    m = np.zeros((n_rows, N), bool)
+    if sel_name == "random":
+        for i in range(n_rows):
+            m[i, rng.choice(N, k, replace=False)] = True
+        return m, None
+    if sel_name == "targeted":
+        m[:, order[:k]] = True
+        return m, None
+    sel = (E.anchor_points if sel_name == "anchor" else E.curve_points)(cal, k, seed=fold)
+    m[:, sel.items] = True
+    return m, E.full_weights(sel, N)
+
+
+def _predict(cal, y, mask, weights, lam, scale, level):
+    plain = E.plain_estimators(cal, y, mask, weights=weights)
+    ours = E.estimate(cal, y, mask, weights=weights, scale=scale, level=level)
+    out = {**plain, "gpirt": lam * plain["mean"] + (1 - lam) * plain["pirt"], "ours": ours.accuracy}
+    return out, ours
+
+
+def cross_validate(y: np.ndarray, mask: np.ndarray, ks, *, chance=None, folds: int = 5, seed: int = 0,
+                   selections=SELECTIONS, level: float = E.LEVEL, max_test: int | None = None, extra=None,
+                   progress: Progress = no_progress, cancel: threading.Event | None = None) -> pd.DataFrame:
+    """Per-model errors of every (k, selection, estimator) over ``folds`` folds of the fully answered models
+    (``max_test`` caps the held-out models per fold, a seeded subsample); returns the long table (fold, k,
+    selection, estimator, model row, error, covered, width).  ``extra``: more estimators, name ->
+    ``fn(cal, y_train, mask_train, y_test, mask_test, weights) -> predictions`` (the bench's re-implementations)."""
+    y = np.asarray(y, float)
+    mask = np.asarray(mask, bool)
+    N = y.shape[1]
+    ks = sorted({int(k) for k in ks})
+    if not ks or ks[0] < 1 or ks[-1] >= N:
+        raise EngineError(f"--validate takes sizes from 1 to {N - 1} (the benchmark has {N} items), got "
+                          f"{', '.join(map(str, ks))}")
+    unknown = set(selections) - set(SELECTIONS)
+    if unknown:
+        raise EngineError(f"selections are {', '.join(SELECTIONS)}; got {', '.join(sorted(unknown))}")
+    full = np.flatnonzero(mask.all(axis=1))
+    if len(full) < 5 * folds:
+        raise EngineError(f"cross-validation needs at least {5 * folds} models that answered every item (the truth "
+                          f"of a held-out model is its full accuracy); this benchmark has {len(full)}")
+    rng = np.random.default_rng(seed)
+    parts = np.array_split(rng.permutation(full), folds)
+    rows = []
+    steps = folds * len(ks) * len(selections)
+    done = 0
+    for f, test in enumerate(parts):
+        check_cancel(cancel)
+        train = np.setdiff1d(np.arange(len(y)), test)
+        if max_test is not None and len(test) > max_test:
+            test = np.sort(rng.choice(test, max_test, replace=False))
+        progress(done, steps, f"fold {f + 1} of {folds}: fitting the items on {len(train)} models")
+        cal, res, st = fold_calibration(y[train], mask[train], chance, cancel=cancel)
+        order = None
+        if "targeted" in selections:
+            from benchloupe.engine import informativeness
+
+            order = informativeness.selection_order(res, st, None, None, "targeted")
+        tr_full = train[mask[train].all(axis=1)]
+        ytr, yte = y[tr_full], y[test]
+        truth_tr, truth_te = ytr.mean(axis=1), yte.mean(axis=1)
+        for k in ks:
+            for s in selections:
+                check_cancel(cancel)
+                m_tr, w = _masks(s, len(tr_full), cal, k, rng, order=order, fold=f)
+                plain_tr = E.plain_estimators(cal, ytr, m_tr, weights=w)
+                lam = E.gp_lambda(plain_tr["mean"], plain_tr["pirt"], truth_tr)
+                m_te, _ = _masks(s, len(test), cal, k, rng, order=order, fold=f) if s == "random" else (
+                    np.broadcast_to(m_tr[:1], (len(test), N)).copy(), w)
+                scale = E.interval_scale(cal, ytr, np.ones_like(m_tr), m_te, weights=w, seed=f, level=level)
+                pred, ours = _predict(cal, yte, m_te, w, lam, scale, level)
+                covered = (truth_te >= ours.lo) & (truth_te <= ours.hi)
+                for name, fn in (extra or {}).items():
+                    pred[name] = fn(cal, ytr, m_tr, yte, m_te, w)
+                for est_name in (*ESTIMATORS, *(extra or {})):
+                    err = np.abs(pred[est_name] - truth_te)
+                    rows.append(pd.DataFrame({
+                        "fold": f, "k": k, "selection": s, "estimator": est_name, "model": test, "error": err,
+                        "covered": covered if est_name == "ours" else np.nan,
+                        "width": (ours.hi - ours.lo) if est_name == "ours" else np.nan, "gp_lambda": lam}))
+                done += 1
+                progress(done, steps, f"fold {f + 1}: k={k} {s}")
+    return pd.concat(rows, ignore_index=True)
+
+
+def summarise(long: pd.DataFrame) -> pd.DataFrame:
+    """One row per (k, selection, estimator): models, MAE and 90th-percentile error in points, and for ``ours``
+    the interval's coverage and mean width (points)."""
+    g = long.groupby(["k", "selection", "estimator"], sort=False)
+    out = g.agg(models=("error", "size"), mae=("error", "mean"), p90=("error", lambda e: float(np.quantile(e, 0.9))),
+                coverage=("covered", "mean"), width=("width", "mean")).reset_index()
+    for c in ("mae", "p90", "width"):
+        out[c] = (100 * out[c]).round(2)
+    out["coverage"] = out["coverage"].round(3)
+    return out
+
+
+def best(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per k, the (selection, estimator) with the lowest MAE."""
+    idx = summary.groupby("k")["mae"].idxmin()
+    return summary.loc[idx, ["k", "selection", "estimator", "mae", "p90"]].reset_index(drop=True)
