@@ -39,7 +39,8 @@ def register_search(sub, common) -> None:
     p = sub.add_parser("search", help="find items by words in their text, answer, key, group, metadata or "
                                       "benchmark name, across all benchmarks (best first)")
     common(p)
-    p.add_argument("text", nargs="+", help="words to find (all must match; quotes, AND, * are plain words)")
+    p.add_argument("text", nargs="+", help="words to find (all must match; quotes, AND, * are plain words); at most "
+                                           "64 words (a repeated word counts once) and 100,000 characters")
     p.add_argument("--benchmark", metavar="B", help="search only this benchmark")
     ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "hits"), default=50, metavar="N",
                     help="at most N hits (default 50)")

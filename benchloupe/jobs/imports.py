@@ -403,7 +403,7 @@ def _as_trials(parsed_all, order: list[int], task: str, model: str, prior: list[
     return label, fmt, merged, sha
 
 
-def _stored_runs(db_path, parsed_all) -> dict[str, dict]:
+def stored_runs(db_path, parsed_all) -> dict[str, dict]:
     """The harness runs each benchmark's stored cells count, for the benchmarks this batch's runs write (read
     before the write; the writer checks in its transaction that they did not change meanwhile)."""
     from benchloupe.store.db import connect
@@ -509,7 +509,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
             raise ImportFormatError(", ".join(paths), "", f"none of {len(files)} files could be imported "
                                     f"({summary.skipped[0] if summary.skipped else ''})", "name the format explicitly")
         exists = Path(db_path).exists() and not replace  # a refused import must not create the database
-        parsed_all = resolve_reruns(parsed_all, _stored_runs(db_path, parsed_all) if exists else {})
+        parsed_all = resolve_reruns(parsed_all, stored_runs(db_path, parsed_all) if exists else {})
         conn = connect(db_path)
         try:
             binomial = {p.benchmark for _, _, p, _ in parsed_all if p.trials is not None}

@@ -100,3 +100,9 @@ def test_a_signal_ends_a_long_search_with_130(db, signum):
             proc.wait()
     assert proc.returncode == 130, err
     assert err == "benchloupe: interrupted\n" and out == ""
+
+
+def test_the_help_states_the_maximum():
+    rc, out, err = run_cli(["search", "--help"])
+    assert rc == 0 and f"at most {max_words()} words" in " ".join(out.split())
+    assert f"{MAX_QUERY_CHARS:,} characters" in " ".join(out.split())

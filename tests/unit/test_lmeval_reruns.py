@@ -222,3 +222,17 @@ def test_changed_documents_after_a_newest_import_are_refused_too(tmp_path, capsy
     assert _dump(db) == before
     counts = [json.loads(c) for (c,) in sqlite3.connect(db).execute("SELECT counts FROM imports")]
     assert "docs" not in counts[0]["runs"][0] and len(counts[0]["runs"][0]["docs_digest"]) == 32
+
+
+def test_a_single_file_import_counts_runs_like_a_batch(tmp_path):
+    """jobs.import_file (one file) goes through the same run records: a later run adds a trial, a copy does not."""
+    from benchloupe.jobs import import_file
+
+    db = tmp_path / "w.db"
+    first, second = sorted(SAMPLER.glob("samples_*.jsonl"))
+    import_file(db, first, "lm-eval", reruns="trials")
+    import_file(db, second, "lm-eval", reruns="trials")
+    import_file(db, first, "lm-eval", reruns="trials")  # already counted
+    assert _cells(db)[1]["sampler"] == ([1, 1, 1], [2, 2, 2])
+    with pytest.raises(ImportFormatError, match="differ in their documents"):
+        import_file(db, next(CHANGED.glob("samples_*.jsonl")), "lm-eval", reruns="trials")

@@ -429,8 +429,9 @@ class FlagQueueScreen(BenchScreen):
         status.append(f" · {triaged:,} of {total:,} triaged", style="bold")
         if self.marked:
             status.append(f" · {len(self.marked):,} marked: c d u o decide them", style="bold magenta")
-        if self.last_decision:
-            status.append(f" · {self.last_decision} (z undo)", style="bold green")
+        if self.last_decision:  # "(z undo)" only while there is something left to undo
+            status.append(f" · {self.last_decision}" + (" (z undo)" if self.ledger.stack else ""),
+                          style="bold green")
         status.append("  j k step · space mark · e note · ? all keys", style="dim")  # the status wraps to 2 lines
         self.query_one("#queue-status", SafeStatic).update(status)
         detail = self.query_one("#queue-detail", SafeStatic)
@@ -707,8 +708,12 @@ class FlagQueueScreen(BenchScreen):
 
         store_write(self, write, reload=False)
         first, state = decision.ids[0], decision.before[decision.ids[0]][0]
-        self.last_decision = (f"#{first} back to {state}" if len(decision.ids) == 1
-                              else f"{len(decision.ids)} {self.PLURAL} back")
+        if decision.kind == "note":  # the state never changed: the note is what came back
+            note = decision.before[first][1]
+            self.last_decision = f"#{first} note undone" + (f" (note: {note[:40]})" if note else " (no note)")
+        else:
+            self.last_decision = (f"#{first} back to {state}" if len(decision.ids) == 1
+                                  else f"{len(decision.ids)} {self.PLURAL} back")
         self.render_current()
 
     def _cursor_to_last(self, ids: list[int]) -> None:
