@@ -169,7 +169,8 @@ class Numbers:
         for prefix, rng, n in self.forms:
             names = ",".join("ABCDEFGH"[i] for i in range(n)) if n else "X,Y,..."
             shapes.append(f"{prefix}{names} with {'each ' if (n or 2) > 1 else ''}{rng.describe()}")
-        return "; ".join(shapes)
+        # the words and other kinds too, so a default such as "uniform" lies inside the range --help states
+        return "; ".join([*self.words, *shapes, *(f"{o}NAME" for o in self.other)])
 
     def check(self, text: str, *, form: bool = False) -> str:
         """*text* when its numbers lie in their ranges, else ValueError with one line naming the number."""
@@ -242,6 +243,7 @@ FIELDS: dict[str, Range | Numbers] = {
                                      ("all",)),
     "CompressConfig.retire_lowest": count(1, 10**9, "items", special=(0, "none")),
     "CompressConfig.k": count(1, 10**9, "items", off=(0, "none")),
+    "CompressConfig.random_draws": count(1, 1000, "random draws at most"),
     "CompressConfig.validate": Numbers((("", count(1, 10**9, "items"), None),)),
     "AnomalyConfig.threshold": SIGMAS,
     "ScreenConfig.run": count(1, INT64_MAX, "run id", special=(0, "the latest static or joint fit")),

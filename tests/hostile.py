@@ -258,3 +258,24 @@ def import_bombs(folder: Path, expand: int) -> dict[str, tuple[str, Path]]:
     out["npz whose arrays pass the limit"] = ("neartie-npz", _zip_raw(
         folder / "honest.npz", base + [("responses.npy", 8, packed, len(honest), zlib.crc32(honest))]))
     return out
+
+
+SECRET = "s3cr3t-pw"
+
+
+def credential_urls(host: str = "api.example.com") -> list[str]:
+    """Base URLs that carry credentials (issue 37 #9), one per class: user and password, user only, password
+    only, an ``@`` inside the password, percent-encoded ones, an IPv6 host, an upper-case scheme, a port; each
+    password is :data:`SECRET`, which no message, stored row or journal may repeat."""
+    return [f"https://user:{SECRET}@{host}/v1", f"https://{SECRET}@{host}/v1", f"https://:{SECRET}@{host}/v1",
+            f"https://user:{SECRET}@x@{host}/v1", f"https://user%40corp:{SECRET}%21@{host}/v1",
+            f"http://user:{SECRET}@[::1]:8080/v1", f"HTTPS://user:{SECRET}@{host}:443/v1",
+            f"http://user:{SECRET}@127.0.0.1:9/v1?x=1"]
+
+
+def broken_line_urls(host: str = "api.example.com") -> list[str]:
+    """Base URLs with a line break, tab, NUL, separator or space inside (issue 37 #9): each can forge a line of
+    whatever shows or logs it."""
+    base = f"https://{host}/v1"
+    return [base + "\n", base + "\nconfirmed by boss", base + "\r\n", "https://api.\nexample.com/v1", base + "\t",
+            base + "\x00", base + "\u2028", base + "\u0085", base + "\x1b[2J", f"https://{host}/v 1", base + "\u200b"]

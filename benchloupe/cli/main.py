@@ -122,7 +122,7 @@ def analysis_commands() -> list:
     from benchloupe.cli import audit, calibration, coverage, estimate, fill
 
     return [calibration.register_fit, calibration.register_compress, estimate.register_estimate,
-            calibration.register_anomalies,
+            estimate.register_next_items, estimate.register_compare, calibration.register_anomalies,
             calibration.register_screen, calibration.register_bootstrap, calibration.register_evaluate,
             calibration.register_contamination, audit.register_audit,
             coverage.register_coverage, coverage.register_calibrate, fill.register_endpoints, fill.register_fill,

@@ -74,9 +74,47 @@ def _field_type(f: dataclasses.Field) -> type:
     return type(default) if default is not None else str
 
 
+# The fixed choices of config fields that are text (issue 32: --help lists them), "Class.field" or "field" for
+# every class; a text field in neither this nor FREE_TEXT fails tests/unit/test_cli_help.py.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "JointConfig.mode": ("joint", "static", "arena"),
+    "JointConfig.reg_reduction": ("mean", "sum"),
+    "JointConfig.variant": ("paper", "reference"),
+    "EvaluateConfig.variant": ("paper", "reference"),
+    "JointConfig.optimizer": ("newton", "block", "lbfgs", "adam"),
+    "mode": ("auto", "joint", "static", "arena"),
+    "chance": ("stated", "estimate", "none"),
+    "CompressConfig.baseline_reference": ("dualeval", "own"),
+    "CompressConfig.purpose": ("ranking", "estimate"),
+    "CoverageConfig.method": ("map", "mml"),
+    "CoverageConfig.uncertainty": ("laplace", "bootstrap", "none"),
+    "CoverageConfig.prior": ("normal", "hierarchical_theta", "hierarchical_b"),
+    "AuditConfig.protocol": ("primary", "full"),
+    "AuditConfig.anchor_ties": ("exact", "float"),
+    "AuditConfig.family_from": ("name", "column", "arch"),
+    "AuditConfig.representative": ("median", "id"),
+}
+# text fields that take free text or a pattern their help states (names, keys, target:..., comma lists)
+FREE_TEXT = {"CompressConfig.target", "CompressConfig.export_name", "CoverageConfig.target", "CoverageConfig.group",
+             "CoverageConfig.robustness", "CoverageConfig.improvement", "CalibrateConfig.target",
+             "CalibrateConfig.reference", "ContaminationConfig.date_key", "ContaminationConfig.cutoff_key",
+             "ScreenConfig.model"}
+
+
+def field_choices(config_cls, name: str) -> tuple[str, ...] | None:
+    """The fixed choices of a text field of ``config_cls`` (:data:`CHOICES`), None for free text."""
+    if name == "strategy" and config_cls.__name__ == "CompressConfig":
+        from benchloupe.engine import informativeness
+
+        return tuple(informativeness.SELECTIONS)
+    return CHOICES.get(f"{config_cls.__name__}.{name}", CHOICES.get(name))
+
+
 def add_config_args(parser, config_cls, *, skip: tuple[str, ...] = ()) -> None:
-    """One ``--option`` per field of a frozen config dataclass; the help shows the paper's default."""
-    group = parser.add_argument_group(f"{config_cls.__name__} (defaults: {(config_cls.__doc__ or '').strip().splitlines()[0]})")
+    """One ``--option`` per field of a frozen config dataclass; the help shows the paper's default, the range of
+    a number and the choices of a text with fixed ones (issue 32: no internal class name or cut docstring in the
+    group's title)."""
+    group = parser.add_argument_group("analysis settings (defaults as in the paper unless noted)")
     for f in dataclasses.fields(config_cls):
         if f.name in skip or not f.init:
             continue
@@ -84,16 +122,23 @@ def add_config_args(parser, config_cls, *, skip: tuple[str, ...] = ()) -> None:
         typ = _field_type(f)
         default = f.default if f.default is not dataclasses.MISSING else None
         declared = ranges.field_range(config_cls.__name__, f.name)
-        shown = f"default: {default if default is not None else 'per variant'}"
+        shown = f"default: {default if default not in (None, '') else ('none' if default == '' else 'per variant')}"
+        off = getattr(declared, "off", None)
+        if off is not None and default == off[0]:  # the default lies outside the numbers one may give: say it
+            shown = f"default: {off[1]} (leave the option out)"
         if typ is bool:
             group.add_argument(flag, dest=f"cfg_{f.name}", type=_bool, default=None, metavar="yes|no",
-                               help=f"default: {default}")
+                               help=f"default: {'yes' if default else 'no'}")
         elif typ in (int, float):
             group.add_argument(flag, dest=f"cfg_{f.name}", action=Ranged, default=None, metavar=f.name.upper(),
                                range=declared or ranges.any_finite(typ is int), help=shown)
         elif declared is not None:  # a text holding numbers (coverage's beta:A,B)
             group.add_argument(flag, dest=f"cfg_{f.name}", action=Ranged, default=None, metavar=f.name.upper(),
                                range=declared, help=shown)
+        elif (options := field_choices(config_cls, f.name)) is not None:
+            # checked by the config as before (one line naming the option, exit 1), listed here
+            group.add_argument(flag, dest=f"cfg_{f.name}", type=str, default=None, metavar="|".join(options),
+                               help=f"one of {', '.join(options)}; {shown}")
         else:
             group.add_argument(flag, dest=f"cfg_{f.name}", type=typ, default=None, metavar=f.name.upper(),
                                help=shown)

@@ -52,6 +52,23 @@ class SimBenchmark:
     gap: tuple[float, float] | None = None
     dif: np.ndarray | None = None  # families (sorted) x items residual family effects
     model_rows: list[int] | None = None  # rows of Workspace.model_names in this benchmark (None = all)
+    item_dates: list[str] | None = None  # ISO date per item (item metadata ``date``), None: undated
+
+
+@dataclass
+class LateModel:
+    """A model that arrives after the demo's clean fit (issue 32): demo-math results only, simulated from the same
+    items, with a contamination window: it solves items dated on or before its cutoff far more often than its
+    ability predicts (``window_items``: the failures flipped to successes), so ``benchloupe screen`` and
+    ``benchloupe contamination`` have something to find."""
+
+    name: str
+    family: str
+    owner: str
+    theta: float
+    cutoff: str
+    correct: np.ndarray  # one row over demo-math's items, int8 (-1 missing)
+    window_items: list[int]
 
 
 @dataclass
@@ -62,6 +79,8 @@ class Workspace:
     theta: np.ndarray
     adversarial: int
     benchmarks: list[SimBenchmark]
+    cutoffs: list[str] | None = None  # ISO date per model (model metadata ``cutoff``), None: none
+    late: LateModel | None = None
 
 
 def _models(rng: np.random.Generator, n_models: int, used: set[str] | None = None
@@ -206,7 +225,33 @@ def demo_workspace(seed: int = 20261129, n_models: int = 40, audit_models: int =
     if audit_models:
         theta = np.concatenate([theta, _add_audit_models(np.random.default_rng(seed + 1), chem, names, fams, owners,
                                                          audit_models)])
-    return Workspace(names, fams, owners, theta, adversarial, [chem, math, arena])
+    ws = Workspace(names, fams, owners, theta, adversarial, [chem, math, arena])
+    _add_dates_and_late_model(np.random.default_rng(seed + 2), ws, math)
+    return ws
+
+
+DEMO_START = np.datetime64("2023-01-01")
+LATE_CUTOFF_DAYS = 730  # the late model's cutoff: 2025-01-01, about two thirds of demo-math's items before it
+LATE_WINDOW_RATE = 0.6  # share of its failures on pre-cutoff items flipped to successes (the window)
+
+
+def _add_dates_and_late_model(rng: np.random.Generator, ws: Workspace, math: SimBenchmark) -> None:
+    """Item dates (demo-math: uniform over 2023-2025), model cutoffs (uniform over mid 2023 to mid 2025) and the
+    late model with its contamination window, from their own random stream (``seed + 2``), so every response of
+    the first 130 models is the same as without them."""
+    n_items = len(math.item_keys)
+    math.item_dates = [str(DEMO_START + int(d)) for d in rng.integers(0, 3 * 365, n_items)]
+    ws.cutoffs = [str(DEMO_START + int(d)) for d in rng.integers(180, 900, len(ws.model_names))]
+    fam_idx = {f: k for k, f in enumerate(sorted(set(ws.families)))}
+    theta = float(rng.normal(0.0, 0.5))
+    logit = math.a * (theta - math.b) + math.dif[fam_idx["mistral"]]
+    y = (rng.random(n_items) < 1.0 / (1.0 + np.exp(-logit))).astype(np.int8)
+    day = (np.array(math.item_dates, dtype="datetime64[D]") - DEMO_START).astype(int)
+    flip = np.flatnonzero((day <= LATE_CUTOFF_DAYS) & (y == 0) & (rng.random(n_items) < LATE_WINDOW_RATE))
+    y[flip] = 1
+    y[rng.random(n_items) < 0.02] = -1
+    ws.late = LateModel("latecomer/Mistral-12B-Instruct-v0.3", "mistral", "latecomer", theta,
+                        str(DEMO_START + LATE_CUTOFF_DAYS), y, [int(j) for j in flip if y[j] == 1])
 
 
 def _add_audit_models(rng, chem: SimBenchmark, names, fams, owners, n_extra: int) -> np.ndarray:

@@ -124,10 +124,14 @@ def _parsed_from_sim(ws: Workspace, bench) -> ParsedImport:
         "key": bench.item_keys, "text": bench.item_text, "answer": bench.item_answer, "group": bench.item_group,
         "kind": bench.kind, "chance": bench.item_chance,
     })
+    if bench.item_dates is not None:
+        items["metadata"] = [{"date": d} for d in bench.item_dates]
     rows = bench.model_rows if bench.model_rows is not None else list(range(len(ws.model_names)))
     models = pd.DataFrame({"name": [ws.model_names[r] for r in rows],
                            "family": [None if ws.families[r] == "unknown" else ws.families[r] for r in rows],
                            "owner": [ws.owners[r] for r in rows]})
+    if ws.cutoffs is not None:
+        models["metadata"] = [{"cutoff": ws.cutoffs[r]} for r in rows]
     if bench.kind == "static":
         return ParsedImport(bench.name, "static", items, models, correct=bench.correct, source="demo simulation")
     mi, ii = np.nonzero(np.isfinite(bench.rewards))
@@ -179,7 +183,39 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
             "endpoints": info_eps}
     if analyses:
         info["runs"] = run_demo_analyses(db_path, progress, cancel)
+        if ws.late is not None:  # arrives after the clean fit of demo-math: `benchloupe screen` checks it
+            info["late_model"] = _import_late_model(db_path, ws)
+            info["models"] += 1
     return info
+
+
+def _import_late_model(db_path, ws: Workspace) -> str:
+    """The demo's late model (engine.simulate.LateModel): its demo-math results imported after the showcase runs,
+    so the clean static fit of demo-math has not seen them, and its window in the ground truth."""
+    import pandas as pd
+
+    from benchloupe.store.importers.base import ParsedImport
+    from benchloupe.store.writer import write_import
+
+    late = ws.late
+    math = next(b for b in ws.benchmarks if b.name == "demo-math")
+    conn = connect(db_path)
+    try:
+        write_import(conn, ParsedImport(
+            "demo-math", "static", pd.DataFrame({"key": math.item_keys}),
+            pd.DataFrame({"name": [late.name], "family": [late.family], "owner": [late.owner],
+                          "metadata": [{"cutoff": late.cutoff}]}),
+            correct=late.correct[None, :], source="demo simulation: a model imported after the clean fit"),
+            fmt="demo", sha256=f"late:{late.name}")
+        bid = read.benchmark_id(conn, "demo-math")
+        rows = [(bid, "model", late.name, "theta", late.theta), (bid, "model", late.name, "window", 1.0)]
+        rows += [(bid, "cell", f"{late.name}\t{math.item_keys[j]}", "contaminated", 1.0) for j in late.window_items]
+        with transaction(conn):
+            conn.executemany("INSERT OR REPLACE INTO truth (benchmark_id, entity, key, name, value)"
+                             " VALUES (?, ?, ?, ?, ?)", rows)
+    finally:
+        conn.close()
+    return late.name
 
 
 DEMO_ANNOTATORS = 12

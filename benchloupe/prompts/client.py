@@ -28,8 +28,10 @@ import json
 import math
 import os
 import random
+import re
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -40,6 +42,7 @@ from benchloupe.engine.benchfill_types import LLMCallRecord, LLMFailure
 from benchloupe.engine.common import EngineError
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.prompts import simulated
+from benchloupe.words import clip
 
 NO_KEY = "not-needed"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -78,6 +81,8 @@ class EndpointConfig:
         accepted and then failed mid-session)."""
         if self.base_url is not None and not isinstance(self.base_url, str):
             raise EngineError(f"base_url must be a URL, got {self.base_url!r}")
+        if self.base_url:
+            check_base_url(self.base_url, say(Opt("base_url")))
         if self.base_url and not self.base_url.strip().lower().startswith(("http://", "https://")) and \
                 self.base_url.strip().lower() != simulated.SIMULATED_URL:
             raise EngineError(f"base_url must start with http:// or https:// (or be {simulated.SIMULATED_URL}, "
@@ -97,6 +102,40 @@ class EndpointConfig:
     def url(self) -> str:
         """The base URL in use: the configured one, else ``$OPENAI_BASE_URL``, else empty."""
         return (self.base_url or os.environ.get(BASE_URL_ENV) or "").strip()
+
+    @property
+    def shown_url(self) -> str:
+        """:attr:`url` as messages and the journal show it: any ``user:password@`` of ``$OPENAI_BASE_URL``
+        replaced by ``***@`` (a configured base URL cannot hold one: :func:`check_base_url`)."""
+        return redact_url(self.url)
+
+
+def _userinfo(url: str) -> str | None:
+    """The ``user:password`` part of a URL's authority, or None."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    return authority.rsplit("@", 1)[0] if "@" in authority else None
+
+
+def redact_url(url: str) -> str:
+    """*url* with any credentials in its authority shown as ``***``."""
+    info = _userinfo(url)
+    return url.replace(info + "@", "***@", 1) if info is not None else url
+
+
+def check_base_url(url: str, what: str = "base_url") -> None:
+    """Refuse a base URL that holds credentials (issue 37 #9: ``https://user:password@host`` was stored in the
+    team's database, printed by ``endpoints show`` and written into every journaled call) or a control character
+    or line break (a newline in a URL was accepted), in one line that never repeats the password."""
+    if _userinfo(url) is not None:
+        raise EngineError(f"{what} {redact_url(url)!r} holds credentials (user:password@); the shared database "
+                          "never stores them: give the URL without them, and the key through the environment "
+                          "(--api-key-env NAME) or the per-user endpoints file (--user)")
+    bad = next((c for c in url if unicodedata.category(c)[0] in "CZ" and c != " "), None)
+    if bad is not None or " " in url.strip():
+        which = f"U+{ord(bad):04X}" if bad is not None else "a space"
+        raise EngineError(f"{what} {url!r} holds a line break, space or control character ({which}); give the URL "
+                          "on one line, as http://host:port/v1")
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -162,7 +201,7 @@ class ChatClient:
     def _scrub(self, text: str) -> str:
         if self._key and self._key != NO_KEY and self._key in text:
             text = text.replace(self._key, "***")
-        return " ".join(text.split())[:300]
+        return clip(text, 300)
 
     def _openai(self) -> openai.OpenAI:
         with self._lock:
@@ -227,7 +266,7 @@ class ChatClient:
                     delay = self.backoff(attempt, err.retry_after)
                     if delay >= 1.0 and self.notify is not None:
                         asked = f", the server's Retry-After {err.retry_after:g} s" if err.retry_after else ""
-                        self.notify(f"{ep.model} at {ep.url}: {err.error[:80]}; waiting {delay:.0f} s before retry "
+                        self.notify(f"{ep.model} at {ep.shown_url}: {clip(err.error, 80)}; waiting {delay:.0f} s before retry "
                                     f"{attempt + 1} of {ep.max_retries}{asked}")
                     self._sleep(delay)
                 continue
@@ -239,13 +278,13 @@ class ChatClient:
             return ChatReply(text, tuple(calls), truncated)
         error = last.error if last is not None else "no attempt was made"
         tries = ep.max_retries + 1
-        raise LLMFailure(f"{ep.model!r} at {ep.url}: gave up after {tries} attempt{'s' if tries > 1 else ''}, "
+        raise LLMFailure(f"{ep.model!r} at {ep.shown_url}: gave up after {tries} attempt{'s' if tries > 1 else ''}, "
                          f"last error: {error}", fatal=True, calls=calls)
 
     def _too_long(self, err: _Retryable) -> str:
         """The one line for a server that asks to wait longer than ``retry_after_max``."""
         ep = self.endpoint
-        return say(f"{ep.model!r} at {ep.url} answered {err.error[:60]} and asks to wait {err.retry_after:,.0f} s "
+        return say(f"{ep.model!r} at {ep.shown_url} answered {clip(err.error, 60)} and asks to wait {err.retry_after:,.0f} s "
                    f"before retrying, more than this endpoint waits ({ep.retry_after_max:g} s, ", Opt("retry_after_max"),
                    "); try again later, or raise the limit ",
                    Alt("with `benchloupe endpoints set ROLE --retry-after-max SECONDS`",
@@ -265,16 +304,16 @@ class ChatClient:
         except openai.APITimeoutError:
             raise _Retryable("timeout", None, f"no reply within {ep.timeout:g} s (timeout)") from None
         except openai.APIConnectionError as exc:
-            raise _Retryable("connection", None, f"cannot reach {ep.url}: {self._scrub(_connection_cause(exc))}") from None
+            raise _Retryable("connection", None, f"cannot reach {ep.shown_url}: {self._scrub(_connection_cause(exc))}") from None
         except openai.AuthenticationError as exc:
             where = "api_key in the endpoint config" if ep.api_key else f"${ep.api_key_env}"
-            raise LLMFailure(f"{ep.url} rejected the API key for {ep.model!r} (HTTP 401): check {where} "
+            raise LLMFailure(f"{ep.shown_url} rejected the API key for {ep.model!r} (HTTP 401): check {where} "
                              f"[{self._scrub(exc.message)}]", fatal=True) from None
         except openai.PermissionDeniedError as exc:
-            raise LLMFailure(f"{ep.url} denied access to {ep.model!r} (HTTP 403): "
+            raise LLMFailure(f"{ep.shown_url} denied access to {ep.model!r} (HTTP 403): "
                              f"{self._scrub(exc.message)}", fatal=True) from None
         except openai.NotFoundError as exc:
-            raise LLMFailure(f"model {ep.model!r} not found at {ep.url} (HTTP 404): check the model name "
+            raise LLMFailure(f"model {ep.model!r} not found at {ep.shown_url} (HTTP 404): check the model name "
                              f"[{self._scrub(exc.message)}]", fatal=True) from None
         except openai.APIStatusError as exc:
             code = exc.status_code
@@ -282,35 +321,35 @@ class ChatClient:
                 raise _Retryable(f"http_{code}", code, f"HTTP {code}: {self._scrub(exc.message)}",
                                  retry_after_seconds(exc.response.headers)) from None
             if json_mode and "response_format" in str(exc.message):
-                raise LLMFailure(say(f"{ep.url} does not support JSON mode for {ep.model!r} (HTTP {code}): turn it off ",
+                raise LLMFailure(say(f"{ep.shown_url} does not support JSON mode for {ep.model!r} (HTTP {code}): turn it off ",
                                      Alt("with `benchloupe endpoints set ROLE --no-json-mode`",
                                          "in the endpoint's settings (E on the BenchFill screen)"),
                                      f" [{self._scrub(exc.message)}]"), fatal=True) from None
-            raise LLMFailure(f"{ep.url} refused the request for {ep.model!r} (HTTP {code}): "
+            raise LLMFailure(f"{ep.shown_url} refused the request for {ep.model!r} (HTTP {code}): "
                              f"{self._scrub(exc.message)}", fatal=True) from None
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise _Retryable("bad_body", None, f"reply was not valid JSON: {self._scrub(str(exc))}") from None
         if isinstance(resp, (str, bytes)):  # the openai package hands back a non-JSON body as text
-            raise _Retryable("bad_body", None, f"reply was not valid JSON: {self._scrub(str(resp))[:80]!r}")
+            raise _Retryable("bad_body", None, f"reply was not valid JSON: {clip(self._scrub(str(resp)), 80)!r}")
         choices = getattr(resp, "choices", None)
         if not isinstance(choices, list) or not choices:
-            raise _Retryable("bad_body", None, f"reply was not a chat completion: {self._scrub(repr(resp))[:120]}")
+            raise _Retryable("bad_body", None, f"reply was not a chat completion: {clip(self._scrub(repr(resp)), 120)}")
         choice = choices[0]
         message = getattr(choice, "message", None) if choice is not None else None
         if message is None:
-            raise _Retryable("bad_body", None, f"reply's choices[0] held no message: {self._scrub(repr(choice))[:80]}")
+            raise _Retryable("bad_body", None, f"reply's choices[0] held no message: {clip(self._scrub(repr(choice)), 80)}")
         text = getattr(message, "content", None)
         if text is None:
             text = ""  # a refusal or a tool call: no text, which the caller treats as an empty reply
         if not isinstance(text, str):
             raise _Retryable("bad_body", None, f"reply's message content was {type(text).__name__} "
-                                               f"{self._scrub(repr(text))[:60]}, not text")
+                                               f"{clip(self._scrub(repr(text)), 60)}, not text")
         truncated = getattr(choice, "finish_reason", None) == "length"
         return text, getattr(resp, "usage", None), truncated
 
     def _record(self, tag, attempt, prompt, response, t0, started, usage, status, http_status, error):
         return LLMCallRecord(
-            tag=tag, endpoint=self.endpoint.url, model=self.endpoint.model, attempt=attempt,
+            tag=tag, endpoint=self.endpoint.shown_url, model=self.endpoint.model, attempt=attempt,
             prompt=prompt, response=response, latency_s=time.perf_counter() - t0,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
@@ -338,4 +377,4 @@ def _connection_cause(exc: BaseException) -> str:
         return "the host name does not resolve"
     if any("server disconnected" in t or "remoteprotocolerror" in t for t in texts):
         return "the server closed the connection without a reply"
-    return " ".join(str(exc).split())[:200] or "connection error"
+    return clip(str(exc), 200) or "connection error"

@@ -79,11 +79,18 @@ def _value(v) -> str:
         if not math.isfinite(v):
             raise EngineError(f"cannot store {v!r} in the endpoints file")
         return repr(v)
-    return json.dumps(str(v))  # a JSON string is a TOML basic string (\uXXXX escapes included)
+    return _string(str(v))
+
+
+def _string(text: str) -> str:
+    """A TOML basic string: JSON's quoting, but a character beyond the BMP written as itself (JSON's surrogate
+    pair ``\ud83d\ude00`` is not a TOML escape: a model named with an emoji could not be saved, issue 37 #15),
+    and DEL escaped (TOML forbids it raw; JSON leaves it)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _table(d: dict) -> list[str]:
-    return [f"{json.dumps(str(k))} = {_value(v)}" for k, v in d.items() if v is not None]
+    return [f"{_string(str(k))} = {_value(v)}" for k, v in d.items() if v is not None]
 
 
 def dumps(eps: dict) -> str:
