@@ -179,3 +179,53 @@ def test_long_option_column_is_scored_with_the_answer_column(tmp_path):
     sm, opt, choices = _stored(db, "L")
     assert sm.correct.tolist() == [[1, 1], [0, -1]] and opt.tolist() == [[0, 0], [1, -1]]
     assert choices == [["A", "B"], ["C"]]
+
+
+def test_lmeval_log_set_with_a_contradicted_key_gets_it_flagged_with_the_true_answer(tmp_path):
+    """200 simulated models' lm-eval multiple-choice logs, written from the real fixture's row and results files
+    (the real tool's format, its values simulated): on item 0 the task's target says choice 0, the models answer
+    consistently with choice 2 being right; the audit flags it and suggests choice 2's text."""
+    real = REAL / "lmeval" / "i82qcls7"
+    template = json.loads(next(real.glob("samples_arith_mc_*.jsonl")).read_text().splitlines()[0])
+    results = json.loads(next((REAL / "lmeval" / "alpha").glob("results_*.json")).read_text())
+    rng = __import__("numpy").random.default_rng(7)
+    n_items, n_models = 24, 200
+    theta = rng.normal(size=n_models)
+    b = rng.normal(size=n_items)
+    true = rng.integers(0, 4, n_items)
+    true[0], b[0] = 2, -0.5  # an item most models can answer
+    stated = true.copy()
+    stated[0] = 0  # the task's key contradicts what the models agree on
+    logs = tmp_path / "logs"
+    for m in range(n_models):
+        folder = logs / f"model{m:02d}"
+        folder.mkdir(parents=True)
+        stamp = "2026-12-01T09-38-10.963199"
+        res = dict(results, model_name=f"model{m:02d}")
+        res["config"] = dict(results["config"], model_args={"model": f"model{m:02d}"})
+        (folder / f"results_{stamp}.json").write_text(json.dumps(res))
+        rows = []
+        for j in range(n_items):
+            p = 0.25 + 0.75 / (1 + __import__("math").exp(-1.7 * (theta[m] - b[j])))
+            pick = int(true[j]) if rng.random() < p else int((true[j] + rng.integers(1, 4)) % 4)
+            choices = [f"opt{j}-{k}" for k in range(4)]
+            row = json.loads(json.dumps(template))
+            row["doc_id"], row["doc"] = j, {"id": f"q{j}", "question": f"question {j}", "choices": choices}
+            row["target"] = str(int(stated[j]))
+            row["arguments"] = {f"gen_args_{k}": {"arg_0": f"Question {j}\nAnswer:", "arg_1": f" {c}"}
+                                for k, c in enumerate(choices)}
+            lls = [-1.5 - rng.random() for _ in range(4)]
+            lls[pick] = -0.2
+            row["resps"] = [[[str(v), "False"]] for v in lls]
+            row["filtered_resps"] = [[str(v), "False"] for v in lls]
+            row["acc"] = float(pick == stated[j])
+            rows.append(json.dumps(row))
+        (folder / f"samples_arith_mc_{stamp}.jsonl").write_text("\n".join(rows) + "\n")
+    db = tmp_path / "w.db"
+    rc, _o, err = run_cli(["import", "lm-eval", logs, "--db", db])
+    assert rc == 0, err
+    rc, out, err = run_cli(["audit", "items", "arith_mc", "--db", db, "--json", "--permutations", "499"])
+    assert rc == 0, err
+    flags = json.loads(out)["flags"]
+    assert [f["item_key"] for f in flags][:1] == ["q0"], flags
+    assert "suggested key: opt0-2" in flags[0]["headline"]
