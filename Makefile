@@ -45,9 +45,10 @@ $(LITELLM):
 demo: $(STAMP)
 	$(BIN)/benchloupe demo --db $(DB) --open
 
-## Run the whole test suite.
+## Run the whole test suite, one pytest-xdist worker per core (TEST_JOBS=0: all in one process).
+TEST_JOBS ?= auto
 test: $(TEST_STAMP) $(LITELLM)
-	BENCHLOUPE_TEST_LITELLM=$(abspath $(LITELLM)) $(BIN)/python -m pytest
+	BENCHLOUPE_TEST_LITELLM=$(abspath $(LITELLM)) $(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -243,6 +243,7 @@ FIELDS: dict[str, Range | Numbers] = {
                                      ("all",)),
     "CompressConfig.retire_lowest": count(1, 10**9, "items", special=(0, "none")),
     "CompressConfig.k": count(1, 10**9, "items", off=(0, "none")),
+    "CompressConfig.random_draws": count(1, 1000, "random draws at most"),
     "CompressConfig.validate": Numbers((("", count(1, 10**9, "items"), None),)),
     "AnomalyConfig.threshold": SIGMAS,
     "ScreenConfig.run": count(1, INT64_MAX, "run id", special=(0, "the latest static or joint fit")),

@@ -39,12 +39,20 @@ KEY = "test-key-123"
 _UID = re.compile(r"\[([QC]-\d+)\]")
 
 
+# Client timeouts of the tests: a normal reply of this server comes in milliseconds, but on a loaded machine (the
+# suite's workers and other programs sharing two cores) seconds pass before a thread gets the CPU. A test's client
+# waits REPLY_TIMEOUT_S for any reply, and the "timeout" fault hangs past it, so which calls time out never depends
+# on the machine's speed (issue 36: no test depends on wall-clock timing).
+REPLY_TIMEOUT_S = 10.0
+HANG_S = REPLY_TIMEOUT_S + 2.0
+
+
 class FakeLLM:
     """The server and its hidden world.  Script faults with ``script(model, *faults)`` or ``always``."""
 
     def __init__(self, abilities: dict[str, float] | None = None, *, key: str = KEY, latency: float = 0.0,
                  seed: int = 0, pull: float = 0.75, noise: float = 0.25, wrong_answer_rate: float = 0.1,
-                 every_429: int = 0, every_500: int = 0, hang_s: float = 3.0):
+                 every_429: int = 0, every_500: int = 0, hang_s: float = HANG_S):
         self.abilities = dict(abilities or {})
         self.key, self.latency, self.pull, self.noise = key, latency, pull, noise
         self.wrong_answer_rate, self.every_429, self.every_500, self.hang_s = (

@@ -15,7 +15,7 @@ from benchloupe.jobs.coverage import CoverageConfig, run_coverage
 from benchloupe.store.db import connect
 from benchloupe.store.importers.base import ParsedImport
 from benchloupe.store.writer import write_import
-from tests.fake_llm import KEY, FakeLLM, gappy_world
+from tests.fake_llm import KEY, REPLY_TIMEOUT_S, FakeLLM, gappy_world
 
 BENCH = "gappy"
 
@@ -40,7 +40,7 @@ def store_world(fake: FakeLLM, db, *, n_respondents: int = 80, trials: int = 2, 
 
 def configure_endpoints(fake: FakeLLM, db, monkeypatch, *, n_annotators: int = 12, trials: int = 2) -> None:
     monkeypatch.setenv("FAKE_LLM_KEY", KEY)
-    common = {"base_url": fake.base_url, "api_key_env": "FAKE_LLM_KEY", "timeout": 5.0, "max_retries": 3}
+    common = {"base_url": fake.base_url, "api_key_env": "FAKE_LLM_KEY", "timeout": REPLY_TIMEOUT_S, "max_retries": 3}
     fill.set_endpoint(db, "rewriter", model="rewriter", **common)
     fill.set_endpoint(db, "judge", model="judge", **common)
     for j in range(n_annotators):

@@ -17,7 +17,6 @@ import gzip
 import json
 import socket
 import threading
-import time
 import zlib
 
 REPLY_BOMBS = ("gzip-bomb", "deflate-bomb", "gzip-members", "big", "big-unannounced", "chunked-endless", "drip",

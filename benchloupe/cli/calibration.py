@@ -278,24 +278,37 @@ def _print_protocol(rows: list[dict]) -> None:
 
 
 def _recovery_rows(args, run_id: int):
+    """The recovery table as printed: Spearman per strategy and fraction; the random baseline's band over its
+    draws, their number and the random mean's standard error; the chosen strategy's margin over the random mean,
+    marked when it is within noise (issue 34.5)."""
+    from benchloupe.engine.informativeness import NOISE_Z, random_se
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 
     conn = connect(db_path(args))
     try:
         summ = runs.load_artifact(conn, run_id, "recovery_summary")
+        strategy = (runs.get_run(conn, run_id)["config"] or {}).get("strategy", "targeted")
     finally:
         conn.close()
     if summ is None or not len(summ):
         return {"unexpected_cells": [], "recovery": []}
     piv = summ.pivot(index="fraction", columns="strategy", values="spearman_mean")
     rnd = summ[summ["strategy"] == "random"].set_index("fraction")
+    se = random_se(summ)
     rows = []
     for f in piv.index:
-        row = {"fraction": f"{f:.1%}", **{k: None if _missing(v) else round(float(v), 4)
-                                          for k, v in piv.loc[f].items()}}
-        if f in rnd.index and not _missing(rnd.loc[f, "spearman_lo"]) and not _missing(rnd.loc[f, "spearman_hi"]):
+        row = {"fraction": f"{f:.1%}", **{k: round(float(v), 4) for k, v in piv.loc[f].items()}}
+        if f in rnd.index:
             row["random 95%"] = f"[{rnd.loc[f, 'spearman_lo']:.4f}, {rnd.loc[f, 'spearman_hi']:.4f}]"
+            if "draws" in rnd:
+                row["draws"] = int(rnd.loc[f, "draws"])
+            if len(se):
+                row["random SE"] = round(float(se[f]), 4)
+                if strategy in piv.columns:
+                    m = float(piv.loc[f, strategy] - rnd.loc[f, "spearman_mean"])
+                    noise = abs(m) < NOISE_Z * float(se[f]) and round(m, 4) != 0
+                    row[f"{strategy} - random"] = f"{m:+.4f}" + (" within noise" if noise else "")
         rows.append(row)
     return {"unexpected_cells": [], "recovery": rows}
 

@@ -13,10 +13,45 @@ RUN_RANGE = ranges.count(1, ranges.INT64_MAX, "run id", special=(0, "the latest 
 LEVEL_RANGE = ranges.Range(0.5, 1, hi_open=True, unit="interval level")
 
 
+SE_RANGE = ranges.Range(0, 0.5, lo_open=True, hi_open=True, unit="sd of the predicted accuracy; 0.01 = about +-2 points")
+N_RANGE = ranges.count(1, 10**9, "items")
+
+
+def cmd_adaptive(args) -> int:
+    from benchloupe.jobs import estimate as job
+    from benchloupe.store import runs
+
+    cfg = job.AdaptiveConfig(target_se=args.target_se if args.target_se is not None else 0.01,
+                             max_items=args.max_items or 0)
+    rid = job.run_adaptive(db_path(args), args.benchmark, cfg, progress=StderrProgress("estimate"))
+    conn = connect_db(args)
+    try:
+        run = runs.get_run(conn, rid)
+    finally:
+        conn.close()
+    m = run["metrics"]
+    if args.json:
+        print_json({"run_id": rid, "kind": run["kind"], "benchmark": run["benchmark"], "metrics": m})
+        return 0
+    print(f"run #{rid} adaptive testing simulated on {visible(run['benchmark'])}: {m['models']} held-out models "
+          f"(5 folds), one most-informative item at a time until the predicted accuracy's sd <= {m['target_se']}")
+    print(kv({"items needed (median)": m["items_median"], "items needed (90th percentile)": m["items_p90"],
+              "reached the target": f"{100 * m['reached_share']:.1f} %", "MAE (points)": m["mae_points"],
+              "90th-percentile error (points)": m["p90_error_points"], "95 % interval coverage": m["coverage"],
+              "MAE of as many random items (points)": m["random_same_k_mae_points"]}))
+    return 0
+
+
 def cmd_estimate(args) -> int:
     from benchloupe.jobs import estimate as job
     from benchloupe.store import runs
 
+    if args.adaptive:
+        return cmd_adaptive(args)
+    if args.target_se is not None or args.max_items is not None:
+        from benchloupe.cli.errors import UsageError
+
+        raise UsageError("--target-se and --max-items go with --adaptive (the simulated adaptive test)")
     cfg = job.EstimateConfig(run=args.run or 0, models=",".join(args.model or []), level=args.level or 0.95)
     rid = job.run_estimate(db_path(args), args.benchmark, cfg, progress=StderrProgress("estimate"))
     conn = connect_db(args)
@@ -58,7 +93,89 @@ def register_estimate(sub, common) -> None:
                                                                  "default: every partly evaluated model")
     ranged_argument(p, "--run", range=RUN_RANGE, help="the calibration run (default: the latest static or joint fit)")
     ranged_argument(p, "--level", range=LEVEL_RANGE, help="interval level (default 0.95)")
+    p.add_argument("--adaptive", action="store_true",
+                   help="simulate computerized adaptive testing over held-out models (5 folds) instead: items "
+                        "needed for the target precision")
+    ranged_argument(p, "--target-se", range=SE_RANGE, help="with --adaptive: stop at this sd of the predicted "
+                                                           "accuracy (default 0.01, about +-2 points)")
+    ranged_argument(p, "--max-items", range=N_RANGE, help="with --adaptive: at most this many items per model")
     p.set_defaults(func=cmd_estimate)
+
+
+def cmd_next_items(args) -> int:
+    from benchloupe.jobs import estimate as job
+
+    out = job.next_items(db_path(args), args.benchmark, args.model, args.n or 20, run=args.run or 0,
+                         export_name=args.export_name or "")
+    if args.json:
+        print_json(out)
+        return 0
+    import pandas as pd
+
+    print(f"{visible(out['model'])} on {visible(args.benchmark)}: est. {100 * out['estimate']:.1f} % "
+          f"[{100 * out['estimate_lo']:.1f}, {100 * out['estimate_hi']:.1f}] · {out['seen']} of {out['n_items']} "
+          f"items (calibration run #{out['calibration_run']}); the next {len(out['items'])} items to run, most "
+          "informative at its current ability first:")
+    print(table(pd.DataFrame(out["items"]), max_width=60))
+    if out.get("exported_benchmark"):
+        print(f"exported as benchmark {visible(out['exported_benchmark'])} (`benchloupe export items "
+              f"{visible(out['exported_benchmark'])}` writes them for the harness)")
+    return 0
+
+
+def register_next_items(sub, common) -> None:
+    p = sub.add_parser("next-items", help="the next items to run for a partly evaluated model (adaptive testing)",
+                       description="Issue 34: the unseen items with the most information about the model's ability "
+                                   "at its current estimate (frozen calibration), listed and, with --export-name, "
+                                   "exported as a new benchmark for the harness.")
+    common(p)
+    p.add_argument("benchmark")
+    p.add_argument("--model", required=True, metavar="M")
+    ranged_argument(p, "--n", range=N_RANGE, help="how many items (default 20)")
+    ranged_argument(p, "--run", range=RUN_RANGE, help="the calibration run (default: the latest static or joint fit)")
+    p.add_argument("--export-name", metavar="NAME", help="write the items as a new benchmark")
+    p.set_defaults(func=cmd_next_items)
+
+
+def cmd_compare(args) -> int:
+    from benchloupe.jobs import estimate as job
+
+    out = job.compare_models(db_path(args), args.benchmark, args.a, args.b)
+    if args.json:
+        print_json(out)
+        return 0
+    import pandas as pd
+
+    print(f"{visible(args.a)} vs {visible(args.b)} on {visible(args.benchmark)}: {out['common_items']} items both "
+          f"answered")
+    print(kv({"accuracy A": round(out["accuracy_a"], 4), "accuracy B": round(out["accuracy_b"], 4),
+              "A - B (95 % interval)": f"{100 * out['difference']:+.1f} points [{100 * out['difference_lo']:+.1f}, "
+                                       f"{100 * out['difference_hi']:+.1f}]",
+              "A right, B wrong": out["a_only"], "A wrong, B right": out["b_only"],
+              "exact McNemar p": round(out["mcnemar_p"], 5)}))
+    te = out.get("through_estimate")
+    if te:
+        print(f"note: {te['note']}")
+        print(f"estimated full accuracy: A {100 * te['estimate_a']:.1f} % ({te['seen_a']} of {te['n_items']} items), "
+              f"B {100 * te['estimate_b']:.1f} % ({te['seen_b']} of {te['n_items']}); A - B "
+              f"{100 * te['difference']:+.1f} points [{100 * te['difference_lo']:+.1f}, {100 * te['difference_hi']:+.1f}]")
+    if out["differing_items"]:
+        print("\nItems where they differ (most informative at their abilities first):")
+        print(table(pd.DataFrame(out["differing_items"]), max_width=60, limit=30))
+    return 0
+
+
+def register_compare(sub, common) -> None:
+    p = sub.add_parser("compare", help="is A really better than B: exact McNemar and the paired difference",
+                       description="Issue 34: on the items both models answered, the exact McNemar test, the paired "
+                                   "difference in accuracy with its 95% interval and the items where they differ, "
+                                   "sorted by information at their abilities; a partly evaluated model also "
+                                   "compares through its estimate, and says so.")
+    common(p)
+    p.add_argument("benchmark")
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.set_defaults(func=cmd_compare)
 
 
 def validation_rows(args, run_id: int) -> dict | None:

@@ -37,11 +37,16 @@ def cmd_endpoints(args) -> int:
                                "(default: 60)")
             if least is not None and value < least:
                 raise CliError(f"{flag} {value}: give a whole number of at least {least}")
-        role = args.role if args.action == "set" else "remove-annotator"
         if args.action == "set" and not args.role:
             raise CliError("endpoints set needs a role: rewriter, judge or annotator")
-        if args.action == "remove" and not args.name:
-            raise CliError("endpoints remove needs --name: the annotator to remove")
+        if args.action == "remove" and args.role in ("rewriter", "judge"):
+            role = f"remove-{args.role}"
+        elif args.action == "remove":
+            if not args.name:
+                raise CliError("endpoints remove needs a role (rewriter or judge) or --name: the annotator to remove")
+            role = "remove-annotator"
+        else:
+            role = args.role
         eps = fill.set_endpoint(db_path(args), role, scope="user" if args.user else "database", **fields)
     from benchloupe.prompts.client import redact_url
 
@@ -129,11 +134,39 @@ def cmd_fill(args) -> int:
     if fill.uses_simulated(db_path(args)):
         from benchloupe.jobs import simulated
 
-        print("BenchFill endpoints: simulated (the built-in server on 127.0.0.1 runs for this command; "
-              "`benchloupe endpoints set` points them at a real one)", file=sys.stderr)
+        print(_simulated_line(fill.effective_endpoints(db_path(args))), file=sys.stderr)
         with simulated.serving():
             return _run_fill(args)
     return _run_fill(args)
+
+
+def _rounded(v):
+    """Numbers as a curator reads them (issue 32: raw floats such as 0.30000000000000004): 4 significant digits,
+    through lists and dicts (the gap, Table 2's metrics); --json keeps them exact."""
+    if isinstance(v, float):
+        return float(f"{v:.4g}") if v == v else v
+    if isinstance(v, list | tuple):
+        return [_rounded(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    return v
+
+
+def _simulated_line(eps: dict) -> str:
+    """Which BenchFill roles use the built-in simulated endpoint, and which do not (issue 32)."""
+    from benchloupe.prompts.simulated import simulated_roles
+
+    sim, real = simulated_roles(eps)
+    where = "the built-in server on 127.0.0.1 runs for this command"
+    if not real:
+        return f"BenchFill endpoints: simulated ({where}; `benchloupe endpoints set` points them at a real one)"
+    ann = [r for r in sim if r.startswith("annotator ")]
+    named = [r for r in sim if not r.startswith("annotator ")] + ([count(len(ann), "annotator")] if ann else [])
+    ann_real = [r for r in real if r.startswith("annotator ")]
+    others = [r for r in real if not r.startswith("annotator ")] + (
+        [count(len(ann_real), "annotator")] if ann_real else [])
+    return (f"BenchFill: {' and '.join(named)} on the simulated endpoint ({where}); {' and '.join(others)} on "
+            f"{'its' if len(real) == 1 else 'their'} own {'endpoint' if len(real) == 1 else 'endpoints'}")
 
 
 def _run_fill(args) -> int:
@@ -159,7 +192,7 @@ def _run_fill(args) -> int:
         print_json(summary)
     else:
         events = summary.pop("events")
-        print(kv({k: v for k, v in summary.items() if v is not None}))
+        print(kv({k: _rounded(v) for k, v in summary.items() if v is not None}))
         for e in events:
             if e["level"] != "info":
                 print(f"{e['level']}: {e['message']}")

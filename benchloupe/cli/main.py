@@ -122,7 +122,7 @@ def analysis_commands() -> list:
     from benchloupe.cli import audit, calibration, coverage, estimate, fill
 
     return [calibration.register_fit, calibration.register_compress, estimate.register_estimate,
-            calibration.register_anomalies,
+            estimate.register_next_items, estimate.register_compare, calibration.register_anomalies,
             calibration.register_screen, calibration.register_bootstrap, calibration.register_evaluate,
             calibration.register_contamination, audit.register_audit,
             coverage.register_coverage, coverage.register_calibrate, fill.register_endpoints, fill.register_fill,
@@ -237,10 +237,14 @@ def _command(argv: list[str] | None) -> int:
                 from benchloupe.cli.errors import db_path
 
                 db_path(args)  # `--db ''` is refused before any command runs
+            from benchloupe.cli.options import close_progress
             from benchloupe.store.db import creation
 
-            with creation(_may_create(args)):
-                code = int(args.func(args) or 0)
+            try:
+                with creation(_may_create(args)):
+                    code = int(args.func(args) or 0)
+            finally:
+                close_progress()  # its timer threads end with the command (tests call main() many times)
             sys.stdout.flush()
         return code
     except UsageError as exc:

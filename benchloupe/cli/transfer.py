@@ -20,6 +20,27 @@ def _import_options():
     return [("--" + o.name.replace("_", "-"), o.help, o.kind == "flag", o.kind == "number") for o in OPTIONS]
 
 
+# `import formats`: one line per format for a curator (issue 32: the parsers' docstrings carried markup and
+# internal names, and were cut at their first line); tests/unit/test_cli_words.py checks every format has one
+FORMAT_SUMMARIES = {
+    "alpacaeval": "an AlpacaEval annotations.json: rewards and pairwise preferences (arena)",
+    "arena": "arena rewards: one row per (model, prompt) with a reward (arena)",
+    "battles": "Chatbot Arena battles: pairwise preferences (arena)",
+    "classic-irt": "classic IRT sets (mirt's LSAT7, SAT12, ...): pattern tables or 0/1 matrices of respondents",
+    "dualeval": "a DualEval static or arena JSONL file (recognised from its first row)",
+    "helm": "one HELM run's per_instance_stats.json: one model's results on the items",
+    "inspect": "one Inspect log: one model's results (successes of trials when it has epochs)",
+    "items": "item metadata: text, answer, group, kind, chance and other columns, keyed by item",
+    "lm-eval": "one lm-eval samples file (JSONL or parquet): one model's results; reruns of a task are kept apart",
+    "long": "a long results table: one row per (model, item) with 0/1 or successes/trials",
+    "metabench": "metabench <set>.responses.csv.gz (wide, model id first); benchmark metabench-<set>",
+    "neartie-npz": "a family-DIF audit .npz (items x models, transposed on import)",
+    "opencompass": "one OpenCompass results/<model>/<dataset>.json with details: one model's results",
+    "preferences": "pairwise preferences: model_a, model_b, item, prob_a (arena)",
+    "wide": "a models x items 0/1 CSV (model names in the first column unless --no-model-col)",
+}
+
+
 def cmd_import(args) -> int:
     from benchloupe.jobs.imports import import_paths, summary_lines
     from benchloupe.store.importers.options import OPTION_NAMES
@@ -27,9 +48,8 @@ def cmd_import(args) -> int:
     if args.format == "formats":
         from benchloupe.store.importers.detect import ALIASES, FORMATS
 
-        for name, parser in sorted(FORMATS.items()):
-            doc = (parser.__doc__ or "").strip().splitlines()
-            print(f"{name:14s} {doc[0] if doc else ''}")
+        for name in sorted(FORMATS):
+            print(f"{name:14s} {FORMAT_SUMMARIES.get(name, '')}")
         print("aliases: " + ", ".join(f"{a} -> {f}" for a, f in sorted(ALIASES.items())))
         return 0
     if not args.paths:
@@ -214,6 +234,10 @@ def cmd_export(args) -> int:
             else:
                 if not args.name:
                     names = runs.artifact_names(conn, args.run)
+                    if not names:  # issue 32: it said "run 8 has: " and nothing
+                        raise CliError(f"run {args.run} stored no artifacts; export its per-model or per-item "
+                                       f"outputs with `benchloupe export run-models --run {args.run}` or "
+                                       f"`benchloupe export run-items --run {args.run}`")
                     raise CliError(f"export run-artifact needs --name; run {args.run} has: {', '.join(names)}")
                 obj = runs.load_artifact(conn, args.run, args.name)
                 if obj is None:

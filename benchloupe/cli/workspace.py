@@ -215,6 +215,19 @@ def register_show(sub, common) -> None:
 
 # ------------------------------------------------------------------------------------------------ db
 
+
+def _static_cells(conn) -> int:
+    """The observed static results (cells) of every benchmark, as ``list`` counts them, not the packed rows."""
+    from benchloupe.store import read
+    from benchloupe.store.summary import static_cell_counts
+
+    per, mixed = static_cell_counts(conn)
+    total = sum(per.values())
+    for bid in mixed:
+        name = conn.execute("SELECT name FROM benchmarks WHERE id = ?", (bid,)).fetchone()[0]
+        total += read.static_cell_count(conn, name)
+    return int(total)
+
 def cmd_db(args) -> int:
     """``db check``: integrity, foreign keys and schema version; a damaged file is reported, not a traceback."""
     import sqlite3
@@ -251,6 +264,8 @@ def cmd_db(args) -> int:
             counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                       for t in ("benchmarks", "items", "models", "static_results", "arena_rewards", "preferences",
                                 "runs", "flags", "fill_sessions", "audit_log")} if version else {}
+            if counts:  # issue 32: a static_results row packs one model's vector; the count is of results (cells)
+                counts["static_results"] = _static_cells(conn)
             run_status = runs.status_counts(conn) if version == SCHEMA_VERSION else {}
         except sqlite3.DatabaseError as exc:
             integrity, fk, version, counts = [f"damaged: {exc}"], [], None, {}

@@ -380,13 +380,30 @@ def mean_information(result: JointResult, static: StaticData | None = None, aren
     return info.sum(axis=0) / fitted.sum() if fitted.any() else np.zeros(info.shape[1])
 
 
+def random_se(summary: pd.DataFrame) -> pd.Series:
+    """Per fraction, the standard error of the random mean's Spearman (sd over the draws / sqrt(draws)); empty
+    when the summary has no random rows or no spread columns."""
+    rnd = summary[summary["strategy"] == "random"]
+    if rnd.empty or "spearman_std" not in rnd or "draws" not in rnd:
+        return pd.Series(dtype=float)
+    rnd = rnd.set_index("fraction")
+    return (rnd["spearman_std"].fillna(0) / np.sqrt(rnd["draws"].clip(lower=1))).astype(float)
+
+
+NOISE_Z = 1.96  # a margin within 1.96 standard errors of the random mean is "within noise"
+
+
 def versus_random(summary: pd.DataFrame) -> dict:
     """Per deterministic strategy of a :func:`summarise_recovery` table: its smallest margin over the random mean
     (``min_margin``, at ``at``; Spearman differences to 4 decimals) and the fractions where it is below the random
-    mean (``below``: fraction, own, random).  Empty without a random row."""
+    mean (``below``: fraction, own, random).  When the summary carries the draws' spread (issue 34.5), every
+    ``below`` entry also says whether the loss is within noise (``within_noise``: |margin| < 1.96 x the random
+    mean's standard error, ``se``), and ``within_noise`` lists every fraction whose margin, either way, is.
+    Empty without a random row."""
     rnd = summary[summary["strategy"] == "random"].set_index("fraction")["spearman_mean"]
     if rnd.empty:
         return {}
+    se = random_se(summary)
     out = {}
     for strategy, g in summary[~summary["strategy"].str.startswith("random")].groupby("strategy", sort=False):
         g = g.set_index("fraction")["spearman_mean"]
@@ -396,26 +413,70 @@ def versus_random(summary: pd.DataFrame) -> dict:
         # to 4 decimals: below that, a difference is the refit's tolerance (at 100 % every strategy has every item)
         margin = pd.Series({f: round(float(g[f] - rnd[f]), 4) for f in common})
         worst = float(margin.idxmin())
-        out[strategy] = {"min_margin": float(margin.min()), "at": worst,
-                         "below": [{"fraction": float(f), "spearman": round(float(g[f]), 4),
-                                    "random": round(float(rnd[f]), 4)} for f in common if margin[f] < 0]}
+        below = []
+        for f in common:
+            if margin[f] < 0:
+                row = {"fraction": float(f), "spearman": round(float(g[f]), 4), "random": round(float(rnd[f]), 4)}
+                if len(se):
+                    row.update({"se": round(float(se[f]), 4), "within_noise": bool(abs(margin[f]) < NOISE_Z * se[f])})
+                below.append(row)
+        out[strategy] = {"min_margin": float(margin.min()), "at": worst, "below": below}
+        if len(se):
+            out[strategy]["within_noise"] = [float(f) for f in common
+                                             if margin[f] != 0 and abs(margin[f]) < NOISE_Z * se[f]]
     return out
 
 
 def losses_to_random(versus: dict, strategy: str) -> list[str]:
     """Warnings for the run: the chosen strategy and the paper's top Fisher wherever they fall below the random
-    mean (the lines name the fractions and both Spearman values)."""
+    mean (the lines name the fractions and both Spearman values; a loss within the random mean's noise says so)."""
     lines = []
     for name in dict.fromkeys((strategy, "top_fisher")):
         below = versus.get(name, {}).get("below", [])
         if not below:
             continue
         worst = min(below, key=lambda r: r["spearman"] - r["random"])
-        fr = ", ".join(f"{r['fraction']:.1%}" for r in below)
+        fr = ", ".join(f"{r['fraction']:.1%}" + (" (within noise)" if r.get("within_noise") else "") for r in below)
         who = "the paper's top-Fisher rule" if name == "top_fisher" else f"the {name} selection"
+        se = f" \u00b1 {NOISE_Z * worst['se']:.3f}" if "se" in worst else ""
         lines.append(f"{who} is below the random mean at {fr} (worst {worst['fraction']:.1%}: Spearman "
-                     f"{worst['spearman']:.3f} vs random {worst['random']:.3f})")
+                     f"{worst['spearman']:.3f} vs random {worst['random']:.3f}{se})")
     return lines
+
+
+RANDOM_MIN_DRAWS, RANDOM_BATCH = 10, 5
+
+
+def more_random_draws(result: JointResult, static: StaticData | None, arena: ArenaData | None,
+                      config: JointConfig | None, table: pd.DataFrame, *, strategy: str, max_draws: int = 50,
+                      target: str = "all", progress: Progress = no_progress,
+                      cancel: threading.Event | None = None) -> pd.DataFrame:
+    """``table`` with more ``random`` draws (issue 34.5: three draws made a "random 95 %" band that meant little,
+    and the targeted subset's margin flipped sign between 3 and 10 draws): at least ``RANDOM_MIN_DRAWS`` per
+    fraction, then batches of 5 at each fraction where the random mean's standard error is not yet below a quarter
+    of ``strategy``'s margin over it (nor below 0.001), up to ``max_draws``.  A margin still within 1.96 standard
+    errors after that is reported as within noise (:func:`versus_random`)."""
+    while True:
+        check_cancel(cancel)
+        summ = summarise_recovery(table)
+        rnd = summ[summ["strategy"] == "random"].set_index("fraction")
+        if rnd.empty:
+            return table
+        se = random_se(summ)
+        own = summ[summ["strategy"] == strategy].set_index("fraction")["spearman_mean"]
+        margin = (own.reindex(rnd.index) - rnd["spearman_mean"]).abs().fillna(0)
+        draws = rnd["draws"].astype(int)
+        need = (draws < max_draws) & ((draws < RANDOM_MIN_DRAWS) | (se > np.maximum(margin / 4, 0.001)))
+        if not need.any():
+            return table
+        new = []
+        for f in rnd.index[need]:
+            n = int(draws[f])
+            batch = min(max(RANDOM_MIN_DRAWS - n, RANDOM_BATCH), max_draws - n)
+            progress(0, 1, f"random baseline: draws {n + 1}-{n + batch} at {f:.1%}")
+            new.append(subset_recovery(result, static, arena, config, fractions=(f,), strategies=("random",),
+                                       seeds=tuple(range(n, n + batch)), target=target, cancel=cancel))
+        table = pd.concat([table, *new], ignore_index=True)
 
 
 def top_fisher_subset(scores: np.ndarray, fraction: float) -> np.ndarray:

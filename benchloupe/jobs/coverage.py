@@ -26,6 +26,7 @@ from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
+from benchloupe.words import count
 
 from .base import Analysis, RunContext, fingerprint, register
 
@@ -103,7 +104,8 @@ def _inputs(sm, benchmark: str, config: CoverageConfig):
         prior_b[j] = json.loads(meta).get("difficulty_raw") if isinstance(meta, str) else None
     added = extra & np.array([v is not None for v in prior_b], dtype=bool)
     if fitted.sum() < 2:
-        raise EngineError(f"benchmark {benchmark!r} has {int(fitted.sum())} items with results; coverage needs 2+")
+        raise EngineError(f"benchmark {benchmark!r} has {count(int(fitted.sum()), 'item')} with results; coverage "
+                          "needs 2+")
     chance = None
     if config.guessing and "chance" in its:
         ch = its["chance"].to_numpy(float)[fitted]

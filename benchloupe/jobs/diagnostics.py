@@ -104,7 +104,9 @@ class CompressConfig:
     """Fisher-information compression (paper 000 §4.2): fractions 2.5 %-100 %, strategies targeted (the default
     selection; information spread over the ``target`` models: all, top:N or theta:LO,HI), top Fisher, top sharpness,
     difficulty-matched, random and random with 2PL+BT refit (scored against full-data DualEval, or its own
-    full-data baseline with ``baseline_reference`` own), ``seeds`` random draws; abilities refit with item
+    full-data baseline with ``baseline_reference`` own), ``seeds`` random draws (of random 2PL+BT; plain random
+    draws at least 10 and up to ``random_draws``, until its mean's standard error is small beside the targeted
+    margin, issue 34.5); abilities refit with item
     parameters frozen. ``export_fraction`` > 0 with ``export_name`` writes the ``strategy`` subset as a new
     benchmark; ``retire_lowest`` > 0 retires that many least informative items (chance-aware information).
     ``chance``: stated (the imported chance levels, tested against the data), estimate (one shared lower
@@ -122,6 +124,7 @@ class CompressConfig:
     export_name: str = ""
     retire_lowest: int = 0
     chance: str = "stated"
+    random_draws: int = 50
     purpose: str = "ranking"
     k: int = 0
     validate: str = ""
@@ -179,9 +182,18 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                                                         target=config.target,
                                                         baseline_reference=config.baseline_reference,
                                                         progress=progress, cancel=cancel)
+                if "random" in set(table["strategy"]):  # issue 34.5: enough draws for a meaningful band
+                    table = informativeness.more_random_draws(res, static, arena_d, cfg, table,
+                                                              strategy=config.strategy,
+                                                              max_draws=max(config.random_draws, config.seeds),
+                                                              target=config.target, progress=progress,
+                                                              cancel=cancel)
                 t = ctx.lap("recovery_s", t)
                 metrics["recovery_refits"] = informativeness.recovery_refits(table)
                 summary = informativeness.summarise_recovery(table)
+                rd = summary.loc[summary["strategy"] == "random", "draws"]
+                if len(rd):
+                    metrics["random_draws"] = [int(rd.min()), int(rd.max())]
                 if not np.isfinite(summary["spearman_mean"].to_numpy(dtype=float)).any():
                     raise EngineError(say(
                         f"no variance in the full-data ranking of {benchmark!r}: every model ties, so subset recovery has "

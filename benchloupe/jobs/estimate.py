@@ -341,3 +341,206 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
             return ctx.run_id
     finally:
         conn.close()
+
+
+# ------------------------------------------------------------------------- next items, adaptive testing, compare
+
+def _model_row(sm: read.StaticMatrix, name: str, benchmark: str) -> int:
+    hit = np.flatnonzero(sm.models["name"].to_numpy(object) == name)
+    if not len(hit):
+        raise EngineError(f"model {name!r} has no static results in {benchmark!r}; import them first")
+    return int(hit[0])
+
+
+def _reference_tau(fz: Frozen, y: np.ndarray, mask: np.ndarray, exclude) -> None:
+    ref = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), exclude)
+    fz.cal.tau2 = est.misfit_variance(fz.cal, y[ref], mask[ref])
+
+
+def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0, export_name: str = "") -> dict:
+    """The ``n`` items a partly evaluated ``model`` should run next (most informative at its current ability
+    under the frozen calibration), with its current estimate; ``export_name`` writes them as a new benchmark (then
+    `benchloupe export` gives the lm-eval task or Inspect samples).  Read-only without ``export_name``."""
+    from benchloupe.store.writer import derive_benchmark
+
+    if n < 1:
+        raise EngineError(f"--n must be at least 1, got {n}")
+    conn = connect(db_path)
+    try:
+        sm = read.load_static(conn, benchmark, include_retired=True)
+        fz = frozen_calibration(conn, benchmark, run, sm)
+        row = _model_row(sm, model, benchmark)
+        rows = _targets(sm, fz, [model], benchmark)
+        y = sm.correct[:, fz.columns].astype(float)
+        mask = sm.mask[:, fz.columns]
+        left = int((~mask[row]).sum())
+        if left == 0:
+            raise EngineError(f"model {model!r} has answered all {len(fz.columns)} calibrated items of {benchmark!r}: "
+                              "no item left to run")
+        if export_name and conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (export_name,)).fetchone():
+            raise EngineError(say(f"a benchmark named {export_name!r} already exists; choose another ",
+                                  Opt("export_name")))
+        _reference_tau(fz, y, mask, rows)
+        e = est.estimate(fz.cal, y[rows], mask[rows])
+        order = est.next_items(fz.cal, y[rows], mask[rows], min(n, left))[0]
+        post = np.exp(est.log_posterior(fz.cal, y[rows], mask[rows]))[0]
+        gain = post @ est.item_information(fz.cal)
+        items = fz.items.iloc[order]
+        out = {"model": model, "calibration_run": fz.run_id, "seen": int(e.k[0]), "n_items": e.n_items,
+               "estimate": float(e.accuracy[0]), "estimate_lo": float(e.lo[0]), "estimate_hi": float(e.hi[0]),
+               "theta": float(e.theta[0]),
+               "items": [{"rank": i + 1, "key": str(k), "information": round(float(gain[j]), 5),
+                          "difficulty": round(float(fz.cal.b[j]), 4), "sharpness": round(float(fz.cal.a[j]), 4)}
+                         for i, (k, j) in enumerate(zip(items["key"], order))]}
+        if export_name:
+            out["exported_benchmark_id"] = derive_benchmark(
+                conn, benchmark, export_name, [int(i) for i in items["id"]], reason=f"next items for {model}",
+                detail={"model": model, "calibration_run": fz.run_id, "n": len(order)})
+            out["exported_benchmark"] = export_name
+        return out
+    finally:
+        conn.close()
+
+
+def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, level: float = 0.95) -> dict:
+    """Is A really better than B (issue 34, part 4): the exact McNemar test and the paired difference on the
+    items both answered, the items where they differ sorted by information at their abilities (from the latest
+    calibration when there is one), and, when either answered only part of the calibrated items, both models'
+    estimated full accuracies and their difference (said so: the comparison then goes through the estimate)."""
+    from benchloupe.engine.compare import paired
+
+    if a == b:
+        raise EngineError("compare needs two different models")
+    conn = connect(db_path)
+    try:
+        sm = read.load_static(conn, benchmark)
+        ra, rb = _model_row(sm, a, benchmark), _model_row(sm, b, benchmark)
+        common = sm.mask[ra] & sm.mask[rb]
+        if not common.any():
+            raise EngineError(f"models {a!r} and {b!r} have no item of {benchmark!r} in common; run one on the "
+                              "other's items (`benchloupe next-items`) or compare their estimates (`benchloupe "
+                              "estimate`)")
+        ya, yb = sm.correct[ra, common].astype(float), sm.correct[rb, common].astype(float)
+        out = {"benchmark": benchmark, "a": a, "b": b, **paired(ya, yb, level)}
+        keys = sm.items["key"].to_numpy(object)[common]
+        differ = np.flatnonzero(ya != yb)
+        info = np.zeros(len(differ))
+        try:
+            full = read.load_static(conn, benchmark, include_retired=True)
+            fz = frozen_calibration(conn, benchmark, run, full)
+        except EngineError:
+            fz = None
+        if fz is not None:
+            y = full.correct[:, fz.columns].astype(float)
+            mask = full.mask[:, fz.columns]
+            rows = [_model_row(full, a, benchmark), _model_row(full, b, benchmark)]
+            theta = est.estimate(fz.cal, y[rows], mask[rows]).theta
+            info_ab = est.item_information(replace_grid(fz.cal, theta))  # 2 x N
+            pos = {int(i): j for j, i in enumerate(fz.items["id"])}
+            ids = sm.items["id"].to_numpy()[common][differ]
+            info = np.array([info_ab[:, pos[int(i)]].sum() if int(i) in pos else 0.0 for i in ids])
+            out["calibration_run"] = fz.run_id
+            k = mask[rows].sum(axis=1)
+            if (k < len(fz.columns)).any():
+                _reference_tau(fz, y, mask, rows)
+                e = est.estimate(fz.cal, y[rows], mask[rows], level=level)
+                from scipy.stats import norm
+
+                z = float(norm.ppf((1 + level) / 2))
+                d = float(e.accuracy[0] - e.accuracy[1])
+                half = z * float(np.hypot(e.sd[0], e.sd[1]))
+                out["through_estimate"] = {
+                    "note": "at least one model answered only part of the benchmark: its full accuracy is an "
+                            "estimate, and so is this difference (intervals combined as independent)",
+                    "estimate_a": float(e.accuracy[0]), "estimate_b": float(e.accuracy[1]),
+                    "seen_a": int(k[0]), "seen_b": int(k[1]), "n_items": int(len(fz.columns)),
+                    "difference": d, "difference_lo": d - half, "difference_hi": d + half}
+        order = np.argsort(-info, kind="stable")
+        out["differing_items"] = [{"key": str(keys[differ[j]]), "a": int(ya[differ[j]]), "b": int(yb[differ[j]]),
+                                   "information": round(float(info[j]), 5)} for j in order]
+        return out
+    finally:
+        conn.close()
+
+
+def replace_grid(cal: est.Calibration, theta: np.ndarray) -> est.Calibration:
+    """The calibration's items on another set of abilities (for the information at given abilities)."""
+    return est.Calibration(cal.a, cal.b, cal.c, np.asarray(theta, float), np.zeros(len(theta)))
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    """Computerized adaptive testing simulated over held-out models (issue 34, part 3): 5 folds over the fully
+    answered models, items calibrated on the other folds, each held-out model tested one most-informative item at
+    a time until its predicted accuracy's sd is at most ``target_se`` (0.01: a 95 % interval of about +-2 points)."""
+
+    target_se: float = 0.01
+    max_items: int = 0  # 0 = the whole benchmark
+    folds: int = 5
+    max_test: int = 200
+    seed: int = 0
+
+
+def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfig(), *,
+                 progress: Progress = no_progress, cancel: threading.Event | None = None) -> int:
+    from benchloupe.engine import estimate_validate as ev
+
+    if not 0 < config.target_se < 0.5:
+        raise EngineError(f"--target-se is the sd of the predicted accuracy (0.01 = about +-2 points), got "
+                          f"{config.target_se}")
+    conn = connect(db_path)
+    try:
+        t0 = time.perf_counter()
+        sm = read.load_static(conn, benchmark)
+        if sm.trials is not None:
+            raise EngineError("adaptive testing needs 0/1 static results")
+        mask = sm.mask
+        full = np.flatnonzero(mask.all(axis=1))
+        if len(full) < 5 * config.folds:
+            raise EngineError(f"adaptive testing is simulated on models that answered every item; {benchmark!r} has "
+                              f"{len(full)}, at least {5 * config.folds} are needed")
+        y = sm.correct.astype(float)
+        chance = pd.to_numeric(sm.items["chance"], errors="coerce").fillna(0).to_numpy(float) \
+            if "chance" in sm.items else None
+        chance = chance if chance is not None and chance.any() else None
+        ctx = RunContext(db_path, "estimate-adaptive", benchmark, config.__dict__, config.seed,
+                         [(benchmark, "static")])
+        ctx.start(conn, fingerprint(y[full]))
+        with ctx.guard(conn):
+            rng = np.random.default_rng(config.seed)
+            parts = np.array_split(rng.permutation(full), config.folds)
+            res_rows = []
+            for f, test in enumerate(parts):
+                check_cancel(cancel)
+                progress(f, config.folds, f"fold {f + 1} of {config.folds}: calibrating, then testing adaptively")
+                train = np.setdiff1d(np.arange(len(y)), test)
+                if len(test) > config.max_test:
+                    test = np.sort(rng.choice(test, config.max_test, replace=False))
+                cal, _, _ = ev.fold_calibration(y[train], mask[train], chance, cancel=cancel)
+                r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None)
+                # the same number of random items, for comparison
+                rnd = np.zeros((len(test), cal.n_items), bool)
+                for i, k in enumerate(r.items):
+                    rnd[i, rng.choice(cal.n_items, int(k), replace=False)] = True
+                e_rnd = est.estimate(cal, y[test], rnd)
+                res_rows.append(pd.DataFrame({"model_id": sm.models["id"].to_numpy()[test], "items": r.items,
+                                              "estimate": r.accuracy, "estimate_lo": r.lo, "estimate_hi": r.hi,
+                                              "truth": r.truth, "reached": r.reached,
+                                              "random_same_k": e_rnd.accuracy}))
+            df = pd.concat(res_rows, ignore_index=True)
+            err = (df["estimate"] - df["truth"]).abs()
+            metrics = {"target_se": config.target_se, "models": len(df), "n_items": int(sm.shape[1]),
+                       "items_median": float(df["items"].median()), "items_p90": float(df["items"].quantile(0.9)),
+                       "items_max": int(df["items"].max()), "reached_share": round(float(df["reached"].mean()), 4),
+                       "mae_points": round(100 * float(err.mean()), 3),
+                       "p90_error_points": round(100 * float(err.quantile(0.9)), 3),
+                       "coverage": round(float(((df["truth"] >= df["estimate_lo"])
+                                                & (df["truth"] <= df["estimate_hi"])).mean()), 4),
+                       "random_same_k_mae_points": round(100 * float((df["random_same_k"] - df["truth"]).abs()
+                                                                     .mean()), 3)}
+            runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
+                metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
+                models=df.drop(columns=["truth"]).assign(truth=df["truth"])))
+            return ctx.run_id
+    finally:
+        conn.close()

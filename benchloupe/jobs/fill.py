@@ -103,12 +103,13 @@ def _clean(role: str, fields: dict) -> dict:
 
 
 def set_endpoint(db_path, role: str, *, scope: str = "database", **fields) -> dict:
-    """Set the rewriter or judge endpoint, or add/replace an annotator (``role="annotator"``, ``name=``), in
-    the database (``scope="database"``) or in the per-user file shared by every database (``"user"``).
+    """Set the rewriter or judge endpoint, or add/replace an annotator (``role="annotator"``, ``name=``), or
+    remove one (``remove-rewriter``, ``remove-judge``, ``remove-annotator`` with ``name=``), in the database
+    (``scope="database"``) or in the per-user file shared by every database (``"user"``).
     No ``base_url`` means ``$OPENAI_BASE_URL`` when the session runs. Returns the endpoints now in effect."""
     if scope not in SCOPES:
         raise EngineError(f"unknown endpoints scope {scope!r}; use database or user")
-    if role not in ("rewriter", "judge", "annotator", "remove-annotator"):
+    if role not in ("rewriter", "judge", "annotator", "remove-annotator", "remove-rewriter", "remove-judge"):
         raise EngineError(f"unknown endpoint role {role!r}; use rewriter, judge or annotator")
     conn = connect(db_path)
     try:
@@ -118,6 +119,14 @@ def set_endpoint(db_path, role: str, *, scope: str = "database", **fields) -> di
         elif role == "annotator":
             clean = _clean(role, fields)
             eps["annotators"] = [a for a in eps["annotators"] if a["name"] != clean["name"]] + [clean]
+        elif role in ("remove-rewriter", "remove-judge"):  # issue 32: a role can be removed, not only annotators
+            which = role.removeprefix("remove-")
+            if not eps.get(which):
+                where = "the user endpoints file" if scope == "user" else "this database"
+                raise EngineError(say(f"no {which} set in {where}; ", Alt(
+                    "`benchloupe endpoints show` says where each role comes from",
+                    "E on the BenchFill screen shows the endpoints")))
+            eps[which] = None
         else:
             name = fields.get("name")
             if not any(a["name"] == name for a in eps["annotators"]):
@@ -509,6 +518,15 @@ def _simulate(server: simulated.SimulatedServer, problem: FillProblem) -> None:
     guessing = problem.guessing if problem.answer_format == "choice" else 0.0
     server.world.load(problem.items, {a.model: a.theta for a in problem.annotators}, problem.scale.raw_min,
                       problem.scale.raw_max, guessing)
+
+
+def effective_endpoints(db_path) -> dict:
+    """The endpoints in effect for *db_path* (the user file overridden by the database's own settings)."""
+    conn = connect(db_path)
+    try:
+        return get_endpoints(conn)
+    finally:
+        conn.close()
 
 
 def uses_simulated(db_path) -> bool:

@@ -43,6 +43,7 @@ from benchloupe.engine.common import EngineError
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.prompts import simulated
 from benchloupe.prompts.bounded import ReplyRefused
+from benchloupe.words import clip
 
 NO_KEY = "not-needed"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -207,7 +208,7 @@ class ChatClient:
     def _scrub(self, text: str) -> str:
         if self._key and self._key != NO_KEY and self._key in text:
             text = text.replace(self._key, "***")
-        return " ".join(text.split())[:300]
+        return clip(text, 300)
 
     def _openai(self) -> openai.OpenAI:
         with self._lock:
@@ -278,7 +279,7 @@ class ChatClient:
                     delay = self.backoff(attempt, err.retry_after)
                     if delay >= 1.0 and self.notify is not None:
                         asked = f", the server's Retry-After {err.retry_after:g} s" if err.retry_after else ""
-                        self.notify(f"{ep.model} at {ep.shown_url}: {err.error[:80]}; waiting {delay:.0f} s before retry "
+                        self.notify(f"{ep.model} at {ep.shown_url}: {clip(err.error, 80)}; waiting {delay:.0f} s before retry "
                                     f"{attempt + 1} of {ep.max_retries}{asked}")
                     self._sleep(delay)
                 continue
@@ -307,7 +308,7 @@ class ChatClient:
     def _too_long(self, err: _Retryable) -> str:
         """The one line for a server that asks to wait longer than ``retry_after_max``."""
         ep = self.endpoint
-        return say(f"{ep.model!r} at {ep.shown_url} answered {err.error[:60]} and asks to wait {err.retry_after:,.0f} s "
+        return say(f"{ep.model!r} at {ep.shown_url} answered {clip(err.error, 60)} and asks to wait {err.retry_after:,.0f} s "
                    f"before retrying, more than this endpoint waits ({ep.retry_after_max:g} s, ", Opt("retry_after_max"),
                    "); try again later, or raise the limit ",
                    Alt("with `benchloupe endpoints set ROLE --retry-after-max SECONDS`",
@@ -358,7 +359,7 @@ class ChatClient:
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise _Retryable("bad_body", None, f"reply was not valid JSON: {self._scrub(str(exc))}") from None
         if isinstance(resp, (str, bytes)):  # the openai package hands back a non-JSON body as text
-            raise _Retryable("bad_body", None, f"reply was not valid JSON: {self._scrub(str(resp))[:80]!r}")
+            raise _Retryable("bad_body", None, f"reply was not valid JSON: {clip(self._scrub(str(resp)), 80)!r}")
         choices = getattr(resp, "choices", None)
         error = (getattr(resp, "model_extra", None) or {}).get("error") if not choices else None
         if error:  # HTTP 200 carrying an error object (a quota, an overloaded backend): the server's own words
@@ -367,17 +368,17 @@ class ChatClient:
             raise _Retryable("bad_body", None, f"the server answered HTTP 200 with an error"
                                                f"{f' ({kind})' if kind else ''}: {self._scrub(str(said))}")
         if not isinstance(choices, list) or not choices:
-            raise _Retryable("bad_body", None, f"reply was not a chat completion: {self._scrub(repr(resp))[:120]}")
+            raise _Retryable("bad_body", None, f"reply was not a chat completion: {clip(self._scrub(repr(resp)), 120)}")
         choice = choices[0]
         message = getattr(choice, "message", None) if choice is not None else None
         if message is None:
-            raise _Retryable("bad_body", None, f"reply's choices[0] held no message: {self._scrub(repr(choice))[:80]}")
+            raise _Retryable("bad_body", None, f"reply's choices[0] held no message: {clip(self._scrub(repr(choice)), 80)}")
         text = getattr(message, "content", None)
         if text is None:
             text = ""  # a refusal or a tool call: no text, which the caller treats as an empty reply
         if not isinstance(text, str):
             raise _Retryable("bad_body", None, f"reply's message content was {type(text).__name__} "
-                                               f"{self._scrub(repr(text))[:60]}, not text")
+                                               f"{clip(self._scrub(repr(text)), 60)}, not text")
         truncated = getattr(choice, "finish_reason", None) == "length"
         return text, getattr(resp, "usage", None), truncated
 
@@ -425,4 +426,4 @@ def _connection_cause(exc: BaseException) -> str:
         return "the server redirects in a loop (too many redirects); check the base URL"
     if any("server disconnected" in t or "remoteprotocolerror" in t for t in texts):
         return "the server closed the connection without a reply"
-    return " ".join(str(exc).split())[:200] or "connection error"
+    return clip(str(exc), 200) or "connection error"

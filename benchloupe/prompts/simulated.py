@@ -61,6 +61,19 @@ def uses_simulated(endpoints: dict) -> bool:
     return any(is_simulated((r or {}).get("base_url")) for r in roles)
 
 
+def simulated_roles(endpoints: dict) -> tuple[list[str], list[str]]:
+    """(roles on the simulated endpoint, roles elsewhere) of an endpoints dict, in words: "rewriter", "judge",
+    "annotator NAME" (issue 32: ``fill`` called every endpoint simulated when the judge was a real URL)."""
+    sim, real = [], []
+    for role in ("rewriter", "judge"):
+        e = endpoints.get(role)
+        if e:
+            (sim if is_simulated(e.get("base_url")) else real).append(role)
+    for a in endpoints.get("annotators") or []:
+        (sim if is_simulated(a.get("base_url")) else real).append(f"annotator {a.get('name')}")
+    return sim, real
+
+
 def demo_endpoints(annotators: list[tuple[str, int]]) -> dict:
     """The demo workspace's endpoints: simulated rewriter and judge, and (name, trials) simulated annotators."""
     common = {"base_url": SIMULATED_URL, "api_key_env": "", "timeout": 10.0, "max_retries": 2, "concurrency": 8}

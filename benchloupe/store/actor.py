@@ -92,6 +92,10 @@ def short_time(stamp: str | None, *, today: str | None = None) -> str:
 
 
 def by_at(actor: str | None, stamp: str | None) -> str:
-    """``by bea at 14:02`` (the parts that are known)."""
-    parts = ([f"by {actor}"] if actor else []) + ([f"at {short_time(stamp)}"] if stamp else [])
+    """``by bea at 14:02`` (the parts that are known: a missing one, None, "" or NaN from a frame, is left out;
+    an undone note read "open at nan", issue 32 point 6)."""
+    def known(v) -> bool:
+        return v is not None and str(v) not in ("", "nan", "NaN", "NaT", "<NA>")
+
+    parts = ([f"by {actor}"] if known(actor) else []) + ([f"at {short_time(stamp)}"] if known(stamp) else [])
     return " ".join(parts)

@@ -11,7 +11,8 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 AREAS = (("benchmarks", "Benchmarks"), ("items", "Items"), ("models", "Models"), ("runs", "Runs"),
-         ("anomalies", "Anomalies"), ("reversals", "Reversals"), ("coverage", "Coverage"), ("benchfill", "BenchFill"))
+         ("anomalies", "Anomalies"), ("reversals", "Reversals"), ("coverage", "Coverage"), ("benchfill", "BenchFill"),
+         ("itemflags", "Item flags"))
 
 
 class WorkbenchCommands(Provider):

@@ -175,3 +175,53 @@ def test_compress_validate_prints_every_selection_and_estimator(tmp_path):
 def test_compress_for_estimate_bad_input(tmp_path, argv, match):
     db, _, _ = _workspace(tmp_path)
     _case(db, ["compress", "mc", *argv], match)
+
+
+def test_next_items_lists_unseen_informative_items_and_exports_them(tmp_path):
+    db, _, seen = _workspace(tmp_path)
+    _fit(db)
+    name = f"lab/m{N_FULL + 1}"
+    rc, out, err = run_cli(["next-items", "mc", "--db", db, "--model", name, "--n", "5", "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    keys = [r["key"] for r in doc["items"]]
+    assert len(keys) == 5 and not set(keys) & {f"q{q}" for q in seen[name]}
+    info = [r["information"] for r in doc["items"]]
+    assert info == sorted(info, reverse=True) and doc["seen"] == K
+    rc, out, err = run_cli(["next-items", "mc", "--db", db, "--model", name, "--n", "5", "--export-name", "nxt"])
+    assert rc == 0 and "exported as benchmark nxt" in out, err
+    _case(db, ["next-items", "mc", "--model", "lab/m0"], "no item left to run")
+
+
+def test_compare_is_an_exact_mcnemar_on_common_items_and_says_when_it_goes_through_estimates(tmp_path):
+    from scipy.stats import binom
+
+    db, y, seen = _workspace(tmp_path)
+    _fit(db)
+    a, b = 0, N_FULL + 2
+    rc, out, err = run_cli(["compare", "mc", "lab/m0", f"lab/m{b}", "--db", db, "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    common = seen[f"lab/m{b}"]
+    ya, yb = y[a, common], y[b, common]
+    n10, n01 = int(((ya == 1) & (yb == 0)).sum()), int(((ya == 0) & (yb == 1)).sum())
+    assert (doc["common_items"], doc["a_only"], doc["b_only"]) == (K, n10, n01)
+    brute = min(1.0, 2 * binom.cdf(min(n10, n01), n10 + n01, 0.5)) if n10 + n01 else 1.0
+    assert doc["mcnemar_p"] == pytest.approx(brute)
+    assert doc["difference"] == pytest.approx(ya.mean() - yb.mean())
+    assert len(doc["differing_items"]) == n10 + n01
+    assert doc["through_estimate"]["seen_b"] == K and "estimate" in doc["through_estimate"]["note"]
+    rc, out, err = run_cli(["compare", "mc", "lab/m0", "lab/m1", "--db", db, "--json"])
+    assert rc == 0 and "through_estimate" not in json.loads(out)
+    _case(db, ["compare", "mc", "lab/m0", "lab/m0"], "two different models")
+
+
+def test_adaptive_testing_simulation_is_stored(tmp_path):
+    db, _, _ = _workspace(tmp_path)
+    rc, out, err = run_cli(["estimate", "mc", "--db", db, "--adaptive", "--target-se", "0.03", "--json"])
+    assert rc == 0, err
+    m = json.loads(out)["metrics"]
+    assert m["models"] == N_FULL and m["reached_share"] > 0.9 and 0.85 <= m["coverage"] <= 1
+    assert m["items_median"] < N_ITEMS
+    rc, out, err = run_cli(["estimate", "mc", "--db", db, "--target-se", "0.03"])
+    assert rc == 2 and "--adaptive" in err

@@ -16,7 +16,7 @@ from benchloupe.prompts.client import ChatClient, EndpointConfig
 from tests.fake_llm import fake_llm  # noqa: F401
 from tests.fill_world import configure_endpoints, store_world
 from tests.hostile import check_outcome, run_cli
-from tests.hostile_http import ODD_REPLIES, QUOTA, REPLY_BOMBS, HostileServer
+from tests.hostile_http import QUOTA, REPLY_BOMBS, HostileServer
 
 KEY = "bounds-test-key-0123456789"
 

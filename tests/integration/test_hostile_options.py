@@ -30,7 +30,7 @@ from benchloupe.cli.options import Ranged, RangeError
 from tests.hostile import NUMBERS, check_outcome, dump, run_cli
 
 BENCH = "seed"
-ALL = ["open", "demo", "list", "show", "db", "import", "export", "alias", "flags", "search", "fit", "compress", "estimate",
+ALL = ["open", "demo", "list", "show", "db", "import", "export", "alias", "flags", "search", "fit", "compress", "estimate", "next-items", "compare",
        "anomalies", "screen", "bootstrap", "evaluate", "contamination", "audit", "coverage", "calibrate", "endpoints",
        "fill", "review"]
 # positionals the generator fills in (the first choice otherwise); per (command, dest)
@@ -38,7 +38,7 @@ POSITIONAL = {("fit", "mode"): "static", ("audit", "kind"): "neartie", ("audit",
               ("db", "action"): "remove-run", ("endpoints", "action"): "set", ("endpoints", "role"): "judge",
               ("export", "what"): "items", ("import", "format"): "wide", ("alias", "model"): "m01",
               ("alias", "aliases"): "x1", ("search", "text"): "fox"}
-EXTRA = {"demo": ["--bare"], "compress": ["--recovery", "no"]}  # keeps an in-range case small
+EXTRA = {"demo": ["--bare"], "compress": ["--recovery", "no"], "next-items": ["--model", "m01"]}  # keeps an in-range case small
 
 
 def _walk(parser, path=()):

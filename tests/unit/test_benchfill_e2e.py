@@ -13,11 +13,11 @@ from benchloupe.engine.benchfill_types import AnnotationRecord, MemoryJournal
 from benchloupe.engine.common import Cancelled
 from benchloupe.prompts.client import ChatClient, EndpointConfig
 from benchloupe.prompts.llm import LLMAnnotator, LLMJudge, LLMRewriter
-from tests.fake_llm import KEY, FakeLLM, fake_llm, gappy_world, largest_gaps, problem_for_gap  # noqa: F401
+from tests.fake_llm import KEY, REPLY_TIMEOUT_S, FakeLLM, fake_llm, gappy_world, largest_gaps, problem_for_gap  # noqa: F401
 
 
 def endpoint(fake: FakeLLM, model: str, **kw) -> EndpointConfig:
-    opts = dict(api_key=KEY, timeout=1.0, max_retries=3, backoff_initial=0.001, concurrency=8) | kw
+    opts = dict(api_key=KEY, timeout=REPLY_TIMEOUT_S, max_retries=3, backoff_initial=0.001, concurrency=8) | kw
     return EndpointConfig(fake.base_url, model, **opts)
 
 
@@ -30,7 +30,7 @@ def llms(fake: FakeLLM, specs, **kw):
 def test_fills_three_gaps_beats_threshold_and_runs_the_baseline(fake_llm):  # noqa: F811
     # Issue 5: >= 20 % top-3 gap sum reduction with three accepted items, Target Dev. < 0.02, on a server that
     # throws occasional 429/500, one timeout, fenced and truncated rewriter output.
-    fake_llm.every_429, fake_llm.every_500, fake_llm.hang_s = 41, 59, 1.5
+    fake_llm.every_429, fake_llm.every_500 = 41, 59
     fake_llm.script("rewriter", "fenced", "truncated")
     fake_llm.script("annot-3", "timeout")
     items, specs = gappy_world(fake_llm)

@@ -11,7 +11,7 @@ from benchloupe.engine.benchfill import BenchFillConfig, run_session
 from benchloupe.engine.benchfill_types import MemoryJournal
 from benchloupe.prompts.client import ChatClient, EndpointConfig
 from benchloupe.prompts.llm import LLMAnnotator, LLMJudge, LLMRewriter
-from tests.fake_llm import KEY, fake_llm, gappy_world, largest_gaps, problem_for_gap  # noqa: F401
+from tests.fake_llm import KEY, REPLY_TIMEOUT_S, fake_llm, gappy_world, largest_gaps, problem_for_gap  # noqa: F401
 
 ONE_ROUND = BenchFillConfig(max_rounds=1)
 
@@ -27,7 +27,7 @@ def run(fake, *, rewriter_url="ok", key=KEY, annot_model=None):
     url = fake.base_url if rewriter_url == "ok" else rewriter_url
 
     def ep(model, base=fake.base_url):
-        return EndpointConfig(base, model, api_key=key, timeout=1.0, max_retries=2, backoff_initial=0.001)
+        return EndpointConfig(base, model, api_key=key, timeout=REPLY_TIMEOUT_S, max_retries=2, backoff_initial=0.001)
 
     rewriter = LLMRewriter(ChatClient(ep("rewriter", url)))
     judge = LLMJudge(ChatClient(ep("judge")))

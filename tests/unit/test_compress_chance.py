@@ -122,3 +122,38 @@ def test_versus_random_and_the_loss_lines():
     lines = losses_to_random(vs, "targeted")
     assert lines == ["the paper's top-Fisher rule is below the random mean at 5.0% (worst 5.0%: Spearman 0.700 vs "
                      "random 0.800)"]
+
+
+def test_random_baseline_draws_until_its_standard_error_is_small():
+    """Issue 34.5: three random draws made the "random 95 %" band and the margins noise. Now at least 10 draws per
+    fraction, more where the random mean's standard error is not small beside the targeted margin, at most the cap."""
+    from benchloupe.engine.informativeness import RANDOM_MIN_DRAWS, more_random_draws, random_se
+
+    _, _, _, S = _simulated(0.0, n_models=150, n_items=60)
+    res = fit_joint(S, None, JointConfig(mode="static"))
+    tab = subset_recovery(res, S, None, fractions=(0.1, 0.3, 1.0), strategies=("targeted", "random"), seeds=(0, 1, 2))
+    more = more_random_draws(res, S, None, None, tab, strategy="targeted", max_draws=25)
+    summ = summarise_recovery(more)
+    rnd = summ[summ["strategy"] == "random"].set_index("fraction")
+    own = summ[summ["strategy"] == "targeted"].set_index("fraction")["spearman_mean"]
+    se = random_se(summ)
+    assert (rnd["draws"] >= RANDOM_MIN_DRAWS).all() and (rnd["draws"] <= 25).all()
+    for f in rnd.index:
+        margin = abs(own[f] - rnd.loc[f, "spearman_mean"])
+        assert rnd.loc[f, "draws"] == 25 or se[f] <= max(margin / 4, 0.001) + 1e-12, f
+    assert len(more[more["strategy"] == "targeted"]) == len(tab[tab["strategy"] == "targeted"])  # only random grew
+
+
+def test_a_loss_within_the_random_means_noise_says_so():
+    import pandas as pd
+
+    from benchloupe.engine.informativeness import losses_to_random, versus_random
+
+    summ = pd.DataFrame({"strategy": ["random", "random", "targeted", "targeted"], "fraction": [0.025, 0.1] * 2,
+                         "spearman_mean": [0.727, 0.90, 0.725, 0.85], "spearman_std": [0.02, 0.02, 0, 0],
+                         "draws": [50, 50, 1, 1]})
+    vs = versus_random(summ)["targeted"]
+    noise = {r["fraction"]: r["within_noise"] for r in vs["below"]}
+    assert noise == {0.025: True, 0.1: False} and vs["within_noise"] == [0.025]
+    line = losses_to_random({"targeted": vs}, "targeted")[0]
+    assert "2.5% (within noise), 10.0% (worst" in line and "\u00b1" in line

@@ -179,3 +179,88 @@ def test_long_option_column_is_scored_with_the_answer_column(tmp_path):
     sm, opt, choices = _stored(db, "L")
     assert sm.correct.tolist() == [[1, 1], [0, -1]] and opt.tolist() == [[0, 0], [1, -1]]
     assert choices == [["A", "B"], ["C"]]
+
+
+def test_lmeval_log_set_with_a_contradicted_key_gets_it_flagged_with_the_true_answer(tmp_path):
+    """200 simulated models' lm-eval multiple-choice logs, written from the real fixture's row and results files
+    (the real tool's format, its values simulated): on item 0 the task's target says choice 0, the models answer
+    consistently with choice 2 being right; the audit flags it and suggests choice 2's text."""
+    real = REAL / "lmeval" / "i82qcls7"
+    template = json.loads(next(real.glob("samples_arith_mc_*.jsonl")).read_text().splitlines()[0])
+    results = json.loads(next((REAL / "lmeval" / "alpha").glob("results_*.json")).read_text())
+    rng = __import__("numpy").random.default_rng(7)
+    n_items, n_models = 24, 200
+    theta = rng.normal(size=n_models)
+    b = rng.normal(size=n_items)
+    true = rng.integers(0, 4, n_items)
+    true[0], b[0] = 2, -0.5  # an item most models can answer
+    stated = true.copy()
+    stated[0] = 0  # the task's key contradicts what the models agree on
+    logs = tmp_path / "logs"
+    for m in range(n_models):
+        folder = logs / f"model{m:02d}"
+        folder.mkdir(parents=True)
+        stamp = "2026-12-01T09-38-10.963199"
+        res = dict(results, model_name=f"model{m:02d}")
+        res["config"] = dict(results["config"], model_args={"model": f"model{m:02d}"})
+        (folder / f"results_{stamp}.json").write_text(json.dumps(res))
+        rows = []
+        for j in range(n_items):
+            p = 0.25 + 0.75 / (1 + __import__("math").exp(-1.7 * (theta[m] - b[j])))
+            pick = int(true[j]) if rng.random() < p else int((true[j] + rng.integers(1, 4)) % 4)
+            choices = [f"opt{j}-{k}" for k in range(4)]
+            row = json.loads(json.dumps(template))
+            row["doc_id"], row["doc"] = j, {"id": f"q{j}", "question": f"question {j}", "choices": choices}
+            row["target"] = str(int(stated[j]))
+            row["arguments"] = {f"gen_args_{k}": {"arg_0": f"Question {j}\nAnswer:", "arg_1": f" {c}"}
+                                for k, c in enumerate(choices)}
+            lls = [-1.5 - rng.random() for _ in range(4)]
+            lls[pick] = -0.2
+            row["resps"] = [[[str(v), "False"]] for v in lls]
+            row["filtered_resps"] = [[str(v), "False"] for v in lls]
+            row["acc"] = float(pick == stated[j])
+            rows.append(json.dumps(row))
+        (folder / f"samples_arith_mc_{stamp}.jsonl").write_text("\n".join(rows) + "\n")
+    db = tmp_path / "w.db"
+    rc, _o, err = run_cli(["import", "lm-eval", logs, "--db", db])
+    assert rc == 0, err
+    rc, out, err = run_cli(["audit", "items", "arith_mc", "--db", db, "--json", "--permutations", "499"])
+    assert rc == 0, err
+    flags = json.loads(out)["flags"]
+    assert [f["item_key"] for f in flags][:1] == ["q0"], flags
+    assert "suggested key: opt0-2" in flags[0]["headline"]
+
+
+def test_audit_items_bad_input_one_line_and_nothing_written(tmp_path):
+    db = tmp_path / "w.db"
+    items = _write(tmp_path, "items.csv", "key,answer\nq1,A\nq2,B\n")
+    binary = _write(tmp_path, "bin.csv", "model,q1,q2\nm1,1,0\nm2,0,1\nm3,1,1\nm4,0,0\nm5,1,0\n")
+    for argv in (["import", "items", items, "--benchmark", "only-items"],
+                 ["import", "wide", binary, "--benchmark", "bin"]):
+        rc, _o, err = run_cli([*argv, "--db", db])
+        assert rc == 0, err
+    rc, out, err = run_cli(["audit", "items", "bin", "--db", db, "--permutations", "99"])
+    assert rc == 0, err
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO flags (kind, benchmark_id, item_id) VALUES ('item', (SELECT id FROM benchmarks WHERE"
+                 " name = 'bin'), (SELECT id FROM items WHERE key = 'q1' AND benchmark_id = (SELECT id FROM benchmarks"
+                 " WHERE name = 'bin')))")
+    conn.execute("INSERT INTO flags (kind, benchmark_id) VALUES ('anomaly', 1)")
+    conn.commit()
+    other_flag, item_flag = (r[0] for r in conn.execute("SELECT id FROM flags ORDER BY id DESC LIMIT 2"))
+    conn.close()
+    cases = {
+        "no static results": (["audit", "items", "only-items"], "no static results"),
+        "fdr nan": (["audit", "items", "bin", "--fdr", "nan"], "--fdr"),
+        "fdr 1": (["audit", "items", "bin", "--fdr", "1"], "--fdr"),
+        "neartie flag": (["audit", "items", "bin", "--protocol", "full"], "applies to `audit neartie`"),
+        "two benchmarks": (["audit", "items", "bin", "only-items"], "takes one benchmark"),
+        "not an item flag": (["flags", "--fix-key", other_flag, "A"], "is an anomaly flag, not an item flag"),
+        "no stored options": (["flags", "--fix-key", item_flag, "0"], "no stored options"),
+        "no such flag": (["flags", "--retire", "99999"], "no flag with id 99999"),
+    }
+    for case, (argv, words) in cases.items():
+        before = dump(db)
+        rc, out, err = run_cli([*argv, "--db", db])
+        check_outcome(case, rc, out, err, before, dump(db), usage=True)
+        assert rc in (1, 2) and words in err, (case, err)

@@ -11,7 +11,7 @@ from benchloupe.engine.benchfill_types import ChildDraft, FillItem, LLMFailure, 
 from benchloupe.prompts.client import ChatClient, EndpointConfig
 from benchloupe.prompts.llm import LLMJudge, LLMRewriter, parse_children, parse_json_loose
 from benchloupe.prompts.templates import load_template, parse_template
-from tests.fake_llm import KEY, fake_llm  # noqa: F401
+from tests.fake_llm import KEY, REPLY_TIMEOUT_S, fake_llm  # noqa: F401
 
 KIDS = [{"question": f"[C-{i}] What is {i} + 1?", "answer": str(i + 1)} for i in range(4)]
 
@@ -80,9 +80,8 @@ def test_backoff_is_exponential_capped_and_jittered(fake_llm):  # noqa: F811
 
 
 def test_timeout_is_retried(fake_llm):  # noqa: F811
-    fake_llm.hang_s = 1.0
-    fake_llm.script("judge", "timeout")
-    client = ChatClient(EndpointConfig(fake_llm.base_url, "judge", api_key=KEY, timeout=0.3,
+    fake_llm.script("judge", "timeout")  # hangs past REPLY_TIMEOUT_S
+    client = ChatClient(EndpointConfig(fake_llm.base_url, "judge", api_key=KEY, timeout=REPLY_TIMEOUT_S,
                                        backoff_initial=0.001))
     reply = client.chat([{"role": "user", "content": "Item:\n[Q-0]\nReference answer: 1"}], "t")
     assert [c.status for c in reply.calls] == ["timeout", "ok"]

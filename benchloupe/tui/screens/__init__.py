@@ -50,6 +50,7 @@ SCREENS = {
     "reversals": (_ref("reversals", "ReversalsScreen"), "6", "Reversals"),
     "coverage": (_ref("coverage", "CoverageScreen"), "7", "Coverage"),
     "benchfill": (_ref("benchfill", "BenchFillScreen"), "8", "BenchFill"),
+    "itemflags": (_ref("itemflags", "ItemFlagsScreen"), "9", "Item flags"),
 }
 
 

@@ -72,6 +72,7 @@ class FlagQueueScreen(BenchScreen):
     TOPICS = ("flags", "runs", "items", "models")
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
+    SCORE_WORD: ClassVar[str] = ""  # what a flag's score is, in the card's head ("" : not shown there)
     # False: the flags' payloads stay JSON text until a card shows one (``payload``): the anomaly queue's
     # 210,060 payloads were parsed on every load for the one card on screen (issue 26)
     PARSE_PAYLOADS: ClassVar[bool] = True
@@ -429,8 +430,9 @@ class FlagQueueScreen(BenchScreen):
         status.append(f" · {triaged:,} of {total:,} triaged", style="bold")
         if self.marked:
             status.append(f" · {len(self.marked):,} marked: c d u o decide them", style="bold magenta")
-        if self.last_decision:
-            status.append(f" · {self.last_decision} (z undo)", style="bold green")
+        if self.last_decision:  # "(z undo)" only while there is something left to undo
+            status.append(f" · {self.last_decision}" + (" (z undo)" if self.ledger.stack else ""),
+                          style="bold green")
         status.append("  j k step · space mark · e note · ? all keys", style="dim")  # the status wraps to 2 lines
         self.query_one("#queue-status", SafeStatic).update(status)
         detail = self.query_one("#queue-detail", SafeStatic)
@@ -447,7 +449,9 @@ class FlagQueueScreen(BenchScreen):
             text.append(" (saving…)", style="dim")
         elif row.get("version") and (who := by_at(row.get("updated_by"), row.get("updated_at"))):
             text.append(" " + who, style="dim")  # (an undo back to a never-decided flag has no author)
-        text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
+        text.append(f" · run #{row['run_id']}", style="dim")
+        if self.SCORE_WORD:  # a reversal's score is only its reversed 0/1: "score 1.000" on every card said nothing
+            text.append(f" · {self.SCORE_WORD} {fmt_value(row['score'], 3, signed=True)}", style="dim")
         if fid in self.changed_meanwhile:
             text.append(f"\n⚠ changed while you looked: {self.changed_meanwhile[fid]}", style="bold yellow")
         if row.get("superseded"):
@@ -707,8 +711,12 @@ class FlagQueueScreen(BenchScreen):
 
         store_write(self, write, reload=False)
         first, state = decision.ids[0], decision.before[decision.ids[0]][0]
-        self.last_decision = (f"#{first} back to {state}" if len(decision.ids) == 1
-                              else f"{len(decision.ids)} {self.PLURAL} back")
+        if decision.kind == "note":  # the state never changed: the note is what came back
+            note = decision.before[first][1]
+            self.last_decision = f"#{first} note undone" + (f" (note: {note[:40]})" if note else " (no note)")
+        else:
+            self.last_decision = (f"#{first} back to {state}" if len(decision.ids) == 1
+                                  else f"{len(decision.ids)} {self.PLURAL} back")
         self.render_current()
 
     def _cursor_to_last(self, ids: list[int]) -> None:
