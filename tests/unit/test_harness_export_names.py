@@ -23,7 +23,7 @@ REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 MCQ = next(p for p in sorted((REAL / "inspect" / "logs").glob("*_mcq_*.eval")))
 # the name classes: Han, emoji (non-BMP), dots, spaces, case, punctuation that folds onto another name, a digit
 # first, a long name, and the plain names they fold onto
-NAMES = ["数学", "ベンチ", "😀", "🧪 chem", "a.b", "a b", "a_b", "math-1", "math_1", "MATH_1", "1st", "x" * 120,
+NAMES = ["数学", "ベンチ", "😀", "🧪 chem", "a.b", "a b", "a_b", "math-1", "math_1", "Math 1", "1st", "x" * 120,
          "mcq", "mcq.v2", "Ünïcode"]
 TASK_NAME = r"[a-z][a-z0-9_]*"
 

@@ -8,7 +8,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from benchloupe.cli.main import main
 from benchloupe.store import fill
 from benchloupe.store.db import connect
+from tests.fixtures.real.make_lmeval_logs import lm_eval_command
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 MCQ = next(p for p in sorted((REAL / "inspect" / "logs").glob("*_mcq_*.eval")))
@@ -75,8 +75,8 @@ def test_lmeval_task_runs_in_lm_eval(db_with_accepted, tmp_path):
     assert main(["export", "lm-eval-task", "mcq", "--all-items", "-o", str(folder), "--db", str(plain)]) == 0
     assert "output_type: multiple_choice" in (folder / "mcq.yaml").read_text()
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    subprocess.run([sys.executable, "-m", "lm_eval", "--model", "dummy", "--tasks", "mcq", "--include_path",
-                    str(folder), "--log_samples", "--output_path", str(tmp_path / "out")], check=True, env=env,
+    subprocess.run(lm_eval_command(["--model", "dummy", "--tasks", "mcq", "--include_path", str(folder),
+                                    "--log_samples", "--output_path", str(tmp_path / "out")]), check=True, env=env,
                    capture_output=True, cwd=tmp_path)
     samples = next((tmp_path / "out").rglob("samples_mcq_*.jsonl"))
     # ... and the harness's log imports back onto the same items
