@@ -78,7 +78,8 @@ def shared(root: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, load in mats.items():
             m = load()
-            ch = pd.read_csv(chance_file(name, data, Path(tmp))).set_index("key")["chance"]
+            m.columns = m.columns.astype(str)
+            ch = pd.read_csv(chance_file(name, data, Path(tmp)), dtype={"key": str}).set_index("key")["chance"]
             stated = ch.reindex(m.columns).fillna(0.0).to_numpy(float)
             vals = m.to_numpy(float)
             k = np.isfinite(vals).astype(np.int8)
@@ -99,7 +100,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--shared", type=Path, default=None, help="the shared folder (its data/): the real sets too")
     args = ap.parse_args()
-    simulated(args.reps)
+    if args.reps > 0:  # --reps 0: the shared sets only
+        simulated(args.reps)
     if args.shared:
         shared(args.shared)
 

@@ -23,7 +23,9 @@ The checks the issue asks for, per benchmark and k: ours on the curve subset aga
 mean, (b) 2PL + MAP ability from k random items (``irt`` on ``random``), (c) the compress default's targeted
 subset's plain mean, (d) the best tinyBenchmarks estimator on their anchor points; and ours' coverage.
 
-Usage: ``python bench/bench_estimate.py [--models 1500] [--max-test 200] [--ks 10,25,50,100]``
+``--adaptive SE`` instead simulates computerized adaptive testing (``estimate --adaptive``) to that sd.
+
+Usage: ``python bench/bench_estimate.py [--models 1500] [--max-test 200] [--ks 10,25,50,100] [--adaptive 0.01]``
 """
 
 from __future__ import annotations
@@ -112,6 +114,32 @@ def _checks(summary: pd.DataFrame) -> list[dict]:
     return out
 
 
+def adaptive(y: np.ndarray, target_se: float, seed: int = 0, max_test: int = 100) -> dict:
+    """Computerized adaptive testing (``estimate --adaptive``) simulated over 5 folds: items needed for the target
+    sd, the error and coverage reached, and the error of as many random items."""
+    from benchloupe.engine import estimate as E
+    from benchloupe.engine import estimate_validate as ev
+
+    rng = np.random.default_rng(seed)
+    parts = np.array_split(rng.permutation(len(y)), 5)
+    rows = []
+    for test in parts:
+        train = np.setdiff1d(np.arange(len(y)), test)
+        test = np.sort(rng.choice(test, min(max_test, len(test)), replace=False))
+        cal, _, _ = ev.fold_calibration(y[train], np.ones_like(y[train], bool), None)
+        r = E.simulate_cat(cal, y[test], target_se=target_se)
+        rnd = np.zeros((len(test), cal.n_items), bool)
+        for i, k in enumerate(r.items):
+            rnd[i, rng.choice(cal.n_items, int(k), replace=False)] = True
+        e = E.estimate(cal, y[test], rnd)
+        rows.append(pd.DataFrame({"items": r.items, "err": np.abs(r.accuracy - r.truth),
+                                  "cov": (r.truth >= r.lo) & (r.truth <= r.hi), "rnd": np.abs(e.accuracy - r.truth)}))
+    df = pd.concat(rows)
+    return {"target_se": target_se, "models": len(df), "items_median": float(df["items"].median()),
+            "items_p90": float(df["items"].quantile(0.9)), "mae_points": round(100 * df["err"].mean(), 2),
+            "coverage": round(float(df["cov"].mean()), 3), "random_same_k_mae_points": round(100 * df["rnd"].mean(), 2)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=int, default=1500, help="models per benchmark (seeded subsample)")
@@ -119,6 +147,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ks", default="10,25,50,100")
     ap.add_argument("--benchmarks", default="arc,gsm8k,truthfulqa")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--adaptive", type=float, default=None, metavar="SE",
+                    help="instead: simulate adaptive testing to this sd of the predicted accuracy")
     args = ap.parse_args(argv)
     from benchloupe.engine import estimate_validate as ev
 
@@ -133,6 +163,11 @@ def main(argv=None) -> int:
         y = y[np.sort(rows)]
         ks = [int(k) for k in args.ks.split(",") if int(k) < y.shape[1]]
         t0 = time.perf_counter()
+        if args.adaptive is not None:
+            report["benchmarks"][name] = {"shape": [total, y.shape[1]], "models_used": len(y),
+                                          **adaptive(y, args.adaptive, args.seed),
+                                          "seconds": round(time.perf_counter() - t0, 1)}
+            continue
         long = ev.cross_validate(y, np.ones_like(y, bool), ks, seed=args.seed, max_test=args.max_test, extra=EXTRA)
         summary = ev.summarise(long)
         report["benchmarks"][name] = {"shape": [total, y.shape[1]], "models_used": len(y),

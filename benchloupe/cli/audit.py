@@ -163,13 +163,13 @@ def register_audit(sub, common) -> None:
     from benchloupe.jobs.audit import AuditConfig
     p.add_argument("kind", choices=["neartie", "robustness", "items"])
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help="one benchmark (neartie) or several (robustness)")
-    p.add_argument("--fdr", type=float, default=0.05, metavar="Q",
-                   help="items: the false-discovery rate of every item test (Benjamini-Hochberg; default 0.05)")
+    ranged_argument(p, "--fdr", range=ranges.PROBABILITY, default=0.05, metavar="Q",
+                    help="items: the false-discovery rate of every item test (Benjamini-Hochberg; default 0.05)")
     ranged_argument(p, "--permutations", range=ranges.count(0, 10**6, "permutations"), default=999,
                     help="items: permutation replicates per test (default 999; fewer on very large benchmarks)")
     ranged_argument(p, "--top-k", range=ranges.count(1, 10**6, "models"), default=25,
                     help="items: the strongest models an item must separate, and of the saturation index (default 25)")
-    ranged_argument(p, "--seed", range=ranges.count(0, ranges.INT64_MAX, "a seed"), default=0,
+    ranged_argument(p, "--seed", range=ranges.SEED, default=0,
                     help="items: the permutations' seed (default 0)")
     p.add_argument("--flag-saturated", action="store_true",
                    help="items: also flag items every one of the top-k models solves")

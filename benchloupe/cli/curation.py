@@ -101,8 +101,9 @@ def _item_decision(args, conn) -> int:
     if row is None:
         raise CliError(f"no flag with id {fid}")
     if row["kind"] != "item" or row["item_id"] is None:
-        raise CliError(f"flag {fid} is a {row['kind']} flag; --fix-key and --retire decide item flags "
-                       "(`flags --kind item`)")
+        article = "an" if row["kind"][:1] in "aeiou" else "a"
+        raise CliError(f"flag {fid} is {article} {row['kind']} flag, not an item flag; --fix-key and --retire decide "
+                       "item flags (`flags --kind item` lists them)")
     if args.fix_key:
         out = itemkeys.fix_key(conn, int(row["item_id"]), args.fix_key[1], args.note or "",
                                expect_answer=args.expect_key, flag_id=fid)

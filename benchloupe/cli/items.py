@@ -30,8 +30,6 @@ def cmd_audit_items(args) -> int:
     for dest, value in vars(args).items():
         if dest.startswith("cfg_") and value is not None:
             raise CliError(f"--{dest[4:].replace('_', '-')} applies to `audit neartie`, not `audit items`; drop it")
-    if not 0 < args.fdr < 1:
-        raise CliError(f"--fdr must be between 0 and 1 (a false-discovery rate, e.g. 0.05); got {args.fdr:g}")
     cfg = ItemAuditConfig(alpha=args.fdr, n_perm=args.permutations, top_k=args.top_k, seed=args.seed,
                           flag_saturated=args.flag_saturated)
     benchmark = args.benchmarks[0]

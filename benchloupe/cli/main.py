@@ -237,10 +237,14 @@ def _command(argv: list[str] | None) -> int:
                 from benchloupe.cli.errors import db_path
 
                 db_path(args)  # `--db ''` is refused before any command runs
+            from benchloupe.cli.options import close_progress
             from benchloupe.store.db import creation
 
-            with creation(_may_create(args)):
-                code = int(args.func(args) or 0)
+            try:
+                with creation(_may_create(args)):
+                    code = int(args.func(args) or 0)
+            finally:
+                close_progress()  # its timer threads end with the command (tests call main() many times)
             sys.stdout.flush()
         return code
     except UsageError as exc:

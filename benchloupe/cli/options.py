@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import threading
 import time
 
 from benchloupe import ranges
@@ -163,26 +164,75 @@ def config_from_args(args, config_cls, **fixed):
 
 
 class StderrProgress:
-    """Progress lines on stderr, only once a job has run for more than a second, at most 4 per second."""
+    """Progress lines on stderr once a job has run for a second, at most 4 per second (issue 32: within the first
+    second after that, and never silent for long): an event that came before the first second is shown when the
+    second is up, and while no event comes the last one is repeated every ``HEARTBEAT`` seconds with the time
+    spent, by a small timer thread that :func:`close_progress` (after each command) stops.  The percentage shown
+    never goes back (a job whose stages each count from 0 shows its stage's message without one)."""
+
+    HEARTBEAT = 2.0
+    live: list[StderrProgress] = []
 
     def __init__(self, label: str, quiet: bool = False):
         self.label, self.quiet = label, quiet
         self.t0 = time.perf_counter()
         self.last = 0.0
         self.shown = False
+        self.pct = -1.0
+        self.pending: tuple[float, float, str] | None = None
+        self.latest: str = ""
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
 
     def __call__(self, done: float, total: float, message: str) -> None:
-        now = time.perf_counter()
-        if self.quiet or now - self.t0 < 1.0 or now - self.last < 0.25:
+        if self.quiet:
             return
+        with self.lock:
+            self.pending = (done, total, message)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._tick, name="progress", daemon=True)
+                StderrProgress.live.append(self)
+                self.thread.start()
+            now = time.perf_counter()
+            if now - self.t0 >= 1.0 and now - self.last >= 0.25:
+                self._show(now)
+
+    def _show(self, now: float, *, again: bool = False) -> None:
+        if self.pending is not None:
+            done, total, message = self.pending
+            self.pending = None
+            pct = 100 * done / total if total else -1.0
+            shown = f"{pct:5.1f}% " if total and pct >= self.pct else ""
+            if shown:
+                self.pct = pct
+            self.latest = message
+        elif again:
+            shown, message = "", f"{self.latest} (still working)"
+        else:
+            return
+        print(f"[{self.label} {now - self.t0:6.1f}s] {shown}{message}", file=sys.stderr, flush=True)
         self.last = now
-        pct = f"{100 * done / total:5.1f}% " if total else ""
-        print(f"[{self.label} {now - self.t0:6.1f}s] {pct}{message}", file=sys.stderr, flush=True)
         self.shown = True
 
-    def notice(self, message: str) -> None:
-        """A line that must be seen whenever it comes (a wait for a server), unthrottled; text escaped."""
-        from benchloupe.textsafe import visible
+    def _tick(self) -> None:
+        while not self.stop.wait(0.25):
+            with self.lock:
+                now = time.perf_counter()
+                if now - self.t0 < 1.0:
+                    continue
+                if self.pending is not None and now - self.last >= 0.25:
+                    self._show(now)
+                elif self.shown and now - self.last >= self.HEARTBEAT:
+                    self._show(now, again=True)
 
-        print(f"[{self.label} {time.perf_counter() - self.t0:6.1f}s] {visible(message)}", file=sys.stderr, flush=True)
-        self.shown = True
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout=1.0)
+
+
+def close_progress() -> None:
+    """Stop every progress timer of the command that just ended (cli/main.py calls it after each command)."""
+    while StderrProgress.live:
+        StderrProgress.live.pop().close()

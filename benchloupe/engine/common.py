@@ -27,6 +27,33 @@ def no_progress(done: float, total: float, message: str) -> None:
     """Default progress sink: ignore."""
 
 
+class Stages:
+    """One monotone progress out of a job's stages (issue 32: the joint fit's percentage went 6 % -> 0 % when its
+    held-out metrics began, each stage counting from 0 again).  ``Stages(progress, {"fit": 0.6, "metrics": 0.4})``;
+    ``stages.part("fit")`` is a :data:`Progress` whose (done, total) fill that stage's share of the whole, after
+    the stages before it; whatever a stage's own counter does (a refit starting its iterations again), the
+    fraction passed on never decreases."""
+
+    def __init__(self, progress: Progress, weights: dict[str, float]):
+        total = float(sum(weights.values())) or 1.0
+        self.progress, self.start, self.share = progress, {}, {}
+        at = 0.0
+        for name, w in weights.items():
+            self.start[name], self.share[name] = at, w / total
+            at += w / total
+        self.last = 0.0
+
+    def part(self, name: str) -> Progress:
+        lo, share = self.start[name], self.share[name]
+
+        def report(done: float, total: float, message: str) -> None:
+            frac = min(max(done / total, 0.0), 1.0) if total else 0.0
+            self.last = max(self.last, lo + share * frac)
+            self.progress(self.last, 1.0, message)
+
+        return report
+
+
 def check_cancel(cancel: threading.Event | None) -> None:
     """Raise :class:`Cancelled` if the run was asked to stop."""
     if cancel is not None and cancel.is_set():

@@ -148,8 +148,12 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
     With ``analyses`` the showcase runs follow (calibrations, anomalies, coverage, the near-tie audit), so every
     screen has something to show on first open.
     """
+    from benchloupe.engine.common import Stages, no_progress
     from benchloupe.store.writer import write_import
 
+    stages = Stages(progress or no_progress, {"data": 0.08 if analyses else 1.0, "analyses": 0.92 if analyses else 0})
+    to_data = stages.part("data")
+    to_data(0, 1, "simulating the demo workspace")  # the first line comes within the first second (issue 32)
     ws = demo_workspace(seed)
     conn = connect(db_path)
     try:
@@ -161,7 +165,8 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
         if force:
             with transaction(conn):
                 conn.executemany("DELETE FROM benchmarks WHERE name = ?", [(n,) for n in names])
-        for bench in ws.benchmarks:
+        for k, bench in enumerate(ws.benchmarks):
+            to_data(k + 1, len(ws.benchmarks) + 2, f"writing {bench.name}")
             write_import(conn, _parsed_from_sim(ws, bench), fmt="demo", sha256=f"seed:{seed}")
             bid = read.benchmark_id(conn, bench.name)
             in_bench = bench.model_rows if bench.model_rows is not None else range(len(ws.model_names))
@@ -182,7 +187,7 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
     info = {"db": str(db_path), "created": True, "benchmarks": names, "models": len(ws.model_names), "seed": seed,
             "endpoints": info_eps}
     if analyses:
-        info["runs"] = run_demo_analyses(db_path, progress, cancel)
+        info["runs"] = run_demo_analyses(db_path, stages.part("analyses"), cancel)
         if ws.late is not None:  # arrives after the clean fit of demo-math: `benchloupe screen` checks it
             info["late_model"] = _import_late_model(db_path, ws)
             info["models"] += 1
@@ -263,11 +268,18 @@ def run_demo_analyses(db_path, progress=None, cancel: threading.Event | None = N
         # demo-chem holds 25-27 models per family: the paper's settings apply as they are
         ("near-tie audit of demo-chem", "neartie", "demo-chem", AuditConfig(), {}),
     ]
+    from benchloupe.engine.common import Stages, no_progress
+
     ids = []
-    for k, (label, kind, bench, cfg, kw) in enumerate(steps):
-        if progress is not None:
-            progress(k, len(steps), label)
-        ids.append(_load_analyses()[kind].run(db_path, bench, cfg, cancel=cancel, **kw))
+    stages = Stages(progress or no_progress, {label: 1.0 for label, *_ in steps})
+    for label, kind, bench, cfg, kw in steps:
+        part = stages.part(label)
+        part(0, 1, label)
+
+        def inner(done, total, message, part=part, label=label):  # each analysis's own lines, within its step
+            part(done, total, f"{label}: {message}")
+
+        ids.append(_load_analyses()[kind].run(db_path, bench, cfg, cancel=cancel, progress=inner, **kw))
     return ids
 
 

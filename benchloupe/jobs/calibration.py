@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from benchloupe.engine import informativeness, joint
-from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.common import EngineError, Progress, Stages, check_cancel, no_progress
 from benchloupe.engine.joint import VARIANTS, JointConfig  # noqa: F401 - the faces take them from here (issue 27)
 from benchloupe.engine.stats import spearman
 from benchloupe.hints import Alt, Hinted, Opt, say
@@ -212,16 +212,21 @@ def run_fit(db_path, benchmark: str, config: joint.JointConfig = joint.JointConf
         ctx.timings["load_s"] = round(time.perf_counter() - t0, 4)
         with ctx.guard(conn):
             t = time.perf_counter()
-            inputs, chance_metrics, chance_warnings = resolve_chance(inputs, chance, cancel=cancel, progress=progress)
+            # one monotone percentage over the stages (issue 32: 6 % -> 0 % when the metrics began)
+            stages = Stages(progress, {"chance": 0.1 if chance == "estimate" else 0.02, "fit": 0.5,
+                                       "metrics": 0.45 if heldout else 0.05})
+            inputs, chance_metrics, chance_warnings = resolve_chance(inputs, chance, cancel=cancel,
+                                                                     progress=stages.part("chance"))
             static = inputs.static if config.uses_static else None
             arena_d = inputs.arena if config.uses_arena else None
-            res = joint.fit_joint(static, arena_d, config, progress=progress, cancel=cancel, device=device)
+            res = joint.fit_joint(static, arena_d, config, progress=stages.part("fit"), cancel=cancel, device=device)
             t = ctx.lap("fit_s", t)
             check_cancel(cancel)
-            progress(0, 1, "metrics: held-out calibration and ranking agreement")
+            to_metrics = stages.part("metrics")
+            to_metrics(0, 1, "metrics: held-out calibration and ranking agreement")
             seeds = tuple(seed + k for k in range(splits))
             metrics = joint.metrics(res, static, arena_d, external=None if ext is None else ext.scores,
-                                    heldout=heldout, seeds=seeds, progress=progress, cancel=cancel,
+                                    heldout=heldout, seeds=seeds, progress=to_metrics, cancel=cancel,
                                     timings=ctx.timings)
             t = ctx.lap("metrics_s", t)
             if heldout:

@@ -422,6 +422,11 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
                               "estimate`)")
         ya, yb = sm.correct[ra, common].astype(float), sm.correct[rb, common].astype(float)
         out = {"benchmark": benchmark, "a": a, "b": b, **paired(ya, yb, level)}
+        groups = sm.items["group"].fillna("").astype(str).to_numpy(object)[common] if "group" in sm.items else None
+        if groups is not None and len(set(groups) - {""}) >= 2:
+            from benchloupe.engine.compare import group_bootstrap
+
+            out["group_bootstrap"] = group_bootstrap(ya, yb, groups, level=level)
         keys = sm.items["key"].to_numpy(object)[common]
         differ = np.flatnonzero(ya != yb)
         info = np.zeros(len(differ))

@@ -124,7 +124,7 @@ def queue_flags(conn: sqlite3.Connection, benchmark_id: int, kind: str, *,
     else:
         df = flags(conn, kind=kind, benchmark_id=benchmark_id, run_id=latest, parse_payload=parse_payload)
         earlier_df = pd.read_sql_query(
-            "SELECT f.id, f.kind, f.item_id, f.model_id, f.model_b_id, f.state, f.note FROM flags f"
+            "SELECT f.id, f.kind, f.item_id, f.model_id, f.model_b_id, f.reason, f.state, f.note FROM flags f"
             " WHERE f.kind = ? AND f.benchmark_id = ? AND (f.run_id IS NULL OR f.run_id != ?)"
             " AND (f.state != 'open' OR f.note != '')", conn, params=[kind, benchmark_id, latest])
     df["stored_state"] = df["state"]
@@ -170,11 +170,12 @@ def _flag_identities(df: pd.DataFrame) -> list[tuple]:
         return [None if x != x else int(x) for x in v.tolist()]
 
     out = []
-    for kind, item, a, b in zip(df["kind"].tolist(), ints("item_id"), ints("model_id"), ints("model_b_id"),
-                                strict=True):
+    reasons = df["reason"].tolist() if "reason" in df else [""] * len(df)
+    for kind, item, a, b, why in zip(df["kind"].tolist(), ints("item_id"), ints("model_id"), ints("model_b_id"),
+                                     reasons, strict=True):
         if b is not None:
             a, b = sorted((a if a is not None else -1, b))
-        out.append((kind, item, a, b))
+        out.append((kind, item, a, b, why))  # an item audit's flags: the same reason too
     return out
 
 
@@ -184,7 +185,7 @@ def _flag_identity(r) -> tuple:
     item = None if pd.isna(r.item_id) else int(r.item_id)
     if b is not None:
         a, b = sorted((a if a is not None else -1, b))
-    return (r.kind, item, a, b)
+    return (r.kind, item, a, b, getattr(r, "reason", ""))
 
 
 class Conflict(StoreError):
@@ -307,6 +308,7 @@ def set_flag_states(conn: sqlite3.Connection, changes: list[tuple[int, str, str 
 
 
 _CELL_SELECT = ("f.id, f.state, f.note, f.version, f.updated_by, f.updated_at, f.run_id, f.kind, f.benchmark_id,"
+                " f.reason,"
                 " f.item_id, f.model_id, f.model_b_id, i.key AS item_key, ma.name AS model, mb.name AS model_b"
                 " FROM flags f LEFT JOIN items i ON i.id = f.item_id LEFT JOIN models ma ON ma.id = f.model_id"
                 " LEFT JOIN models mb ON mb.id = f.model_b_id")
@@ -382,9 +384,10 @@ def _check_current(conn: sqlite3.Connection, rows: Mapping[int, sqlite3.Row]) ->
         a, b = r["model_id"], r["model_b_id"]
         hit = conn.execute(
             "SELECT id FROM flags WHERE run_id = ? AND kind = ? AND benchmark_id = ? AND item_id IS ?"
-            " AND ((model_id IS ? AND model_b_id IS ?) OR (model_b_id IS NOT NULL AND model_id IS ?"
+            " AND reason IS ? AND ((model_id IS ? AND model_b_id IS ?) OR (model_b_id IS NOT NULL AND model_id IS ?"
             " AND model_b_id IS ?)) ORDER BY id LIMIT 1",
-            (latest[(r["benchmark_id"], r["kind"])], r["kind"], r["benchmark_id"], r["item_id"], a, b, b, a)
+            (latest[(r["benchmark_id"], r["kind"])], r["kind"], r["benchmark_id"], r["item_id"], r["reason"], a, b,
+             b, a)
         ).fetchone() if (r["item_id"] is not None or a is not None) else None
         current[int(r["id"])] = None if hit is None else int(hit[0])
     r = old[0]

@@ -31,7 +31,8 @@ LEAD = 10  # rows kept before the flag a window is read around (k after a page t
 
 # a window row's columns, as curation.queue_flags gives them
 ROW_COLUMNS = ("id", "run_id", "kind", "benchmark_id", "item_id", "model_id", "model_b_id", "score", "payload",
-               "state", "note", "updated_at", "version", "updated_by", "item_key", "item_text", "item_answer",
+               "state", "note", "updated_at", "version", "updated_by", "reason", "item_key", "item_text",
+               "item_answer",
                "model", "model_b", "stored_state", "carried_from", "superseded")
 
 _TRUTHY = """CASE WHEN json_valid({p}) THEN CASE json_type({p}, '$.{k}')
@@ -119,18 +120,22 @@ class FlagQueue:
                  "max(coalesce({t}.model_id, -1), {t}.model_b_id) END AS bb")
         parts = [f"""base AS (SELECT f.id, f.run_id, f.kind, f.benchmark_id, f.item_id, f.model_id, f.model_b_id,
             f.score, f.payload, f.state AS stored_state, f.note AS stored_note, f.updated_at, f.version, f.updated_by,
+            f.reason,
             abs(coalesce(f.score, 0.0)) AS k, (:latest IS NOT NULL AND f.run_id IS NOT :latest) AS superseded,
             {ident.format(t='f')} FROM flags f WHERE f.kind = :k AND f.benchmark_id = :b{own})"""]
         if self.carries:
             # the latest decision on an identity wins: SQLite takes a bare column from the row of max(id)
-            parts.append(f"""earlier AS (SELECT e.item_id, e.state, e.note, max(e.id) AS last, {ident.format(t='e')}
+            # the same cell: item, models (an unordered pair) and, for an item audit's flags, the same reason
+            parts.append(f"""earlier AS (SELECT e.item_id, e.reason, e.state, e.note, max(e.id) AS last,
+                {ident.format(t='e')}
                 FROM flags e WHERE e.kind = :k AND e.benchmark_id = :b AND e.run_id IS NOT :latest
-                AND (e.state != 'open' OR e.note != '') GROUP BY e.item_id, a, bb)""")
+                AND (e.state != 'open' OR e.note != '') GROUP BY e.item_id, a, bb, e.reason)""")
             # a flag about no cell (a coverage gap: an interval of one run's difficulties) carries nothing
             parts.append("""carried AS (SELECT b.*, CASE WHEN NOT b.superseded AND b.stored_state = 'open'
                 AND b.stored_note = '' AND (b.item_id IS NOT NULL OR b.a IS NOT NULL) THEN e.last END
                 AS carried_from, e.state AS e_state, e.note AS e_note
-                FROM base b LEFT JOIN earlier e ON e.item_id IS b.item_id AND e.a IS b.a AND e.bb IS b.bb)""")
+                FROM base b LEFT JOIN earlier e ON e.item_id IS b.item_id AND e.a IS b.a AND e.bb IS b.bb
+                AND e.reason IS b.reason)""")
         else:
             parts.append("carried AS (SELECT b.*, NULL AS carried_from, NULL AS e_state, NULL AS e_note FROM base b)")
         shown_state = "CASE WHEN c.carried_from IS NOT NULL THEN c.e_state ELSE c.stored_state END"
@@ -146,7 +151,7 @@ class FlagQueue:
         return "WITH " + ",\n".join(parts), args
 
     _COLUMNS = """q.id, q.run_id, q.kind, q.benchmark_id, q.item_id, q.model_id, q.model_b_id, q.score, q.payload,
-        q.state, q.note, q.updated_at, q.version, q.updated_by, i.key, i.text, i.answer, ma.name, mb.name,
+        q.state, q.note, q.updated_at, q.version, q.updated_by, q.reason, i.key, i.text, i.answer, ma.name, mb.name,
         q.stored_state, q.carried_from, q.superseded, q.k"""
 
     def _page_sql(self, cte: str, where: str, *, backwards: bool = False, offset: bool = False) -> str:
@@ -280,7 +285,8 @@ class FlagQueue:
             f"{cte} SELECT DISTINCT q.run_id FROM q WHERE q.run_id IS NOT NULL ORDER BY q.run_id", args)]
 
     _EXPORT = {"id": "q.id", "kind": "q.kind", "state": "q.state", "note": "q.note", "updated_by": "q.updated_by",
-               "updated_at": "q.updated_at", "item_key": "i.key", "model": "ma.name", "model_b": "mb.name",
+               "updated_at": "q.updated_at", "reason": "q.reason", "item_key": "i.key", "model": "ma.name",
+               "model_b": "mb.name",
                "score": "q.score", "run_id": "q.run_id", "item_id": "q.item_id", "model_id": "q.model_id",
                "model_b_id": "q.model_b_id", "version": "q.version", "stored_state": "q.stored_state",
                "carried_from": "q.carried_from", "superseded": "q.superseded", "payload": "q.payload"}

@@ -2,7 +2,7 @@
 
 Parameters come from the latest finished run of the relevant kind: difficulty and sharpness from the latest
 calibration (joint, static or arena fit), Fisher information from the latest calibration or compression run,
-DIF range from the latest near-tie audit; anomaly counts are the undismissed anomaly flags of the latest anomaly run (curation.queue_flags).
+DIF range from the latest near-tie audit; anomaly counts are the undismissed current anomaly flags (store/queue.py, the one definition of the current flags).
 """
 
 from __future__ import annotations
@@ -62,44 +62,23 @@ def item_table(conn: sqlite3.Connection, benchmark: str, *, with_text: bool = Fa
     return out
 
 
-# The queue's rules in SQL. ``ident`` is NOT MATERIALIZED so that each use reads only its own flags through
-# flags_by_run (the latest run's for ``queue``), and the kinds of run that produce the flag kind are found by one
-# index probe per run: materialising every flag of the kind, superseded runs' included, and a scan of them for
-# their runs' kinds were two thirds of the Items and Models screens' flag summaries (issue 26: 420,120 flags).
-_QUEUE_CTE = """
-    latest AS (
-        SELECT coalesce((SELECT max(r.id) FROM runs r WHERE r.benchmark_id = :b AND r.status = 'done' AND r.kind IN
-                         (SELECT DISTINCT r2.kind FROM runs r2 WHERE EXISTS (SELECT 1 FROM flags f WHERE f.run_id = r2.id
-                          AND f.kind = :k AND f.benchmark_id = :b))),
-                        (SELECT max(run_id) FROM flags WHERE kind = :k AND benchmark_id = :b)) AS id),
-    ident AS NOT MATERIALIZED (
-        SELECT f.id, f.run_id, f.item_id, f.model_id, f.score, f.payload, f.state, f.note,
-               CASE WHEN f.model_b_id IS NULL THEN f.model_id ELSE min(coalesce(f.model_id, -1), f.model_b_id) END AS a,
-               CASE WHEN f.model_b_id IS NULL THEN NULL ELSE max(coalesce(f.model_id, -1), f.model_b_id) END AS bb
-        FROM flags f WHERE f.kind = :k AND f.benchmark_id = :b),
-    decided AS (
-        SELECT item_id, a, bb, state, max(id) AS last FROM ident
-        WHERE run_id != (SELECT id FROM latest) AND (state != 'open' OR note != '') GROUP BY item_id, a, bb),
-    queue AS (
-        SELECT c.*, CASE WHEN c.state = 'open' AND c.note = '' AND d.state IS NOT NULL THEN d.state ELSE c.state END
-               AS shown_state
-        FROM ident c LEFT JOIN decided d ON d.item_id IS c.item_id AND d.a IS c.a AND d.bb IS c.bb
-        WHERE c.run_id = (SELECT id FROM latest))"""
-
-
 def model_flag_summary(conn: sqlite3.Connection, benchmark_id: int, kind: str = "anomaly",
                        top: int = 6) -> dict[int, dict]:
-    """Per model, its flags of ``kind`` in the triage queue (the rules of ``curation.queue_flags``): how many, and
-    the ``top`` first in the queue's order (|score| descending, then id) with item key, payload and the state the
-    queue shows.  What the Models screen's detail line needs, without a frame of every flag (issue 26); the window
-    sorts only ids and scores, the payloads are read for the rows kept."""
-    sql = f"""WITH {_QUEUE_CTE},
-    ranked AS (SELECT q.id, q.model_id, q.item_id, q.shown_state, row_number() OVER (PARTITION BY q.model_id
-               ORDER BY abs(coalesce(q.score, 0)) DESC, q.id) AS rn, count(*) OVER (PARTITION BY q.model_id) AS n
-               FROM queue q WHERE q.model_id IS NOT NULL)
-    SELECT r.model_id, r.n, i.key, f.payload, r.shown_state FROM ranked r JOIN flags f ON f.id = r.id
+    """Per model, its current flags of ``kind`` (store/queue.py: the queue's rows, the one definition every face
+    counts): how many, and the ``top`` first in the queue's order (|score| descending, then id) with item key,
+    payload and the state the queue shows. What the Models screen's detail line needs, without a frame of every
+    flag (issue 26); the window sorts only ids and scores, the payloads are read for the rows kept."""
+    from .queue import FlagQueue, prepare
+
+    q = FlagQueue(prepare(conn), benchmark_id, kind, parse_payload=False)
+    cte, args = q._cte(None)
+    sql = f"""{cte},
+    ranked AS (SELECT q.id, q.model_id, q.item_id, q.state, row_number() OVER (PARTITION BY q.model_id
+               ORDER BY q.k DESC, q.id) AS rn, count(*) OVER (PARTITION BY q.model_id) AS n
+               FROM q WHERE q.model_id IS NOT NULL)
+    SELECT r.model_id, r.n, i.key, f.payload, r.state FROM ranked r JOIN flags f ON f.id = r.id
     LEFT JOIN items i ON i.id = r.item_id WHERE r.rn <= :top ORDER BY r.model_id, r.rn"""
-    rows = conn.execute(sql, {"b": benchmark_id, "k": kind, "top": top}).fetchall()
+    rows = conn.execute(sql, args | {"top": top}).fetchall()
     # one parse of the kept payloads as a JSON array (30,000 json.loads calls were a quarter of the summary)
     payloads = json.loads("[" + ",".join(r[3] for r in rows) + "]") if rows else []
     out: dict[int, dict] = {}
@@ -110,13 +89,16 @@ def model_flag_summary(conn: sqlite3.Connection, benchmark_id: int, kind: str = 
 
 
 def undismissed_counts(conn: sqlite3.Connection, benchmark_id: int, kind: str) -> dict[int, int]:
-    """Per item, the flags of ``kind`` in the triage queue (``curation.queue_flags``: the latest producing run's,
-    with an earlier run's decision carried to an open, note-less flag about the same thing) that are not
-    dismissed, counted by SQLite: the queue's rules without its frame of every flag (an anomalies run at
-    5,000 x 14,000 holds 210,000; issue 26, tests/unit/test_scale.py checks the two agree)."""
-    sql = f"""WITH {_QUEUE_CTE}
-    SELECT item_id, count(*) FROM queue WHERE item_id IS NOT NULL AND shown_state != 'dismissed' GROUP BY item_id"""
-    return {int(i): int(n) for i, n in conn.execute(sql, {"b": benchmark_id, "k": kind})}
+    """Per item, its current flags of ``kind`` (store/queue.py: the latest producing run's, with an earlier
+    run's decision carried to an open, note-less flag about the same thing) that are not dismissed, counted by
+    SQLite without a frame of every flag (an anomalies run at 5,000 x 14,000 holds 210,000; issue 26,
+    tests/unit/test_scale.py checks they are the queue's)."""
+    from .queue import FlagQueue, prepare
+
+    q = FlagQueue(prepare(conn), benchmark_id, kind, parse_payload=False)
+    cte, args = q._cte(None)
+    sql = f"{cte} SELECT q.item_id, count(*) FROM q WHERE q.item_id IS NOT NULL AND q.state != 'dismissed' GROUP BY q.item_id"
+    return {int(i): int(n) for i, n in conn.execute(sql, args)}
 
 
 def model_table(conn: sqlite3.Connection, benchmark: str) -> pd.DataFrame:

@@ -60,7 +60,7 @@ async def test_reversals_queue_steps_through_reversed_pairs(flagged_db):
         assert screen.total == 4 and screen.view_len == len(screen.view) == 2
         assert all(screen.flags["payload"].iloc[i]["reversed"] for i in screen.view)
         assert "Reversal 1 of 2" in str(screen.query_one("#queue-status").render())
-        assert "reversed: yes" in str(screen.query_one("#queue-detail").render())
+        assert "Reversed: yes" in str(screen.query_one("#queue-detail").render())
         await pilot.press("f")  # every near-tie pair
         assert len(screen.view) == 4
 

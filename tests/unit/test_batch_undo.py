@@ -47,7 +47,7 @@ def _audit_bytes(conn, action_like: str) -> tuple[int, int]:
     return int(n), int(size)
 
 
-@pytest.mark.parametrize("n", [2, 999, 6000, 50_000])
+@pytest.mark.parametrize("n", [2, 999, 6000, pytest.param(50_000, marks=pytest.mark.slow)])
 def test_a_batch_of_any_size_undoes_whole_then_the_decision_before_it(tmp_path, n):
     db = tmp_path / "b.db"
     ids = _workspace(db, n)

@@ -166,3 +166,24 @@ def test_interval_scale_replays_the_patterns_on_the_calibration_models():
     wide = E.estimate(cal, te, mask, scale=1.4)
     assert np.all(wide.hi - wide.lo >= est.hi - est.lo - 1e-12) or sc > 1.4
     assert E.interval_scale(cal, y[:20], np.ones((20, 200), bool), mask) == 1.0  # too few full models: no change
+
+
+def test_group_bootstrap_widens_the_interval_when_groups_move_together():
+    """Items of a group share a model-specific shift: the clustered interval is wider than the item-level one, and
+    with one item per group it agrees with it."""
+    from benchloupe.engine.compare import group_bootstrap, paired
+
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(20), 15)
+    shift = rng.normal(0, 0.25, 20)[groups]
+    ya = (rng.random(300) < 0.6 + shift).astype(float)
+    yb = (rng.random(300) < 0.6 - shift).astype(float)
+    plain = paired(ya, yb)
+    gb = group_bootstrap(ya, yb, groups)
+    assert gb["difference"] == pytest.approx(plain["difference"])
+    assert gb["difference_hi"] - gb["difference_lo"] > 1.5 * (plain["difference_hi"] - plain["difference_lo"])
+    single = group_bootstrap(ya, yb, np.arange(300))
+    assert single["difference_hi"] - single["difference_lo"] == pytest.approx(
+        plain["difference_hi"] - plain["difference_lo"], rel=0.15)
+    with pytest.raises(EngineError, match="two item groups"):
+        group_bootstrap(ya, yb, np.zeros(300))

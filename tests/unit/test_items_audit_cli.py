@@ -229,3 +229,38 @@ def test_lmeval_log_set_with_a_contradicted_key_gets_it_flagged_with_the_true_an
     flags = json.loads(out)["flags"]
     assert [f["item_key"] for f in flags][:1] == ["q0"], flags
     assert "suggested key: opt0-2" in flags[0]["headline"]
+
+
+def test_audit_items_bad_input_one_line_and_nothing_written(tmp_path):
+    db = tmp_path / "w.db"
+    items = _write(tmp_path, "items.csv", "key,answer\nq1,A\nq2,B\n")
+    binary = _write(tmp_path, "bin.csv", "model,q1,q2\nm1,1,0\nm2,0,1\nm3,1,1\nm4,0,0\nm5,1,0\n")
+    for argv in (["import", "items", items, "--benchmark", "only-items"],
+                 ["import", "wide", binary, "--benchmark", "bin"]):
+        rc, _o, err = run_cli([*argv, "--db", db])
+        assert rc == 0, err
+    rc, out, err = run_cli(["audit", "items", "bin", "--db", db, "--permutations", "99"])
+    assert rc == 0, err
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO flags (kind, benchmark_id, item_id) VALUES ('item', (SELECT id FROM benchmarks WHERE"
+                 " name = 'bin'), (SELECT id FROM items WHERE key = 'q1' AND benchmark_id = (SELECT id FROM benchmarks"
+                 " WHERE name = 'bin')))")
+    conn.execute("INSERT INTO flags (kind, benchmark_id) VALUES ('anomaly', 1)")
+    conn.commit()
+    other_flag, item_flag = (r[0] for r in conn.execute("SELECT id FROM flags ORDER BY id DESC LIMIT 2"))
+    conn.close()
+    cases = {
+        "no static results": (["audit", "items", "only-items"], "no static results"),
+        "fdr nan": (["audit", "items", "bin", "--fdr", "nan"], "--fdr"),
+        "fdr 1": (["audit", "items", "bin", "--fdr", "1"], "--fdr"),
+        "neartie flag": (["audit", "items", "bin", "--protocol", "full"], "applies to `audit neartie`"),
+        "two benchmarks": (["audit", "items", "bin", "only-items"], "takes one benchmark"),
+        "not an item flag": (["flags", "--fix-key", other_flag, "A"], "is an anomaly flag, not an item flag"),
+        "no stored options": (["flags", "--fix-key", item_flag, "0"], "no stored options"),
+        "no such flag": (["flags", "--retire", "99999"], "no flag with id 99999"),
+    }
+    for case, (argv, words) in cases.items():
+        before = dump(db)
+        rc, out, err = run_cli([*argv, "--db", db])
+        check_outcome(case, rc, out, err, before, dump(db), usage=True)
+        assert rc in (1, 2) and words in err, (case, err)

@@ -78,7 +78,10 @@ def run_audit(
                                    progress=primary_progress, cancel=cancel, fixed_k=fixed_k)
     if full:
         progress(share, 1.0, "robustness protocol")
-        result = replace(result, protocol=run_protocol(result, inputs, cancel))
+        def protocol_progress(done: float, total: float, message: str) -> None:
+            progress(share + (protocol_end - share) * done / (total or 1.0), 1.0, message)
+
+        result = replace(result, protocol=run_protocol(result, inputs, cancel, progress=protocol_progress))
     if n_splits:
         def split_progress(done: float, total: float, message: str) -> None:
             progress(protocol_end + (1.0 - protocol_end) * done / (total or 1.0), 1.0, message)
@@ -92,8 +95,10 @@ def run_audit(
 
 def run_protocol(result: AuditResult, inputs: ProtocolInputs, cancel: threading.Event | None = None,
                  *, matched: int | None = None, perturbation_controls: int = 200, permutations: int = 500,
-                 owner_bootstrap: int = 2000, direct_mirt: bool = True) -> dict[str, pd.DataFrame]:
-    """All protocol tables, keyed by a short name (stored as run artifacts ``protocol_<name>``).
+                 owner_bootstrap: int = 2000, direct_mirt: bool = True,
+                 progress: Progress = no_progress) -> dict[str, pd.DataFrame]:
+    """All protocol tables, keyed by a short name (stored as run artifacts ``protocol_<name>``); ``progress``
+    hears each table as it starts (issue 32: the protocol was silent for ten seconds).
 
     The table modules are imported here, not at the top: they need pandas, which a primary audit never loads."""
     from .direct_mirt import direct_mirt_audit
@@ -103,10 +108,12 @@ def run_protocol(result: AuditResult, inputs: ProtocolInputs, cancel: threading.
     from .shifts import family_shifts, shift_range
 
     out: dict[str, pd.DataFrame] = {}
+    progress(0, 5, "robustness protocol, table 5: matched controls")
     table5, detail = matched_controls(result, inputs, matched or result.config.controls)
     out["table5_matched_controls"] = table5
     out["table5_folds"] = detail["folds"]
     check_cancel(cancel)
+    progress(1, 5, "robustness protocol, table 2: replication with permutations")
     rep = replication(result, inputs, permutations)
     out["table2_replication"] = rep["table2"]
     out["table2_family_rho"] = rep["family_rho"]
@@ -114,14 +121,17 @@ def run_protocol(result: AuditResult, inputs: ProtocolInputs, cancel: threading.
     out["item_group_attribution"] = attribution
     out["eq71_group_contributions"] = rep["group_contributions"]
     check_cancel(cancel)
+    progress(2, 5, "robustness protocol, table 10: family shifts (owner bootstrap)")
     shifts = family_shifts(result, owner_bootstrap)
     shifts.attrs["score_shift_range_pp"] = shift_range(result)
     out["table10_family_shifts"] = shifts
     check_cancel(cancel)
+    progress(3, 5, "robustness protocol, table 9: population robustness")
     out["table9_population_robustness"] = population_robustness(result, inputs, perturbation_controls,
                                                                 cancel=cancel)
     if direct_mirt:
         check_cancel(cancel)
+        progress(4, 5, "robustness protocol, table 4: direct MIRT")
         out["table4_direct_mirt"] = direct_mirt_audit(result, inputs, cancel=cancel)
     return out
 

@@ -21,6 +21,7 @@ class AnomaliesScreen(FlagQueueScreen):
     KIND = "anomaly"
     NOUN = "Anomaly"
     PLURAL = "anomalies"
+    SCORE_WORD = "residual"
     PARSE_PAYLOADS = False  # one card at a time: its payload is parsed when shown
     BINDINGS = [Binding("M", "decide_all('model_id')", "Decide all of model", show=False, id="anomalies.all_model"),
                 Binding("I", "decide_all('item_id')", "Decide all of item", show=False, id="anomalies.all_item")]
@@ -67,15 +68,45 @@ class AnomaliesScreen(FlagQueueScreen):
         text.append(outcome_text(p.get("observed")), style="bold")
         text.append(" · residual ")
         text.append(fmt_value(p.get("residual"), 2, signed=True), style="bold")
-        if p.get("source") is not None:
-            text.append(f" · source {p['source']}")
         text.append("\n")
-        text.append_text(payload_rest(p, {"expected_p", "observed", "residual", "source"}))
+        text.append_text(fit_line(p))
+        text.append_text(payload_rest(p, FIT_KEYS))
         text.append("\nText\n", style="bold underline")
         text.append_text(item_text(row["item_text"]))
         text.append("\nAnswer: ", style="bold")
         text.append(str(row["item_answer"] or ""))
         return text
+
+
+FIT_KEYS = {"expected_p", "observed", "residual", "source", "mode", "theta", "b", "a", "c", "chance"}
+FIT_WORDS = {"static": "static fit (the benchmark's own results)", "joint": "joint fit (static and arena)",
+             "arena": "arena fit (pairwise votes)"}
+
+
+def fit_line(p: dict) -> Text:
+    """Where the expected P(correct) comes from, in words: the fit, the model's ability in it, the item's
+    difficulty and sharpness (the payload's ``mode``, ``theta``, ``b``, ``a``; the card printed them raw as
+    "a: 1.401 / b: 1.690 / mode: static", issue 32 point 10)."""
+    text = Text()
+    fit = p.get("mode", p.get("source"))
+    parts = []
+    if p.get("theta") is not None:
+        parts.append(f"model ability θ {fmt_value(p['theta'], 2, signed=True)}")
+    if p.get("b") is not None:
+        parts.append(f"item difficulty {fmt_value(p['b'], 2, signed=True)}")
+    if p.get("a") is not None:
+        parts.append(f"sharpness {fmt_value(p['a'], 2)}")
+    chance = p.get("c", p.get("chance"))
+    if chance is not None:
+        parts.append(f"chance floor {fmt_value(chance, 2)}")
+    if fit is None and not parts:
+        return text
+    text.append("from the ", style="dim")
+    text.append(FIT_WORDS.get(str(fit), f"{fit} fit" if fit is not None else "fit"))
+    if parts:
+        text.append(": " + " · ".join(parts))
+    text.append("\n")
+    return text
 
 
 def outcome_text(obs) -> str:

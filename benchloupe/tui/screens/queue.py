@@ -72,6 +72,7 @@ class FlagQueueScreen(BenchScreen):
     TOPICS = ("flags", "runs", "items", "models")
     NOUN: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""
+    SCORE_WORD: ClassVar[str] = ""  # what a flag's score is, in the card's head ("" : not shown there)
     # False: the flags' payloads stay JSON text until a card shows one (``payload``): the anomaly queue's
     # 210,060 payloads were parsed on every load for the one card on screen (issue 26)
     PARSE_PAYLOADS: ClassVar[bool] = True
@@ -448,7 +449,9 @@ class FlagQueueScreen(BenchScreen):
             text.append(" (saving…)", style="dim")
         elif row.get("version") and (who := by_at(row.get("updated_by"), row.get("updated_at"))):
             text.append(" " + who, style="dim")  # (an undo back to a never-decided flag has no author)
-        text.append(f" · run #{row['run_id']} · score {fmt_value(row['score'], 3)}", style="dim")
+        text.append(f" · run #{row['run_id']}", style="dim")
+        if self.SCORE_WORD:  # a reversal's score is only its reversed 0/1: "score 1.000" on every card said nothing
+            text.append(f" · {self.SCORE_WORD} {fmt_value(row['score'], 3, signed=True)}", style="dim")
         if fid in self.changed_meanwhile:
             text.append(f"\n⚠ changed while you looked: {self.changed_meanwhile[fid]}", style="bold yellow")
         if row.get("superseded"):

@@ -19,7 +19,8 @@ from benchloupe.tui.screens.queue import (
 from benchloupe.tui.widgets.safe import Text
 
 SHOWN = {"model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full", "anchor", "full_a", "full_b",
-         "anchor_a", "anchor_b", "reversed", "top_items", "items"}
+         "anchor_a", "anchor_b", "reversed", "top_items", "items", "fold", "target_half", "gap", "tied",
+         "random_reversal_fraction", "random_tie_fraction"}
 
 
 class ReversalsScreen(FlagQueueScreen):
@@ -96,24 +97,19 @@ class ReversalsScreen(FlagQueueScreen):
                 family, owner = family or m["family"], owner or m["owner"]
             text.append(f"  family {family or '-'} · owner {owner or '-'}")
             text.append(f"   full {_pair(p, 'full', side)} · anchor {_pair(p, 'anchor', side)}\n")
-        rev = p.get("reversed")
-        text.append("reversed: ", style="bold")
-        text.append("yes" if rev else "no" if rev is not None else "–", style="bold red" if rev else "bold")
-        text.append("\n")
+        text.append_text(pair_words(p))
         text.append_text(payload_rest(p, SHOWN))
         top = p.get("top_items", p.get("items"))
         if isinstance(top, list) and top:
-            text.append("\nItems that drove the reversal\n", style="bold underline")
+            text.append("\nItems that drove the reversal", style="bold underline")
+            text.append("  (each item's part in the change from the full gap to the anchor gap)\n", style="dim")
             for it in top[:10]:
                 if isinstance(it, dict):
                     key = it.get("item", it.get("key", it.get("item_key", "")))
                     contrib = it.get("contribution", it.get("contrib"))
                     text.append(f"{fmt_value(contrib, 3, signed=True):>8}  ", style="bold")
                     text.append(str(key))
-                    rest = {k: v for k, v in it.items() if k not in ("key", "item", "item_key", "contribution",
-                                                                      "contrib")}
-                    if rest:
-                        text.append("  " + " ".join(f"{k}={fmt_value(v, 2)}" for k, v in rest.items()), style="dim")
+                    text.append(driver_words(it), style="dim")
                 else:
                     text.append(str(it))
                 text.append("\n")
@@ -124,6 +120,61 @@ class ReversalsScreen(FlagQueueScreen):
                 text.append(f"{k} ", style="dim")
                 text.append(fmt_value(v, 3) + "   ", style="bold" if k in ("p", "status", "rate") else "")
         return text
+
+
+def pair_words(p: dict) -> Text:
+    """Whether the pair reversed, and how close and how robust it is, in words (the card printed the payload as
+    "fold: 0 / gap: 0.001 / tied: no", issue 32 point 10): the gap of the full scores, which half of the items the
+    anchor scored, and how often a random anchor of the same size reverses or ties the pair."""
+    text = Text()
+    rev = p.get("reversed")
+    text.append("Reversed: ", style="bold")
+    text.append("yes, the anchor orders the pair the other way" if rev else "no, the anchor keeps the order"
+                if rev is not None else "–", style="bold red" if rev else "bold")
+    if p.get("tied"):
+        text.append(" (tied on one of the scores)", style="bold yellow")
+    text.append("\n")
+    parts = []
+    if p.get("gap") is not None:
+        parts.append(f"full scores {fmt_value(p['gap'], 3)} apart")
+    fold = p.get("fold")
+    if p.get("target_half") is not None:
+        parts.append(f"anchor scored on the {p['target_half']} half" + (f" (fold {fold})" if fold is not None else ""))
+    elif fold is not None:
+        parts.append(f"(fold {fmt_value(fold)})")
+    if parts:
+        text.append(" · ".join(parts) + "\n")
+    flips, ties = p.get("random_reversal_fraction"), p.get("random_tie_fraction")
+    if flips is not None:
+        text.append("A random anchor of the same size reverses this pair in ")
+        text.append(_percent(flips), style="bold")
+        text.append(" of draws" + (f" and ties it in {_percent(ties)}" if ties is not None else "") + "\n")
+    return text
+
+
+def _percent(v) -> str:
+    try:
+        x = 100 * float(v)
+    except (TypeError, ValueError):
+        return fmt_value(v)
+    return f"{x:.0f}%" if x >= 1 or x == 0 else f"{x:.1f}%"
+
+
+def driver_words(it: dict) -> str:
+    """One driving item's answers and anchor weight in words ("A right, B wrong · not in the anchor"), not its
+    raw fields ("weight=0.00 y_a=1.00 y_b=0.00")."""
+    parts = []
+    ya, yb = it.get("y_a"), it.get("y_b")
+    word = {1: "right", 0: "wrong"}
+    if ya is not None or yb is not None:
+        parts.append(f"A {word.get(ya, fmt_value(ya))}, B {word.get(yb, fmt_value(yb))}")
+    w = it.get("weight")
+    if w is not None:
+        parts.append("not in the anchor" if not w else f"anchor weight {fmt_value(w, 2)}")
+    rest = {k: v for k, v in it.items() if k not in ("key", "item", "item_key", "contribution", "contrib", "y_a",
+                                                        "y_b", "weight")}
+    parts += [f"{k.replace('_', ' ')} {fmt_value(v, 2)}" for k, v in rest.items()]
+    return ("  " + " · ".join(parts)) if parts else ""
 
 
 def split_header(metrics: dict) -> str:
