@@ -293,6 +293,8 @@ FIELDS: dict[str, Range | Numbers] = {
     "EndpointConfig.max_retries": count(0, 100, "retries"),
     "EndpointConfig.concurrency": count(1, 1024, "requests at once"),
     "EndpointConfig.retry_after_max": Range(0, 86_400, unit="seconds"),
+    "EndpointConfig.deadline": Range(0, 86_400, lo_open=True, unit="seconds for a whole request"),
+    "EndpointConfig.max_reply_mb": Range(0, 4096, lo_open=True, unit="MiB of one reply"),
     "AnnotatorSpec.trials": count(1, 10_000, "trials per child"),
     # import
     "import.threshold": Range(unit="score at or above which a cell is correct"),

@@ -27,7 +27,7 @@ def cmd_endpoints(args) -> int:
         fields = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
                   "timeout": args.timeout, "max_retries": args.max_retries, "concurrency": args.concurrency,
                   "name": args.name, "trials": args.trials, "json_mode": args.json_mode,
-                  "retry_after_max": args.retry_after_max}
+                  "retry_after_max": args.retry_after_max, "deadline": args.deadline, "max_reply_mb": args.max_reply_mb}
         for flag, value, least in (("--timeout", args.timeout, None), ("--max-retries", args.max_retries, 0),
                                    ("--concurrency", args.concurrency, 1), ("--trials", args.trials, 1)):
             if value is None:
@@ -106,6 +106,12 @@ def register_endpoints(sub, common) -> None:
     ranged_argument(p, "--retry-after-max", range=ranges.FIELDS["EndpointConfig.retry_after_max"], metavar="SECONDS",
                     help="longest Retry-After of a 429/503 that a request waits for; a server asking more fails the "
                          "request at once (default: 60)")
+    ranged_argument(p, "--deadline", range=ranges.FIELDS["EndpointConfig.deadline"], metavar="SECONDS",
+                    help="longest one request may take in all, headers and body (--timeout bounds each read); a server "
+                         "that drips its reply is cut off there with one line (default: 300)")
+    ranged_argument(p, "--max-reply-mb", range=ranges.FIELDS["EndpointConfig.max_reply_mb"], metavar="MIB",
+                    help="largest reply body, decoded (gzip and deflate are decoded as they arrive); a larger or "
+                         "endless reply is cut off there with one line (default: 32)")
     p.set_defaults(func=cmd_endpoints)
 
 

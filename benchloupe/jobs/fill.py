@@ -53,7 +53,7 @@ from .base import cooperative_signals, stop_reason
 
 ENDPOINTS_KEY = "benchfill.endpoints"
 ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
-                   "max_tokens", "json_mode", "retry_after_max")
+                   "max_tokens", "json_mode", "retry_after_max", "deadline", "max_reply_mb")
 SCOPES = ("database", "user")
 
 

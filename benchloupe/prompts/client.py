@@ -42,11 +42,14 @@ from benchloupe.engine.benchfill_types import LLMCallRecord, LLMFailure
 from benchloupe.engine.common import EngineError
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.prompts import simulated
+from benchloupe.prompts.bounded import ReplyRefused
 from benchloupe.words import clip
 
 NO_KEY = "not-needed"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 RETRY_AFTER_MAX = 60.0  # seconds of a server's Retry-After that a call waits at most (configurable per endpoint)
+DEADLINE = 300.0  # seconds one HTTP request may take in all, headers and body (``endpoints set ROLE --deadline S``)
+MAX_REPLY_MB = 32.0  # MiB of one decoded reply body (``endpoints set ROLE --max-reply-mb N``)
 
 
 def _number(value, name: str, *, minimum: float, integer: bool = False, strict: bool = False) -> None:
@@ -74,6 +77,8 @@ class EndpointConfig:
     backoff_initial: float = 0.5
     backoff_max: float = 20.0
     retry_after_max: float = RETRY_AFTER_MAX
+    deadline: float = DEADLINE
+    max_reply_mb: float = MAX_REPLY_MB
     api_key: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +102,8 @@ class EndpointConfig:
         _number(self.backoff_initial, "backoff_initial", minimum=0)
         _number(self.backoff_max, "backoff_max", minimum=0)
         _number(self.retry_after_max, say(Opt("retry_after_max"), " (seconds)"), minimum=0)
+        _number(self.deadline, say(Opt("deadline"), " (seconds for a whole request)"), minimum=0, strict=True)
+        _number(self.max_reply_mb, say(Opt("max_reply_mb"), " (MiB of one reply)"), minimum=0, strict=True)
 
     @property
     def url(self) -> str:
@@ -229,7 +236,13 @@ class ChatClient:
                                      "variable ", Alt("with `benchloupe endpoints set ROLE --api-key-env NAME`",
                                                       "in the endpoint's settings (E on the BenchFill screen)")), fatal=True)
             self._key = key
-            self._client = openai.OpenAI(api_key=key, base_url=url, timeout=ep.timeout, max_retries=0)
+            import httpx2
+
+            from benchloupe.prompts.bounded import BoundedTransport
+
+            transport = BoundedTransport(int(ep.max_reply_mb * 2**20), ep.deadline)
+            http = httpx2.Client(transport=transport, timeout=ep.timeout, follow_redirects=True)
+            self._client = openai.OpenAI(api_key=key, base_url=url, timeout=ep.timeout, max_retries=0, http_client=http)
             return self._client
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -281,6 +294,17 @@ class ChatClient:
         raise LLMFailure(f"{ep.model!r} at {ep.shown_url}: gave up after {tries} attempt{'s' if tries > 1 else ''}, "
                          f"last error: {error}", fatal=True, calls=calls)
 
+    def _refused(self, exc: ReplyRefused) -> str:
+        """The one line for a reply past a bound (issue 37 #7): which endpoint, which bound, how to raise it."""
+        ep = self.endpoint
+        how = {"size": say("raise it ", Alt("with `benchloupe endpoints set ROLE --max-reply-mb N`",
+                                            "in the endpoint's settings (E on the BenchFill screen)")),
+               "deadline": say("raise it ", Alt("with `benchloupe endpoints set ROLE --deadline SECONDS`",
+                                                "in the endpoint's settings (E on the BenchFill screen)"),
+                               " if the server is only slow"),
+               }.get(exc.kind, "check the server")
+        return f"{ep.model!r} at {ep.shown_url}: {exc.message}; {how}"
+
     def _too_long(self, err: _Retryable) -> str:
         """The one line for a server that asks to wait longer than ``retry_after_max``."""
         ep = self.endpoint
@@ -301,9 +325,14 @@ class ChatClient:
             kwargs["response_format"] = {"type": "json_object"}
         try:
             resp = client.chat.completions.create(model=ep.model, messages=messages, **kwargs)
+        except ReplyRefused as exc:
+            raise LLMFailure(self._refused(exc), fatal=True) from None
         except openai.APITimeoutError:
             raise _Retryable("timeout", None, f"no reply within {ep.timeout:g} s (timeout)") from None
         except openai.APIConnectionError as exc:
+            refused = _refusal(exc)
+            if refused is not None:
+                raise LLMFailure(self._refused(refused), fatal=True) from None
             raise _Retryable("connection", None, f"cannot reach {ep.shown_url}: {self._scrub(_connection_cause(exc))}") from None
         except openai.AuthenticationError as exc:
             where = "api_key in the endpoint config" if ep.api_key else f"${ep.api_key_env}"
@@ -332,6 +361,12 @@ class ChatClient:
         if isinstance(resp, (str, bytes)):  # the openai package hands back a non-JSON body as text
             raise _Retryable("bad_body", None, f"reply was not valid JSON: {clip(self._scrub(str(resp)), 80)!r}")
         choices = getattr(resp, "choices", None)
+        error = (getattr(resp, "model_extra", None) or {}).get("error") if not choices else None
+        if error:  # HTTP 200 carrying an error object (a quota, an overloaded backend): the server's own words
+            said = error.get("message") if isinstance(error, dict) else error
+            kind = error.get("type") or error.get("code") if isinstance(error, dict) else None
+            raise _Retryable("bad_body", None, f"the server answered HTTP 200 with an error"
+                                               f"{f' ({kind})' if kind else ''}: {self._scrub(str(said))}")
         if not isinstance(choices, list) or not choices:
             raise _Retryable("bad_body", None, f"reply was not a chat completion: {clip(self._scrub(repr(resp)), 120)}")
         choice = choices[0]
@@ -356,6 +391,18 @@ class ChatClient:
             status=status, http_status=http_status, error=error, started_at=started)
 
 
+def _refusal(exc: BaseException) -> ReplyRefused | None:
+    """The :class:`ReplyRefused` somewhere in an exception's chain of causes, or None."""
+    seen: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and all(cause is not c for c in seen):
+        if isinstance(cause, ReplyRefused):
+            return cause
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _connection_cause(exc: BaseException) -> str:
     """What broke a connection, in words: the server reset it, refused it, closed it, the name did not resolve
     (the openai package says only "Connection error."; a reset was reported as a timeout, issue 24). The whole
@@ -375,6 +422,8 @@ def _connection_cause(exc: BaseException) -> str:
         return "connection refused (is the server running on that port?)"
     if any("name or service not known" in t or "nodename nor servname" in t or "getaddrinfo" in t for t in texts):
         return "the host name does not resolve"
+    if any("toomanyredirects" in t or "redirects" in t for t in texts):
+        return "the server redirects in a loop (too many redirects); check the base URL"
     if any("server disconnected" in t or "remoteprotocolerror" in t for t in texts):
         return "the server closed the connection without a reply"
     return clip(str(exc), 200) or "connection error"
