@@ -153,6 +153,10 @@ def cmd_compare(args) -> int:
                                        f"{100 * out['difference_hi']:+.1f}]",
               "A right, B wrong": out["a_only"], "A wrong, B right": out["b_only"],
               "exact McNemar p": round(out["mcnemar_p"], 5)}))
+    gb = out.get("group_bootstrap")
+    if gb:
+        print(f"paired bootstrap clustered by item group ({gb['groups']} groups, {gb['replicates']} replicates): A - B "
+              f"[{100 * gb['difference_lo']:+.1f}, {100 * gb['difference_hi']:+.1f}] points, p = {gb['p_two_sided']:.4f}")
     te = out.get("through_estimate")
     if te:
         print(f"note: {te['note']}")

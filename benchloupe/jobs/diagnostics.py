@@ -19,7 +19,7 @@ import pandas as pd
 
 from benchloupe.columns import Columns
 from benchloupe.engine import anomaly, contamination, informativeness, joint
-from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine.common import EngineError, Progress, Stages, check_cancel, no_progress
 from benchloupe.engine.informativeness import SELECTIONS  # noqa: F401 - CompressConfig.strategy's choices, for the faces
 from benchloupe.engine.joint.subsets import static_rows
 from benchloupe.engine.stats import auprc, auroc
@@ -794,7 +794,9 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
         t0 = time.perf_counter()
         inputs, mode, ctx = _start(conn, db_path, "contamination", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            # one monotone percentage over the stages (issue 32: 97.6 % -> 2.4 % when the window tests began)
+            stages = Stages(progress, {"chance": 0.05, "fit": 0.1, "refits": 0.4, "windows": 0.45})
+            inputs = _chance(conn, ctx, inputs, config, cancel, stages.part("chance"))
             if inputs.static is None or mode == "arena":
                 raise EngineError(f"contamination windows compare static residuals; {benchmark!r} has no static "
                                   "results in this mode")
@@ -803,7 +805,7 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             days = contamination.to_days(_metadata_values(inputs.static_items, date_key))
             cut = contamination.to_days(_metadata_values(model_meta, cutoff_key))
             t = ctx.lap("load_s", t0)
-            cfg, res = _fit(inputs, mode, progress, cancel)
+            cfg, res = _fit(inputs, mode, stages.part("fit"), cancel)
             t = ctx.lap("fit_s", t)
             static = inputs.static
             arena_d = inputs.arena if cfg.uses_arena else None
@@ -821,7 +823,7 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             resid_loo = None
             t = ctx.lap("residuals_s", t)
             if config.refit_without and tested:
-                p_loo = contamination.leave_one_out_p(static, arena_d, cfg, tested, progress=progress, cancel=cancel,
+                p_loo = contamination.leave_one_out_p(static, arena_d, cfg, tested, progress=stages.part("refits"), cancel=cancel,
                                                       full=res, out_rows=with_cut)
                 resid_loo = contamination.residual_matrix(p_loo, rate, sub.mask)
                 t = ctx.lap("leave_one_out_s", t)
@@ -831,7 +833,7 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
             n_perm = max(config.n_perm, int(np.ceil(20 * max(len(tested), 1) / config.alpha)))
             table = contamination.contamination_windows(
                 resid, weight, days, cut[with_cut], resid_loo=resid_loo, alpha=config.alpha, n_boot=config.n_boot,
-                n_perm=n_perm, seed=config.seed, min_cells=config.min_cells, progress=progress, cancel=cancel,
+                n_perm=n_perm, seed=config.seed, min_cells=config.min_cells, progress=stages.part("windows"), cancel=cancel,
                 rows=with_cut)
             ids = inputs.models["id"].to_numpy()
             item_ids = inputs.static_items["id"].to_numpy()

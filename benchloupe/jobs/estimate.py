@@ -422,6 +422,11 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
                               "estimate`)")
         ya, yb = sm.correct[ra, common].astype(float), sm.correct[rb, common].astype(float)
         out = {"benchmark": benchmark, "a": a, "b": b, **paired(ya, yb, level)}
+        groups = sm.items["group"].fillna("").astype(str).to_numpy(object)[common] if "group" in sm.items else None
+        if groups is not None and len(set(groups) - {""}) >= 2:
+            from benchloupe.engine.compare import group_bootstrap
+
+            out["group_bootstrap"] = group_bootstrap(ya, yb, groups, level=level)
         keys = sm.items["key"].to_numpy(object)[common]
         differ = np.flatnonzero(ya != yb)
         info = np.zeros(len(differ))
@@ -517,7 +522,11 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
                 if len(test) > config.max_test:
                     test = np.sort(rng.choice(test, config.max_test, replace=False))
                 cal, _, _ = ev.fold_calibration(y[train], mask[train], chance, cancel=cancel)
-                r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None)
+                trf = train[mask[train].all(axis=1)]
+                sc = est.cat_scale(cal, y[trf], target_se=config.target_se, max_items=config.max_items or None,
+                                   seed=config.seed + f)
+                r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None,
+                                     scale=sc)
                 # the same number of random items, for comparison
                 rnd = np.zeros((len(test), cal.n_items), bool)
                 for i, k in enumerate(r.items):

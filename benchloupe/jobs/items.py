@@ -95,7 +95,8 @@ def headline(reasons: list[str], row: dict, choices: list, answer: str) -> str:
     if "solved" in reasons:
         parts.append(f"every model right of {int(row['n_answers'])}")
     if "misfit" in reasons:
-        parts.append(f"S-X2 {row['sx2']:.1f} on {int(row['sx2_df'])} df (q {row['sx2_q']:.2g})")
+        parts.append(f"S-X2 {row['sx2']:.1f} on {int(row['sx2_df'])} df (q {row['sx2_q']:.2g}, RMSEA "
+                     f"{row['sx2_rmsea']:.3f})")
     if "duplicate" in reasons:
         parts.append(f"near-duplicate text (Jaccard {row['dup_jaccard']:.2f})")
     return "; ".join(parts)

@@ -1,6 +1,6 @@
 """The open database file changes under the workbench (issue 37 #1), generated over every decision kind (c, d, u,
-o, a note, a batch of marked flags, an undo, a gap on Coverage, an item retired) x every change of the file (another workspace moved
-over it, copied over it in place, the file deleted): the app notices before any write, says so (a notice and
+o, a note, a batch of marked flags, an undo, a gap on Coverage, an item retired, a BenchFill proposal rejected) x
+every change of the file (another workspace moved over it, copied over it in place, the file deleted): the app notices before any write, says so (a notice and
 "file changed: stopped" in the top bar), and writes nothing; the other workspace's file is left exactly as it
 was, and a deleted database is never made anew. The same decision kinds where the file stays but the flag id now
 names another cell (a rebuilt workspace) are refused naming both cells, with the app's own checks switched off:
@@ -17,10 +17,11 @@ import pytest
 from benchloupe.tui.app import BenchloupeApp
 from tests.hostile import dump
 from tests.tui.conftest import add_flags, idle, loaded, wait_until
+from tests.tui.team import small_session
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
-KINDS = ("c", "d", "u", "o", "note", "batch", "undo", "gap", "retire")
+KINDS = ("c", "d", "u", "o", "note", "batch", "undo", "gap", "retire", "proposal")
 
 
 def _notes(app) -> list[str]:
@@ -45,7 +46,10 @@ def _other_workspace(template: Path, tmp_path: Path) -> Path:
 
 
 async def _to_screen(pilot, app, kind: str):
-    if kind == "retire":  # an item retired from its panel
+    if kind == "proposal":  # a BenchFill proposal rejected on the review screen
+        await pilot.press("8")
+        await wait_until(pilot, loaded(app, "benchfill"), what="review queue")
+    elif kind == "retire":  # an item retired from its panel
         await pilot.press("2")
         await wait_until(pilot, loaded(app, "items"), what="items")
         await pilot.press("enter")
@@ -75,6 +79,10 @@ async def _decide(pilot, app, kind: str) -> None:
         await pilot.press("space", "space", "space", "d")
     elif kind == "undo":
         await pilot.press("z")
+    elif kind == "proposal":
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
     elif kind == "retire":
         await pilot.press("t")
         await pilot.pause(0.3)
@@ -102,6 +110,8 @@ async def test_a_file_changed_under_the_workbench_is_noticed_before_any_write(de
     db = tmp_path / "demo.db"
     shutil.copy(demo_db_template, db)
     add_flags(db)
+    if kind == "proposal":
+        small_session(db)
     other = _other_workspace(demo_db_template, tmp_path)
     other_dump, other_bytes = dump(other), other.read_bytes()
     app = BenchloupeApp(db, benchmark="demo-math")
@@ -113,7 +123,7 @@ async def test_a_file_changed_under_the_workbench_is_noticed_before_any_write(de
         word = "deleted" if how == "deleted" else "replaced"
         assert any(word in n for n in _notes(app)), _notes(app)
         assert "file changed: stopped" in str(app.screen.query_one("#topbar").render())
-        await _decide(pilot, app, kind if kind in ("gap", "retire") else "d")  # a later key: still nothing written
+        await _decide(pilot, app, kind if kind in ("gap", "retire", "proposal") else "d")  # a later key: still nothing written
     if how == "deleted":
         assert not db.exists() and not db.parent.joinpath("demo.db-wal").exists()
     elif how == "moved over":
@@ -122,7 +132,7 @@ async def test_a_file_changed_under_the_workbench_is_noticed_before_any_write(de
         assert db.read_bytes() == other_bytes
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("gap", "retire")])
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("gap", "retire", "proposal")])
 async def test_a_decision_on_an_id_that_now_names_another_cell_is_refused(flagged_db, monkeypatch, kind):
     """No watcher, no pin check: the file stays, its flag now names another cell (a rebuild); the store refuses
     the write because the decision names the cell the curator saw."""

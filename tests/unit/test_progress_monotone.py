@@ -111,3 +111,17 @@ def test_stderr_progress_never_shows_a_lower_percentage():
         sys.stderr = old
     lines = err.getvalue().splitlines()
     assert "50.0%" in lines[0] and "%" not in lines[1] and "a stage counting again" in lines[1]
+
+
+def test_contamination_progress_is_monotone(demo_db):
+    """Before: 97.6 % (the last leave-one-out refit) -> 2.4 % (the first window test)."""
+    from benchloupe import jobs
+    from benchloupe.jobs.diagnostics import ContaminationConfig
+
+    events = []
+    jobs.analysis("contamination").run(demo_db, "demo-math", ContaminationConfig(n_boot=100, n_perm=100, alpha=0.5),
+                                       progress=lambda *e: events.append(e))
+    fr = _fractions(events)
+    said = " ".join(m for _, _, m in events)
+    assert _monotone(fr), fr
+    assert "leave-one-model-out" in said and "contamination window" in said

@@ -6,7 +6,7 @@ Reasons, most serious first (an item may carry several):
 - ``ambiguous``: the same association, but the key still leads the top quartile (two defensible answers);
 - ``backwards``: the item-rest point-biserial is negative (q <= alpha): strong models get it wrong more often;
 - ``dead`` / ``solved``: no model / every model that answered got it right;
-- ``misfit``: S-X2 q <= alpha;
+- ``misfit``: S-X2 q <= alpha and its RMSEA above ``misfit_rmsea`` (a misfit that matters);
 - ``duplicate``: its normalised text nearly equals an earlier item's (this benchmark or another);
 - ``saturated`` (only with ``flag_saturated``): every one of the strongest ``top_k`` models solves it.
 Each test family gets its own Benjamini-Hochberg q over the benchmark's items.
@@ -33,7 +33,10 @@ class ItemAuditConfig:
     the normal tail with the exact permutation moments decides); top_k: the strongest
     models for "separates nobody at the top" and the saturation index; min_answers: fewer answers and an item
     is not tested; dup_threshold: Jaccard of shingle sets for a near-duplicate; sx2: compute S-X2 item fit;
-    flag_saturated: also flag items every top-k model solves (they are always in the table)."""
+    flag_saturated: also flag items every top-k model solves (they are always in the table); misfit_rmsea: a misfit
+    flag also needs the S-X2 RMSEA, sqrt(max(0, (S-X2 - df) / (df (n - 1)))) as mirt's itemfit reports it, above
+    this: with thousands of models S-X2 finds every small departure from one dimension (TruthfulQA, 4,280 models:
+    123 of 136 items at q <= .05), and the queue is for the items whose misfit matters."""
 
     alpha: float = 0.05
     n_perm: int = 999
@@ -43,6 +46,7 @@ class ItemAuditConfig:
     dup_threshold: float = 0.8
     sx2: bool = True
     flag_saturated: bool = False
+    misfit_rmsea: float = 0.05
     seed: int = 0
 
 
@@ -153,6 +157,9 @@ def run_item_audit(inp: ItemAuditInputs, cfg: ItemAuditConfig = ItemAuditConfig(
     solved = testable & (right == n_ans)
     sx_p = np.where(testable & ~dead & ~solved, sx_p, np.nan)  # no spread: nothing to fit
     sx_q = assoc.bh_qvalues(sx_p)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rmsea = (np.sqrt(np.maximum(0.0, (sx.stat - sx.df) / (sx.df * max(sx.n_models - 1, 1))))
+                 if sx is not None else nan.copy())
     check_cancel(cancel)
     progress(5, steps, "saturation, duplicates")
     top = np.argsort(-fit.theta, kind="stable")[:min(cfg.top_k, m)]
@@ -184,7 +191,7 @@ def run_item_audit(inp: ItemAuditInputs, cfg: ItemAuditConfig = ItemAuditConfig(
         "miskeyed": np.nan_to_num(q_mis, nan=2) <= a,
         "backwards": np.nan_to_num(q_back, nan=2) <= a,
         "dead": dead, "solved": solved,
-        "misfit": np.nan_to_num(sx_q, nan=2) <= a,
+        "misfit": (np.nan_to_num(sx_q, nan=2) <= a) & (np.nan_to_num(rmsea, nan=0) > cfg.misfit_rmsea),
         "duplicate": np.isfinite(dup_jac),
         "saturated": top_all & ~solved if cfg.flag_saturated else np.zeros(n, bool),
     }
@@ -200,9 +207,17 @@ def run_item_audit(inp: ItemAuditInputs, cfg: ItemAuditConfig = ItemAuditConfig(
             continue
         flagged_mask[j] = True
         qs = [q for q in (q_mis[j] if (tests["miskeyed"][j] or ambiguous[j]) else np.nan,
-                          q_back[j] if tests["backwards"][j] else np.nan,
-                          sx_q[j] if tests["misfit"][j] else np.nan) if np.isfinite(q)]
-        score = float(-np.log10(max(min(qs), 1e-300))) if qs else 1.0
+                          q_back[j] if tests["backwards"][j] else np.nan) if np.isfinite(q)]
+        # the queue's order: key problems first (10 + their evidence), then dead or solved (5), duplicates
+        # (2 + Jaccard), misfit alone last (10 x RMSEA): with thousands of models many items misfit a little
+        if qs:
+            score = 10.0 + float(-np.log10(max(min(qs), 1e-300)))
+        elif dead[j] or solved[j]:
+            score = 5.0
+        elif np.isfinite(dup_jac[j]):
+            score = 2.0 + float(dup_jac[j])
+        else:
+            score = float(10 * np.nan_to_num(rmsea[j]))
         flags.append({"item": j, "reasons": reasons_per_item[j], "score": score})
     rel = {"all": {**reliability.cronbach(y), **reliability.marginal(fit.theta, fit.theta_sd)}}
     keep = np.flatnonzero(~flagged_mask)
@@ -228,7 +243,7 @@ def run_item_audit(inp: ItemAuditInputs, cfg: ItemAuditConfig = ItemAuditConfig(
         "distractor": distr, "r_distractor": r_distr, "p_miskey": p_mis, "q_miskey": q_mis,
         "suggested": suggested, "top_share": top_share, "key_share": key_share,
         "sx2": sx.stat if sx is not None else nan, "sx2_df": sx.df if sx is not None else nan, "sx2_p": sx_p,
-        "sx2_q": sx_q, "dead": dead, "solved": solved, "top_all": top_all, "top_none": top_none,
+        "sx2_q": sx_q, "sx2_rmsea": rmsea, "dead": dead, "solved": solved, "top_all": top_all, "top_none": top_none,
         "dup_of": dup_of, "dup_ref": dup_ref, "dup_jaccard": dup_jac,
         "reasons": np.array([",".join(r) for r in reasons_per_item], dtype=object),
     }

@@ -167,7 +167,7 @@ class SX2:
     n_models: int
 
 
-def s_x2(y: np.ndarray, fit: Fit2PL, *, min_group: int = 10, max_groups: int = 12, exact_max: int = 120) -> SX2:
+def s_x2(y: np.ndarray, fit: Fit2PL, *, min_group: int = 10, max_groups: int = 12, exact_max: int = 200) -> SX2:
     """Orlando-Thissen S-X2 for every item (see the module docstring)."""
     n_items = y.shape[1]
     complete = ~np.isnan(y).any(1)

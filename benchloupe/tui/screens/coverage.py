@@ -105,6 +105,11 @@ class CoverageScreen(BenchScreen):
         run = data["run"]
         m = run["metrics"]
         text = Text(f"coverage run #{run['id']}", style="bold")
+        failed = failed_checks(m)
+        if failed is not None:  # first, so 80 columns never cut the check's name (issue 32 point 8)
+            text.append(" · diagnostics ")
+            text.append("pass" if not failed else "FAIL: " + ", ".join(CHECK_SHORT.get(k, k) for k in failed),
+                        style="bold green" if not failed else "bold red")
         for k in HEADLINE:
             if k in m:
                 v = m[k]
@@ -113,13 +118,7 @@ class CoverageScreen(BenchScreen):
                     text.append("pass" if v else "FAIL", style="bold green" if v else "bold red")
                 else:
                     text.append(f"{v:.3g}" if isinstance(v, float) else str(v), style="bold")
-        checks = m.get("diagnostic_checks")
-        if isinstance(checks, dict):
-            failed = [k for k, ok in checks.items() if not ok]
-            text.append(" · diagnostics ")
-            text.append("pass" if not failed else "fail: " + ", ".join(failed),
-                        style="bold green" if not failed else "bold red")
-        notes = notes_text(m)
+        notes = notes_text(m, data["gaps"])
         if self.size.height < 40:  # 80x24: one line per note, so the plot and the gap table keep their room
             lines = notes.split("\n")
             room = max(self.size.width - 2, 20)
@@ -158,7 +157,7 @@ class CoverageScreen(BenchScreen):
             self.notify("no coverage run yet: r runs coverage", severity="warning")
             return
         self.app.push_screen(NotesScreen(f"Coverage run #{run['id']} of {self.app.benchmark}: notes",
-                                         notes_text(run["metrics"])))
+                                         notes_text(run["metrics"], self.data.get("gaps"))))
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         if getattr(self, "data", {}).get("run") is not None:
@@ -336,17 +335,64 @@ class NotesScreen(ModalScreen[None]):
         scroll.scroll_to(y=scroll.scroll_y + step, animate=False)
 
 
-def notes_text(m: dict) -> Text:
-    """The trust readout of a run: warnings (lattice, tail, difficulty source), the max gap's interval, the
-    models' ability range and the robustness summary (C.3 leave-one-out, C.5 BIC, prior variants)."""
+CHECK_SHORT = {"model_information": "model info", "item_information": "item info",
+               "model_inversion_rate": "model inversions", "item_inversion_rate": "item inversions",
+               "difficulty_resolution": "resolution", "max_gap_inside_ability_range": "gap in tail"}
+CHECK_WORDS = {
+    "model_information": ("model information", "model_information", "the items tell the models apart too little"),
+    "item_information": ("item information", "item_information", "the models tell the items apart too little"),
+    "model_inversion_rate": ("model inversions", "model_inversion_rate",
+                             "too often a weaker model beats a stronger one on an item"),
+    "item_inversion_rate": ("item inversions", "item_inversion_rate",
+                            "too often an easier item is missed where a harder one is solved"),
+    "difficulty_resolution": ("difficulty resolution", None,
+                              "the widest gap is below what the item count can resolve"),
+    "max_gap_inside_ability_range": ("gap inside the ability range", None,
+                                     "the widest gap lies in a tail beyond the models' abilities"),
+}
+
+
+def failed_checks(m: dict) -> list[str] | None:
+    """The names of the run's failed diagnostic checks (None when the run recorded none)."""
+    checks = m.get("diagnostic_checks")
+    if not isinstance(checks, dict):
+        return None
+    return [k for k, ok in checks.items() if not ok]
+
+
+def _uncertain_widest(m: dict, gaps: pd.DataFrame | None) -> bool:
+    """Whether the gap behind ``max_gap_trusted`` has status "uncertain" (its C.6 interval reaches below the
+    item spacing): then it is the widest *resolvable* gap, not a trusted one."""
+    if gaps is None or not len(gaps) or "status" not in gaps or "width" not in gaps:
+        return False
+    w = m.get("max_gap_trusted")
+    hit = gaps[np.isclose(pd.to_numeric(gaps["width"], errors="coerce"), float(w))] if isinstance(w, float) else []
+    return bool(len(hit)) and (hit["status"] == "uncertain").any()
+
+
+def notes_text(m: dict, gaps: pd.DataFrame | None = None) -> Text:
+    """The trust readout of a run: the failed diagnostic checks named with their values, warnings (lattice,
+    tail, difficulty source), the max gap's interval, the models' ability range and the robustness summary
+    (C.3 leave-one-out, C.5 BIC, prior variants)."""
     text = Text(no_wrap=False)
+    failed = failed_checks(m)
+    if failed:
+        parts = []
+        for k in failed:
+            name, key, why = CHECK_WORDS.get(k, (k.replace("_", " "), k, ""))
+            value = m.get(key) if key else None
+            parts.append(name + (f" {value:.3g}" if isinstance(value, float) else "") + (f" ({why})" if why else ""))
+        text.append("⚠ diagnostics fail: " + "; ".join(parts) + "\n", style="bold red")
     ci = m.get("max_gap_ci")
     if isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, float) and math.isfinite(x) for x in ci):
         text.append(f"max gap 95% interval {ci[0]:.3f}-{ci[1]:.3f}")
     elif "uncertainty" not in m:  # a run without C.6 draws has no interval to show (never "nan-nan")
         text.append("no C.6 intervals (coverage ran without uncertainty draws)")
     if isinstance(m.get("max_gap_trusted"), float):
-        text.append(f" · widest trusted gap {m['max_gap_trusted']:.3f}")
+        if _uncertain_widest(m, gaps):  # its interval reaches below the spacing: not "trusted"
+            text.append(f" · widest resolvable gap {m['max_gap_trusted']:.3f} (uncertain)")
+        else:
+            text.append(f" · widest trusted gap {m['max_gap_trusted']:.3f}")
     band = m.get("ability_range")
     if isinstance(band, list) and len(band) == 2:
         text.append(f" · ability range {band[0]:.2f}-{band[1]:.2f} (band ▔ under the axis)")
