@@ -127,7 +127,8 @@ def adaptive(y: np.ndarray, target_se: float, seed: int = 0, max_test: int = 100
         train = np.setdiff1d(np.arange(len(y)), test)
         test = np.sort(rng.choice(test, min(max_test, len(test)), replace=False))
         cal, _, _ = ev.fold_calibration(y[train], np.ones_like(y[train], bool), None)
-        r = E.simulate_cat(cal, y[test], target_se=target_se)
+        sc = E.cat_scale(cal, y[train], target_se=target_se, seed=seed)
+        r = E.simulate_cat(cal, y[test], target_se=target_se, scale=sc)
         rnd = np.zeros((len(test), cal.n_items), bool)
         for i, k in enumerate(r.items):
             rnd[i, rng.choice(cal.n_items, int(k), replace=False)] = True

@@ -35,3 +35,13 @@ def visible(text: object, *, keep_layout: bool = False) -> str:
 def has_control(text: str, *, allow_layout: bool = True) -> bool:
     """True when ``text`` holds a control character (newline and tab allowed unless ``allow_layout`` is False)."""
     return bool((_CONTROL_KEEP_LAYOUT if allow_layout else _CONTROL).search(text))
+
+
+_BREAKS = re.compile("\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line: every line break shown as `` ⏎ `` and every other control character escaped, so a
+    curator's note cannot start a line of its own in a history (issue 37 #15: a note with a newline printed a
+    forged "confirmed by boss at 09:00" line)."""
+    return visible(_BREAKS.sub(" \u23ce ", text if isinstance(text, str) else str(text)))

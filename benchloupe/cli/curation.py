@@ -127,6 +127,7 @@ def _flag_action(args, conn) -> int:
     """``--set ID STATE`` (optimistic with ``--expect``), ``--undo [ID]``, ``--history ID``."""
     from benchloupe.store import curation
     from benchloupe.store.actor import by_at, current
+    from benchloupe.textsafe import one_line
 
     if args.history is not None:
         rows = curation.flag_history(conn, [args.history], limit=args.limit)
@@ -137,7 +138,7 @@ def _flag_action(args, conn) -> int:
         else:
             for r in rows.itertuples():
                 print(f"{r.state:9s} {'(undo) ' if r.action == 'flag:undo' else ''}{by_at(r.actor, r.at)}"
-                      + (f"  note: {r.note}" if r.note else ""))
+                      + (f"  note: {one_line(r.note)}" if r.note else ""))
         return 0
     if args.undo is not None:
         out = curation.undo_latest(conn, None if args.undo == 0 else args.undo)

@@ -48,11 +48,7 @@ def cmd_endpoints(args) -> int:
         else:
             role = args.role
         eps = fill.set_endpoint(db_path(args), role, scope="user" if args.user else "database", **fields)
-    from benchloupe.prompts.client import redact_url
-
-    for e in [eps.get("rewriter"), eps.get("judge"), *eps.get("annotators", [])]:  # one stored by an older version
-        if isinstance(e, dict) and isinstance(e.get("base_url"), str):
-            e["base_url"] = redact_url(e["base_url"])
+    eps = fill.redacted(eps)  # a URL with credentials stored by an older version is shown without them
     if args.json:
         print_json(eps)
         return 0

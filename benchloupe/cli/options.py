@@ -137,9 +137,10 @@ def add_config_args(parser, config_cls, *, skip: tuple[str, ...] = ()) -> None:
             group.add_argument(flag, dest=f"cfg_{f.name}", action=Ranged, default=None, metavar=f.name.upper(),
                                range=declared, help=shown)
         elif (options := field_choices(config_cls, f.name)) is not None:
-            # checked by the config as before (one line naming the option, exit 1), listed here
+            # a value outside the list is wrong usage: argparse's one line, exit 2 (issue 37 #15: `--chance guess`
+            # exited 1), as for every other option with fixed choices
             group.add_argument(flag, dest=f"cfg_{f.name}", type=str, default=None, metavar="|".join(options),
-                               help=f"one of {', '.join(options)}; {shown}")
+                               choices=options, help=f"one of {', '.join(options)}; {shown}")
         else:
             group.add_argument(flag, dest=f"cfg_{f.name}", type=typ, default=None, metavar=f.name.upper(),
                                help=shown)

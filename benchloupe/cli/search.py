@@ -42,7 +42,9 @@ def register_search(sub, common) -> None:
     p.add_argument("text", nargs="+", help="words to find (all must match; quotes, AND, * are plain words); at most "
                                            "64 words (a repeated word counts once) and 100,000 characters")
     p.add_argument("--benchmark", metavar="B", help="search only this benchmark")
-    ranged_argument(p, "--limit", range=ranges.count(1, 10**9, "hits"), default=50, metavar="N",
+    from benchloupe.store.search import MAX_LIMIT  # one range, the store's (issue 37 #15)
+
+    ranged_argument(p, "--limit", range=ranges.count(1, MAX_LIMIT, "hits"), default=50, metavar="N",
                     help="at most N hits (default 50)")
     p.add_argument("--raw", action="store_true",
                    help="TEXT is an FTS5 query (OR, NOT, NEAR, \"phrases\", prefix*, column:word)")

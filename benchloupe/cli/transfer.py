@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 
 from benchloupe import ranges
@@ -10,6 +11,7 @@ from benchloupe.cli.errors import CliError, connect_db, db_path, stderr
 from benchloupe.cli.options import ranged_argument
 from benchloupe.cli.output import data_stream, print_json, safe_json
 from benchloupe.textsafe import visible
+from benchloupe.words import count
 
 # ------------------------------------------------------------------------------------------------ import
 
@@ -259,7 +261,12 @@ def cmd_export(args) -> int:
             out.write(safe_json(df.to_json(orient="records", force_ascii=False, indent=1)))
             out.write("\n")
         else:
-            df.to_csv(out, index=False)
+            risky = formula_cells(df)
+            (_safe_csv(df) if args.safe_csv else df).to_csv(out, index=False)
+            if risky and not args.safe_csv:
+                stderr(f"warning: {count(risky, 'cell')} {'starts' if risky == 1 else 'start'} with =, +, - or @ "
+                       "and a spreadsheet may run them as "
+                       "formulas; the CSV holds them exactly as stored (--safe-csv writes them with a leading ')")
         out.flush()
     except OSError as exc:
         if not to_file:
@@ -273,6 +280,36 @@ def cmd_export(args) -> int:
         _wrote(args, {"path": args.out, "rows": len(df), "format": "json" if args.format == "json" or args.json
                       else "csv"}, f"wrote {len(df)} rows to {args.out}")
     return 0
+
+
+_FORMULA = re.compile(r"^[=+\-@\t\r]")
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _is_formula(value: object) -> bool:
+    """A text cell a spreadsheet would read as a formula (OWASP "CSV injection"): it starts with =, +, -, @, a tab
+    or a carriage return, and is not simply a number (-1.5)."""
+    return isinstance(value, str) and bool(_FORMULA.match(value)) and not _NUMBER.match(value)
+
+
+def formula_cells(df) -> int:
+    """How many text cells (and column names) of *df* :func:`_is_formula`."""
+    n = sum(_is_formula(c) for c in df.columns)
+    for col in df.columns:
+        if df[col].dtype == object or str(df[col].dtype) in ("str", "string"):
+            n += int(sum(_is_formula(v) for v in df[col].to_numpy()))
+    return n
+
+
+def _safe_csv(df):
+    """*df* with every formula-like text cell (and column name) prefixed with ``'`` (issue 37 #15, ``--safe-csv``):
+    a spreadsheet shows the text instead of running it; the default export stays byte-exact."""
+    out = df.copy()
+    out.columns = ["'" + c if _is_formula(c) else c for c in df.columns]
+    for col in out.columns:
+        if out[col].dtype == object or str(out[col].dtype) in ("str", "string"):
+            out[col] = ["'" + v if _is_formula(v) else v for v in out[col].to_numpy()]
+    return out
 
 
 def _check_run(conn, run_id: int, benchmark: str | None) -> None:
@@ -303,6 +340,9 @@ def register_export(sub, common) -> None:
     p.add_argument("--name", help="artifact name (run-artifact)")
     p.add_argument("--reward-model", default=None)
     p.add_argument("--format", choices=["csv", "json"], default="csv")
+    p.add_argument("--safe-csv", action="store_true",
+                   help="CSV: write text cells that start with =, +, - or @ with a leading ' so that a spreadsheet "
+                        "shows them instead of running them as formulas (default: exactly as stored, with a warning)")
     p.add_argument("--out", "-o", help="output file (default: stdout); a folder for lm-eval-task")
     p.add_argument("--all-items", action="store_true",
                    help="inspect-samples / lm-eval-task: every active item, not only the accepted BenchFill items")

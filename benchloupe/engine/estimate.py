@@ -541,14 +541,15 @@ class CatResult:
     sd: np.ndarray
     truth: np.ndarray
     reached: np.ndarray
+    mask: np.ndarray
 
 
 def simulate_cat(cal: Calibration, y_full, *, target_se: float, max_items: int | None = None, start: int = 5,
                  level: float = LEVEL, scale: float = 1.0) -> CatResult:
     """Computerized adaptive testing on fully answered models (their full accuracy is the truth): each starts
     with the ``start`` items most informative over the population, then takes one item at a time, the most
-    informative under its current posterior, and stops once the predicted accuracy's sd is at most ``target_se``
-    (or after ``max_items``)."""
+    informative under its current posterior, and stops once the predicted accuracy's sd, times ``scale``, is at
+    most ``target_se`` (or after ``max_items``).  ``scale`` is the interval's stretch (:func:`cat_scale`)."""
     y = np.asarray(y_full, float)
     m, N = y.shape
     max_items = min(N, max_items or N)
@@ -559,7 +560,7 @@ def simulate_cat(cal: Calibration, y_full, *, target_se: float, max_items: int |
     active = np.ones(m, bool)
     est = estimate(cal, y, mask, level=level, scale=scale)
     while True:
-        active &= (est.sd > target_se) & (mask.sum(axis=1) < max_items)
+        active &= (scale * est.sd > target_se) & (mask.sum(axis=1) < max_items)
         if not active.any():
             break
         rows = np.flatnonzero(active)
@@ -570,4 +571,18 @@ def simulate_cat(cal: Calibration, y_full, *, target_se: float, max_items: int |
         sub = estimate(cal, y[rows], mask[rows], level=level, scale=scale)
         for f in ("accuracy", "lo", "hi", "sd"):
             getattr(est, f)[rows] = getattr(sub, f)
-    return CatResult(mask.sum(axis=1), est.accuracy, est.lo, est.hi, est.sd, y.mean(axis=1), est.sd <= target_se)
+    return CatResult(mask.sum(axis=1), est.accuracy, est.lo, est.hi, scale * est.sd, y.mean(axis=1),
+                     scale * est.sd <= target_se, mask)
+
+
+def cat_scale(cal: Calibration, y_full, *, target_se: float, max_items: int | None = None, seed: int = 0,
+              max_models: int = 200, level: float = LEVEL) -> float:
+    """The adaptive test's interval stretch: a pilot test on (at most ``max_models`` of) the calibration's fully
+    answered models, their final item patterns replayed by :func:`interval_scale`.  Without it the held-out
+    coverage was 89-90 % on metabench: stopping as soon as the sd looks small picks the moments it is
+    underestimated, and the most informative items are where the curves miss most."""
+    y = np.asarray(y_full, float)
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(len(y), min(max_models, len(y)), replace=False))
+    pilot = simulate_cat(cal, y[rows], target_se=target_se, max_items=max_items, level=level)
+    return interval_scale(cal, y, np.ones_like(y, bool), pilot.mask, seed=seed, level=level)

@@ -211,6 +211,10 @@ def _readout_metrics(res) -> dict:
 def _run_arena_coverage(conn, db_path, benchmark, config, target, found, progress) -> int:
     """Coverage of an arena benchmark from the DualEval arena difficulties (no C.3 or C.6: no 0/1 data)."""
     joint_id, ri, rm = found
+    # the joint fit holds the static benchmark's models too (130 beside the arena's 40, issue 32 point 8): the
+    # ability range and the model count are those of this benchmark's models
+    mine = set(read.models(conn, benchmark)["id"].astype(int))
+    rm = rm[rm["model_id"].astype(int).isin(mine)].reset_index(drop=True)
     ctx = RunContext(db_path, "coverage", benchmark, config, config.seed)
     b = ri["difficulty"].to_numpy(float)
     ctx.start(conn, fingerprint(b))
@@ -229,6 +233,7 @@ def _run_arena_coverage(conn, db_path, benchmark, config, target, found, progres
                    "max_gap_ratio": report.max_gap_ratio, "uniform_exceed_prob": report.uniform_exceed_prob,
                    "b_min": report.b_min, "b_max": report.b_max, **_readout_metrics(res), "warnings": warnings,
                    "diagnostics_passed": False}
+        metrics.pop("max_gap_ci", None)  # no C.6 draws here: no interval (it printed "[nan, nan]")
         items = pd.DataFrame({"item_id": ri["item_id"].to_numpy(), "difficulty": b, "z": report.normalised})
         gaps = _stored_gaps(res.gaps)
         runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(

@@ -522,7 +522,11 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
                 if len(test) > config.max_test:
                     test = np.sort(rng.choice(test, config.max_test, replace=False))
                 cal, _, _ = ev.fold_calibration(y[train], mask[train], chance, cancel=cancel)
-                r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None)
+                trf = train[mask[train].all(axis=1)]
+                sc = est.cat_scale(cal, y[trf], target_se=config.target_se, max_items=config.max_items or None,
+                                   seed=config.seed + f)
+                r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None,
+                                     scale=sc)
                 # the same number of random items, for comparison
                 rnd = np.zeros((len(test), cal.n_items), bool)
                 for i, k in enumerate(r.items):

@@ -86,6 +86,21 @@ def get_endpoints(conn, *, with_source: bool = False) -> dict:
     return out
 
 
+def redacted(eps: dict) -> dict:
+    """*eps* as shown: any ``user:password@`` in a base URL (a database written before issue 37 #9's refusal)
+    replaced by ``***@``."""
+    from benchloupe.prompts.client import redact_url
+
+    out = {**eps, "annotators": [dict(a) for a in eps.get("annotators") or []]}
+    for role in ("rewriter", "judge"):
+        if isinstance(out.get(role), dict):
+            out[role] = dict(out[role])
+    for e in [out.get("rewriter"), out.get("judge"), *out["annotators"]]:
+        if isinstance(e, dict) and isinstance(e.get("base_url"), str):
+            e["base_url"] = redact_url(e["base_url"])
+    return out
+
+
 def _clean(role: str, fields: dict) -> dict:
     clean = {k: v for k, v in fields.items() if v is not None and (k in ENDPOINT_FIELDS or k in ("name", "trials"))}
     if role in ("rewriter", "judge") and not clean.get("model"):

@@ -379,6 +379,9 @@ def write_problem(path: str | os.PathLike) -> str | None:
     if not p.exists():
         return None if os.access(p.parent if p.parent.exists() else p.parent.parent, os.W_OK) else (
             f"{p.parent}: the folder is not writable for you, so no database can be made there")
+    # SQLite follows a symlink to the real file and keeps -wal and -shm beside it: the real file and its real
+    # folder are what must be writable, not the folder of the link (issue 37 #15)
+    p = Path(os.path.realpath(p))
 
     def who(target: Path) -> str:
         try:

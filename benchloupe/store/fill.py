@@ -473,7 +473,7 @@ REVIEW_BEAT_S = 4.0
 def review_alive(runner: str | dict | None, heartbeat: float | None, now: float | None = None) -> bool:
     """Whether a review lease still holds: a recent heartbeat, and (same host) its process still there."""
     now = time.time() if now is None else now
-    if heartbeat is None or now - float(heartbeat) > REVIEW_LEASE_S:
+    if heartbeat is None or runners.heartbeat_age(heartbeat, now) > REVIEW_LEASE_S:
         return False
     r = runners.parse(runner)
     if r.get("host") == socket.gethostname() and isinstance(r.get("pid"), int):

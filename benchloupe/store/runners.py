@@ -79,7 +79,13 @@ def alive(runner: str | dict | None, heartbeat: float | None, now: float | None 
         started = _process_start(pid)
         return started is None or r.get("pstart") is None or started == r["pstart"]
     now = time.time() if now is None else now
-    return heartbeat is not None and now - float(heartbeat) < STALE_AFTER_S
+    return heartbeat is not None and heartbeat_age(heartbeat, now) < STALE_AFTER_S
+
+
+def heartbeat_age(heartbeat: float, now: float) -> float:
+    """Seconds between a heartbeat and now, either way: a heartbeat in the future (another host's clock ahead)
+    ages as the same distance in the past, so its lease expires like any other instead of never (issue 37 #15)."""
+    return abs(now - float(heartbeat))
 
 
 def describe(runner: str | dict | None) -> str:

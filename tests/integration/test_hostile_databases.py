@@ -102,16 +102,18 @@ def test_the_issues_instances(tmp_path):
 
 
 def test_new_databases_carry_our_application_id(tmp_path):
-    db = tmp_path / "new.db"
-    csv = tmp_path / "s.csv"
+    work = tmp_path / "work"  # tmp_path also holds the test's temporary home and XDG folders (tests/conftest.py)
+    work.mkdir()
+    db = work / "new.db"
+    csv = work / "s.csv"
     csv.write_text("model,q1\nm1,1\n")
     rc, _, err = run_cli(["--db", db, "import", "wide", csv, "-b", "b"])
     assert rc == 0, err
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID == 0x424C7570
     conn.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "new.db-shm", "new.db-wal", "s.csv"] or \
-        sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "s.csv"]
+    assert sorted(p.name for p in work.iterdir()) == ["new.db", "new.db-shm", "new.db-wal", "s.csv"] or \
+        sorted(p.name for p in work.iterdir()) == ["new.db", "s.csv"]
 
 
 def test_a_database_from_before_the_id_is_ours_and_gets_it(tmp_path):

@@ -187,3 +187,20 @@ def test_group_bootstrap_widens_the_interval_when_groups_move_together():
         plain["difference_hi"] - plain["difference_lo"], rel=0.15)
     with pytest.raises(EngineError, match="two item groups"):
         group_bootstrap(ya, yb, np.zeros(300))
+
+
+def test_adaptive_testing_stops_at_the_target_and_beats_as_many_random_items():
+    a, b, c, theta, y, _ = _world(seed=11, n_models=1500, n_items=100)
+    cal = E.calibration(a, b, c, theta[:1000])
+    sc = E.cat_scale(cal, y[:1000], target_se=0.03)
+    r = E.simulate_cat(cal, y[1000:], target_se=0.03, scale=sc)
+    assert r.reached.all() and (r.sd <= 0.03).all() and np.median(r.items) < 80
+    rnd = np.zeros(r.mask.shape, bool)
+    rng = np.random.default_rng(0)
+    for i, k in enumerate(r.items):
+        rnd[i, rng.choice(100, int(k), replace=False)] = True
+    e = E.estimate(cal, y[1000:], rnd)
+    assert np.mean(np.abs(r.accuracy - r.truth)) < np.mean(np.abs(e.accuracy - r.truth))
+    assert 0.9 <= np.mean((r.truth >= r.lo) & (r.truth <= r.hi)) <= 0.99
+    nxt = E.next_items(cal, y[1000:1002], r.mask[:2], 3)
+    assert nxt.shape == (2, 3) and not r.mask[0, nxt[0]].any()

@@ -36,17 +36,30 @@ def screen_keys(screen) -> list[tuple[str, str, bool]]:
     """The screen's own keys first, then those of its widgets (a table's moves and sorts; the app's are under
     "Everywhere"), as (keys, description, enabled), one row per action, with every key bound to it, as the
     terminal names them (issue 21 item 11: the generic keys came before the screen's own)."""
-    rows: dict[tuple[bool, str], list] = {}
+    rows: dict[tuple[bool, bool, str], list] = {}
     for key, active in screen.active_bindings.items():
         b = active.binding
         if active.node is screen.app or not b.description or b.action.startswith("go("):
             continue
-        row = rows.setdefault((active.node is not screen, b.action), [[], b.description, active.enabled])
+        theirs = (b.action, key) in textual_bindings(active.node)  # Textual's own (tab: focus next) come last
+        row = rows.setdefault((theirs, active.node is not screen, b.action), [[], b.description, active.enabled])
         label = b.key_display or KEY_NAMES.get(key, key)
         if label not in row[0]:
             row[0].append(label)
-    order = sorted(rows, key=lambda k: k[0])  # stable: the screen's own (False) first, each in binding order
+    order = sorted(rows, key=lambda k: k[:2])  # stable: the screen's own first, each in binding order
     return [(", ".join(rows[k][0]), rows[k][1], rows[k][2]) for k in order]
+
+
+def textual_bindings(node) -> set[tuple[str, str]]:
+    """(action, key) of the bindings that Textual's own classes give *node* (a screen's tab/shift+tab focus
+    moves, an input's editing keys): the help lists them after the workbench's (issue 32 point 7)."""
+    theirs, ours = set(), set()
+    for cls in type(node).__mro__:
+        for b in cls.__dict__.get("BINDINGS", []):
+            if isinstance(b, Binding):
+                (theirs if cls.__module__.startswith("textual") else ours).update(
+                    (b.action, k.strip()) for k in b.key.split(","))
+    return theirs - ours  # one the workbench binds again (a table's left/right) is its own
 
 
 def screen_title(screen) -> str:

@@ -41,6 +41,7 @@ from textual.containers import VerticalScroll
 
 from benchloupe.store.actor import by_at
 from benchloupe.store.queue import LEAD, PAGE, Filter, FlagQueue, Window
+from benchloupe.textsafe import one_line
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import ChoiceDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic, Text
@@ -60,7 +61,7 @@ def _who_line(row) -> str:
     text = f"{get('state')} {by_at(get('updated_by', get('by')), get('updated_at', get('at')))}".strip()
     note = get("note") or ""
     if note:
-        text += f", note: {str(note)[:80]}{'…' if len(str(note)) > 80 else ''}"
+        text += f", note: {one_line(str(note)[:80])}{'…' if len(str(note)) > 80 else ''}"
     return text
 
 
@@ -471,7 +472,7 @@ class FlagQueueScreen(BenchScreen):
                 text.append(f"{h['state']}{undo} {by_at(h['actor'], h['at'])}", style="dim")
                 if h["note"]:
                     text.append(" · note: ", style="dim")
-                    text.append(str(h["note"]))
+                    text.append(one_line(h["note"]))  # a note never starts a history line of its own
                 text.append("\n")
         detail.update(text)
         self.query_one("#queue-scroll", VerticalScroll).scroll_home(animate=False)

@@ -566,7 +566,8 @@ class FrameTable(ScrollView, can_focus=True):
         return True
 
     def action_sort(self, direction: int) -> None:
-        """s: sort by the next column (ascending); S: flip the direction of the current sort."""
+        """s: sort by the next column (ascending); S: flip the direction of the current sort; the cursor goes to
+        the first row of the new order."""
         if not self.sortable or not self.columns:
             return
         keys = [c.key for c in self.columns]
@@ -578,10 +579,9 @@ class FrameTable(ScrollView, can_focus=True):
             i = keys.index(self.sort_key) + 1 if self.sort_key in keys else 0
             self.sort_key = keys[i % len(keys)]
             self.descending = False
-        keep = self.row
         self._apply_sort()
-        if keep is not None:
-            self.cursor = int(np.flatnonzero(self.view == keep)[0])
+        self.cursor = 0  # the top of the sorted list, on screen (the old row kept it off screen: issue 32 point 7)
+        self.scroll_to(y=0, animate=False, immediate=True)
 
     @property
     def sort_label(self) -> str:
