@@ -830,9 +830,12 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
 
         from benchloupe.tui.jobs_ui import fill_job
 
+        caveat = jobs_fill.gap_caveat(db, benchmark, values["gap"])
         if app.start_job(f"BenchFill gap {values['gap']} of {benchmark}", fill_job(db, benchmark, options, cfg),
                          on_done=finished):
             app.switch_mode("benchfill")
+            if caveat:
+                app.notify(caveat, severity="warning", timeout=12, markup=False)
 
     def check(values: dict) -> None:
         from benchloupe.jobs import fill as jobs_fill
@@ -840,6 +843,9 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
         dataclasses.replace(config, **{k[4:]: v for k, v in values.items() if k.startswith("cfg-")})
         jobs_fill.FillOptions(values["gap"], values["answer_format"], values["baseline"])
 
-    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields, check=check,
-                               note="Defaults are the paper's; the seed (the baseline's parent draw) shows when "
-                                    "the best-of-N baseline runs."), done)
+    from benchloupe.jobs.fill import gap_caveat
+
+    note = "Defaults are the paper's; the seed (the baseline's parent draw) shows when the best-of-N baseline runs."
+    if caveat := gap_caveat(db, benchmark, gap_rank):  # a tail or lattice gap is said before it is accepted
+        note = f"{caveat}. {note}"
+    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields, check=check, note=note), done)
