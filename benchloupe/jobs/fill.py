@@ -387,6 +387,32 @@ def _coverage_current(db_path, benchmark: str) -> None:
         recompute_coverage(db_path, benchmark)
 
 
+GAP_CAVEATS = {
+    "tail": "gap {n} is a tail gap: it lies beyond the models' abilities, where the prior and a few successes place "
+            "the items (engine.coverage.resolution), so it may be no hole in the benchmark and few models can "
+            "measure an item made for it",
+    "lattice": "gap {n} is below the lattice resolution: no item could be measured between its ends with these "
+               "models (their sum scores allow no difficulty inside), so it is no coverage gap",
+}
+
+
+def gap_caveat(db_path, benchmark: str, gap: int) -> str:
+    """One line when gap *gap* (1 = largest) of the latest coverage run is a tail or lattice gap (issue 32 point
+    9: such a gap was accepted as a session's target without a word); "" otherwise, or when there is no such gap."""
+    conn = connect(db_path)
+    try:
+        cov = runs.latest_run(conn, read.benchmark_id(conn, benchmark), ("coverage",))
+        gaps = runs.load_artifact(conn, cov, "gaps") if cov is not None else None
+    except (StoreError, EngineError, LookupError):  # no such benchmark: the session's own start says so
+        return ""
+    finally:
+        conn.close()
+    if gaps is None or "status" not in gaps or not 1 <= gap <= len(gaps):
+        return ""
+    caveat = GAP_CAVEATS.get(str(gaps["status"].iloc[gap - 1]), "")
+    return caveat.format(n=gap)
+
+
 def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
                config: BenchFillConfig = BenchFillConfig(), progress: Progress = no_progress,
                cancel: threading.Event | None = None) -> int:

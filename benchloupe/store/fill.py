@@ -220,8 +220,10 @@ def upsert_candidate(conn: sqlite3.Connection, session_id: int, child_key: str, 
 
 def candidates(conn: sqlite3.Connection, session_id: int | None = None, state: str | None = None,
                reviewable_only: bool = True) -> pd.DataFrame:
-    """Proposals (valid and calibrated unless ``reviewable_only=False``), nearest the target first."""
+    """Proposals (valid and calibrated unless ``reviewable_only=False``), nearest the target first; ``b_min`` /
+    ``b_max``: the session's difficulty scale (raw logit ends of the 0-1 normalised difficulty)."""
     sql = ("SELECT c.*, p.key AS parent_key, p.text AS parent_text, p.answer AS parent_answer, s.target,"
+           " json_extract(s.config, '$.b_min') AS b_min, json_extract(s.config, '$.b_max') AS b_max,"
            " b.name AS benchmark, i.key AS item_key, coalesce(json_extract(s.config, '$.approvals'), 1) AS approvals,"
            " (SELECT group_concat(a.actor, ', ') FROM (SELECT actor FROM fill_approvals WHERE candidate_id = c.id"
            " ORDER BY at) a) AS approvers,"

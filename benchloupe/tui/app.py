@@ -488,6 +488,7 @@ class BenchloupeApp(App[int]):
         latest = self._progress.take()
         if latest is not None and self.job.running:
             self.job.done, self.job.total, self.job.stage = latest
+            self.job.pace.add(time.monotonic(), self.job.done, self.job.total)
             if self._cancel.is_set():
                 self.job.stage = "cancelling… " + self.job.stage
             self._show_job()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import sqlite3
 
@@ -382,7 +383,7 @@ class BenchFillScreen(BenchScreen):
         text.append(f" vs target {fmt_value(c['target'], 3)} · distance {fmt_value(c['distance'], 3)}")
         se = c["payload"].get("se") if isinstance(c["payload"], dict) else None
         if se is not None:
-            text.append(f" · se {fmt_value(se, 3)}")
+            text.append(" · " + se_words(se, c.get("b_min"), c.get("b_max")))
         text.append("\njudge: ", style="bold")
         text.append(str(c["verdict"] or "valid"))
         if c["note"]:
@@ -801,6 +802,25 @@ class EditDialog(ModalScreen[tuple[str, str] | None]):
         self.dismiss(None)
 
 
+def se_words(se, b_min, b_max) -> str:
+    """A proposal's standard error on the scale of the difficulty shown beside it (issue 32 point 9: a logit se
+    sat beside a 0-1 difficulty): the online calibration's se is on the raw logit scale, and the normalised
+    difficulty is ``(b - b_min) / (b_max - b_min)`` (engine.online.DifficultyScale), so its se is divided by the
+    scale's width; without the scale the raw se is labelled as such."""
+    def num(x) -> float:
+        try:
+            return float(x)
+        except (TypeError, ValueError):
+            return math.nan
+
+    se, width = num(se), num(b_max) - num(b_min)
+    if not math.isfinite(se):
+        return "se unknown"
+    if math.isfinite(width) and width > 0:
+        return f"se {fmt_value(se / width, 3)} (0-1 scale)"
+    return f"se {fmt_value(se, 3)} (logit scale)"
+
+
 def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
     """Ask for a session's options (the paper's defaults) and start it as the app's job."""
     from benchloupe.jobs.fill import BenchFillConfig
@@ -830,9 +850,12 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
 
         from benchloupe.tui.jobs_ui import fill_job
 
+        caveat = jobs_fill.gap_caveat(db, benchmark, values["gap"])
         if app.start_job(f"BenchFill gap {values['gap']} of {benchmark}", fill_job(db, benchmark, options, cfg),
                          on_done=finished):
             app.switch_mode("benchfill")
+            if caveat:
+                app.notify(caveat, severity="warning", timeout=12, markup=False)
 
     def check(values: dict) -> None:
         from benchloupe.jobs import fill as jobs_fill
@@ -840,6 +863,9 @@ def start_fill_dialog(screen, benchmark: str, gap_rank: int) -> None:
         dataclasses.replace(config, **{k[4:]: v for k, v in values.items() if k.startswith("cfg-")})
         jobs_fill.FillOptions(values["gap"], values["answer_format"], values["baseline"])
 
-    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields, check=check,
-                               note="Defaults are the paper's; the seed (the baseline's parent draw) shows when "
-                                    "the best-of-N baseline runs."), done)
+    from benchloupe.jobs.fill import gap_caveat
+
+    note = "Defaults are the paper's; the seed (the baseline's parent draw) shows when the best-of-N baseline runs."
+    if caveat := gap_caveat(db, benchmark, gap_rank):  # a tail or lattice gap is said before it is accepted
+        note = f"{caveat}. {note}"
+    app.push_screen(FormDialog(f"BenchFill on {benchmark}", fields, check=check, note=note), done)

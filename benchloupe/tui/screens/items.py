@@ -339,6 +339,9 @@ class ItemPanel(BenchScreen):
         last = conn.execute("SELECT actor, at FROM audit_log WHERE entity = 'item' AND entity_id = ? ORDER BY id DESC"
                             " LIMIT 1", (self.item_id,)).fetchone()  # who retired or restored it (issue 25)
         d["status_by"] = (last[0], last[1]) if last else None
+        parent = conn.execute("SELECT key FROM items WHERE id = ?", (d["parent_id"],)).fetchone() \
+            if d.get("parent_id") else None
+        d["parent_key"] = parent[0] if parent else None  # named by its key, not "item #468" (issue 32 point 9)
         return d
 
     def show(self, d: dict) -> None:
@@ -350,8 +353,11 @@ class ItemPanel(BenchScreen):
             from benchloupe.store.actor import by_at
 
             head.append(" " + by_at(*d["status_by"]), style="dim")
-        if d.get("parent_id"):
-            head.append(f" · parent item #{d['parent_id']}")
+        if d.get("parent_key"):
+            head.append(" · parent ")
+            head.append(str(d["parent_key"]), style="bold")
+        elif d.get("parent_id"):
+            head.append(f" · parent item #{d['parent_id']} (gone)")
         self.query_one("#item-head", SafeStatic).update(head)
         body = Text()
         body.append("Text\n", style="bold underline")

@@ -1,13 +1,15 @@
-"""The job line: what is running, its current stage, a progress bar with an estimate, or the last outcome."""
+"""The job line: what is running, its current stage, a progress bar with an estimate of the time left (from completed
+work: :mod:`benchloupe.tui.pace`, not the bar's own), or the last outcome."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import ProgressBar
 
+from benchloupe.tui.pace import Pace, fmt_left
 from benchloupe.tui.widgets.safe import SafeStatic, Text
 
 
@@ -23,6 +25,7 @@ class JobState:
     outcome: str = ""
     failed: bool = False
     started: float = 0.0
+    pace: Pace = field(default_factory=Pace)  # the estimate shown, from completed calls (benchloupe.tui.pace)
 
 
 NARROW = 100  # below this many columns the bar is short and has no estimate: the label keeps the counts
@@ -40,14 +43,13 @@ class JobBar(Horizontal):
     JobBar Bar { width: 22; }
     JobBar.-narrow > ProgressBar { width: 16; }
     JobBar.-narrow Bar { width: 10; }
-    JobBar.-narrow #eta { display: none; }
     JobBar.-idle > ProgressBar { display: none; }
     JobBar > #job-label.-failed { color: $error; }
     """
 
     def compose(self) -> ComposeResult:
         yield SafeStatic("", id="job-label", markup=False)
-        yield ProgressBar(total=None, show_eta=True, id="job-bar")
+        yield ProgressBar(total=None, show_eta=False, id="job-bar")
 
     def on_mount(self) -> None:
         self.show_state(self.app.job)
@@ -71,6 +73,9 @@ class JobBar(Horizontal):
             text = Text(f" {title}", style="bold")
             text.append(stage, style="")
             if width >= NARROW:
+                left = fmt_left(job.pace.left())
+                if left:
+                    text.append(f" · {left}")
                 text.append("   x cancels", style="dim")
             bar.update(total=job.total if job.total else None, progress=job.done)
         elif job.title:

@@ -77,16 +77,25 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
     is the model a flag is about: its answer is drawn as a yellow ◆ over the others, with a dashed line down
     its column, and *mark_label* names it under the axis."""
     theta = np.asarray(theta, float)
-    outcome = np.asarray(outcome)
-    keep = np.isfinite(theta) & (outcome >= 0)
+    outcome = np.asarray(outcome, float)
+    fitted = np.isfinite(theta)
+    keep = fitted & (outcome >= 0)  # a model with an ability that answered (-1: no answer)
     if mark is not None and not (0 <= mark < len(theta)):
         mark = None
     text = Text(no_wrap=True, overflow="crop")
-    if not keep.any():
+    has_curve = difficulty is not None and sharpness is not None and math.isfinite(difficulty) \
+        and math.isfinite(sharpness)
+    if not fitted.any():
         text.append("no fitted abilities yet: run a calibration (4: Runs) to see this item's curve", AXIS)
         return text
+    unanswered = not keep.any()  # e.g. an accepted BenchFill item: abilities, but no model has answered it
+    if unanswered and not has_curve:  # issue 32 point 9: this said "no fitted abilities yet" above 40 of them
+        text.append(f"none of the {int(fitted.sum())} models with an ability has answered this item yet, "
+                    "and it has no fitted difficulty: nothing to draw", AXIS)
+        return text
     th, y = theta[keep], outcome[keep]
-    lo, hi = float(th.min()), float(th.max())
+    span = theta[fitted] if unanswered else th
+    lo, hi = float(span.min()), float(span.max())
     if difficulty is not None and math.isfinite(difficulty):
         lo, hi = min(lo, difficulty), max(hi, difficulty)
     pad = 0.05 * (hi - lo) + 0.25
@@ -95,7 +104,7 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
     plot_w = max(width - len(left[0]), 10)
     grid = _Grid(plot_w, height)
     col = np.clip(((th - lo) / (hi - lo) * (plot_w - 1)).round().astype(int), 0, plot_w - 1)
-    if difficulty is not None and sharpness is not None and math.isfinite(difficulty) and math.isfinite(sharpness):
+    if has_curve:
         g = 0.0 if chance is None or not math.isfinite(chance) else float(chance)
         xs = lo + (hi - lo) * np.arange(plot_w) / (plot_w - 1)
         p = g + (1 - g) / (1 + np.exp(-sharpness * (xs - difficulty)))
@@ -124,10 +133,14 @@ def icc_plot(theta: np.ndarray, outcome: np.ndarray, *, difficulty: float | None
         text.append(f"\n{' ' * len(left[0])}┊ b = {difficulty:+.2f}", AXIS)
         if sharpness is not None and math.isfinite(sharpness):
             text.append(f"   a = {sharpness:.2f}", AXIS)
+    if unanswered:
+        text.append(f"\n{' ' * len(left[0])}no model has answered this item yet: the curve is its fitted difficulty "
+                    f"over the {int(fitted.sum())} models' abilities", AXIS)
     if mark is not None and mark_label:
         text.append("\n" + " " * len(left[0]))
         text.append("◆", MARK)
         where = (f" at θ {theta[mark]:+.2f}, answered {'right' if outcome[mark] else 'wrong'}" if mark_col is not None
+                 else " has not answered this item" if fitted[mark]
                  else " has no ability estimate in this run, so it is not on the curve")
         text.append(f" {mark_label}{where}", Style(color="yellow"))
     return text
