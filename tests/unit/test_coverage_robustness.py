@@ -216,5 +216,6 @@ def test_coverage_run_with_a_hierarchical_prior(tmp_path, capsys):
     assert m["prior"]["prior"] == "hierarchical_theta" and m["prior"]["converged"]
     assert m["prior"]["sigma"] == pytest.approx(ref.sigma, abs=1e-6)
     assert m["ddm"] == pytest.approx(ref.ddm, abs=1e-6) and m["max_gap"] == pytest.approx(ref.max_gap, abs=1e-6)
-    assert main(["coverage", "sim", "--db", str(db), "--prior", "flat"]) == 1
-    assert "--prior" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # a choice outside --prior's list is a usage error: exit 2
+        main(["coverage", "sim", "--db", str(db), "--prior", "flat"])
+    assert exit_.value.code == 2 and "--prior" in capsys.readouterr().err

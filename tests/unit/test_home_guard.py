@@ -96,9 +96,9 @@ def test_only_a_change_naming_this_sessions_folders_fails_the_session(tmp_path):
     theirs.write_text('{"/srv/data/leaderboard.db": [1]}')
     before = home_guard.snapshot([cache])
     ours, other_run = cache / "sound.json", cache / "other-run.json"
-    ours.write_text(json.dumps({"/tmp/pytest-of-root/pytest-3/test_x0/demo.db": [1, 2]}))
-    other_run.write_text(json.dumps({"/tmp/pytest-of-root/pytest-31/test_x0/demo.db": [1, 2]}))
+    ours.write_text(json.dumps({"/scratch/pytest-of-ann/pytest-3/test_x0/demo.db": [1, 2]}))
+    other_run.write_text(json.dumps({"/scratch/pytest-of-ann/pytest-31/test_x0/demo.db": [1, 2]}))
     theirs.write_text('{"/srv/data/leaderboard.db": [2]}')
     mine, others = home_guard.changed_by_suite(before, home_guard.snapshot([cache]),
-                                               ["/tmp/pytest-of-root/pytest-3"])
+                                               ["/scratch/pytest-of-ann/pytest-3"])
     assert mine == [str(ours)] and sorted(others) == sorted([str(theirs), str(other_run)])
