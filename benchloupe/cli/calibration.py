@@ -281,7 +281,7 @@ def _recovery_rows(args, run_id: int):
     """The recovery table as printed: Spearman per strategy and fraction; the random baseline's band over its
     draws, their number and the random mean's standard error; the chosen strategy's margin over the random mean,
     marked when it is within noise (issue 34.5)."""
-    from benchloupe.engine.informativeness import NOISE_Z, random_se
+    from benchloupe.jobs.diagnostics import NOISE_Z, random_se
     from benchloupe.store import runs
     from benchloupe.store.db import connect
 

@@ -150,7 +150,7 @@ def _rounded(v):
 
 def _simulated_line(eps: dict) -> str:
     """Which BenchFill roles use the built-in simulated endpoint, and which do not (issue 32)."""
-    from benchloupe.prompts.simulated import simulated_roles
+    from benchloupe.jobs.simulated import simulated_roles
 
     sim, real = simulated_roles(eps)
     where = "the built-in server on 127.0.0.1 runs for this command"

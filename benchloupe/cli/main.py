@@ -197,8 +197,12 @@ def _may_create(args) -> bool:
 
 def _main(argv: list[str] | None) -> int:
     """Run one command; when it fails (exit 1), a run it stored ``done`` before failing is marked failed with
-    the same line (issue 37 #12: a failed command never leaves a ``done`` run behind)."""
+    the same line (issue 37 #12: a failed command never leaves a ``done`` run behind). Only this command's runs:
+    those this process finished before it (a job run directly, the workbench) are not its to fail."""
     _LAST_ERROR.clear()
+    runs = sys.modules.get("benchloupe.store.runs")
+    if runs is not None:
+        runs.FINISHED_HERE.clear()
     code = _command(argv)
     runs = sys.modules.get("benchloupe.store.runs")
     if runs is not None:

@@ -105,9 +105,9 @@ FREE_TEXT = {"CompressConfig.target", "CompressConfig.export_name", "CoverageCon
 def field_choices(config_cls, name: str) -> tuple[str, ...] | None:
     """The fixed choices of a text field of ``config_cls`` (:data:`CHOICES`), None for free text."""
     if name == "strategy" and config_cls.__name__ == "CompressConfig":
-        from benchloupe.engine import informativeness
+        from benchloupe.jobs.diagnostics import SELECTIONS  # loaded already: CompressConfig is defined there
 
-        return tuple(informativeness.SELECTIONS)
+        return tuple(SELECTIONS)
     return CHOICES.get(f"{config_cls.__name__}.{name}", CHOICES.get(name))
 
 

@@ -101,7 +101,7 @@ def import_file(db_path: str | Path, path: str | Path, fmt: str | None = None, *
     fmt, parsed = parse_file(path, fmt, **options)
     sha = read_sha256(path) or file_sha256(path)  # the bytes parsed, even if the file grew since (issue 10)
     if parsed.run:  # a harness run: counted against the runs already stored, as a batch import does (issue 37)
-        from benchloupe.jobs.imports import resolve_reruns, stored_runs
+        from benchloupe.jobs.reruns import resolve_reruns, stored_runs
 
         entry = [(str(path), fmt, parsed, sha)]
         stored = stored_runs(db_path, entry) if Path(db_path).exists() and not replace else {}

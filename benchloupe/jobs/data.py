@@ -12,6 +12,8 @@ from benchloupe.engine.joint import ArenaData, StaticData
 from benchloupe.hints import Opt, say
 from benchloupe.store import read
 
+from .base import RunContext, fingerprint
+
 
 @dataclass
 class JointInputs:
@@ -240,3 +242,44 @@ def truth_vector(conn, benchmark: str, entity: str, name: str, keys) -> np.ndarr
         return None
     m = dict(zip(t["key"], t["value"]))
     return np.array([m.get(k, np.nan) for k in keys], float)
+
+
+# ------------------------------------------------------------------ starting a run on joint inputs
+# (shared by jobs.diagnostics and jobs.estimate, so neither imports the other)
+
+def auto_mode(inputs: JointInputs, mode: str) -> str:
+    if mode != "auto":
+        return mode
+    if inputs.static is not None and inputs.arena is not None:
+        return "joint"
+    return "static" if inputs.static is not None else "arena"
+
+
+def start_run(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: str | None,
+           reward_model: str | None = None):
+    """Load the joint inputs (arena rewards of ``reward_model`` when the arena set has several), resolve the
+    "auto" mode and start the run; returns (inputs, mode, ctx)."""
+    inputs = load_joint(conn, benchmark, arena=arena, reward_model=reward_model)
+    mode = auto_mode(inputs, config.mode)
+    roles = [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
+    ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode, "reward_model": inputs.reward_model},
+                     seed, roles)
+    ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
+    return inputs, mode, ctx
+
+
+def run_chance(conn, ctx, inputs: JointInputs, config, cancel, progress=None) -> JointInputs:
+    """The chance levels the run uses (``config.chance``: stated | estimate | none; the stated ones otherwise),
+    inside the run's guard so that a failed estimate fails the run; the report goes to ``inputs.chance_report``."""
+    resolved, m, w = resolve_chance(inputs, getattr(config, "chance", "stated"), cancel=cancel, progress=progress)
+    resolved.chance_report = (m, w)
+    return resolved
+
+
+def report_chance(metrics: dict, inputs: JointInputs) -> dict:
+    """``metrics`` with the chance report of :func:`run_chance` merged in (its warnings appended)."""
+    m, w = inputs.chance_report
+    metrics.update(m)
+    if w:
+        metrics["warnings"] = list(metrics.get("warnings", [])) + list(w)
+    return metrics

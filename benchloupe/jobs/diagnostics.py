@@ -20,7 +20,11 @@ import pandas as pd
 from benchloupe.columns import Columns
 from benchloupe.engine import anomaly, contamination, informativeness, joint
 from benchloupe.engine.common import EngineError, Progress, Stages, check_cancel, no_progress
-from benchloupe.engine.informativeness import SELECTIONS  # noqa: F401 - CompressConfig.strategy's choices, for the faces
+from benchloupe.engine.informativeness import (  # noqa: F401 - for the faces: CompressConfig.strategy's choices,
+    NOISE_Z,  # and the random baseline's noise band in compress's recovery table
+    SELECTIONS,
+    random_se,
+)
 from benchloupe.engine.joint.subsets import static_rows
 from benchloupe.engine.stats import auprc, auroc
 from benchloupe.hints import Alt, Opt, say
@@ -29,15 +33,14 @@ from benchloupe.store.db import connect
 from benchloupe.store.writer import derive_benchmark
 
 from .base import Analysis, RunContext, fingerprint, register
-from .data import CHANCE_MODES, JointInputs, load_joint, rank_desc, resolve_chance
-
-
-def _mode(inputs: JointInputs, mode: str) -> str:
-    if mode != "auto":
-        return mode
-    if inputs.static is not None and inputs.arena is not None:
-        return "joint"
-    return "static" if inputs.static is not None else "arena"
+from .data import (
+    CHANCE_MODES,
+    JointInputs,
+    rank_desc,
+    report_chance,
+    run_chance,
+    start_run,
+)
 
 
 def _fit(inputs: JointInputs, mode: str, progress, cancel) -> tuple[joint.JointConfig, joint.JointResult]:
@@ -56,36 +59,6 @@ def _all_items(inputs: JointInputs, cfg: joint.JointConfig) -> np.ndarray:
     if inputs.arena_items is not None and cfg.uses_arena:
         ids.append(inputs.arena_items["id"].to_numpy())
     return np.concatenate(ids) if ids else np.zeros(0, int)
-
-
-def _start(conn, db_path, kind: str, benchmark: str, config, seed: int, arena: str | None,
-           reward_model: str | None = None):
-    """Load the joint inputs (arena rewards of ``reward_model`` when the arena set has several), resolve the
-    "auto" mode and start the run; returns (inputs, mode, ctx)."""
-    inputs = load_joint(conn, benchmark, arena=arena, reward_model=reward_model)
-    mode = _mode(inputs, config.mode)
-    roles = [(n, r) for n, r in ((inputs.static_benchmark, "static"), (inputs.arena_benchmark, "arena")) if n]
-    ctx = RunContext(db_path, kind, benchmark, {**config.__dict__, "mode": mode, "reward_model": inputs.reward_model},
-                     seed, roles)
-    ctx.start(conn, fingerprint(*inputs.fingerprint_arrays()))
-    return inputs, mode, ctx
-
-
-def _chance(conn, ctx, inputs: JointInputs, config, cancel, progress=None) -> JointInputs:
-    """The chance levels the run uses (``config.chance``: stated | estimate | none; the stated ones otherwise),
-    inside the run's guard so that a failed estimate fails the run; the report goes to ``inputs.chance_report``."""
-    resolved, m, w = resolve_chance(inputs, getattr(config, "chance", "stated"), cancel=cancel, progress=progress)
-    resolved.chance_report = (m, w)
-    return resolved
-
-
-def _report_chance(metrics: dict, inputs: JointInputs) -> dict:
-    """``metrics`` with the chance report of :func:`_chance` merged in (its warnings appended)."""
-    m, w = inputs.chance_report
-    metrics.update(m)
-    if w:
-        metrics["warnings"] = list(metrics.get("warnings", [])) + list(w)
-    return metrics
 
 
 # ------------------------------------------------------------------------------------------------ compression
@@ -159,10 +132,10 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
         t0 = time.perf_counter()
         if config.export_fraction and not config.export_name:
             raise EngineError("export_fraction needs export_name, the new benchmark's name")
-        inputs, mode, ctx = _start(conn, db_path, "compress", benchmark, config, 0, arena, reward_model)
+        inputs, mode, ctx = start_run(conn, db_path, "compress", benchmark, config, 0, arena, reward_model)
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            inputs = run_chance(conn, ctx, inputs, config, cancel, progress)
             _check_compressible(benchmark, inputs, mode)
             cfg, res = _fit(inputs, mode, progress, cancel)
             t = ctx.lap("fit_s", t)
@@ -225,7 +198,7 @@ def run_compress(db_path, benchmark: str, config: CompressConfig = CompressConfi
                 metrics["retired_items"] = int(len(low))
             if warnings:
                 metrics["warnings"] = warnings
-            _report_chance(metrics, inputs)
+            report_chance(metrics, inputs)
             a = np.concatenate([res.a_static if cfg.uses_static and static is not None else [],
                                 res.a_arena if cfg.uses_arena and arena_d is not None else []])
             b = np.concatenate([res.b_static if cfg.uses_static and static is not None else [],
@@ -412,10 +385,10 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs, mode, ctx = _start(conn, db_path, "anomalies", benchmark, config, 0, arena, reward_model)
+        inputs, mode, ctx = start_run(conn, db_path, "anomalies", benchmark, config, 0, arena, reward_model)
         tick = ctx.lap("load_s", t0)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            inputs = run_chance(conn, ctx, inputs, config, cancel, progress)
             cfg, res = _fit(inputs, mode, progress, cancel)
             tick = ctx.lap("fit_s", tick)
             static = inputs.static if cfg.uses_static else None
@@ -442,7 +415,7 @@ def run_anomalies(db_path, benchmark: str, config: AnomalyConfig = AnomalyConfig
             flags = _anomaly_flags(cands, inputs, res, mode)
             ctx.lap("flags_s", tick)
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=_report_chance(metrics, inputs),
+                metrics=report_chance(metrics, inputs),
                 timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
                 models=pd.DataFrame({"model_id": inputs.models["id"], "theta": theta}),
                 items=pd.DataFrame({"item_id": inputs.static_items["id"], "difficulty": res.b_static,
@@ -607,10 +580,10 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs, mode, ctx = _start(conn, db_path, "bootstrap", benchmark, config, config.seed, arena, reward_model)
+        inputs, mode, ctx = start_run(conn, db_path, "bootstrap", benchmark, config, config.seed, arena, reward_model)
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            inputs = run_chance(conn, ctx, inputs, config, cancel, progress)
             cfg = joint.JointConfig(mode=mode)
             st, ar = inputs.static if cfg.uses_static else None, inputs.arena if cfg.uses_arena else None
             full = joint.fit_joint(st, ar, cfg, cancel=cancel)
@@ -638,7 +611,7 @@ def run_bootstrap(db_path, benchmark: str, config: BootstrapConfig = BootstrapCo
                 artifacts["table4"] = pd.DataFrame(t4)
                 metrics["table4"] = t4
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=_report_chance(metrics, inputs),
+                metrics=report_chance(metrics, inputs),
                 timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}, models=models,
                 artifacts=artifacts))
             return ctx.run_id
@@ -792,11 +765,11 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        inputs, mode, ctx = _start(conn, db_path, "contamination", benchmark, config, config.seed, arena, reward_model)
+        inputs, mode, ctx = start_run(conn, db_path, "contamination", benchmark, config, config.seed, arena, reward_model)
         with ctx.guard(conn):
             # one monotone percentage over the stages (issue 32: 97.6 % -> 2.4 % when the window tests began)
             stages = Stages(progress, {"chance": 0.05, "fit": 0.1, "refits": 0.4, "windows": 0.45})
-            inputs = _chance(conn, ctx, inputs, config, cancel, stages.part("chance"))
+            inputs = run_chance(conn, ctx, inputs, config, cancel, stages.part("chance"))
             if inputs.static is None or mode == "arena":
                 raise EngineError(f"contamination windows compare static residuals; {benchmark!r} has no static "
                                   "results in this mode")
@@ -876,7 +849,7 @@ def run_contamination(db_path, benchmark: str, config: ContaminationConfig = Con
                        "models_flagged": int(table["flagged"].sum()) if len(table) else 0, "n_perm": n_perm,
                        "alpha": config.alpha}
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=_report_chance(metrics, inputs),
+                metrics=report_chance(metrics, inputs),
                 timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)},
                 models=pd.DataFrame({"model_id": ids, "theta": res.theta}),
                 artifacts={"windows": table.drop(columns=["model_idx"]),

@@ -275,16 +275,16 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
     from benchloupe.engine import estimate_validate as ev
     from benchloupe.store.writer import derive_benchmark
 
-    from .diagnostics import _chance, _report_chance, _start
+    from .data import report_chance, run_chance, start_run
 
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
         _check_compress(conn, benchmark, config)
-        inputs, _, ctx = _start(conn, db_path, "compress", benchmark, replace(config, mode="static"), 0, None)
+        inputs, _, ctx = start_run(conn, db_path, "compress", benchmark, replace(config, mode="static"), 0, None)
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
-            inputs = _chance(conn, ctx, inputs, config, cancel, progress)
+            inputs = run_chance(conn, ctx, inputs, config, cancel, progress)
             st = inputs.static
             if st is None or st.trials is not None:
                 raise EngineError("compress --for estimate needs 0/1 static results (success/trial counts are not "
@@ -335,7 +335,7 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
                 metrics["validation_default"] = ours[["k", "mae", "p90", "coverage", "width"]].to_dict("records")
                 ctx.lap("validate_s", t)
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
-                metrics=_report_chance(metrics, inputs),
+                metrics=report_chance(metrics, inputs),
                 timings={**ctx.timings, "total_s": round(time.perf_counter() - t0, 4)}, items=items,
                 artifacts=artifacts))
             return ctx.run_id

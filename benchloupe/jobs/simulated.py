@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from benchloupe.prompts import simulated
-from benchloupe.prompts.simulated import is_simulated, uses_simulated  # noqa: F401 - the faces' questions
+from benchloupe.prompts.simulated import is_simulated, simulated_roles, uses_simulated  # noqa: F401 - the faces' questions
 
 
 @contextmanager

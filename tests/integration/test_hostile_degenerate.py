@@ -70,3 +70,23 @@ def test_a_run_stored_done_by_a_command_that_then_fails_is_marked_failed(degener
     assert conn.execute("SELECT status, error FROM runs WHERE id = ?", (run_id,)).fetchone() == (
         "failed", "the report could not be written")
     conn.close()
+
+
+def test_a_failing_command_leaves_the_runs_finished_before_it_done(tmp_path):
+    """Only the failed command's own runs are failed: a run this process stored ``done`` before the command (a job
+    run directly, as the workbench and the tests' demo builds do) stays done when a later command exits 1 (every
+    run of the showcase turned failed after one refused import in the same process)."""
+    from benchloupe.engine import joint
+    from benchloupe.jobs.calibration import run_fit
+
+    db = tmp_path / "w.db"
+    csv = tmp_path / "w.csv"
+    csv.write_text("model,item,correct\n" + "".join(f"m{m},i{i},{int((m + i) % 3 > 0)}\n"
+                                                   for m in range(6) for i in range(8)))
+    rc, _, err = run_cli(["--db", db, "import", "long", csv, "-b", "w"])
+    assert rc == 0, err
+    run_id = run_fit(db, "w", joint.JointConfig(mode="static"))
+    assert _runs(db) == [(run_id, "done")]
+    rc, _, err = run_cli(["--db", db, "import", "long", tmp_path / "missing.csv", "-b", "w"])
+    assert rc == 1, err
+    assert _runs(db) == [(run_id, "done")]

@@ -22,13 +22,13 @@ def test_anomaly_flags_are_stored_as_the_record_by_record_writer_stored_them(dem
     (as ``_anomaly_flags`` built it) through ``_json``, ids and score as they were."""
     from benchloupe.engine import anomaly
     from benchloupe.jobs import diagnostics
-    from benchloupe.jobs.data import load_joint, resolve_chance
+    from benchloupe.jobs.data import auto_mode, load_joint, resolve_chance
 
     for bench in ("demo-math", "demo-chem"):
         rid = jobs.ANALYSES["anomalies"].run(demo_db, bench, AnomalyConfig())
         conn = connect(demo_db)
         inputs = load_joint(conn, bench)
-        mode = diagnostics._mode(inputs, "auto")
+        mode = auto_mode(inputs, "auto")
         inputs, _, _ = resolve_chance(inputs, "stated")
         cfg, res = diagnostics._fit(inputs, mode, lambda *a: None, None)
         static = inputs.static if cfg.uses_static else None

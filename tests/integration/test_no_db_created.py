@@ -14,7 +14,7 @@ import pytest
 from benchloupe.cli.main import analysis_commands, build_parser
 from tests.hostile import check_outcome, run_cli
 
-ANALYSES = ["fit", "compress", "anomalies", "screen", "bootstrap", "evaluate", "contamination", "audit", "coverage",
+ANALYSES = ["fit", "compress", "estimate", "next-items", "compare", "anomalies", "screen", "bootstrap", "evaluate", "contamination", "audit", "coverage",
             "calibrate", "endpoints", "fill", "review"]
 MAY_CREATE = {("demo",), ("endpoints", "set")}
 EXTRA = [["fill", "--list"], ["fill", "--resume", "1"], ["review", "--json"], ["flags", "--undo"],
