@@ -26,7 +26,15 @@ from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import PromptDialog
 from benchloupe.tui.widgets.plots import icc_plot
 from benchloupe.tui.widgets.safe import SafeStatic, Text
-from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, fmt_num, middle_cut
+from benchloupe.tui.widgets.table import (
+    Column,
+    FrameTable,
+    fmt_int,
+    fmt_num,
+    keep_tail,
+    middle_cut,
+    status_width,
+)
 from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
@@ -207,10 +215,11 @@ class ItemsScreen(BenchScreen):
             if self.filters[name] != "all":
                 text.append(f"  {name}=", style="dim")
                 text.append(self.filters[name], style="bold")
-        text.append(f"  sort: {table.sort_label}", style="dim")
         text.append("  g o t f: filters" if self.size.width < WIDE else "   g group o origin t status f flags",
                     style="dim")
-        self.query_one("#items-status", SafeStatic).update(text)
+        tail = Text(f"  sort: {table.sort_label} · ? all keys", style="dim")  # never the part cut (issue 32 #7)
+        status = self.query_one("#items-status", SafeStatic)
+        status.update(keep_tail(text, tail, status_width(status)))
 
     def _choices(self, name: str) -> list[str]:
         if name == "flagged":

@@ -19,7 +19,15 @@ from textual.widgets import Input
 
 from benchloupe.tui.screens.base import BenchScreen
 from benchloupe.tui.widgets.safe import SafeStatic, Text
-from benchloupe.tui.widgets.table import Column, FrameTable, fit_columns, fmt_int, fmt_num
+from benchloupe.tui.widgets.table import (
+    Column,
+    FrameTable,
+    fit_columns,
+    fmt_int,
+    fmt_num,
+    keep_tail,
+    status_width,
+)
 from benchloupe.words import count
 
 SEARCH_DEBOUNCE = 0.05
@@ -169,7 +177,9 @@ class ModelsScreen(BenchScreen):
                         style="bold")
             text.append(f" of {str(run['created_at'])[:16]}", style="dim")
             text.append(f" · r: other run ({k + 1} of {len(self.runs)})", style="dim")
-        self.query_one("#models-status", SafeStatic).update(text)
+        tail = Text(f"  sort: {table.sort_label} · ? all keys", style="dim")  # never the part cut (issue 32 #7)
+        status = self.query_one("#models-status", SafeStatic)
+        status.update(keep_tail(text, tail, status_width(status)))
 
     # ------------------------------------------------------------------ search
     def action_search(self) -> None:

@@ -45,6 +45,7 @@ from benchloupe.textsafe import one_line
 from benchloupe.tui.screens.base import BenchScreen, store_write
 from benchloupe.tui.widgets.dialogs import ChoiceDialog, PromptDialog
 from benchloupe.tui.widgets.safe import SafeStatic, Text
+from benchloupe.tui.widgets.table import keep_tail, status_width
 from benchloupe.tui.writes import CHAIN, ChainBroken, Decision, Ledger
 
 STATE_FILTERS = ("all", "open", "confirmed", "dismissed", "unsure")
@@ -434,8 +435,9 @@ class FlagQueueScreen(BenchScreen):
         if self.last_decision:  # "(z undo)" only while there is something left to undo
             status.append(f" · {self.last_decision}" + (" (z undo)" if self.ledger.stack else ""),
                           style="bold green")
-        status.append("  j k step · space mark · e note · ? all keys", style="dim")  # the status wraps to 2 lines
-        self.query_one("#queue-status", SafeStatic).update(status)
+        status.append("  j k step · space mark · e note", style="dim")
+        line = self.query_one("#queue-status", SafeStatic)  # "? all keys" is never the part cut (issue 32 #7)
+        line.update(keep_tail(status, Text(" · ? all keys", style="dim"), status_width(line)))
         detail = self.query_one("#queue-detail", SafeStatic)
         if row is None:
             detail.update(self.empty_text(total))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
+from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.geometry import Size
@@ -89,6 +90,29 @@ class Column:
     identity: bool = False
     sort_key: str | None = None
     export: tuple[str, ...] | None = None
+
+
+def keep_tail(head: Text, tail: Text, width: int) -> Text:
+    """A status line whose *tail* (the sort, ``? all keys``) always shows (issue 32 point 7: at 80 columns the end
+    of the line, where they were, was the part cut): *head* then *tail* on one line when both fit in *width*
+    cells, else *tail* on a second line (a status line is at most two lines high) and *head* cut with an
+    ellipsis on the first (the text keeps all of it; the terminal shows what fits)."""
+    line = head.copy()
+    line.no_wrap, line.overflow = True, "ellipsis"
+    if head.cell_len + tail.cell_len <= width:
+        line.append_text(tail)
+    else:
+        line.append("\n")
+        lead = len(tail.plain) - len(tail.plain.lstrip(" ·"))  # "  sort: …" or " · ? all keys" begins the line
+        line.append_text(tail[lead:])
+    return line
+
+
+def status_width(widget) -> int:
+    """The cells a status line has (its content width, or the app's width less the padding before layout); the
+    line is marked ``-tail``: each of its lines is cut, never wrapped (app.tcss), for :func:`keep_tail`."""
+    widget.add_class("-tail")
+    return widget.content_size.width or max(widget.app.size.width - 2, 20)
 
 
 def middle_cut(text: str, width: int) -> str:
