@@ -332,6 +332,8 @@ class FrameTable(ScrollView, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False),
         Binding("left", "scroll_left", "Left", show=False),
         Binding("right", "scroll_right", "Right", show=False),
+        Binding("ctrl+pagedown", "page_columns(1)", "Page right", show=False),
+        Binding("ctrl+pageup", "page_columns(-1)", "Page left", show=False),
         Binding("s", "sort(1)", "Sort", show=False, id="table.sort"),
         Binding("S", "sort(-1)", "Reverse sort", show=False, id="table.reverse"),
         Binding("slash", "search", "Search", show=False, id="table.search"),
@@ -646,6 +648,8 @@ class FrameTable(ScrollView, can_focus=True):
             else:
                 style = self.rich_style
         line = Strip([Segment(text, style)])
+        if y == 0 and x:
+            line = self._sticky_label(line, frozen + x if frozen else x, style)
         if x and frozen:
             start = frozen + x
             strip = Strip.join([line.crop(0, frozen), line.crop(start, start + width - frozen)])
@@ -655,6 +659,30 @@ class FrameTable(ScrollView, can_focus=True):
             strip = line.crop(start, end) if x else line
         strip = strip.extend_cell_length(width, style).crop(0, width)
         return self._mark_cut(strip, line, start, end, width, style)
+
+    def _sticky_label(self, header: Strip, start: int, style) -> Strip:
+        """The header with the label of a column whose first cells are scrolled off repeated where the column
+        comes into view (after a sideways page the text column showed its rows under no header, issue 32)."""
+        for (a, b), c in zip(self._bounds, self.columns):
+            if a < start < b:
+                label = _cell(c.label, b - start, False)
+                return Strip.join([header.crop(0, start), Strip([Segment(label, style)]),
+                                   header.crop(b, header.cell_length)])
+        return header
+
+    def action_page_columns(self, direction: int) -> None:
+        """ctrl+pagedown / ctrl+pageup: a page sideways that starts at a whole column (Textual's own page moved
+        by the screen's width and left the rows starting mid-word, issue 32)."""
+        frozen, room = self.frozen, max(self.visible_width - self.frozen, 1)
+        starts = [a - frozen for a, _ in self._bounds if a >= frozen]
+        x = int(self.scroll_offset.x)
+        if direction > 0:  # the first column not wholly in view comes to the left edge
+            cut = [a - frozen for a, b in self._bounds if a >= frozen and b - frozen > x + room and a - frozen > x]
+            target = cut[0] if cut else x + room
+        else:
+            behind = [s for s in starts if x - room <= s < x]
+            target = behind[0] if behind else 0
+        self.scroll_to(x=max(0, min(target, int(self.max_scroll_x))), animate=False)
 
     def _mark_cut(self, strip: Strip, line: Strip, start: int, end: int, width: int, style) -> Strip:
         """End the row in "…" when the screen's right edge cuts a column's text (a status read "acti" for
