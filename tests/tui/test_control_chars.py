@@ -37,12 +37,20 @@ def _hostile(db) -> None:
     correct = (rng.random((len(MODELS), n)) < 1 / (1 + np.exp(-(theta[:, None] - b)))).astype(np.int8)
     conn = connect(db)
     try:
-        write_import(conn, ParsedImport(BENCH, "static", items, pd.DataFrame({"name": MODELS}), correct=correct,
+        write_import(conn, ParsedImport("bellbench", "static", items, pd.DataFrame({"name": MODELS}), correct=correct,
                                         source="test"), fmt="test")
     finally:
         conn.close()
-    ANALYSES["static"].run(db, BENCH, JointConfig(mode="static"), heldout=False)
-    add_flags(db, BENCH, n_anomalies=12, n_reversals=4)
+    ANALYSES["static"].run(db, "bellbench", JointConfig(mode="static"), heldout=False)
+    add_flags(db, "bellbench", n_anomalies=12, n_reversals=4)
+    # imports refuse a control character in a benchmark name now (issue 37 #11); a database from before the
+    # rule can hold one, and every screen must still show it escaped
+    conn = connect(db)
+    try:
+        conn.execute("UPDATE benchmarks SET name = ? WHERE name = 'bellbench'", (BENCH,))
+        conn.commit()
+    finally:
+        conn.close()
 
 
 def _lines(app) -> list[str]:

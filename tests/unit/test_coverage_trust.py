@@ -259,7 +259,12 @@ def test_bad_options_are_one_line_and_leave_the_store_alone(demo_db, capsys, arg
     conn = connect(demo_db)
     before = len(runs.list_runs(conn))
     conn.close()
-    assert main(["coverage", "demo-math", "--db", str(demo_db), *args]) == 1
+    # a value outside an option's fixed choices is wrong usage: exit 2 (issue 37 #15)
+    try:
+        rc = main(["coverage", "demo-math", "--db", str(demo_db), *args])
+    except SystemExit as exc:  # argparse's own usage exit
+        rc = exc.code
+    assert rc == (2 if args[0] == "--uncertainty" else 1)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0] and "Traceback" not in err[0]
     conn = connect(demo_db)

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
-from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.geometry import Size
@@ -35,7 +34,7 @@ from textual.strip import Strip
 from textual.widgets import Input
 
 from benchloupe.columns import Columns
-from benchloupe.tui.widgets.safe import SafeStatic, cell_text
+from benchloupe.tui.widgets.safe import SafeStatic, Text, cell_text
 
 if TYPE_CHECKING:
     import pandas as pd
