@@ -61,6 +61,7 @@ def test_a_session_from_env_defaults_and_the_user_file(fake_llm, tmp_path, monke
     data = tomllib.loads(path.read_text())
     assert data["rewriter"] == {"model": "rewriter"} and len(data["annotators"]) == 4
     other = tmp_path / "b.db"
+    connect(other).close()  # read-only commands never create a database (issue 37 #14)
     shown = json.loads(_cli(other, "endpoints", "show", "--json").stdout)
     assert shown["judge"]["model"] == "judge" and shown["judge"]["source"] == "user"
     # a database's own setting overrides the file for that database only
@@ -84,6 +85,7 @@ def test_a_malformed_user_file_is_one_line(tmp_path):
     path = endpoints_file.path()
     path.parent.mkdir(parents=True)
     path.write_text("[rewriter\nmodel = 1\n")
+    connect(tmp_path / "c.db").close()  # read-only commands never create a database (issue 37 #14)
     r = _cli(tmp_path / "c.db", "endpoints", "show")
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
     assert str(path) in r.stderr and "cannot read the endpoints file" in r.stderr
