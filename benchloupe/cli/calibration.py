@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db, db_path, stored_run
-from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
+from benchloupe.cli.options import (
+    StderrProgress,
+    add_config_args,
+    add_worker_args,
+    config_from_args,
+    ranged_argument,
+    workers_of,
+)
 from benchloupe.cli.output import kv, print_json, table
 from benchloupe.textsafe import visible
 
@@ -163,9 +171,10 @@ def register_fit(sub, common) -> None:
 
 
 def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
-                  extra=None, precheck=None, reports: bool = False, more_args=None):
+                  extra=None, precheck=None, reports: bool = False, more_args=None, replicates: bool = False):
     """A diagnostics command. ``reports``: the job fills a ``report`` dict with what the command prints, which
-    ``extra(args, run_id, report)`` uses instead of reading it back from the store."""
+    ``extra(args, run_id, report)`` uses instead of reading it back from the store.  ``replicates``: its analysis
+    runs replicates, placed by ``--jobs`` / ``--cluster``."""
     def cmd(args) -> int:
         from benchloupe import jobs
         from benchloupe.jobs import diagnostics
@@ -178,7 +187,8 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         box: dict = {}
         if reports:
             kw["report"] = box
-        rid = jobs.analysis(name).run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
+        with workers_of(args) if replicates else contextlib.nullcontext():
+            rid = jobs.analysis(name).run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
         more = (extra(args, rid, box) if reports else extra(args, rid)) if extra else None
         report_run(args, rid, ranking=name == "bootstrap", extra=more)
         if more and len(more["unexpected_cells"]) and not args.json:
@@ -215,6 +225,8 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         add_config_args(p, getattr(diagnostics, config_attr))
         if more_args:
             more_args(p)
+        if replicates:
+            add_worker_args(p)
         p.set_defaults(func=cmd)
 
     return register
@@ -370,7 +382,9 @@ register_screen = _diag_command(
     "parameters and list its unexpected cells.", arena_opt=False, extra=_flag_rows)
 register_bootstrap = _diag_command(
     "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95%% and rank intervals",
-    "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised.")
+    "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised; the "
+    "replicates run on every core (--jobs) or a Dask cluster (--cluster), with the same numbers on any.",
+    replicates=True)
 
 
 def cmd_evaluate(args) -> int:
