@@ -276,16 +276,18 @@ def _print_protocol(rows: list[dict]) -> None:
 
     df = pd.DataFrame(rows)
     df["rate"] = df["rate"].map(lambda r: f"{r:.1%}")
-    for c in ("auroc", "auprc", "item_auroc", "ceiling_auroc", "ceiling_auprc", "below_ceiling"):
+    for c in ("auroc", "auprc", "item_auroc", "ceiling_auroc", "ceiling_auprc", "ceiling_noise", "below_ceiling"):
         if c in df:
             df[c] = df[c].map(lambda v: "-" if v is None or v != v else f"{v:.4f}")
     df = df.rename(columns={"p_model": "residual", "item_auroc": "item AUROC", "ceiling_auroc": "ceiling AUROC",
-                            "ceiling_auprc": "ceiling AUPRC", "below_ceiling": "below ceiling", "auroc": "AUROC",
+                            "ceiling_auprc": "ceiling AUPRC", "ceiling_noise": "noise",
+                            "below_ceiling": "below ceiling", "auroc": "AUROC",
                             "auprc": "AUPRC"})
     print("\nSynthetic contamination protocol (paper 000 §4.3, mean of 5 seeds; residual: guessing = with the items' "
-          "chance level, 2pl = without; ceiling = the same protocol on data simulated from this fit, scored with "
-          "its true probabilities; not a bound where a warning above says the data reject the chance level or the "
-          "detector beats it):")
+          "chance level, 2pl = without; ceiling = the same protocol on data simulated from this fit (from a fit "
+          "with the estimated asymptote where the data reject the stated chance), the best of its true "
+          "probabilities and the detector's fit redone on the simulated data; noise = two Monte Carlo standard "
+          "errors of a row's difference from it; not a bound where a warning above says the detector beats it):")
     print(table(df))
 
 
