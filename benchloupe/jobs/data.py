@@ -163,8 +163,8 @@ def chance_rejected(test, floor: float) -> str:
     return (f"the data reject the stated chance level {test.stated:.3f}: the shared lower asymptote estimated from "
             f"them is {test.estimate:.3f}{ci}, a log-likelihood gain of {test.gain:,.1f} over the stated value "
             f"(likelihood-ratio test, {p}, on {where}; empirical floor {floor:.3f}); guessing-aware results "
-            f"(residuals, compression, the anomaly protocol's oracle ceiling) assume the stated value, so the "
-            f"printed oracle ceiling is not a ceiling")
+            f"(residuals, compression) assume the stated value (the anomaly protocol's oracle ceiling is "
+            f"simulated with the estimate)")
 
 
 def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,

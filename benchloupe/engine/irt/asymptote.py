@@ -111,7 +111,7 @@ def check_chance(floor: Floor, *, ratio: float = 0.5, slack: float = 0.02) -> st
         return None
     return (f"the stated chance level (mean {floor.stated:.3f} on the hardest {floor.n_items} items) is far above "
             f"the empirical floor {floor.floor:.3f} (the success rate of the weakest {floor.n_models} models on "
-            f"them): guessing-aware results (residuals, compression, the protocol's ceiling) assume a floor the "
+            f"them): guessing-aware results (residuals, compression) assume a floor the "
             f"data do not show; check the items' chance (binarised scores have none)")
 
 

@@ -43,7 +43,7 @@ class ItemAuditConfig:
     perm_budget: float = 5e8
     top_k: int = 25
     min_answers: int = 5
-    dup_threshold: float = 0.8
+    dup_threshold: float = dupes.THRESHOLD
     sx2: bool = True
     flag_saturated: bool = False
     misfit_rmsea: float = 0.05

@@ -28,16 +28,34 @@ def discrimination_proxy(y_audit: np.ndarray, obs_audit: np.ndarray | None, anch
     return fit_offsets(y_audit, obs_audit, anchors, k, seed).std(axis=1, ddof=1)
 
 
-def matched_weights(cells: np.ndarray, selected: np.ndarray, g: np.ndarray, r: int, seed: int) -> np.ndarray:
-    """R discrimination-matched control weight vectors (items x R), eq. 43 strata within each cell."""
-    rng = np.random.default_rng(seed)
+def _plan(cells: np.ndarray, selected: np.ndarray, g: np.ndarray) -> list[tuple[int, float, list]]:
+    """Per blueprint cell: its size, the control weight n_c / k_c and the eq. 43 strata that hold anchors, as
+    (stratum items, anchors in it)."""
     plan = []
     for c in np.unique(cells):
         idx = np.flatnonzero(cells == c)
         k_c = int(selected[idx].sum())
         ordered = idx[np.argsort(g[idx], kind="stable")]
         strata = [(s, int(selected[s].sum())) for s in np.array_split(ordered, min(4, idx.size))]
-        plan.append((idx.size / k_c, [(s, n) for s, n in strata if n]))
+        plan.append((idx.size, idx.size / k_c, [(s, n) for s, n in strata if n]))
+    return plan
+
+
+def fixed_cells(cells: np.ndarray, selected: np.ndarray, g: np.ndarray) -> dict[str, int]:
+    """How many blueprint cells leave the matched control no choice: every stratum holding anchors is all
+    anchors (a one-item cell always; a cell of up to 4 items has one item per stratum), so in those cells every
+    control is the low-DIF subtest itself.  Counts for the report's comment on Table 5 (issue 35)."""
+    plan = _plan(cells, selected, g)
+    fixed = [all(n == s.size for s, n in strata) for _, _, strata in plan]
+    return {"cells": len(plan), "single_item_cells": sum(size == 1 for size, _, _ in plan),
+            "fixed_cells": sum(fixed),
+            "fixed_anchors": sum(n for f, (_, _, strata) in zip(fixed, plan, strict=True) if f for _, n in strata)}
+
+
+def matched_weights(cells: np.ndarray, selected: np.ndarray, g: np.ndarray, r: int, seed: int) -> np.ndarray:
+    """R discrimination-matched control weight vectors (items x R), eq. 43 strata within each cell."""
+    rng = np.random.default_rng(seed)
+    plan = [(weight, strata) for _, weight, strata in _plan(cells, selected, g)]
     out = np.zeros((r, cells.size))
     for row in out:
         for weight, strata in plan:
@@ -94,7 +112,8 @@ def matched_controls(result: AuditResult, inputs: ProtocolInputs, r: int) -> tup
         low_bal.append(balance(y_t, pur.weights, g)[0])
         ctrl_bal.append(balance(y_t, w, g))
         folds.append({"audit_half": f.audit_half, "strata_items_matched": int(pur.selected.sum()),
-                      "g_low": low_bal[-1][0], "g_control_median": float(np.median(ctrl_bal[-1][:, 0]))})
+                      "g_low": low_bal[-1][0], "g_control_median": float(np.median(ctrl_bal[-1][:, 0])),
+                      **fixed_cells(pur.cells, pur.selected, g)})
     test = randomization_test(obs_pairs, obs_flips, ctrl[:, 0], ctrl[:, 1], cfg.significance)
     low = np.mean(low_bal, axis=0)
     med = np.median(np.mean(ctrl_bal, axis=0), axis=0)
