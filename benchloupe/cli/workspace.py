@@ -124,7 +124,8 @@ def register_demo(sub, common) -> None:
     p.add_argument("--force", action="store_true", help="rebuild the demo benchmarks if they exist")
     p.add_argument("--open", action="store_true", help="then open the workbench (summary when not a terminal)")
     p.add_argument("--bare", action="store_true", help="data only: skip the showcase analyses (fits, anomalies, "
-                                                         "coverage, near-tie audit)")
+                                                         "coverage, near-tie audit) and the late model that "
+                                                         "arrives after them")
     p.set_defaults(func=cmd_demo)
 
 

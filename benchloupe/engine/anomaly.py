@@ -289,17 +289,21 @@ def simulate_static(static: StaticData, p: np.ndarray, seed: int) -> StaticData:
     return replace(static, correct=np.where(static.mask, y, 0).astype(np.int32))
 
 
-def oracle_ceiling(static: StaticData, p_true: np.ndarray, *, rates=RATES, seeds=SEEDS,
-                   pool_fraction: float = 0.30, cancel: threading.Event | None = None) -> pd.DataFrame:
-    """How well any cell-level detector can do on this benchmark (issue 23): the section 4.3 protocol on data
-    simulated from ``p_true`` (a fit's probabilities, its chance levels included), scored with ``p_true`` itself.
+def oracle_ceiling(static: StaticData, p_true: np.ndarray, *, refits: dict | None = None, rates=RATES,
+                   seeds=SEEDS, pool_fraction: float = 0.30, cancel: threading.Event | None = None) -> pd.DataFrame:
+    """How well a cell-level detector can do on this benchmark (issues 23, 32): the section 4.3 protocol on data
+    simulated from ``p_true`` (the probabilities of a model that fits the data, chance levels included), scored
+    with ``p_true`` itself and, for each of ``refits`` (name -> ``fn(simulated clean data) -> p``), with a fit of
+    the simulated clean data: the clean-reference detector as the run makes it, on data that follow the model.
 
     One simulated matrix per seed (the same observed cells and trials), candidates and injections drawn from it as
-    :func:`contamination_experiment` draws them, the residual of the contaminated cells under the true
-    probabilities as the score.  An injected success in a cell where p is near its chance level c is a success the
-    model could have guessed, and a residual is a function of p for every success, so the oracle cannot tell the
-    two apart: that is the ceiling a fitted detector is measured against.  One row per (rate, seed): auroc, auprc
-    and :func:`detection_metrics`."""
+    :func:`contamination_experiment` draws them.  The true probabilities alone are no bound for the protocol's
+    detector: a clean fit has seen the injected cells as failures, so its p there sits below the truth and its
+    residuals find them a little better (.01 on 32 items); hence each row's ``auroc`` and ``auprc`` are the best
+    of the scorers on that row (``auroc_true_p``, ``auroc_<name>`` beside them), and :func:`detection_metrics`
+    are those of the scorer with the best AUROC (``scorer``).  An injected success where p is near its chance
+    level c scores like a guess the model could have made, so under guessing no score reaches the paper's .995.
+    One row per (rate, seed)."""
     rows = []
     cells = np.flatnonzero(static.mask.ravel())
     n_all = len(cells)
@@ -310,15 +314,24 @@ def oracle_ceiling(static: StaticData, p_true: np.ndarray, *, rates=RATES, seeds
         cand = static_candidates(sim, pool_fraction)
         if len(cand) == 0:
             continue
+        scorers = {"true_p": pt, **{name: np.nan_to_num(fn(sim)) for name, fn in (refits or {}).items()}}
         for rate in rates:
             inj = _injections(cand, rate, n_all, seed)
             data = inject_static(sim, inj)
-            score = static_residuals(pt, data.correct, data.mask, trials(static)).ravel()
-            labels = np.zeros(score.size, bool)
+            labels = np.zeros(static.mask.size, bool)
             labels[inj] = True
-            rows.append({"rate": rate, "seed": seed, "n_injected": len(inj),
-                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
-                         **detection_metrics(score, labels, cells, n_cols=static.shape[1])})
+            row: dict = {"rate": rate, "seed": seed, "n_injected": len(inj)}
+            best = None
+            for name, p in scorers.items():
+                score = static_residuals(p, data.correct, data.mask, trials(static)).ravel()
+                auc, ap = auroc(score[cells], labels[cells]), auprc(score[cells], labels[cells])
+                row[f"auroc_{name}"], row[f"auprc_{name}"] = auc, ap
+                if best is None or auc > best[1]:
+                    best = (name, auc, score)
+            row.update({"auroc": max(row[f"auroc_{n}"] for n in scorers),
+                        "auprc": max(row[f"auprc_{n}"] for n in scorers), "scorer": best[0],
+                        **detection_metrics(best[2], labels, cells, n_cols=static.shape[1])})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -427,9 +427,11 @@ class BenchloupeApp(App[int]):
 
     def notify(self, message: str, *, title: str = "", **kwargs) -> None:
         """Every notification is literal text with control characters escaped (messages quote data: keys,
-        model names, file paths)."""
+        model names, file paths), its title on the same line ("Refused: ..."), so a notice after a decision is
+        one line over the footer, not a box over the table's last rows (app.tcss, issue 32 point 7)."""
         kwargs["markup"] = False
-        super().notify(visible(message, keep_layout=True), title=visible(title), **kwargs)
+        text = visible(message, keep_layout=True)
+        super().notify(f"{visible(title)}: {text}" if title else text, **kwargs)
 
     # ------------------------------------------------------------------ errors
     def report_error(self, exc: BaseException, where: str = "") -> None:
