@@ -189,6 +189,7 @@ class StderrProgress:
     never goes back (a job whose stages each count from 0 shows its stage's message without one)."""
 
     HEARTBEAT = 2.0
+    FIRST = 1.0  # seconds before the first line (README: "Long work reports progress on stderr after its first second")
     live: list[StderrProgress] = []
 
     def __init__(self, label: str, quiet: bool = False):
@@ -213,7 +214,7 @@ class StderrProgress:
                 StderrProgress.live.append(self)
                 self.thread.start()
             now = time.perf_counter()
-            if now - self.t0 >= 1.0 and now - self.last >= 0.25:
+            if now - self.t0 >= self.FIRST and now - self.last >= 0.25:
                 self._show(now)
 
     def _show(self, now: float, *, again: bool = False) -> None:
@@ -237,7 +238,7 @@ class StderrProgress:
         while not self.stop.wait(0.25):
             with self.lock:
                 now = time.perf_counter()
-                if now - self.t0 < 1.0:
+                if now - self.t0 < self.FIRST:
                     continue
                 if self.pending is not None and now - self.last >= 0.25:
                     self._show(now)

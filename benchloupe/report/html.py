@@ -2,14 +2,14 @@
 
 Every text from data goes through :func:`esc` (control characters made visible, then ``& < > " '`` escaped), so
 an item text holding ``<script>`` or a model name holding ``</svg>`` is shown as text. A Content-Security-Policy
-forbids scripts and every fetch besides. A figure's numbers come as an attached CSV (a ``data:`` link that saves
-the file) and, when short, as a table under the figure.
+forbids scripts and every fetch besides. A figure's numbers come as an attached CSV (a percent-encoded ``data:`` link
+that saves the file) and, when short, as a table under the figure.
 """
 
 from __future__ import annotations
 
-import base64
 import html
+from urllib.parse import quote
 
 from benchloupe.textsafe import visible
 
@@ -82,8 +82,8 @@ def _figure(f: Figure) -> str:
     start = svg.index(">", svg.index("<svg")) + 1
     opening = svg[:start - 1].replace("<svg", f'<svg role="img" aria-label="{esc(f.alt)}"', 1)
     svg = f"{opening}><title>{esc(f.alt)}</title>{svg[start:]}"
-    data = base64.b64encode(f.data.csv_text().encode("utf-8")).decode("ascii")
-    link = (f'<a download="{f.key}.csv" href="data:text/csv;charset=utf-8;base64,{data}">numbers (CSV, '
+    data = quote(f.data.csv_text(), safe=",.-_:;+()*!~'")  # numbers stay as they are: 1.05x, not base64's 1.33x
+    link = (f'<a download="{f.key}.csv" href="data:text/csv;charset=utf-8,{data}">numbers (CSV, '
             f"{len(f.data.rows):,} rows, full precision)</a>")
     table = ""
     if len(f.data.rows) <= INLINE_ROWS:
