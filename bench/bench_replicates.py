@@ -171,7 +171,7 @@ def main() -> None:
                 rows["per_replicate_s"] = round(rows["jobs1"]["timings"][phase] / args.B, 4)
             report["cases"][case] = rows
         from benchloupe.engine.replicates import Workers
-        from benchloupe.jobs.workers import workers, using
+        from benchloupe.jobs.workers import using, workers
 
         report["batch_overhead_s"] = {"jobs2": round(overhead(Workers(jobs=2)), 4)}
         if cluster:
