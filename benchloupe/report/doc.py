@@ -20,6 +20,7 @@ class Table:
     columns: list[str]
     rows: list[tuple]
     note: str = ""
+    source: str = ""  # the command that writes these numbers from the database (a figure's CSV too big to embed)
 
     def csv_text(self) -> str:
         buf = io.StringIO()
