@@ -83,9 +83,12 @@ def run_import(progress: Progress, cancel: threading.Event, db_path: str, paths:
 def run_analysis(progress: Progress, cancel: threading.Event, db_path: str, name: str, benchmark: str,
                  config: object, arena: str | None = None, reward_model: str | None = None) -> int:
     from benchloupe.jobs import ANALYSES
+    from benchloupe.jobs.workers import for_database, using
 
     extra = {"reward_model": reward_model} if reward_model else {}
-    return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel, **extra)
+    with using(for_database(db_path)):  # the workbench's replicate-workers setting (issue 36)
+        return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel,
+                                  **extra)
 
 
 def run_report(progress: Progress, cancel: threading.Event, db_path: str, benchmark: str, output: str,

@@ -99,3 +99,30 @@ def test_audit_splits_and_perturbations_same_on_one_and_two_processes():
     (s1, v1, t1), (s2, v2, t2) = out
     assert s1 == s2 and v1 == v2
     assert t1.equals(t2) and len(t1) == 10
+
+
+def _both(fn):
+    out = []
+    for jobs in (1, 2):
+        with replicates.use(replicates.Workers(jobs=jobs)):
+            out.append(fn())
+    return out
+
+
+def test_subset_recovery_refits_same_on_one_and_two_processes():
+    from benchloupe.engine.informativeness import subset_recovery
+    from benchloupe.engine.joint import fit_joint
+
+    _, S, A = simulate(14, 60, 40, seed=2)
+    res = fit_joint(S, A, JointConfig())
+    one, two = _both(lambda: subset_recovery(res, S, A, fractions=(0.25, 0.5, 1.0), seeds=(0, 1)))
+    assert one.equals(two) and one["reused"].any()
+
+
+def test_contamination_protocol_same_on_one_and_two_processes():
+    from benchloupe.engine.anomaly import contamination_experiment
+
+    _, S, A = simulate(14, 60, 40, seed=5)
+    one, two = _both(lambda: contamination_experiment(S, None, JointConfig(mode="static"), rates=(0.01, 0.05),
+                                                      seeds=(0, 1)))
+    assert one.equals(two) and len(one) == 8
