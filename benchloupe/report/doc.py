@@ -74,8 +74,8 @@ def full_precision(v) -> str:
     """A CSV cell: a float as Python's shortest round-tripping repr, NaN and None as empty."""
     if v is None:
         return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else repr(v)
+    if isinstance(v, float):  # numpy's float64 too: its repr would read np.float64(...)
+        return "" if math.isnan(v) else repr(float(v))
     if hasattr(v, "item"):  # numpy scalar
         return full_precision(v.item())
     return str(v)

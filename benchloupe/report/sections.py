@@ -90,7 +90,14 @@ def calibration(ctx: Context) -> Section:
 
 
 def fit_parameters(ctx: Context, fit: dict):
-    """(models frame, static items frame with chance) of a calibration run."""
+    """(models frame, static items frame with chance) of a calibration run, read once per report."""
+    key = ("fit", fit["id"])
+    if key not in ctx.cache:
+        ctx.cache[key] = _fit_parameters(ctx, fit)
+    return ctx.cache[key]
+
+
+def _fit_parameters(ctx: Context, fit: dict):
     models = runs.run_models(ctx.conn, fit["id"])
     items = runs.run_items(ctx.conn, fit["id"])
     if "source" in items.columns:
