@@ -376,3 +376,25 @@ def test_the_pairs_drawn_keep_the_reversed_share_and_are_the_same_each_time():
     assert np.array_equal(a, b) and len(a) == 2000 and np.all(np.diff(a) > 0)
     assert abs(flag[a].mean() - flag.mean()) < 0.01
     assert np.array_equal(_sample(flag[:100], 2000), np.arange(100))
+
+
+def test_decisions_count_states_by_kind_and_curator(analysed, tmp_path):
+    db = tmp_path / "d.db"
+    shutil.copy(analysed, db)
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    ids = [r[0] for r in conn.execute("SELECT f.id FROM flags f JOIN benchmarks b ON b.id = f.benchmark_id WHERE"
+                                      " b.name = 'demo-chem' AND f.kind = 'anomaly' ORDER BY f.id LIMIT 3")]
+    conn.close()
+    for fid, who, state in zip(ids, ("bea", "bea", "ann"), ("confirmed", "confirmed", "dismissed")):
+        rc, _, err = run_cli(["--db", db, "--as", who, "flags", "--set", fid, state])
+        assert rc == 0, err
+    out = tmp_path / "d.html"
+    _report(db, out)
+    page = Page(out.read_text(encoding="utf-8"))
+    cells = [t.strip() for t in page.text if t.strip()]
+    at = len(cells) - 1 - cells[::-1].index("Decisions")  # the section's heading (the first is the menu's)
+    rows = cells[at:cells.index("Provenance", at)]
+    assert ["anomaly", "confirmed", "bea", "2"] == rows[rows.index("confirmed") - 1:rows.index("confirmed") + 3]
+    assert ["anomaly", "dismissed", "ann", "1"] == rows[rows.index("dismissed") - 1:rows.index("dismissed") + 3]
