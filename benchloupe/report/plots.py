@@ -46,7 +46,7 @@ def svg(fig, key: str) -> str:
     with matplotlib.rc_context({"svg.hashsalt": key}):
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg"):], flags=re.DOTALL)
     prefix = re.sub(r"[^A-Za-z0-9_-]", "_", key) + "-"
     text = re.sub(r'id="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
     return re.sub(r'(xlink:href|href)="#([^"]+)"|url\(#([^)]+)\)',

@@ -306,6 +306,40 @@ class BenchloupeApp(App[int]):
         self._ask_export(f"Export the decisions on {bench}", export.default_path("decisions", bench),
                          lambda conn: export.decisions(conn, bench))
 
+    def action_replicate_workers(self) -> None:
+        """Where the analyses' replicates run (issue 36): every core, N local processes or a Dask scheduler;
+        stored in this database's settings, used by every run started here."""
+        from benchloupe.jobs import workers
+        from benchloupe.store.db import connect
+        from benchloupe.tui.widgets.dialogs import PromptDialog
+
+        conn = connect(self.db_path)
+        try:
+            now = workers.saved_setting(conn)
+        finally:
+            conn.close()
+
+        def check(text: str) -> str | None:
+            try:
+                workers.parse_setting(text)
+            except ValueError as exc:
+                return str(exc)
+            return None
+
+        def save(text: str) -> None:
+            value = workers.save_setting(self.db_path, text)
+            self.call_from_thread(self.notify, workers.describe(value), markup=False)
+
+        def answered(text: str | None) -> None:
+            if text is not None:
+                self.run_worker(lambda: save(text), thread=True, group="remember", exit_on_error=False)
+
+        self.push_screen(PromptDialog(
+            "Replicate workers", value=now["cluster"] or str(now["jobs"] or ""), placeholder="every core",
+            validate=check, help="Bootstrap refits, split reruns, perturbations, subset refits run as replicates: "
+                                 "blank for every core, a number of local processes, or a Dask scheduler address "
+                                 "(tcp://host:8786). The numbers are the same on any."), answered)
+
     def _ask_export(self, title: str, default: Path, rows: Callable) -> None:
         from benchloupe.tui import export
         from benchloupe.tui.widgets.dialogs import PromptDialog
