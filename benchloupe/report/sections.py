@@ -90,13 +90,20 @@ def calibration(ctx: Context) -> Section:
 
 
 def fit_parameters(ctx: Context, fit: dict):
-    """(models frame, static items frame with chance) of a calibration run."""
+    """(models frame, static items frame with chance) of a calibration run, read once per report."""
+    key = ("fit", fit["id"])
+    if key not in ctx.cache:
+        ctx.cache[key] = _fit_parameters(ctx, fit)
+    return ctx.cache[key]
+
+
+def _fit_parameters(ctx: Context, fit: dict):
     models = runs.run_models(ctx.conn, fit["id"])
     items = runs.run_items(ctx.conn, fit["id"])
     if "source" in items.columns:
         items = items[items["source"].fillna("static") == "static"]
     chance = dict(zip(ctx.static().items["id"].tolist(), ctx.static().items["chance"].tolist()))
-    use = (fit.get("config") or {}).get("chance", "stated") != "off"
+    use = (fit.get("config") or {}).get("chance", "stated") == "stated"  # estimate/none: drawn without a floor
     items = items.assign(c=[float(chance.get(i) or 0.0) if use else 0.0 for i in items["item_id"]])
     return models, items
 
@@ -115,7 +122,8 @@ def _wright_and_information(ctx: Context, s: Section, fit: dict) -> None:
         f"{len(b):,} difficulties from {np.nanmin(b):.2f} to {np.nanmax(b):.2f} logits.", fig,
         Table(["entity", "name", "logit"],
               [("model", n, float(t)) for n, t in zip(models["name"], theta)]
-              + [("item", k, float(v)) for k, v in zip(items["key"], b)])))
+              + [("item", k, float(v)) for k, v in zip(items["key"], b)],
+              source=f"benchloupe export run-models --run {fit['id']} (and run-items)")))
     a = np.nan_to_num(_col(items, "sharpness", 1.0), nan=1.0)
     c = _col(items, "c", 0.0)
     grid = np.linspace(min(np.nanmin(theta), np.nanmin(b)) - 1, max(np.nanmax(theta), np.nanmax(b)) + 1, 121)
@@ -167,7 +175,8 @@ def _caterpillar(s: Section, boot: dict, ctx: Context) -> None:
         f"{float(np.median(hi - lo)):.1f} ranks.", fig,
         Table(["model", "theta", "se", "rank", "rank_lo", "rank_hi"],
               [(n, float(t), float(e), float(r), float(a), float(z)) for n, t, e, r, a, z in
-               zip(m["name"], _col(m, "theta"), _col(m, "se"), rank, lo, hi)])))
+               zip(m["name"], _col(m, "theta"), _col(m, "se"), rank, lo, hi)],
+              source=f"benchloupe export run-models --run {boot['id']}")))
 
 
 # ------------------------------------------------------------------------------------------------------- items
@@ -324,18 +333,19 @@ def compression(ctx: Context) -> Section:
     ev = runs.load_artifact(ctx.conn, val["id"], "estimate_validation")
     if not hasattr(ev, "columns") or "k" not in ev.columns or "mae" not in ev.columns:
         return s
-    by = [c for c in ("estimator", "selection", "method") if c in ev.columns]
+    sel = "targeted" if "selection" in ev.columns and (ev["selection"] == "targeted").any() else None
+    shown = ev[ev["selection"] == sel] if sel else ev
     curves = {}
-    for key, g in (ev.groupby(by, sort=False) if by else [("estimate", ev)]):
+    for key, g in (shown.groupby("estimator", sort=False) if "estimator" in shown.columns else [("estimate", shown)]):
         g = g.sort_values("k")
-        curves[" / ".join(map(str, key)) if isinstance(key, tuple) else str(key)] = (
-            g["k"].to_numpy(float), g["mae"].to_numpy(float))
-    fig = plots.lines(curves, xlabel="items a new model answers (k)", ylabel="mean absolute error of accuracy",
-                      logx=True)
+        curves[str(key)] = (g["k"].to_numpy(float), g["mae"].to_numpy(float))
+    fig = plots.lines(curves, xlabel="items a new model answers (k)", logx=True,
+                      ylabel="mean absolute error (accuracy points)")
     s.figure(figure(
         "compression-prediction", "Prediction error against k",
         "Cross-validated error of the full-benchmark accuracy predicted for a held-out model that answered only "
-        "k items, for each estimator and selection: lower is better; where a line flattens, more items buy little.",
+        f"k items, for each estimator{' on the targeted selection' if sel else ''} (every selection is in the "
+        "CSV): lower is better; where a line flattens, more items buy little. 'ours' is benchloupe's estimate.",
         f"Prediction error against k for {len(curves)} estimators.", fig,
         Table(list(ev.columns), [tuple(r) for r in ev.itertuples(index=False)])))
     return s
