@@ -126,3 +126,19 @@ def test_contamination_protocol_same_on_one_and_two_processes():
     one, two = _both(lambda: contamination_experiment(S, None, JointConfig(mode="static"), rates=(0.01, 0.05),
                                                       seeds=(0, 1)))
     assert one.equals(two) and len(one) == 8
+
+
+def test_protocol_tables_same_on_one_and_two_processes():
+    """Table 2's permutations (drawn in the reference's order by the caller) and Table 4's two folds, as
+    replicates: the same tables on one and two processes."""
+    from benchloupe.engine.neartie import run_audit
+    from benchloupe.engine.neartie.direct_mirt import direct_mirt_audit
+    from benchloupe.engine.neartie.replication import replication
+    from tests.unit.test_neartie_protocol import FAST, _inputs, simulate
+
+    sim = simulate(seed=3, n_owners=60, n_items=120)
+    res = run_audit(*sim, FAST)
+    inputs = _inputs(res, *sim)
+    one, two = _both(lambda: (replication(res, inputs, permutations=49)["table2"],
+                              direct_mirt_audit(res, inputs, max_updates=300)))
+    assert one[0].equals(two[0]) and one[1].equals(two[1])
