@@ -98,7 +98,7 @@ def wright_map(theta: np.ndarray, b: np.ndarray, bins: int = 40):
 def _abs_formatter():
     from matplotlib.ticker import FuncFormatter
 
-    return FuncFormatter(lambda x, _: f"{abs(x):.2f}")
+    return FuncFormatter(lambda x, _: f"{abs(x):.3g}")
 
 
 def lines(xs: dict, *, xlabel: str, ylabel: str, bands: dict | None = None, marks: dict | None = None,
