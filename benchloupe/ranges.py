@@ -273,6 +273,12 @@ FIELDS: dict[str, Range | Numbers] = {
     "AuditConfig.fraction_sensitivity": FRACTION,
     "AuditConfig.dimensions": count(1, 100_000, "dimensions"),
     "AuditConfig.split_seeds": count(0, 1000, "other owner splits, each a whole audit again"),
+    # broken items (issue 33)
+    "ItemAuditConfig.alpha": PROBABILITY, "ItemAuditConfig.n_perm": count(0, 10**6, "permutations"),
+    "ItemAuditConfig.perm_budget": Range(1, 1e12, unit="cells x replicates"),
+    "ItemAuditConfig.top_k": count(1, 10**6, "models"), "ItemAuditConfig.min_answers": count(1, 10**9, "answers"),
+    "ItemAuditConfig.dup_threshold": Range(0, 1, lo_open=True, unit="Jaccard"),
+    "ItemAuditConfig.misfit_rmsea": Range(0, 1, unit="RMSEA"), "ItemAuditConfig.seed": SEED,
     # coverage and calibration (paper 003)
     "CoverageConfig.k": count(1, 1_000_000, "gaps"), "CoverageConfig.n_draws": count(2, 100_000, "posterior draws"),
     "CoverageConfig.seed": SEED, "CoverageConfig.interval_gaps": count(1, 1_000_000, "gaps"),

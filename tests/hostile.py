@@ -88,6 +88,25 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def markup_injections() -> list[str]:
+    """Text from data that breaks out of HTML, SVG or Markdown when a report pastes it unescaped (issue 35), one per
+    class: a script element, an event handler on a tag, an early ``</svg>`` closing the figure it sits in, quotes
+    that close an attribute, a comment and CDATA opener, an entity, a Markdown image and link (to the network, to
+    ``javascript:``), a table pipe and heading, TeX for matplotlib's mathtext, and control characters."""
+    return [
+        "<script>alert(1)</script>",
+        '<img src=x onerror="alert(1)">',
+        "m</svg><script>alert(2)</script><svg>",
+        "model \"quoted\" 'single' `tick`",
+        "<!-- open ]]> <![CDATA[ x",
+        "&amp; &lt;b&gt; &#60;",
+        "![x](https://example.com/x.png) [y](javascript:alert(3))",
+        "| pipe | # heading *bold* _u_",
+        "$\\frac{a}{b}$ $x^2$ \\",
+        "ctl\x1b]0;t\x07\u202eend",
+    ]
+
+
 def verdict_injections(key: str = "valid") -> list[str]:
     """Text a model under judgement writes to set its own verdict (issue 37 #6), one per class: a bare, spaced,
     escaped, nested or multi-line verdict object, a fake fence, "ignore previous instructions", a half object

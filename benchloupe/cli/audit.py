@@ -6,7 +6,14 @@ import sys
 
 from benchloupe import ranges
 from benchloupe.cli.errors import CliError, db_path, stderr, stored_run, stored_table
-from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
+from benchloupe.cli.options import (
+    StderrProgress,
+    add_config_args,
+    add_worker_args,
+    config_from_args,
+    ranged_argument,
+    workers_of,
+)
 from benchloupe.cli.output import data_stream, kv, print_json, table, table_rows
 
 TUPLE_FIELDS = ("dimensions", "gap_curve", "fraction_sensitivity")
@@ -25,7 +32,8 @@ def _floats(text: str | None, what: str) -> tuple:
 # flags of `audit neartie` beside the AuditConfig fields (cfg_*), with their defaults: `audit robustness` reads
 # stored runs, so any of them given there would change nothing and is refused
 NEARTIE_FLAGS = {"family_from": "name", "drop_small_families": False, "protocol": "primary", "compare": None,
-                 "gap_curve": None, "fractions": None, "k_grid": None, "device": "auto"}
+                 "gap_curve": None, "fractions": None, "k_grid": None, "device": "auto",
+                 "jobs": None, "cluster": None}
 
 
 def _refuse(flag: str, applies_to: str, here: str, why: str) -> None:
@@ -65,8 +73,9 @@ def cmd_audit(args) -> int:
     to_stdout = report == STDOUT
     if to_stdout and args.json:
         raise CliError("--report - and --json both write to standard output: drop one, or give --report FILE")
-    rid = jobs.analysis("neartie").run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
-                                       progress=StderrProgress("audit"), device=args.device)
+    with workers_of(args):
+        rid = jobs.analysis("neartie").run(db_path(args), args.benchmark, cfg, report=report, compare=args.compare,
+                                           progress=StderrProgress("audit"), device=args.device)
     run, text = stored_run(args, rid, "report")
     metrics = run["metrics"]
     t1 = metrics["table1"]
@@ -197,6 +206,7 @@ def register_audit(sub, common) -> None:
                         "(torch on a GPU, float64), cpu (numpy), or auto (CUDA when present and the matrix is large; "
                         "default); the run records device and dtype")
     add_config_args(p, AuditConfig, skip=TUPLE_FIELDS + OWN_FLAGS)
+    add_worker_args(p)
     for action in p._actions:
         if action.dest == "cfg_split_seeds":  # its default (None) depends on --protocol
             action.metavar = "N"

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from benchloupe import ranges
 from benchloupe.cli.errors import CliError, connect_db, db_path, stored_run
-from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
+from benchloupe.cli.options import (
+    StderrProgress,
+    add_config_args,
+    add_worker_args,
+    config_from_args,
+    ranged_argument,
+    workers_of,
+)
 from benchloupe.cli.output import kv, print_json, table
 from benchloupe.textsafe import visible
 
@@ -163,9 +171,10 @@ def register_fit(sub, common) -> None:
 
 
 def _diag_command(name: str, config_attr: str, help_text: str, description: str, *, arena_opt: bool = True,
-                  extra=None, precheck=None, reports: bool = False, more_args=None):
+                  extra=None, precheck=None, reports: bool = False, more_args=None, replicates: bool = False):
     """A diagnostics command. ``reports``: the job fills a ``report`` dict with what the command prints, which
-    ``extra(args, run_id, report)`` uses instead of reading it back from the store."""
+    ``extra(args, run_id, report)`` uses instead of reading it back from the store.  ``replicates``: its analysis
+    runs replicates, placed by ``--jobs`` / ``--cluster``."""
     def cmd(args) -> int:
         from benchloupe import jobs
         from benchloupe.jobs import diagnostics
@@ -178,7 +187,8 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         box: dict = {}
         if reports:
             kw["report"] = box
-        rid = jobs.analysis(name).run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
+        with workers_of(args) if replicates else contextlib.nullcontext():
+            rid = jobs.analysis(name).run(db_path(args), args.benchmark, cfg, progress=StderrProgress(name), **kw)
         more = (extra(args, rid, box) if reports else extra(args, rid)) if extra else None
         report_run(args, rid, ranking=name == "bootstrap", extra=more)
         if more and len(more["unexpected_cells"]) and not args.json:
@@ -215,6 +225,8 @@ def _diag_command(name: str, config_attr: str, help_text: str, description: str,
         add_config_args(p, getattr(diagnostics, config_attr))
         if more_args:
             more_args(p)
+        if replicates:
+            add_worker_args(p)
         p.set_defaults(func=cmd)
 
     return register
@@ -264,16 +276,18 @@ def _print_protocol(rows: list[dict]) -> None:
 
     df = pd.DataFrame(rows)
     df["rate"] = df["rate"].map(lambda r: f"{r:.1%}")
-    for c in ("auroc", "auprc", "item_auroc", "ceiling_auroc", "ceiling_auprc", "below_ceiling"):
+    for c in ("auroc", "auprc", "item_auroc", "ceiling_auroc", "ceiling_auprc", "ceiling_noise", "below_ceiling"):
         if c in df:
             df[c] = df[c].map(lambda v: "-" if v is None or v != v else f"{v:.4f}")
     df = df.rename(columns={"p_model": "residual", "item_auroc": "item AUROC", "ceiling_auroc": "ceiling AUROC",
-                            "ceiling_auprc": "ceiling AUPRC", "below_ceiling": "below ceiling", "auroc": "AUROC",
+                            "ceiling_auprc": "ceiling AUPRC", "ceiling_noise": "noise",
+                            "below_ceiling": "below ceiling", "auroc": "AUROC",
                             "auprc": "AUPRC"})
     print("\nSynthetic contamination protocol (paper 000 §4.3, mean of 5 seeds; residual: guessing = with the items' "
-          "chance level, 2pl = without; ceiling = the same protocol on data simulated from this fit, scored with "
-          "its true probabilities; not a bound where a warning above says the data reject the chance level or the "
-          "detector beats it):")
+          "chance level, 2pl = without; ceiling = the same protocol on data simulated from this fit (from a fit "
+          "with the estimated asymptote where the data reject the stated chance), the best of its true "
+          "probabilities and the detector's fit redone on the simulated data; noise = two Monte Carlo standard "
+          "errors of a row's difference from it; not a bound where a warning above says the detector beats it):")
     print(table(df))
 
 
@@ -355,7 +369,8 @@ register_compress = _diag_command(
     "x estimator over held-out models (docs/ESTIMATE.md).", extra=_compress_rows, precheck=_check_retirement,
     more_args=lambda p: p.add_argument("--for", dest="cfg_purpose", choices=("ranking", "estimate"),
                                        help="ranking (default): subsets for rank recovery; estimate: --k items for "
-                                            "predicting a new model's accuracy (same as --purpose)"))
+                                            "predicting a new model's accuracy (same as --purpose)"),
+    replicates=True)
 
 register_anomalies = _diag_command(
     "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
@@ -363,14 +378,16 @@ register_anomalies = _diag_command(
     "anomaly flags for triage. --protocol yes adds the synthetic contamination experiment: AUROC/AUPRC at every "
     "injection rate for the clean-reference and the contaminated-fit detector, with the guessing-aware and the 2PL "
     "residual when items carry a chance level, each beside the oracle ceiling of this benchmark (docs/DUALEVAL.md).",
-    extra=_anomaly_rows, reports=True)
+    extra=_anomaly_rows, reports=True, replicates=True)
 register_screen = _diag_command(
     "screen", "ScreenConfig", "screen a newly imported model against a frozen clean fit",
     "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "
     "parameters and list its unexpected cells.", arena_opt=False, extra=_flag_rows)
 register_bootstrap = _diag_command(
     "bootstrap", "BootstrapConfig", "question-level cluster bootstrap: ability SEs, 95%% and rank intervals",
-    "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised.")
+    "Paper 000 Appendix D: B replicates resampling items within each source, rewards re-standardised; the "
+    "replicates run on every core (--jobs) or a Dask cluster (--cluster), with the same numbers on any.",
+    replicates=True)
 
 
 def cmd_evaluate(args) -> int:

@@ -276,7 +276,11 @@ def cmd_review(args) -> int:
     queue = queue[queue["review_state"].isin(("pending", "waiting"))]
     queue = queue[[not fillstore.approved_by(a, me) for a in queue["approvers"]]]  # not approved by me yet
     if args.json:
-        print_json(queue.drop(columns=["payload"]))
+        from benchloupe.jobs.fill_dupes import words
+
+        out = queue.drop(columns=["payload"])
+        out["duplicate_of"] = [words(p.get("duplicate_of")) or None for p in queue["payload"]]
+        print_json(out)
         return 0
     if queue.empty:
         print("no proposals wait for review")
@@ -324,6 +328,7 @@ def cmd_review(args) -> int:
 def _review_one(args, c, now, n: int, total: int, token: str) -> str:
     """Show one proposal and take the curator's decision: decided, refused, skipped or quit."""
     from benchloupe.jobs import fill
+    from benchloupe.jobs.fill_dupes import words
     from benchloupe.store import fill as fillstore
     from benchloupe.store.db import StoreError
 
@@ -334,6 +339,9 @@ def _review_one(args, c, now, n: int, total: int, token: str) -> str:
         got = fillstore.approver_list(now["approvers"])
         print(f"approvals: {len(got)} of {int(now['approvals'])}" + (f" ({', '.join(got)})" if got else ""))
     print(f"judge: {c.verdict or 'valid'}")
+    dup = words(c.payload.get("duplicate_of")) if isinstance(c.payload, dict) else ""
+    if dup:
+        print(f"warning: {dup}")
     print("--- parent " + (c.parent_key or "") + "\n" + (c.parent_text or "(another proposal)"))
     print("--- proposal\n" + c.text + f"\n--- answer: {c.answer}")
     if c.parent_text:

@@ -93,7 +93,7 @@ class _ListingOnly:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    from benchloupe.cli import curation, search, transfer, workspace
+    from benchloupe.cli import curation, report, search, transfer, workspace
 
     argv = sys.argv[1:] if argv is None else argv
 
@@ -106,7 +106,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"benchloupe {__version__}")
     _top_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for register in workspace.REGISTRY + transfer.REGISTRY + curation.REGISTRY + search.REGISTRY:
+    for register in workspace.REGISTRY + transfer.REGISTRY + curation.REGISTRY + search.REGISTRY + report.REGISTRY:
         register(sub, _common)
     analysis = _ListingOnly(sub, set(argv))
     for register in analysis_commands():

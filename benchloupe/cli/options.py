@@ -66,6 +66,23 @@ def ranged_argument(p, *flags, range, **kw):  # noqa: A002
     return p.add_argument(*flags, action=Ranged, range=range, **kw)
 
 
+def add_worker_args(p) -> None:
+    """``--jobs`` and ``--cluster`` of the commands whose analysis is made of replicates (issue 36)."""
+    ranged_argument(p, "--jobs", range=ranges.count(1, 4096, "processes"), metavar="N",
+                    help="replicates (bootstrap refits, split reruns, perturbations, ...) on N local processes; "
+                         "default: $BENCHLOUPE_JOBS, else every usable core. The numbers are the same for any N")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="send the replicates to a running dask.distributed scheduler, e.g. tcp://host:8786 "
+                        "(default: $BENCHLOUPE_CLUSTER); needs pip install 'benchloupe[cluster]' (docs/PARALLEL.md)")
+
+
+def workers_of(args):
+    """The jobs layer's workers context for ``--jobs`` / ``--cluster`` (checked before anything runs)."""
+    from benchloupe.jobs.workers import using, workers
+
+    return using(workers(getattr(args, "jobs", None), getattr(args, "cluster", None)))
+
+
 def _field_type(f: dataclasses.Field) -> type:
     t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
     for name, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
@@ -172,6 +189,7 @@ class StderrProgress:
     never goes back (a job whose stages each count from 0 shows its stage's message without one)."""
 
     HEARTBEAT = 2.0
+    FIRST = 1.0  # seconds before the first line (README: "Long work reports progress on stderr after its first second")
     live: list[StderrProgress] = []
 
     def __init__(self, label: str, quiet: bool = False):
@@ -196,7 +214,7 @@ class StderrProgress:
                 StderrProgress.live.append(self)
                 self.thread.start()
             now = time.perf_counter()
-            if now - self.t0 >= 1.0 and now - self.last >= 0.25:
+            if now - self.t0 >= self.FIRST and now - self.last >= 0.25:
                 self._show(now)
 
     def _show(self, now: float, *, again: bool = False) -> None:
@@ -220,7 +238,7 @@ class StderrProgress:
         while not self.stop.wait(0.25):
             with self.lock:
                 now = time.perf_counter()
-                if now - self.t0 < 1.0:
+                if now - self.t0 < self.FIRST:
                     continue
                 if self.pending is not None and now - self.last >= 0.25:
                     self._show(now)

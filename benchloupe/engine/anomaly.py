@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from benchloupe.engine import replicates
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress, thread_pool
 from benchloupe.engine.joint import (
     ArenaData,
@@ -289,17 +290,21 @@ def simulate_static(static: StaticData, p: np.ndarray, seed: int) -> StaticData:
     return replace(static, correct=np.where(static.mask, y, 0).astype(np.int32))
 
 
-def oracle_ceiling(static: StaticData, p_true: np.ndarray, *, rates=RATES, seeds=SEEDS,
-                   pool_fraction: float = 0.30, cancel: threading.Event | None = None) -> pd.DataFrame:
-    """How well any cell-level detector can do on this benchmark (issue 23): the section 4.3 protocol on data
-    simulated from ``p_true`` (a fit's probabilities, its chance levels included), scored with ``p_true`` itself.
+def oracle_ceiling(static: StaticData, p_true: np.ndarray, *, refits: dict | None = None, rates=RATES,
+                   seeds=SEEDS, pool_fraction: float = 0.30, cancel: threading.Event | None = None) -> pd.DataFrame:
+    """How well a cell-level detector can do on this benchmark (issues 23, 32): the section 4.3 protocol on data
+    simulated from ``p_true`` (the probabilities of a model that fits the data, chance levels included), scored
+    with ``p_true`` itself and, for each of ``refits`` (name -> ``fn(simulated clean data) -> p``), with a fit of
+    the simulated clean data: the clean-reference detector as the run makes it, on data that follow the model.
 
     One simulated matrix per seed (the same observed cells and trials), candidates and injections drawn from it as
-    :func:`contamination_experiment` draws them, the residual of the contaminated cells under the true
-    probabilities as the score.  An injected success in a cell where p is near its chance level c is a success the
-    model could have guessed, and a residual is a function of p for every success, so the oracle cannot tell the
-    two apart: that is the ceiling a fitted detector is measured against.  One row per (rate, seed): auroc, auprc
-    and :func:`detection_metrics`."""
+    :func:`contamination_experiment` draws them.  The true probabilities alone are no bound for the protocol's
+    detector: a clean fit has seen the injected cells as failures, so its p there sits below the truth and its
+    residuals find them a little better (.01 on 32 items); hence each row's ``auroc`` and ``auprc`` are the best
+    of the scorers on that row (``auroc_true_p``, ``auroc_<name>`` beside them), and :func:`detection_metrics`
+    are those of the scorer with the best AUROC (``scorer``).  An injected success where p is near its chance
+    level c scores like a guess the model could have made, so under guessing no score reaches the paper's .995.
+    One row per (rate, seed)."""
     rows = []
     cells = np.flatnonzero(static.mask.ravel())
     n_all = len(cells)
@@ -310,15 +315,24 @@ def oracle_ceiling(static: StaticData, p_true: np.ndarray, *, rates=RATES, seeds
         cand = static_candidates(sim, pool_fraction)
         if len(cand) == 0:
             continue
+        scorers = {"true_p": pt, **{name: np.nan_to_num(fn(sim)) for name, fn in (refits or {}).items()}}
         for rate in rates:
             inj = _injections(cand, rate, n_all, seed)
             data = inject_static(sim, inj)
-            score = static_residuals(pt, data.correct, data.mask, trials(static)).ravel()
-            labels = np.zeros(score.size, bool)
+            labels = np.zeros(static.mask.size, bool)
             labels[inj] = True
-            rows.append({"rate": rate, "seed": seed, "n_injected": len(inj),
-                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
-                         **detection_metrics(score, labels, cells, n_cols=static.shape[1])})
+            row: dict = {"rate": rate, "seed": seed, "n_injected": len(inj)}
+            best = None
+            for name, p in scorers.items():
+                score = static_residuals(p, data.correct, data.mask, trials(static)).ravel()
+                auc, ap = auroc(score[cells], labels[cells]), auprc(score[cells], labels[cells])
+                row[f"auroc_{name}"], row[f"auprc_{name}"] = auc, ap
+                if best is None or auc > best[1]:
+                    best = (name, auc, score)
+            row.update({"auroc": max(row[f"auroc_{n}"] for n in scorers),
+                        "auprc": max(row[f"auprc_{n}"] for n in scorers), "scorer": best[0],
+                        **detection_metrics(best[2], labels, cells, n_cols=static.shape[1])})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -336,6 +350,7 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
     if target == "arena" and arena is None:
         raise EngineError("arena contamination needs arena data")
     clean = clean or fit_joint(static, arena, config, cancel=cancel)
+    z = obs = None
     if target == "static":
         cand = static_candidates(static, pool_fraction)
         n_all = int(static.mask.sum())
@@ -347,39 +362,44 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
         n_all = len(obs)
     if len(cand) == 0:
         raise EngineError("no candidate cells for injection (no failures / rewards); nothing to contaminate")
+    shared = (static, arena, config, clean, target, cand, n_all, z, obs, boost, tuple(detectors))
+    check_cancel(cancel)
+    parts = replicates.run(_contamination_rows, [(r, s) for r in rates for s in seeds], shared, progress=progress,
+                           cancel=cancel, label=f"contamination {target} injection")
+    return pd.DataFrame([row for part in parts for row in part])
+
+
+def _contamination_rows(shared, job) -> list[dict]:
+    """One (rate, seed) of the synthetic protocol (a replicate: its injections come from its own seed), one row
+    per detector."""
+    static, arena, config, clean, target, cand, n_all, z, obs, boost, detectors = shared
+    rate, seed = job
+    n_inj = _n_inject(rate, n_all, len(cand))
+    inj = _injections(cand, rate, n_all, seed if target == "static" else seed + ARENA_SEED_OFFSET)
     rows = []
-    jobs = [(r, s) for r in rates for s in seeds]
-    for done, (rate, seed) in enumerate(jobs):
-        check_cancel(cancel)
-        progress(done, len(jobs), f"contamination {target} rate {rate:.1%} seed {seed}")
-        n_inj = _n_inject(rate, n_all, len(cand))
-        inj = _injections(cand, rate, n_all, seed if target == "static" else seed + ARENA_SEED_OFFSET)
-        for det in detectors:
-            if target == "static":
-                t = trials(static)
-                data = inject_static(static, inj)  # a contaminated cell is always solved
-                fit = clean if det == "clean_reference" else fit_joint(data, arena, config, cancel=cancel)
-                score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask, t).ravel()
-                cells = np.flatnonzero(static.mask.ravel())
-            else:
-                zc = z.copy().ravel()
-                zc[inj] += boost
-                zc = zc.reshape(z.shape)
-                pairs = build_pairs(arena, config, z=zc)
-                if det == "clean_reference":
-                    fit = replace(clean, pairs=pairs)
-                else:
-                    fit = fit_joint(static, arena, config, pairs=pairs, cancel=cancel)
-                score = np.nan_to_num(arena_residuals(fit, pairs)[0]).ravel()
-                cells = obs
-            labels = np.zeros(score.size, bool)
-            labels[inj] = True
-            rows.append({"target": target, "rate": rate, "seed": seed, "detector": det, "n_injected": n_inj,
-                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
-                         **detection_metrics(score, labels, cells, n_cols=static.shape[1] if target == "static"
-                                             else z.shape[1])})
-    progress(len(jobs), len(jobs), "contamination experiment done")
-    return pd.DataFrame(rows)
+    for det in detectors:
+        if target == "static":
+            t = trials(static)
+            data = inject_static(static, inj)  # a contaminated cell is always solved
+            fit = clean if det == "clean_reference" else fit_joint(data, arena, config)
+            score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask, t).ravel()
+            cells = np.flatnonzero(static.mask.ravel())
+        else:
+            zc = z.copy().ravel()
+            zc[inj] += boost
+            zc = zc.reshape(z.shape)
+            pairs = build_pairs(arena, config, z=zc)
+            fit = replace(clean, pairs=pairs) if det == "clean_reference" else \
+                fit_joint(static, arena, config, pairs=pairs)
+            score = np.nan_to_num(arena_residuals(fit, pairs)[0]).ravel()
+            cells = obs
+        labels = np.zeros(score.size, bool)
+        labels[inj] = True
+        rows.append({"target": target, "rate": rate, "seed": seed, "detector": det, "n_injected": n_inj,
+                     "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
+                     **detection_metrics(score, labels, cells, n_cols=static.shape[1] if target == "static"
+                                         else z.shape[1])})
+    return rows
 
 
 # ------------------------------------------------------------------------------------------------- screening

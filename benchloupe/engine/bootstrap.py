@@ -7,8 +7,10 @@ replicate's columns), and the model is refitted with the same config.  Reported 
 deviation of theta, the symmetric 95 % interval ``theta_hat +/- 1.96 sd`` (the paper's Figure 8) and the 2.5/97.5 %
 percentiles of the model's rank across replicates (Table 4's rank interval).
 
-Replicate seeds come from one ``numpy.random.Generator(seed)``; the reference derives them from Python's salted
-``hash`` and is therefore not reproducible (A.7 item 6).  Replicates start from the full-data fit (warm start) and
+Replicate ``b`` draws its columns from its own generator, ``default_rng(SeedSequence(seed).spawn(B)[b])``
+(issue 36: the same numbers on any ``--jobs`` or cluster; until then the replicates drew in turn from one
+``default_rng(seed)``, so stored bootstraps from before differ once); the reference derives its seeds from
+Python's salted ``hash`` and is therefore not reproducible (A.7 item 6).  Replicates start from the full-data fit (warm start) and
 stop at a relative objective tolerance of ``REPLICATE_FTOL`` (the Newton decrement test of ``fit_joint``) instead of
 the full fit's 1e-12: the objective is the same, only the start and the last digits differ, and those digits are
 far below the bootstrap spread being estimated (metabench GSM8K static, 5,041 x 249: the largest |theta| deviation
@@ -31,7 +33,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine import replicates
+from benchloupe.engine.common import EngineError, Progress, no_progress
 from benchloupe.engine.joint import (
     ArenaData,
     JointConfig,
@@ -99,52 +102,81 @@ def _nan_percentiles(a: np.ndarray, qs) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
-def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config: JointConfig = JointConfig(), *,
-                      B: int = 100, seed: int = 0, full: JointResult | None = None,
-                      progress: Progress = no_progress, cancel: threading.Event | None = None) -> BootstrapResult:
-    """Appendix D cluster bootstrap of ``fit_joint(static, arena, config)``."""
-    if B < 2:
-        raise EngineError("the bootstrap needs B >= 2 replicates")
-    full = full or fit_joint(static, arena, config, cancel=cancel)
-    rng = np.random.default_rng(seed)
-    strata = _strata(static if config.uses_static else None)
-    n_arena = arena.shape[1] if (arena is not None and config.uses_arena) else 0
-    n_models = len(full.theta)
-    thetas = np.full((B, n_models), np.nan)
-    failed = 0
-    rep_config = replace(config, ftol=max(config.ftol, REPLICATE_FTOL))
-    weighted = config.optimizer in ("newton", "block")
-    for b in range(B):
-        check_cancel(cancel)
-        progress(b, B, f"bootstrap replicate {b + 1}/{B}")
-        s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
-        a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
-        if s_idx is not None and a_idx is None and weighted:  # static only: each distinct column once, weighted
+def _draw(rng: np.random.Generator, strata: list[np.ndarray], n_arena: int):
+    """One replicate's resampled static columns (per source stratum) and arena prompts."""
+    s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
+    a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
+    return s_idx, a_idx
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every replicate of one bootstrap reads (sent to each worker once per batch)."""
+
+    static: StaticData | None
+    arena: ArenaData | None
+    config: JointConfig
+    full: JointResult | None
+    strata: list[np.ndarray]
+    n_arena: int
+    weighted: bool
+    method: str = "dualeval"
+
+
+def _replicate(sh: _Shared, seed: np.random.SeedSequence) -> np.ndarray | None:
+    """One bootstrap replicate: its draws from its own seed, the refit; None when the refit cannot fit."""
+    s_idx, a_idx = _draw(np.random.default_rng(seed), sh.strata, sh.n_arena)
+    static, arena, full, cfg = sh.static, sh.arena, sh.full, sh.config
+    try:
+        if sh.method == "arena_bt":
+            return fit_bradley_terry(ArenaData(arena.rewards[:, a_idx]), cfg).scores
+        if s_idx is not None and a_idx is None and sh.weighted:  # static only: each distinct column once, weighted
             cols, counts = np.unique(s_idx, return_counts=True)
-            try:
-                thetas[b] = fit_static_weighted(static_columns(static, cols), counts, rep_config, cancel=cancel,
-                                                init={"theta": full.theta, "b_static": full.b_static[cols],
-                                                      "k_static": full.k_static[cols]})
-            except EngineError:
-                failed += 1
-            continue
+            init = None if full is None else {"theta": full.theta, "b_static": full.b_static[cols],
+                                              "k_static": full.k_static[cols]}
+            return fit_static_weighted(static_columns(static, cols), counts, cfg, init=init)
         st = None if s_idx is None else static_columns(static, s_idx)
         ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
+        if full is None:  # the static-only 2PL of method_bootstrap, cold start as its full fit
+            return fit_joint(st, None, cfg).theta
         init = {"theta": full.theta, "gamma": full.gamma,
                 "b_static": None if s_idx is None else full.b_static[s_idx],
                 "k_static": None if s_idx is None else full.k_static[s_idx],
                 "b_arena": None if a_idx is None else full.b_arena[a_idx],
                 "k_arena": None if a_idx is None else full.k_arena[a_idx]}
-        try:
-            thetas[b] = fit_joint(st, ar, rep_config, init=init, cancel=cancel).theta
-        except EngineError:
+        return fit_joint(st, ar, cfg, init=init).theta
+    except EngineError:
+        return None
+
+
+def _collect(rows: list, n_models: int) -> tuple[np.ndarray, int]:
+    thetas = np.full((len(rows), n_models), np.nan)
+    failed = 0
+    for b, row in enumerate(rows):
+        if row is None:
             failed += 1
-    progress(B, B, "bootstrap done")
-    se = np.nanstd(thetas, axis=0, ddof=1)
-    ranks = np.vstack([_ranks(t) for t in thetas])
-    rank_low, rank_high = _nan_percentiles(ranks, (2.5, 97.5))
-    return BootstrapResult(theta=full.theta, se=se, ci_low=full.theta - 1.96 * se, ci_high=full.theta + 1.96 * se,
-                           rank_low=rank_low, rank_high=rank_high, thetas=thetas, B=B, seed=seed, failed=failed)
+        else:
+            thetas[b] = row
+    return thetas, failed
+
+
+def cluster_bootstrap(static: StaticData | None, arena: ArenaData | None, config: JointConfig = JointConfig(), *,
+                      B: int = 100, seed: int = 0, full: JointResult | None = None,
+                      progress: Progress = no_progress, cancel: threading.Event | None = None) -> BootstrapResult:
+    """Appendix D cluster bootstrap of ``fit_joint(static, arena, config)``; the replicates run on the current
+    :mod:`~benchloupe.engine.replicates` workers, replicate ``b`` drawing from ``seeds(seed, B)[b]``."""
+    if B < 2:
+        raise EngineError("the bootstrap needs B >= 2 replicates")
+    full = full or fit_joint(static, arena, config, cancel=cancel)
+    shared = _Shared(static if config.uses_static else None, arena if config.uses_arena else None,
+                     replace(config, ftol=max(config.ftol, REPLICATE_FTOL)), full,
+                     _strata(static if config.uses_static else None),
+                     arena.shape[1] if (arena is not None and config.uses_arena) else 0,
+                     config.optimizer in ("newton", "block"))
+    rows = replicates.run(_replicate, replicates.seeds(seed, B), shared, progress=progress, cancel=cancel,
+                          label="bootstrap replicate")
+    thetas, failed = _collect(rows, len(full.theta))
+    return _summarise(full.theta, thetas, B, seed, failed)
 
 
 METHODS = ("dualeval", "arena_bt", "static_2pl")
@@ -173,28 +205,14 @@ def method_bootstrap(static: StaticData | None, arena: ArenaData | None, config:
                                                                                               static_cfg).theta
 
     full = score(static, arena)
-    weighted = method == "static_2pl" and config.optimizer in ("newton", "block")
-    rng = np.random.default_rng(seed)
-    strata = _strata(static if config.uses_static else None)
-    n_arena = arena.shape[1] if (arena is not None and config.uses_arena) else 0
-    thetas = np.full((B, len(full)), np.nan)
-    failed = 0
-    for b in range(B):
-        check_cancel(cancel)
-        progress(b, B, f"{method} bootstrap replicate {b + 1}/{B}")
-        s_idx = np.concatenate([rng.choice(s, len(s), replace=True) for s in strata]) if strata else None
-        a_idx = rng.choice(n_arena, n_arena, replace=True) if n_arena else None
-        try:
-            if weighted and s_idx is not None:
-                cols, counts = np.unique(s_idx, return_counts=True)
-                thetas[b] = fit_static_weighted(static_columns(static, cols), counts, static_cfg)
-                continue
-            st = None if s_idx is None else static_columns(static, s_idx)
-            ar = None if a_idx is None else ArenaData(arena.rewards[:, a_idx])
-            thetas[b] = score(st, ar)
-        except EngineError:
-            failed += 1
-    progress(B, B, f"{method} bootstrap done")
+    shared = _Shared(static if config.uses_static else None, arena if config.uses_arena else None,
+                     arena_cfg if method == "arena_bt" else static_cfg, None,
+                     _strata(static if config.uses_static else None),
+                     arena.shape[1] if (arena is not None and config.uses_arena) else 0,
+                     method == "static_2pl" and config.optimizer in ("newton", "block"), method)
+    rows = replicates.run(_replicate, replicates.seeds(seed, B), shared, progress=progress, cancel=cancel,
+                          label=f"{method} bootstrap replicate")
+    thetas, failed = _collect(rows, len(full))
     return _summarise(full, thetas, B, seed, failed)
 
 

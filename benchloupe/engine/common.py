@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache
 
 Progress = Callable[[float, float, str], None]
@@ -60,14 +61,36 @@ def check_cancel(cancel: threading.Event | None) -> None:
         raise Cancelled("cancelled by the user")
 
 
+_CAP = threading.local()
+
+
 def usable_cores(cap: int = 8) -> int:
     """The CPU cores this process may run on (its affinity, not the machine's count), at most *cap*: how many
-    threads a blocked numpy pass splits its rows over (numpy releases the GIL inside the ufuncs and BLAS)."""
+    threads a blocked numpy pass splits its rows over (numpy releases the GIL inside the ufuncs and BLAS).
+    Inside :func:`single_threaded` (a replicate), 1."""
+    if getattr(_CAP, "single", False):
+        return 1
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         n = os.cpu_count() or 1
     return max(1, min(cap, n))
+
+
+@contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run the block on one thread: our pools (:func:`usable_cores` is 1 in this thread) and the BLAS (through
+    threadpoolctl, process-wide).  Every replicate runs so (:mod:`.replicates`): processes side by side do not
+    oversubscribe the cores, and a replicate's numbers never depend on a thread count."""
+    from threadpoolctl import threadpool_limits
+
+    before = getattr(_CAP, "single", False)
+    _CAP.single = True
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        _CAP.single = before
 
 
 @cache

@@ -26,6 +26,7 @@ import pandas as pd
 
 from benchloupe.engine import estimate as E
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.hints import Opt, say
 
 SELECTIONS = ("random", "targeted", "anchor", "curve")
 ESTIMATORS = ("mean", "irt", "pirt", "gpirt", "ours")
@@ -123,8 +124,8 @@ def cross_validate(y: np.ndarray, mask: np.ndarray, ks, *, chance=None, folds: i
     N = y.shape[1]
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1 or ks[-1] >= N:
-        raise EngineError(f"--validate takes sizes from 1 to {N - 1} (the benchmark has {N} items), got "
-                          f"{', '.join(map(str, ks))}")
+        raise EngineError(say(Opt("validate"), f" takes sizes from 1 to {N - 1} (the benchmark has {N} items), "
+                              f"got {', '.join(map(str, ks))}"))
     unknown = set(selections) - set(SELECTIONS)
     if unknown:
         raise EngineError(f"selections are {', '.join(SELECTIONS)}; got {', '.join(sorted(unknown))}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from benchloupe.engine.neartie.report import verdict_line
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
+from benchloupe.textsafe import visible
 
 from .base import Analysis, RunContext, fingerprint, register
 
@@ -136,6 +138,59 @@ def _flags(result: AuditResult, models: Columns, item_keys: np.ndarray, top: dic
                    columns=["kind", "model_id", "model_b_id", "score", "payload"])
 
 
+LISTED_PAIRS = 1000  # reversed pairs listed in the report; beyond it the report says how many more and how to get them
+
+
+def _cell(text) -> str:
+    """Text from data in a Markdown table cell: control characters escaped, pipes escaped."""
+    return visible(text).replace("|", "\\|")
+
+
+def reversed_pairs_lines(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray,
+                         top: dict | None = None, listed: int = LISTED_PAIRS) -> list[str]:
+    """Every reversed near-tie pair, most robust first (the share of matched-random recompositions in which it also
+    reverses, then the fold, then the names), each with its fold named and the items that drove it; past
+    ``listed`` (:data:`LISTED_PAIRS`) the report says how many more there are and how to export them all (issue 35: the list
+    stopped at 50, alphabetically, with no word that it stopped)."""
+    pairs = result.tables["pairs"]
+    rev = pairs.take(np.asarray(pairs["reversed"], dtype=bool) & ~np.asarray(pairs["tied"], dtype=bool))
+    order = np.lexsort((np.asarray(rev["model_b"], dtype=str), np.asarray(rev["model_a"], dtype=str),
+                        np.asarray(rev["fold"], dtype=int), -np.asarray(rev["random_reversal_fraction"], dtype=float)))
+    rev = rev.take(order)
+    top = _top_items(result, item_keys) if top is None else top
+    export = say(Alt(f"`benchloupe export run-artifact --run {run_id} --name pairs --format csv -o pairs.csv` (every "
+                     f"near-tie pair, reversed or not, at full precision) or `benchloupe flags "
+                     f"{shlex.quote(visible(benchmark))} --kind reversal --run {run_id}` (the reversal flags to triage)",
+                     f"the Reversals screen (every near-tie pair of run #{run_id}, to triage)"))
+    lines = [f"## Reversed near-tie pairs ({len(rev)})", ""]
+    if not len(rev):
+        return lines + ["No near-tie pair reverses under the low-DIF anchor.", ""]
+    shown = min(len(rev), listed)
+    lines += [("All " + str(len(rev)) if shown == len(rev) else f"The {shown} most robust of {len(rev)}") +
+              " reversed pairs, most robust first. Robustness: the share of the matched-random recompositions (random "
+              "anchors of the same blueprint and size) in which the pair also reverses; near 100%, the pair's order "
+              "flips under almost any recomposition (the full-score order is fragile whatever the anchor); near 0%, "
+              "only the low-DIF anchor reverses it. Fold: which owner half the anchor was chosen on and which half "
+              "it scored (the target). Scores: full / low-DIF anchor.", "",
+              "| # | Robustness | Fold | Model A (family, owner) | Scores A | Model B (family, owner) | Scores B | "
+              "Items driving it |", "|---|---|---|---|---|---|---|---|"]
+    for n, p in enumerate(rev.take(np.arange(shown)).records(), 1):
+        items = top.get((p["fold"], p["model_a"], p["model_b"]), [])[:3]
+        lines.append(
+            f"| {n} | {100 * p['random_reversal_fraction']:.1f}% | {p['fold']}: {_cell(HALVES[p['fold']])} -> "
+            f"{_cell(p['target_half'])} | **{_cell(p['model_a'])}** ({_cell(p['family_a'])}, {_cell(p['owner_a'])}) | "
+            f"{p['full_a']:.4f} / {p['anchor_a']:.4f} | **{_cell(p['model_b'])}** ({_cell(p['family_b'])}, "
+            f"{_cell(p['owner_b'])}) | {p['full_b']:.4f} / {p['anchor_b']:.4f} | "
+            + ", ".join(f"{_cell(r['item'])} ({r['contribution']:+.4f})" for r in items) + " |")
+    lines.append("")
+    if shown < len(rev):
+        lines.append(f"{len(rev) - shown} more reversed pairs, each less robust than those listed, are not shown here. "
+                     f"All of them: {export}.")
+    else:
+        lines.append(f"The same pairs as data: {export}.")
+    return lines + [""]
+
+
 def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray, missing: int,
                     sources: dict[str, str], top: dict | None = None) -> str:
     lines = [result.to_markdown(benchmark).replace("# Family-DIF near-tie audit",
@@ -145,19 +200,7 @@ def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys:
                   " (passed to the audit as a mask: item rates, Newton sums and held-out losses use observed cells "
                   "only; scores are weighted means over each model's observed items; docs/NEARTIE.md)." if missing
                   else "."), ""]
-    pairs = result.tables["pairs"]
-    rev = pairs.take(np.asarray(pairs["reversed"], dtype=bool) & ~np.asarray(pairs["tied"], dtype=bool))
-    top = _top_items(result, item_keys) if top is None else top
-    lines += [f"## Reversed near-tie pairs ({len(rev)})", "",
-              "Robustness: the share of the matched-random recompositions in which the pair also reverses.", ""]
-    for p in rev.take(np.arange(min(len(rev), 50))).records():
-        lines.append(f"- fold {p['fold']}: **{p['model_a']}** ({p['family_a']}, {p['owner_a']}) full {p['full_a']:.4f}"
-                     f" / anchor {p['anchor_a']:.4f} vs **{p['model_b']}** ({p['family_b']}, {p['owner_b']}) full "
-                     f"{p['full_b']:.4f} / anchor {p['anchor_b']:.4f}; reverses in "
-                     f"{100 * p['random_reversal_fraction']:.0f}% of random recompositions")
-        items = top.get((p["fold"], p["model_a"], p["model_b"]), [])[:5]
-        if items:
-            lines.append("  - items driving it: " + ", ".join(f"{r['item']} ({r['contribution']:+.4f})" for r in items))
+    lines += reversed_pairs_lines(result, benchmark, run_id, item_keys, top)
     return "\n".join(lines) + "\n"
 
 

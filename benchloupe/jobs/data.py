@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from benchloupe.engine.common import EngineError
+from benchloupe.engine.common import EngineError, no_progress
 from benchloupe.engine.joint import ArenaData, StaticData
 from benchloupe.hints import Opt, say
 from benchloupe.store import read
@@ -163,8 +163,8 @@ def chance_rejected(test, floor: float) -> str:
     return (f"the data reject the stated chance level {test.stated:.3f}: the shared lower asymptote estimated from "
             f"them is {test.estimate:.3f}{ci}, a log-likelihood gain of {test.gain:,.1f} over the stated value "
             f"(likelihood-ratio test, {p}, on {where}; empirical floor {floor:.3f}); guessing-aware results "
-            f"(residuals, compression, the anomaly protocol's oracle ceiling) assume the stated value, so the "
-            f"printed oracle ceiling is not a ceiling")
+            f"(residuals, compression) assume the stated value (the anomaly protocol's oracle ceiling is "
+            f"simulated with the estimate)")
 
 
 def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
@@ -223,9 +223,10 @@ def resolve_chance(inputs: JointInputs, mode: str = "stated", *, cancel=None,
             warnings.append(say(w, ", or pass ", Opt("chance", "estimate"),
                                 " to estimate a shared lower asymptote from the data"))
         return inputs, metrics, warnings
-    if progress is not None:
-        progress(0, 1, "estimating a shared lower asymptote (marginal ML; minutes on thousands of models)")
-    est = estimate_lower_asymptote(succ, k.astype(np.int32) if k.dtype == bool else k, cancel=cancel)
+    progress = progress or no_progress
+    progress(0, 1, "estimating a shared lower asymptote (marginal ML; seconds on thousands of models)")
+    est = estimate_lower_asymptote(succ, k.astype(np.int32) if k.dtype == bool else k, cancel=cancel,
+                                   progress=progress)
     targets = stated > 0 if stated is not None else np.ones(st.shape[1], bool)
     chance = np.where(targets, est.c, 0.0)
     metrics.update({"chance_estimated": round(est.c, 4), "chance_estimated_ci": [round(v, 4) for v in est.ci],

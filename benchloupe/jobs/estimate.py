@@ -30,6 +30,9 @@ from benchloupe.store.db import connect
 
 from .base import Analysis, RunContext, fingerprint, register
 
+FOR_ESTIMATE = Opt("purpose", "estimate", spelled="--for")  # compress's purpose, spelled --for on the command line
+ESTIMATE_COMPRESS = Alt("compress --for estimate", "compress with purpose = estimate")
+
 CALIBRATION_KINDS = ("static", "joint")
 
 
@@ -107,8 +110,8 @@ def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix)
     active = (sm.items["status"] == "active").to_numpy()
     cols = np.flatnonzero(known & active)
     if not len(cols):
-        raise EngineError(f"every item calibration run {rid} fitted has been retired since; refit "
-                          f"(`benchloupe fit static {benchmark}`)")
+        raise EngineError(say(f"every item calibration run {rid} fitted has been retired since; refit (",
+                              Alt(f"`benchloupe fit static {benchmark}`", "a static fit on 4 Runs"), ")"))
     items = sm.items.iloc[cols].reset_index(drop=True)
     p = params.reindex(items["id"])
     chance = _chance(run, items)
@@ -147,9 +150,10 @@ def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str
             i, j = np.argwhere(on_retired)[0]
             n = int(on_retired.any(axis=0).sum())
             key = sm.items["key"].iat[int(fz.retired[j])]
-            raise EngineError(f"model {all_names[rows[i]]!r} has results on {n} item(s) retired since calibration run "
-                              f"{fz.run_id} (e.g. {key!r}); refit the calibration (`benchloupe fit static "
-                              f"{benchmark}`) or restore the items")
+            raise EngineError(say(f"model {all_names[rows[i]]!r} has results on {n} item(s) retired since "
+                                  f"calibration run {fz.run_id} (e.g. {key!r}); refit the calibration (",
+                                  Alt(f"`benchloupe fit static {benchmark}`", "a static fit on 4 Runs"),
+                                  ") or restore the items"))
     return rows
 
 
@@ -243,7 +247,8 @@ def validate_sizes(text: str) -> list[int]:
             try:
                 out.append(int(part))
             except ValueError:
-                raise EngineError(f"--validate takes item counts such as 10,25,50,100, got {text!r}") from None
+                raise EngineError(say(Opt("validate"), f" takes item counts such as 10,25,50,100, got {text!r}")) \
+                    from None
     return out
 
 
@@ -251,18 +256,18 @@ def _check_compress(conn, benchmark: str, config) -> int:
     """Refuse bad sizes and names before anything is written; returns the number of active static items."""
     n = len(read.items(conn, benchmark, kind="static", status="active", with_text=False))
     if n < 2:
-        raise EngineError(f"compress --for estimate needs static results on at least 2 active items; {benchmark!r} "
-                          f"has {n}")
+        raise EngineError(say(ESTIMATE_COMPRESS, f" needs static results on at least 2 active items; "
+                              f"{benchmark!r} has {n}"))
     if config.k > n:
-        raise EngineError(f"--k {config.k} is larger than {benchmark!r}, which has {n} active items; choose at most "
-                          f"{n - 1} (all {n} is the benchmark itself)")
+        raise EngineError(say(Opt("k", str(config.k)), f" is larger than {benchmark!r}, which has {n} active items; "
+                              f"choose at most {n - 1} (all {n} is the benchmark itself)"))
     for v in validate_sizes(config.validate):
         if not 1 <= v < n:
-            raise EngineError(f"--validate size {v} must lie between 1 and {n - 1} ({benchmark!r} has {n} active "
-                              "items)")
+            raise EngineError(say(Opt("validate"), f" size {v} must lie between 1 and {n - 1} ({benchmark!r} has "
+                                  f"{n} active items)"))
     if config.export_name and not config.k:
-        raise EngineError(say(Opt("export_name"), " with --for estimate exports the ", Opt("k", "K"),
-                              " selected items: give --k"))
+        raise EngineError(say(Opt("export_name"), " with ", FOR_ESTIMATE, " exports the ", Opt("k", "K"),
+                              " selected items: give ", Opt("k")))
     if config.export_name and conn.execute("SELECT 1 FROM benchmarks WHERE name = ?",
                                            (config.export_name,)).fetchone():
         raise EngineError(say(f"a benchmark named {config.export_name!r} already exists; choose another ",
@@ -292,8 +297,8 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
             inputs = run_chance(conn, ctx, inputs, config, cancel, progress)
             st = inputs.static
             if st is None or st.trials is not None:
-                raise EngineError("compress --for estimate needs 0/1 static results (success/trial counts are not "
-                                  "supported)")
+                raise EngineError(say(ESTIMATE_COMPRESS, " needs 0/1 static results (success/trial counts are "
+                                      "not supported)"))
             y = st.correct.astype(float)
             mask = st.mask
             metrics: dict = {"purpose": "estimate", "n_items": int(st.shape[1]), "k": int(config.k)}
@@ -323,7 +328,7 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
                 if config.export_name:
                     keys = inputs.static_items["key"].to_numpy(object)
                     new_id = derive_benchmark(conn, benchmark, config.export_name, [int(i) for i in ids[sel.items]],
-                                              reason="estimation subset (compress --for estimate)",
+                                              reason="estimation subset (compress, purpose estimate)",
                                               detail={"purpose": "estimate", "k": int(config.k), "run": ctx.run_id,
                                                       "selection": "curve",
                                                       "weights": {str(keys[i]): float(w[i]) for i in sel.items}})
@@ -369,7 +374,7 @@ def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0
     from benchloupe.store.writer import derive_benchmark
 
     if n < 1:
-        raise EngineError(f"--n must be at least 1, got {n}")
+        raise EngineError(say(Opt("n"), f" must be at least 1, got {n}"))
     conn = connect(db_path)
     try:
         sm = read.load_static(conn, benchmark, include_retired=True)
@@ -422,9 +427,10 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
         ra, rb = _model_row(sm, a, benchmark), _model_row(sm, b, benchmark)
         common = sm.mask[ra] & sm.mask[rb]
         if not common.any():
-            raise EngineError(f"models {a!r} and {b!r} have no item of {benchmark!r} in common; run one on the "
-                              "other's items (`benchloupe next-items`) or compare their estimates (`benchloupe "
-                              "estimate`)")
+            raise EngineError(say(f"models {a!r} and {b!r} have no item of {benchmark!r} in common; run one on the "
+                                  "other's items (", Alt("`benchloupe next-items`", "benchloupe next-items"),
+                                  ") or compare their estimates (", Alt("`benchloupe estimate`", "benchloupe estimate"),
+                                  ")"))
         ya, yb = sm.correct[ra, common].astype(float), sm.correct[rb, common].astype(float)
         out = {"benchmark": benchmark, "a": a, "b": b, **paired(ya, yb, level)}
         groups = sm.items["group"].fillna("").astype(str).to_numpy(object)[common] if "group" in sm.items else None
@@ -496,8 +502,8 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
     from benchloupe.engine import estimate_validate as ev
 
     if not 0 < config.target_se < 0.5:
-        raise EngineError(f"--target-se is the sd of the predicted accuracy (0.01 = about +-2 points), got "
-                          f"{config.target_se}")
+        raise EngineError(say(Opt("target_se"), " is the sd of the predicted accuracy (0.01 = about +-2 points), "
+                              f"got {config.target_se}"))
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()

@@ -50,6 +50,7 @@ from benchloupe.store.curation import put_setting
 from benchloupe.store.db import StoreError, connect
 
 from .base import cooperative_signals, stop_reason
+from .fill_dupes import ProposalDupes
 
 ENDPOINTS_KEY = "benchfill.endpoints"
 ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
@@ -200,6 +201,7 @@ class SqliteJournal:
         self.sid, self.token, self.max_chars = session_id, token, max_chars
         sess = fillstore.session(self.conn, session_id)
         self.parent_ids = set(str(i) for i in sess["config"].get("item_ids", []))
+        self.dupes = ProposalDupes(self.conn, session_id)
 
     def close(self) -> None:
         self.conn.close()
@@ -234,10 +236,12 @@ class SqliteJournal:
             return
         for c in record.children:
             parent = self._root_item(c.parent_id)
+            payload = {"choices": list(c.choices), "parent_key": c.parent_id}
+            dup = self.dupes.mark(c.child_id, c.text, parent)
+            if dup is not None:  # shown in the review before the curator decides
+                payload["duplicate_of"] = dup
             fillstore.upsert_candidate(self.conn, self.sid, c.child_id, round_=c.round, parent_item_id=parent,
-                                       text=c.text, answer=c.answer,
-                                       payload={"choices": list(c.choices), "parent_key": c.parent_id},
-                                       token=self.token)
+                                       text=c.text, answer=c.answer, payload=payload, token=self.token)
 
     def _root_item(self, parent_key: str) -> int | None:
         """The benchmark item at the root of a lineage (a child may be rewritten from an earlier child)."""

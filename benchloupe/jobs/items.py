@@ -15,7 +15,7 @@ from benchloupe.engine.itemhealth import ItemAuditConfig, ItemAuditInputs, run_i
 from benchloupe.store import itemkeys, read, runs
 from benchloupe.store.db import connect
 
-from .base import RunContext, fingerprint
+from .base import Analysis, RunContext, fingerprint, register
 
 KIND = "items"
 __all__ = ["ItemAuditConfig", "run_items_audit"]  # the faces take the config from here (they import no engine)
@@ -145,3 +145,8 @@ def run_items_audit(db_path, benchmark: str, config: ItemAuditConfig = ItemAudit
         return int(ctx.run_id)
     finally:
         conn.close()
+
+
+register(Analysis("items", "Broken items: mis-keyed, backwards, dead, misfitting, duplicated, with the key the data "
+                  "suggest", "audit", ItemAuditConfig, "static",
+                  lambda db, bench, config=None, **kw: run_items_audit(db, bench, config or ItemAuditConfig(), **kw)))

@@ -541,6 +541,32 @@ def _replaced(path) -> str:
             "see; quit (q) and open it again to work on what it holds now")
 
 
+_WAL_GUARDS: dict[str, sqlite3.Connection] = {}
+
+
+def _hold_wal(path) -> None:
+    """Keep this process's WAL frames out of a file that now holds other bytes (a workspace copied over the open
+    one keeps its inode). SQLite checkpoints the WAL into the database file when a connection closes and no other
+    connection holds the file: it would write the pages this app committed into the workspace copied over it.
+    A read-only connection, opened now and held for the rest of the process, keeps every later close from being
+    the last one, and cannot checkpoint itself; the WAL stays beside the file as it was (SQLite's to sort out
+    when that file is next opened). A path no longer there (deleted, or another inode) needs none: SQLite does
+    not checkpoint into a file that has moved."""
+    key = _pin_key(path)
+    if key in _WAL_GUARDS or not os.path.exists(path):
+        return
+    try:
+        guard = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=0,
+                                isolation_level=None, check_same_thread=False)
+    except sqlite3.Error:
+        return
+    try:
+        guard.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # takes the shared lock it holds
+    except sqlite3.Error:
+        pass  # other bytes under our WAL may not read; the lock is taken before the page is
+    _WAL_GUARDS[key] = guard
+
+
 def _check_pinned(p: Path, conn: sqlite3.Connection | None) -> None:
     """:class:`FileChanged` when *p* is pinned and is not the file that was opened (identity, then, with *conn*,
     the workspace id it holds: a file copied over the open one keeps its inode)."""
@@ -554,6 +580,7 @@ def _check_pinned(p: Path, conn: sqlite3.Connection | None) -> None:
         except sqlite3.Error:
             now = None
         if now != pinned[2]:
+            _hold_wal(p)
             problem = _replaced(p)
     if problem:
         raise FileChanged(problem)
@@ -575,6 +602,10 @@ def pinned_problem(path: str | os.PathLike, *, content: bool = False) -> str | N
             conn.close()
     except sqlite3.DatabaseError as exc:
         if "malformed" in str(exc) or "not a database" in str(exc):  # other bytes under the open file's WAL
+            _hold_wal(path)
             return _replaced(path)
         return None  # busy now: the next check (or the next connect) decides
-    return None if now == pinned[2] else _replaced(path)
+    if now == pinned[2]:
+        return None
+    _hold_wal(path)
+    return _replaced(path)

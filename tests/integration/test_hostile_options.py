@@ -221,7 +221,9 @@ def _form_cases():
     from benchloupe.tui.screens import import_form, run_forms
 
     command = {"joint": ["fit", "joint"], "static": ["fit", "static"], "arena": ["fit", "arena"], "bt": ["fit", "bt"],
-               "avg-reward": None, "neartie": ["audit", "neartie"]}
+               "avg-reward": None, "neartie": ["audit", "neartie"], "items": ["audit", "items"]}
+    # fields whose flag is not --<field> (None: no flag; the form's own setting)
+    flags = {"items": {"alpha": "--fdr", "n_perm": "--permutations", "top_k": "--top-k", "seed": "--seed"}}
     out = []
     for name, analysis in jobs.ANALYSES.items():
         config = run_forms.default_config(analysis)
@@ -235,7 +237,8 @@ def _form_cases():
                 flag = {"dimensions": "--k-grid", "gap_curve": "--gap-curve", "fraction_sensitivity": "--fractions"}
                 out.append((f"{name}:{f.name}", fields[f"cfg-{f.name}"], [*cli, BENCH, flag[f.name]], declared, True))
                 continue
-            out.append((f"{name}:{f.name}", fields[f"cfg-{f.name}"], cli and [*cli, BENCH, "--" + f.name.replace("_", "-")],
+            flag = flags[name].get(f.name) if name in flags else "--" + f.name.replace("_", "-")
+            out.append((f"{name}:{f.name}", fields[f"cfg-{f.name}"], cli and flag and [*cli, BENCH, flag],
                         declared, False))
     fill = {f.name: f for f in run_forms.fill_fields(BenchFillConfig(), 1)}
     out.append(("fill:gap", fill["gap"], ["fill", BENCH, "--gap"], ranges.FIELDS["FillOptions.gap"], False))

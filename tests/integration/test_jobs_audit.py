@@ -4,6 +4,7 @@ the report, determinism of the stored results, and bad input that leaves nothing
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ def _stored(conn, rid):
     arts = conn.execute("SELECT name, data FROM run_artifacts WHERE run_id = ? ORDER BY name", (rid,)).fetchall()
     flags = conn.execute("SELECT kind, model_id, model_b_id, score, payload FROM flags WHERE run_id = ? ORDER BY id",
                          (rid,)).fetchall()
-    arts = [(n, d.replace(f"run #{rid}", "run #N") if isinstance(d, str) else d) for n, d in arts]
+    arts = [(n, re.sub(rf"(run #|--run ){rid}\b", r"\1N", d) if isinstance(d, str) else d) for n, d in arts]
     return [tuple(r) for r in items], [tuple(r) for r in models], arts, [tuple(r) for r in flags]
 
 

@@ -175,8 +175,8 @@ def test_compress_reports_margins_and_the_chance_it_used(tmp_path, capsys):
 def test_fit_compress_and_anomalies_warn_when_the_data_reject_the_stated_chance(tmp_path, capsys):
     """Issue 32: data simulated with c = .08 and stated at .25 (the old rule fired only below half the stated
     chance with its floor's slack: silent).  Every run that resolves the chance warns with both numbers and the
-    log-likelihood gain; the protocol says its ceiling is no ceiling; with --chance estimate nothing advises
-    --chance estimate."""
+    log-likelihood gain; the protocol's ceiling is simulated with the estimate (it said "not a ceiling" before:
+    tests/integration/test_protocol_ceiling.py); with --chance estimate nothing advises --chance estimate."""
     db = _mc_workspace(tmp_path, c=0.08, stated=0.25)
     for argv in (["fit", "static", "mc"], ["compress", "mc", "--recovery", "no"]):
         capsys.readouterr()
@@ -185,13 +185,12 @@ def test_fit_compress_and_anomalies_warn_when_the_data_reject_the_stated_chance(
         warn = [ln for ln in out.splitlines() if ln.startswith("warning: the data reject the stated chance")]
         assert len(warn) == 1, out
         assert "level 0.250" in warn[0] and "log-likelihood gain of" in warn[0] and "--chance estimate" in warn[0]
-        assert "not a ceiling" in warn[0]
+        assert "oracle ceiling is simulated with the estimate" in warn[0]
     capsys.readouterr()
     assert main(["anomalies", "mc", "--db", db, "--protocol", "yes", "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["metrics"]
     assert m["chance_test_rejected"] is True and m["chance_test_estimate"] < 0.2 and m["chance_test_loglik_gain"] > 5
-    assert m["protocol_ceiling_holds"] is False
-    assert any("not a ceiling" in w for w in m["warnings"])
+    assert m["protocol_ceiling_holds"] is True and m["protocol_ceiling_chance"].startswith("estimated asymptote")
     capsys.readouterr()
     assert main(["anomalies", "mc", "--db", db, "--protocol", "yes", "--chance", "estimate", "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["metrics"]

@@ -153,7 +153,7 @@ async def test_another_process_decides_a_flag_not_yet_loaded(big_db):
         assert "changed while you looked" not in text  # this screen never showed it before
         await pilot.press("c")  # on the version loaded: no conflict
         await wait_until(pilot, lambda: not screen.saving and idle(app)(), what="saved")
-        assert not [n for n in app._notifications if "Refused" in (n.title or "")]
+        assert not [n for n in app._notifications if n.message.startswith("Refused: ")]
     flags = flag_rows(big_db, "anomaly")
     assert (flags.loc[order[far], "state"], flags.loc[order[far], "updated_by"]) == ("confirmed", "curator")
     rows = [r for r in audit_rows(big_db, "flag") if r["entity_id"] == order[far]]

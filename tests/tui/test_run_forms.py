@@ -122,6 +122,8 @@ BAD_VALUES = [  # (analysis, field, typed value, what the one line says)
     ("bootstrap", "cfg-B", "1", "B: must be a whole number from 2 to 100,000 (replicates), got 1"),
     ("neartie", "cfg-family_from", "vibes", "family_from: 'vibes' is not one of"),
     ("neartie", "cfg-split_seeds", "-1", "split_seeds: must be a whole number from 0 to 1,000"),
+    ("items", "cfg-alpha", "1", "alpha: must be a number above 0 and below 1, got 1"),
+    ("items", "cfg-n_perm", "-5", "n_perm: must be a whole number from 0 to 1,000,000"),
 ]
 
 
@@ -167,6 +169,7 @@ FAILURES = [  # (analysis, benchmark, fields to set): each ends in a failed run
     ("coverage", "demo-arena", {}),
     ("calibrate", "demo-math", {}),
     ("estimate", "demo-arena", {}),  # no static calibration to estimate from
+    ("items", "demo-arena", {}),  # no static results to audit
 ]
 
 

@@ -59,8 +59,9 @@ def test_table4_bootstraps_bt_and_2pl_on_the_same_draws():
     res = {m: method_bootstrap(S, A, cfg, method=m, B=6, seed=3) for m in ("dualeval", "arena_bt", "static_2pl")}
     bt = res["arena_bt"]
     np.testing.assert_allclose(bt.theta, fit_bradley_terry(A, JointConfig(mode="arena")).scores)
-    # replicate 0 of the BT bootstrap is BT on the arena columns DualEval's replicate 0 drew
-    rng = np.random.default_rng(3)
+    # replicate 0 of the BT bootstrap is BT on the arena columns DualEval's replicate 0 drew, from replicate 0's
+    # own seed (issue 36: SeedSequence(3).spawn(B)[0])
+    rng = np.random.default_rng(np.random.SeedSequence(3).spawn(6)[0])
     rng.choice(60, 60, replace=True)
     cols = rng.choice(40, 40, replace=True)
     from benchloupe.engine.joint import ArenaData
@@ -118,8 +119,8 @@ def test_static_bootstrap_replicates_match_repeated_column_fits():
     cfg = JointConfig(mode="static")
     full = fit_joint(S, None, cfg)
     r = cluster_bootstrap(S, None, cfg, B=4, seed=2, full=full)
-    rng = np.random.default_rng(2)
-    for b in range(4):
+    for b, seed in enumerate(np.random.SeedSequence(2).spawn(4)):
+        rng = np.random.default_rng(seed)
         idx = rng.choice(np.arange(S.shape[1]), S.shape[1], replace=True)
         tight = fit_joint(static_columns(S, idx), None, JointConfig(mode="static", ftol=1e-14))
         np.testing.assert_allclose(r.thetas[b], tight.theta, atol=1e-3)

@@ -77,3 +77,29 @@ def test_a_decision_naming_another_cell_is_refused(demo_db):
         curation.set_flag_states(conn, [(int(a["id"]), "dismissed", None)], cells={int(a["id"]): curation.Cell.of(a)})
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("noticed_by", ["the watcher's check", "a connect"])
+def test_bytes_copied_over_the_open_file_never_receive_its_wal(pinned, tmp_path, noticed_by):
+    """SQLite checkpoints the WAL into the file when the last connection closes: after another workspace was
+    copied over the open file (same inode), the app's committed frames would be written into that workspace's
+    pages (seen as a flaky TUI test in CI). Once the change is noticed, no close writes into the file."""
+    other = tmp_path / "other.db"
+    shutil.copy(pinned, other)
+    conn = connect(other)
+    conn.execute("UPDATE settings SET value = '\"another\"' WHERE key = ?", (store_db.WORKSPACE_KEY,))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    app_conn = connect(pinned)  # the app's connection, with frames in the WAL when the bytes change
+    app_conn.execute("CREATE TABLE scratch (x)")
+    app_conn.execute("INSERT INTO scratch VALUES (randomblob(20000))")
+    assert os.path.getsize(f"{pinned}-wal") > 0
+    shutil.copyfile(other, pinned)
+    copied = pinned.read_bytes()
+    if noticed_by == "a connect":
+        with pytest.raises(FileChanged, match="was replaced"):
+            connect(pinned)
+    else:
+        assert "was replaced" in store_db.pinned_problem(pinned, content=True)
+    app_conn.close()
+    assert pinned.read_bytes() == copied

@@ -25,8 +25,10 @@ LAYERS: dict[str, set[str]] = {
     # of its fields and the engine's errors come from the jobs module that runs it (jobs.calibration.JointConfig,
     # jobs.audit.AuditConfig, jobs.fill.BenchFillConfig, jobs.diagnostics.SELECTIONS, jobs.EngineError), and the
     # simulated endpoint's lifetime from jobs.simulated, as every other run's does from jobs.
-    "cli": {"(root)", "store", "jobs"},
-    "tui": {"(root)", "store", "jobs"},
+    # The report (issue 35) is a third face: it reads what runs stored; the other two faces start it lazily.
+    "cli": {"(root)", "store", "jobs", "report"},
+    "tui": {"(root)", "store", "jobs", "report"},
+    "report": {"(root)", "store"},
 }
 # The one arrow between the two faces: `benchloupe open` starts the app (imported lazily, inside the function).
 ALLOWED_ARROWS = {("cli", "benchloupe.tui.app")}
@@ -36,7 +38,8 @@ FORBIDDEN_PACKAGES = {
     "store": ("openai", "httpx", "textual", "torch"),
     "prompts": ("sqlite3", "textual"),
     "jobs": ("textual",),
-    "cli": ("textual",),
+    "cli": ("textual", "matplotlib"),
+    "report": ("textual", "matplotlib"),  # matplotlib only once a figure is drawn (report/plots.py)
 }
 
 

@@ -15,7 +15,8 @@ disagree: responses binarised from a continuous score (TruthfulQA's mc2), log-li
   by all items, under ``P = c + (1 - c) sigmoid(a theta + d)`` with ``theta ~ N(0, 1)`` on a quadrature grid
   (the 3PL of :mod:`.mml` with its ``g`` tied across items): ``a`` and ``d`` per item and ``logit c`` by L-BFGS
   on the exact marginal score (Fisher identity), a 95 % profile-likelihood interval for ``c``.  ARC (4,280 x 100):
-  c = .058 [.056, .060] in about 2 minutes at load 9 (it is an option, ``--chance estimate``).  Checked on
+  c = .058 [.056, .060] in 2 s of CPU (bench/bench_chance.py; 28 s of wall time under load before issue 36's
+  merged response patterns, fewer BLAS products and warm-started profile fits; ``--chance estimate``).  Checked on
   simulated data with known c (tests/unit/test_chance_check.py: within .03 at c = 0, .25 and .5 on 2,000
   respondents x 100 items).  A joint-ML profile (abilities as free parameters, the DualEval objective) is
   biased: it put c at .10 for data simulated with .25, and .30 for .5, which is why this uses the marginal
@@ -34,7 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import optimize, special, stats
 
-from benchloupe.engine.common import EngineError, check_cancel
+from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 
 from .inputs import _as_counts, _log_p_terms
 
@@ -110,7 +111,7 @@ def check_chance(floor: Floor, *, ratio: float = 0.5, slack: float = 0.02) -> st
         return None
     return (f"the stated chance level (mean {floor.stated:.3f} on the hardest {floor.n_items} items) is far above "
             f"the empirical floor {floor.floor:.3f} (the success rate of the weakest {floor.n_models} models on "
-            f"them): guessing-aware results (residuals, compression, the protocol's ceiling) assume a floor the "
+            f"them): guessing-aware results (residuals, compression) assume a floor the "
             f"data do not show; check the items' chance (binarised scores have none)")
 
 
@@ -133,11 +134,25 @@ class _SharedC:
     exact score (Fisher identity) in ``z = [a (n), d (n), logit g]``, with ``c = g w`` per item (``w``: one per
     item, ones for one shared asymptote; the stated levels over their mean for :func:`chance_lr_test`).  The
     c-score is written as ``r (1 - s) / p - (n - r) / (1 - c)``, finite where ``sigmoid`` saturates (the 3PL score
-    of :mod:`.mml` divides ``1 - s`` by ``1 - p`` there)."""
+    of :mod:`.mml` divides ``1 - s`` by ``1 - p`` there).
+
+    Issue 36 (ARC 4,280 x 100: 75 s -> a few): identical response rows are merged into one with a weight (3,456
+    patterns of ARC's 4,280 rows), the likelihood is ``c @ (log p - log q) + k @ log q`` (two products instead of
+    three, one when every cell has one trial: ``k @ log q`` is then a row total), and the posterior normalised
+    by hand (scipy's ``logsumexp`` was a third of an evaluation)."""
 
     def __init__(self, c: np.ndarray, k: np.ndarray, quadpts: int, w: np.ndarray | None = None):
-        self.c, self.k = c, k
+        ck = np.ascontiguousarray(np.concatenate([c, k], axis=1))
+        rows, inverse, counts = np.unique(ck, axis=0, return_inverse=True, return_counts=True)
         self.n = c.shape[1]
+        self.c = np.ascontiguousarray(rows[:, :self.n])
+        self.cT = np.ascontiguousarray(self.c.T)
+        k = rows[:, self.n:]
+        self.weight = counts.astype(float)
+        # one trial a cell (0/1 data without missing cells): k @ log q and k.T @ post are sums
+        self.ones = bool(np.all(k == 1.0))
+        self.k = None if self.ones else np.ascontiguousarray(k)
+        self.kT = None if self.ones else np.ascontiguousarray(k.T)
         self.w = np.ones(self.n) if w is None else np.asarray(w, float)
         self.nodes = np.linspace(-6.0, 6.0, quadpts)
         lw = -0.5 * self.nodes ** 2
@@ -149,19 +164,30 @@ class _SharedC:
         ci = g * self.w
         eta = a[:, None] * self.nodes[None, :] + d[:, None]
         log_p, log_q, sig = _log_p_terms(eta, ci[:, None])
-        joint = self.c @ log_p + (self.k - self.c) @ log_q + self.log_prior[None, :]
-        norm = special.logsumexp(joint, axis=1)
-        post = np.exp(joint - norm[:, None])
-        r, nn = self.c.T @ post, self.k.T @ post  # items x Q expected successes and trials
+        joint = self.c @ (log_p - log_q)
+        if self.ones:
+            joint += log_q.sum(0) + self.log_prior
+        else:
+            joint += self.k @ log_q
+            joint += self.log_prior
+        top = joint.max(1)
+        joint -= top[:, None]
+        post = np.exp(joint, out=joint)
+        total = post.sum(1)
+        norm = top + np.log(total)
+        post *= (self.weight / total)[:, None]  # each pattern's posterior, times its count
+        r = self.cT @ post  # items x Q expected successes and trials
+        nn = np.broadcast_to(post.sum(0), r.shape) if self.ones else self.kT @ post
         p = np.exp(log_p)
         s_eta = (r - nn * p) * (sig / p)
         ga, gd = (s_eta * self.nodes[None, :]).sum(1), s_eta.sum(1)
         gc = float(np.sum(self.w[:, None] * (r * (1.0 - sig) / p - (nn - r) / (1.0 - ci[:, None]))))
-        return -float(norm.sum()), -np.concatenate([ga, gd, [gc * g * (1 - g)]])
+        return -float(self.weight @ norm), -np.concatenate([ga, gd, [gc * g * (1 - g)]])
 
 
 def estimate_lower_asymptote(successes, trials, *, c_max: float = 0.9, quadpts: int = 41,
-                             cancel: threading.Event | None = None) -> AsymptoteEstimate:
+                             cancel: threading.Event | None = None,
+                             progress: Progress = no_progress) -> AsymptoteEstimate:
     """Marginal-ML estimate of one lower asymptote shared by every item (module docstring): L-BFGS over every
     item's (a, d) and logit c at once; the 95 % interval from the profile likelihood (c fixed, (a, d) refitted
     warm): from its curvature in logit c for an interior estimate, by bisection of the likelihood-ratio bound at
@@ -171,7 +197,7 @@ def estimate_lower_asymptote(successes, trials, *, c_max: float = 0.9, quadpts: 
     if keep.sum() < 2:
         raise EngineError("estimating a lower asymptote needs at least two items that some but not all models "
                           "solved")
-    return _estimate(c[:, keep], k[:, keep], c_max=c_max, quadpts=quadpts, cancel=cancel)[0]
+    return _estimate(c[:, keep], k[:, keep], c_max=c_max, quadpts=quadpts, cancel=cancel, progress=progress)[0]
 
 
 def _informative(c: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -182,16 +208,22 @@ def _informative(c: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 def _estimate(c: np.ndarray, k: np.ndarray, *, w: np.ndarray | None = None, at: float | None = None,
               interval: bool = True, c_max: float = 0.9, quadpts: int = 41, start: float = 0.05,
-              cancel: threading.Event | None = None):
+              cancel: threading.Event | None = None, progress: Progress = no_progress):
     """The estimate of :func:`estimate_lower_asymptote` on informative items (``c = g w`` per item, ``g`` the
     estimate), the minimised negative log-likelihood with ``g`` fixed at ``at`` (NaN when ``at`` is None), and the
-    profile (``g`` -> that minimum).  ``interval`` False skips the interval and the c = 0 fit (NaN there)."""
+    profile (``g`` -> that minimum).  ``interval`` False skips the interval and the c = 0 fit (NaN there).
+
+    Every profile fit starts from the (a, d) of the nearest fit already made, or from the line through the two
+    nearest when they are about as close to each other as to it (issue 36: the interval's second fit took 56
+    evaluations of ARC from the optimum's (a, d), 12 from that line)."""
     rows = k.sum(1) > 0
     model = _SharedC(c[rows], k[rows], quadpts, w)
     n = model.n
     c_max = min(c_max, 0.99 / float(np.max(model.w)))
     lo_z, hi_z = special.logit(1e-6), special.logit(c_max)
     ad_bounds = [(1e-3, 30.0)] * n + [(-30.0, 30.0)] * n
+    lo_ad, hi_ad = np.array(ad_bounds).T
+    report = _Report(progress, interval or at is not None)
 
     def fun(z):
         check_cancel(cancel)
@@ -201,48 +233,94 @@ def _estimate(c: np.ndarray, k: np.ndarray, *, w: np.ndarray | None = None, at: 
     p_item = np.clip(solved / tried, 1e-3, 1 - 1e-3)
     z0 = np.concatenate([np.ones(n), special.logit(p_item), [special.logit(start)]])
     sol = optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", bounds=ad_bounds + [(lo_z, hi_z)],
-                            options={"maxiter": 5000, "maxfun": 10000})
+                            options={"maxiter": 5000, "maxfun": 10000},
+                            callback=lambda zk: report.main(float(special.expit(zk[-1]))))
     z = sol.x
     c_hat, nll = float(special.expit(z[-1])), float(sol.fun)
+    fitted, values = {c_hat: z[:2 * n]}, {c_hat: nll}  # g -> the (a, d) of its fit, and its minimum
+
+    def warm(cv: float) -> np.ndarray:
+        near = sorted(fitted, key=lambda g: abs(g - cv))[:2]
+        if len(near) < 2 or abs(cv - near[0]) > 1.5 * abs(near[0] - near[1]):
+            return fitted[near[0]]
+        (g1, x1), (g2, x2) = (near[0], fitted[near[0]]), (near[1], fitted[near[1]])
+        return np.clip(x1 + (cv - g1) * (x1 - x2) / (g1 - g2), lo_ad, hi_ad)
 
     def profile(cv: float) -> float:
-        zc = float(special.logit(min(max(cv, 1e-6), c_max)))
+        cv = min(max(cv, 1e-6), c_max)
+        if cv in values:
+            return values[cv]
+        zc = float(special.logit(cv))
+        report.profile(cv)
 
         def f(ad):
             v, g = fun(np.concatenate([ad, [zc]]))
             return v, g[:2 * n]
 
-        return float(optimize.minimize(f, z[:2 * n], jac=True, method="L-BFGS-B", bounds=ad_bounds,
-                                       options={"maxiter": 2000}).fun)
+        out = optimize.minimize(f, warm(cv), jac=True, method="L-BFGS-B", bounds=ad_bounds,
+                                options={"maxiter": 2000})
+        fitted[cv], values[cv] = out.x, float(out.fun)
+        return values[cv]
 
     if not interval:
         return AsymptoteEstimate(c_hat, (float("nan"), float("nan")), -nll, float("nan"), int(n),
                                  bool(sol.success)), (float("nan") if at is None else max(profile(at), nll)), profile
+    first = _interval(profile, c_hat, nll, c_max) if _interior(c_hat, c_max) else None
     f0 = profile(0.0)
     if f0 < nll:  # the boundary: no floor at all
-        c_hat, nll = 0.0, f0
-    lo, hi = _interval(profile, c_hat, nll, c_max)
+        c_hat, nll, first = 0.0, f0, None
+    lo, hi = first if first is not None else _interval(profile, c_hat, nll, c_max)
     nll_at = float("nan") if at is None else max(profile(at), nll)
     return AsymptoteEstimate(c_hat, (lo, hi), -nll, -f0, int(n), bool(sol.success)), nll_at, profile
 
 
+class _Report:
+    """Progress of one estimate: the main fit's iterations fill 60 % (approaching it: the count is not known
+    ahead), each profile fit after it a share of the rest (the interior interval and c = 0: three)."""
+
+    def __init__(self, progress: Progress, profiles: bool):
+        self.progress, self.profiles = progress, profiles
+        self.iterations, self.fits = 0, 0
+
+    def main(self, c: float) -> None:
+        self.iterations += 1
+        done = (0.6 if self.profiles else 1.0) * (1.0 - np.exp(-self.iterations / 80.0))
+        self.progress(done, 1.0, f"estimating a shared lower asymptote: iteration {self.iterations}, c = {c:.4f}")
+
+    def profile(self, c: float) -> None:
+        self.fits += 1
+        done = 0.6 + 0.4 * (1.0 - 0.5 ** self.fits)  # 3 fits for an interior estimate: 95 %
+        self.progress(done, 1.0, f"profile likelihood of the shared lower asymptote: fit {self.fits} at c = {c:.4f}")
+
+
+def _interior(c_hat: float, c_max: float) -> bool:
+    return 1e-3 < c_hat < c_max - 1e-3
+
+
 def _interval(profile, c_hat: float, nll: float, c_max: float) -> tuple[float, float]:
     """95 % profile-likelihood interval of c: from the profile's curvature on the logit scale for an interior
-    estimate (2 fits), by bisection of the likelihood-ratio bound at a boundary or on a flat profile."""
+    estimate (2 fits), by a root search of the likelihood-ratio bound at a boundary or on a flat profile."""
     target = nll + 0.5 * 3.841  # 95 %: -2 (profile loglik - max) = chi2_1(.95)
 
     def crossing(outside: float, inside: float) -> float:
-        if profile(outside) < target:  # the boundary itself lies inside the interval
-            return outside
-        for _ in range(8):
-            mid = 0.5 * (outside + inside)
-            if profile(mid) > target:
-                outside = mid
-            else:
-                inside = mid
-        return 0.5 * (outside + inside)
+        # out from the estimate in steps of .005, .02, .08, ... (each fit starting from the last one's) until the
+        # bound is passed, then Brent's method in that bracket to .001 or 1/256 of it (issue 36: a bisection
+        # from c_max took nine fits, the one at c_max the slowest; it was within (c_max - c) / 512 of the bound)
+        last, step = inside, 0.005 * np.sign(outside - inside)
+        while True:
+            x = inside + step
+            if (outside - x) * np.sign(step) <= 0:
+                if profile(outside) < target:  # the boundary itself lies inside the interval
+                    return outside
+                x = outside
+                break
+            if profile(x) > target:
+                break
+            last, step = x, step * 4
+        lo, hi = sorted((last, x))
+        return float(optimize.brentq(lambda v: profile(v) - target, lo, hi, xtol=min(1e-3, (hi - lo) / 256)))
 
-    if 1e-3 < c_hat < c_max - 1e-3:
+    if _interior(c_hat, c_max):
         zc, h = float(special.logit(c_hat)), 0.05
         curv = (profile(float(special.expit(zc + h))) + profile(float(special.expit(zc - h))) - 2 * nll) / h ** 2
         if curv > 0:

@@ -16,7 +16,8 @@ from dataclasses import replace
 
 import pandas as pd
 
-from benchloupe.engine.common import EngineError, check_cancel
+from benchloupe.engine import replicates
+from benchloupe.engine.common import EngineError
 
 from .audit import run_primary
 from .report import star
@@ -59,27 +60,35 @@ def population_robustness(result: AuditResult, inputs: ProtocolInputs, controls:
     k = (s["k_discovery"], s["k_validation"])
     base = replace(result.config, protocol="primary", controls=controls, min_family_models=min_family,
                    drop_small_families=True, specificity=False, bootstrap=0, gap_curve=(), fraction_sensitivity=())
+    todo = []
     for label, changes, rule in variants(inputs.fam_names):
-        check_cancel(cancel)
-        fams = _families(inputs, rule)
         if rule in FAMILY_LABELS and rule not in inputs.fam_names:
             rows.append({"variant": label, "status": "not applicable", "note": f"no {rule} models in the audit"})
             continue
-        try:
-            res = run_primary(inputs.responses, inputs.model_ids, fams, inputs.owners, inputs.item_groups,
-                            replace(base, **changes), mask=inputs.mask, fixed_k=k, cancel=cancel)
-        except EngineError as exc:
-            rows.append({"variant": label, "status": "not run", "note": str(exc).splitlines()[0]})
-            continue
-        v = res.summary
-        rows.append({"variant": label, "excess_pp": v["excess_pp"], "p": v["p"], "pairs": v["eligible_pairs"],
-                     "rate": v["rate"], "random_median": v["random_median"], "controls": v["controls"],
-                     "families": v["families"], "capped_models": v["capped_models"], "status": v["status"],
-                     "note": ""})
+        rows.append(label)  # filled in below, in this order
+        todo.append((label, replace(base, **changes), _families(inputs, rule)))
+    shared = (inputs.responses, inputs.model_ids, inputs.owners, inputs.item_groups, inputs.mask, k)
+    done = dict(zip([t[0] for t in todo], replicates.run(_variant_row, todo, shared, cancel=cancel,
+                                                         label="population perturbation"), strict=True))
+    rows = [done[r] if isinstance(r, str) else r for r in rows]
     out = pd.DataFrame(rows)
     out["positive"] = out["excess_pp"].astype(float) > 0
     out["significant"] = out["p"].astype(float) <= result.config.significance
     return out
+
+
+def _variant_row(shared, task) -> dict:
+    """One perturbation (a replicate: its population seed is the primary's, K frozen), its Table 9 row."""
+    responses, model_ids, owners, item_groups, mask, k = shared
+    label, config, fams = task
+    try:
+        res = run_primary(responses, model_ids, fams, owners, item_groups, config, mask=mask, fixed_k=k)
+    except EngineError as exc:
+        return {"variant": label, "status": "not run", "note": str(exc).splitlines()[0]}
+    v = res.summary
+    return {"variant": label, "excess_pp": v["excess_pp"], "p": v["p"], "pairs": v["eligible_pairs"],
+            "rate": v["rate"], "random_median": v["random_median"], "controls": v["controls"],
+            "families": v["families"], "capped_models": v["capped_models"], "status": v["status"], "note": ""}
 
 
 def pass_rule(tables: dict[str, pd.DataFrame], alpha: float = 0.05, need: int = 3) -> pd.DataFrame:

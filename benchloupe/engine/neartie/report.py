@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchloupe.columns import Columns
+from benchloupe.hints import Opt, say
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,9 +105,100 @@ def _rows(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def status_words(s: dict, cfg) -> str:
+    """The audit's status in words: what it found and, as much, what it does not show (paper 002 Section 5,
+    C.6; reference B.6's status rules)."""
+    status, n = s["status"], s.get("eligible_pairs") or 0
+    pairs = f"{n} near-tie pair{'s' if n != 1 else ''}"
+    against = (f"the low-DIF anchor reverses {_pct(s.get('rate'))}% of the {pairs}, blueprint-matched random "
+               f"anchors of the same size a median {_pct(s.get('random_median'))}% (excess "
+               f"{_f(s.get('excess_pp'), '+.1f')} pp, one-sided p {_f(s.get('p'))})")
+    if status == "excess_sensitivity_detected":
+        return (f"In words: {against}. The near-tie order of different-family models depends on which items carry "
+                f"family-specific signal more than a random recomposition of the benchmark would make it (p <= "
+                f"{cfg.significance:g}). This is a statement about these near-tied comparisons, not about which model "
+                "is better: the reversed pairs below are the ones to look at.")
+    if status == "no_significant_excess_detected":
+        sign = ("positive but within what random anchors give" if (s.get("excess_pp") or 0) > 0
+                else "not positive")
+        return (f"In words: {against}; the excess is {sign} (p > {cfg.significance:g}). A non-significant excess is "
+                "not evidence of equivalence: it does not show that the ranking is free of family-related "
+                f"sensitivity, only that this test, on {pairs}, did not detect more of it than random "
+                "recompositions of the same blueprint produce (paper 002 reads its null benchmark as \"no evidence "
+                "of excess\", and a nonsignificant control as not establishing that the effect disappears).")
+    if status == "insufficient_eligible_pairs":
+        return say("In words: no pair of scored representatives from different owners and different families lies "
+                   f"within {100 * cfg.gap:g} pp on the full score without a tie, so there is nothing to test; the "
+                   "audit draws no conclusion either way (neither an excess nor its absence). More models per family, "
+                   "or wider near-tie bands as a sensitivity run (", Opt("gap_curve"), "), give pairs to count.")
+    if status == "undefined_random_controls":
+        return ("In words: at least one of the random control anchors leaves every near-tie pair tied, so its "
+                "reversal rate, and with it the randomization p-value, is undefined; the audit withholds inference, "
+                "as the reference does. The observed counts above are still exact.")
+    return f"In words: status {status} (not one the paper defines)."
+
+
+def table5_note(t, folds) -> list[str]:
+    """What a degenerate Table 5 means: in blueprint cells where every stratum holding anchors is all anchors
+    (one-item cells, cells of up to 4 items) the matched control cannot differ from the low-DIF subtest, so
+    ratios of 1.000 there say "the same items", not "balance achieved"."""
+    if folds is None or "fixed_cells" not in folds.columns:
+        return []
+    rows = list(folds.itertuples(index=False))
+    per_fold = "; ".join(
+        f"{r.audit_half} audit half: {int(r.fixed_cells)} of {int(r.cells)} cells ({int(r.single_item_cells)} "
+        f"holding a single item), {int(r.fixed_anchors)} of {int(r.strata_items_matched)} anchors" for r in rows)
+    if not sum(int(r.fixed_cells) for r in rows):
+        return []
+    share = sum(int(r.fixed_anchors) for r in rows) / max(sum(int(r.strata_items_matched) for r in rows), 1)
+    ones = all(_f(t[c]) == "1.000" for c in ("g_ratio", "citc_ratio", "sem_ratio"))
+    lead = ("Every ratio prints 1.000 because the matched control has no choice for most anchors. " if ones
+            and share >= 0.5 else "Every ratio prints 1.000. " if ones else "") + "Cells where the matched control has no choice: "
+    return [lead + per_fold + ". In such a cell every stratum holding anchors is all anchors (always so for a cell "
+            "of up to 4 items: one item per stratum), so each control draws exactly the low-DIF items there. "
+            f"{100 * share:.0f}% of the anchors are in such cells: the ratios and the control's reversal rate "
+            "compare the low-DIF subtest with itself to that extent, and a ratio near 1.000 there says \"the same "
+            "items\", not that balance was achieved on a free draw.", ""]
+
+
+def gap_curve_rows(t, bench: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """Table 7's header and rows; a gap with no countable pair says "no pairs" in every row (a rate, a p-value or
+    a bootstrap range there would be read as a number; the bootstrap's frozen pair set can hold pairs tied on the
+    observed scores that it counts in some replicates)."""
+    head = ["Benchmark"] + [f"{g:g} pp" for g in t["gap_pp"]]
+    n = [int(x) for x in t["pairs"]]
+    rows = [[bench] + [f"{_pct(r)}/{_pct(m)}" if k else "no pairs" for r, m, k in
+                       zip(t["rate"], t["random_median"], n, strict=True)],
+            ["pairs"] + [str(k) for k in n], ["p"] + [_f(p) if k else "no pairs" for p, k in zip(t["p"], n, strict=True)]]
+    if "bootstrap_rate_lo" in t:
+        rows.append(["bootstrap 95% range"] + [f"[{_pct(lo)}, {_pct(hi)}]" if k else "no pairs" for lo, hi, k in
+                                               zip(t["bootstrap_rate_lo"], t["bootstrap_rate_hi"], n, strict=True)])
+    empty = [f"{g:g} pp" for g, k in zip(t["gap_pp"], n, strict=True) if not k]
+    notes = [f"No near-tie pair at {', '.join(empty)}: no different-owner, different-family pair of representatives "
+             "is that close on the full score without a tie on either score, so there is no rate, p-value or range "
+             "to report there."] if empty else []
+    return head, rows, notes
+
+
+def table11_note(rate, t) -> list[str]:
+    """How to read Table 11, and why the observed rate can lie outside its own bootstrap range (paper 002 C.7)."""
+    lines = ["The ranges are 2.5-97.5% percentiles of recomposed statistics, not confidence intervals around the "
+             "observed rate nor intervals for the excess (paper 002, Table 11's caption)."]
+    lo, hi = t["rate_lo"], t["rate_hi"]
+    if rate is not None and lo is not None and hi is not None and np.isfinite(rate) and not lo <= rate <= hi:
+        side = "above" if rate > hi else "below"
+        lines.append(f"The observed {_pct(rate)}% lies {side} the range {_pct(lo)}-{_pct(hi)}%, as in the paper (BBH: "
+                     "42.1% observed, 18.9-39.2%): each replicate reweights whole item groups or blocks, which moves "
+                     "every model's full and anchor score, while the near-tie pair set stays frozen from the observed "
+                     "full scores (C.7). Those pairs were chosen because their observed full scores nearly tie; a "
+                     "recomposition usually pulls them apart, so fewer of them reverse, and the replicates are not "
+                     "centred on the observed rate. It is not an error and not a failed check.")
+    return [" ".join(lines), ""]
+
+
 def markdown_report(res, bench: str) -> str:
     s, cfg = res.summary, res.config
-    lines = ["# Family-DIF near-tie audit", "", f"Status: **{s['status']}**", "",
+    lines = ["# Family-DIF near-tie audit", "", f"Status: **{s['status']}**", "", status_words(s, cfg), "",
              f"Items: {s['items']}; capped models: {s['capped_models']}; owners: {s['owners']}; "
              f"families: {s['families']}; scored representatives: {s['representatives']}.",
              f"Near tie: different owner, different family, |full gap| <= {100 * cfg.gap:g} pp "
@@ -153,7 +245,7 @@ def markdown_report(res, bench: str) -> str:
                          _f(t["abs_delta_alpha_e3"], ".2f"),
                          f"{_pct(t['low_dif_rate'])}/{_pct(t['control_median'])}", _f(t["excess_pp"], "+.1f"),
                          _f(t["p"])]])
-        lines += [""]
+        lines += [""] + table5_note(t, pr.get("table5_folds"))
     sec = res.secondary
     if "within-family specificity" in sec:
         t = sec["within-family specificity"].iloc[0]
@@ -166,14 +258,8 @@ def markdown_report(res, bench: str) -> str:
     if "gap-threshold curve" in sec:
         t = sec["gap-threshold curve"]
         lines += ["## Table 7: low-DIF / matched-random reversal rate (%) by full-score gap", "", SENSITIVITY, ""]
-        head = ["Benchmark"] + [f"{g:g} pp" for g in t["gap_pp"]]
-        rows = [[bench] + [f"{_pct(r)}/{_pct(m)}" if n else "n/a" for r, m, n in
-                           zip(t["rate"], t["random_median"], t["pairs"], strict=True)],
-                ["pairs"] + [str(n) for n in t["pairs"]], ["p"] + [_f(p) for p in t["p"]]]
-        if "bootstrap_rate_lo" in t:
-            rows.append(["bootstrap 95% range"] + [f"[{_pct(lo)}, {_pct(hi)}]" for lo, hi in
-                                                   zip(t["bootstrap_rate_lo"], t["bootstrap_rate_hi"], strict=True)])
-        lines += _rows(head, rows) + [""]
+        head, rows, notes = gap_curve_rows(t, bench)
+        lines += _rows(head, rows) + [""] + [*notes, *([""] if notes else [])]
     if "anchor-fraction sensitivity" in sec:
         t = sec["anchor-fraction sensitivity"]
         fr = {f"{100 * f:g}%": f"{_f(tau)} / {_pct(r)}%" for f, tau, r in zip(t["fraction"], t["tau_b"], t["rate"],
@@ -213,6 +299,7 @@ def markdown_report(res, bench: str) -> str:
                         "replicates", "units"],
                        [[bench, _pct(s["rate"]), f"{_pct(t['rate_lo'])}-{_pct(t['rate_hi'])}",
                          f"{_f(t['tau_lo'])}-{_f(t['tau_hi'])}", _n(t["replicates"]), _n(t["units"])]]) + [""]
+        lines += table11_note(s["rate"], t)
     return "\n".join(lines)
 
 

@@ -5,7 +5,8 @@ edge: on a held-back benchmark an 8-ulp cost difference for one single-model own
 half and p from .334 to .811.  :func:`split_stability` reruns the primary audit under N other population seeds
 (``family_seed + 1 .. + N``: the owner-cap draws, the tie order and the tie draws of the split, as the reference's
 one population seed governs them), each with its own dimension selection, purification and controls, and
-reports Table 1 per split, the range and median of p, the share of splits with p at or below the significance
+reports Table 1 per split (each split a replicate of :mod:`~benchloupe.engine.replicates`, on any
+``--jobs`` or cluster with the same numbers: its seeds are its own), the range and median of p, the share of splits with p at or below the significance
 level, and a one-line verdict: ``stable`` when at least :data:`STABLE_SHARE` of the splits reach the primary
 run's status, else ``fragile``.
 """
@@ -18,7 +19,8 @@ from dataclasses import replace
 import numpy as np
 
 from benchloupe.columns import Columns
-from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
+from benchloupe.engine import replicates
+from benchloupe.engine.common import EngineError, Progress, no_progress
 
 from .audit import run_primary
 from .results import AuditResult, ProtocolInputs
@@ -34,22 +36,27 @@ def split_stability(result: AuditResult, inputs: ProtocolInputs, n: int, cancel:
     base = replace(result.config, protocol="primary", split_seeds=0, specificity=False, bootstrap=0, gap_curve=(),
                    fraction_sensitivity=())
     primary_status = result.summary["status"]
-    rows = []
-    for i in range(1, n + 1):
-        check_cancel(cancel)
-        progress(i - 1, n, f"owner split {i} of {n}")
-        seed = base.family_seed + i
-        row = {"split": i, "family_seed": seed, "note": ""}
-        try:
-            res = run_primary(inputs.responses, inputs.model_ids, inputs.families, inputs.owners, inputs.item_groups,
-                              replace(base, family_seed=seed), mask=inputs.mask, cancel=cancel)
-        except EngineError as exc:
-            rows.append({**row, "status": "not run", "agrees": False, "note": str(exc).splitlines()[0]})
-            continue
-        s = res.summary
-        rows.append({**row, **{k: s[k] for k in SPLIT_COLUMNS if k in s}, "agrees": s["status"] == primary_status})
+    shared = (inputs.responses, inputs.model_ids, inputs.families, inputs.owners, inputs.item_groups, inputs.mask,
+              base)
+    rows = replicates.run(_split_row, range(1, n + 1), shared, progress=progress, cancel=cancel, label="owner split")
+    for row in rows:
+        row["agrees"] = row["status"] == primary_status
     table = Columns({c: [r.get(c) for r in rows] for c in SPLIT_COLUMNS}, columns=SPLIT_COLUMNS)
     return table, stability_summary(rows, primary_status, result.summary.get("p"), result.config.significance)
+
+
+def _split_row(shared, i: int) -> dict:
+    """Table 1 under owner split ``i`` (population seed ``family_seed + i``): one replicate, run anywhere."""
+    responses, model_ids, families, owners, item_groups, mask, base = shared
+    seed = base.family_seed + i
+    row = {"split": i, "family_seed": seed, "note": ""}
+    try:
+        res = run_primary(responses, model_ids, families, owners, item_groups, replace(base, family_seed=seed),
+                          mask=mask)
+    except EngineError as exc:
+        return {**row, "status": "not run", "note": str(exc).splitlines()[0]}
+    s = res.summary
+    return {**row, **{k: s[k] for k in SPLIT_COLUMNS if k in s}}
 
 
 def stability_summary(rows: list[dict], primary_status: str, primary_p: float | None, alpha: float) -> dict:

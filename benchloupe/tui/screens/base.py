@@ -25,6 +25,8 @@ from benchloupe.tui.writes import Written, ordered_write
 TABS = (("1", "Bench", "benchmarks"), ("2", "Items", "items"), ("3", "Models", "models"), ("4", "Runs", "runs"),
         ("5", "Anomalies", "anomalies"), ("6", "Reversals", "reversals"), ("7", "Coverage", "coverage"),
         ("8", "Fill", "benchfill"))
+# shown where the line has room for it and the benchmark's whole name (not at 80 columns: key 9 still goes there)
+ROOMY_TABS = (("9", "Item flags", "itemflags"),)
 
 SHORT = {"Models": "Mod", "Anomalies": "Anom", "Reversals": "Rev", "Coverage": "Cov"}  # 80 columns: room for the actor
 
@@ -42,18 +44,21 @@ class TopBar(SafeStatic):
     def on_resize(self) -> None:
         self.refresh_bar()
 
-    def refresh_bar(self) -> None:
+    def _tabs(self, tabs: tuple, wide: bool) -> Text:
         text = Text(no_wrap=True, overflow="ellipsis")
-        wide = self.size.width >= 100
-        for key, label, mode in TABS:
+        for key, label, mode in tabs:
             label = label if wide else SHORT.get(label, label)
             if mode == self.mode:
                 text.append(f" {key} {label} ", style="reverse bold")
             else:
                 text.append(f" {key}", style="bold")
                 text.append(f" {label}", style="dim")
+        return text
+
+    def refresh_bar(self) -> None:
+        wide = self.size.width >= 100
+        text = self._tabs(TABS, wide)
         bench = self.app.benchmark
-        text.append("  │ ", style="dim")
         # who decides here (every write records it), and a database this curator cannot write: kept whole at
         # 80 columns, the benchmark's name gives way
         who = Text(" · as " if wide else " · ", style="dim")
@@ -63,6 +68,10 @@ class TopBar(SafeStatic):
         elif getattr(self.app, "read_only", None):
             who.append(" · read-only", style="bold yellow")
         name = Text(bench if bench else "no benchmark", style="bold" if bench else "dim italic")
+        roomy = self._tabs(TABS + ROOMY_TABS, wide)
+        if roomy.cell_len + 4 + name.cell_len + who.cell_len <= self.size.width:
+            text = roomy
+        text.append("  │ ", style="dim")
         room = self.size.width - text.cell_len - who.cell_len
         if self.size.width and name.cell_len > room:
             name.truncate(max(room, 4), overflow="ellipsis")

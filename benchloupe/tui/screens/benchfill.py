@@ -31,6 +31,7 @@ from textual.widgets import Input, TextArea
 
 from benchloupe import ranges
 from benchloupe.jobs import simulated
+from benchloupe.jobs.fill_dupes import words as dup_words
 from benchloupe.store import runners
 from benchloupe.store.actor import by_at, short_time
 from benchloupe.store.db import StoreError
@@ -386,6 +387,9 @@ class BenchFillScreen(BenchScreen):
             text.append(" · " + se_words(se, c.get("b_min"), c.get("b_max")))
         text.append("\njudge: ", style="bold")
         text.append(str(c["verdict"] or "valid"))
+        dup = dup_words(c["payload"].get("duplicate_of")) if isinstance(c["payload"], dict) else ""
+        if dup:
+            text.append(f"\n⚠ {dup}", style="bold yellow")
         if c["note"]:
             text.append("\nnote: ", style="bold")
             text.append(str(c["note"]))

@@ -3,7 +3,8 @@ statistics (item-rest r, sign-free slope with its interval, q-values, S-X2), the
 with the suggested key, and a small fit plot (observed vs expected proportion right by score group). Decisions as
 on every queue (c confirm, d dismiss, u unsure, z undo, e note); K fixes the key to the suggested one (re-scores
 the item's results from the stored options, one transaction; `benchloupe flags --undo` takes it back), R retires
-the item and confirms the flag."""
+the item and confirms the flag. r runs the item audit on the open benchmark with its defaults (the Runs screen,
+4, starts it with a form)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,23 @@ class ItemFlagsScreen(FlagQueueScreen):
     BINDINGS = [
         Binding("K", "fix_key", "Fix key", show=False, id="itemflags.fix_key"),
         Binding("R", "retire", "Retire item", show=False, id="itemflags.retire"),
+        Binding("r", "run_audit", "Run item audit", show=False, id="itemflags.run"),
     ]
+
+    def action_run_audit(self) -> None:
+        """r: the item audit on the open benchmark, with its defaults, as a job (its flags land here)."""
+        from benchloupe.jobs import analysis
+        from benchloupe.tui.jobs_ui import analysis_job
+
+        config = analysis("items").config_cls()
+        self.app.start_job(f"items on {self.app.benchmark}",
+                           analysis_job(self.app.db_path, "items", self.app.benchmark, config))
+
+    def empty_text(self, total: int) -> Text:
+        if total:
+            return super().empty_text(total)
+        return Text("no item flags for this benchmark yet: r runs the item audit here (defaults), or start "
+                    "'items' with its form in 4: Runs", style="dim")
 
     def fetch_context(self, conn: sqlite3.Connection, benchmark: str, q: FlagQueue) -> dict:
         """Per run: item id -> its row in the run's cards (option shares, fit curve)."""

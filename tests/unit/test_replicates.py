@@ -1,0 +1,148 @@
+"""Replicates on any number of local processes give the same numbers bit for bit (issue 36)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchloupe.engine import replicates
+from benchloupe.engine.bootstrap import cluster_bootstrap, method_bootstrap
+from benchloupe.engine.joint import JointConfig, StaticData
+from tests.unit._joint_sim import simulate
+
+
+def _boot(jobs: int, **kw):
+    truth, S, A = simulate(12, 60, 40, seed=8)
+    S = StaticData(S.correct, S.mask, item_source=np.repeat(["x", "y"], 30))
+    with replicates.use(replicates.Workers(jobs=jobs)):
+        return cluster_bootstrap(S, A, JointConfig(), B=9, seed=3, **kw)
+
+
+def test_bootstrap_same_numbers_on_one_and_two_processes():
+    one, two = _boot(1), _boot(2)
+    np.testing.assert_array_equal(one.thetas, two.thetas)
+    np.testing.assert_array_equal(one.se, two.se)
+    np.testing.assert_array_equal(one.rank_low, two.rank_low)
+    assert one.failed == two.failed == 0
+
+
+def test_replicate_b_draws_from_its_own_seed():
+    """Replicate b's stream is SeedSequence(seed).spawn(B)[b]: the first replicates of B=9 and of B=3 agree."""
+    truth, S, A = simulate(12, 60, 40, seed=8)
+    a = method_bootstrap(S, A, JointConfig(), method="arena_bt", B=9, seed=5)
+    b = method_bootstrap(S, A, JointConfig(), method="arena_bt", B=3, seed=5)
+    np.testing.assert_array_equal(a.thetas[:3], b.thetas)
+
+
+def test_run_keeps_task_order_and_progress_ends_full():
+    seen = []
+    with replicates.use(replicates.Workers(jobs=2)):
+        out = replicates.run(_square, list(range(11)), 3, progress=lambda d, t, m: seen.append((d, t)))
+    assert out == [3 * i * i for i in range(11)]
+    assert seen[-1] == (11, 11) and all(d <= t for d, t in seen)
+
+
+def test_replicate_error_of_a_task_reaches_the_caller_as_itself():
+    from benchloupe.engine.common import EngineError
+
+    with replicates.use(replicates.Workers(jobs=2)), pytest.raises(EngineError, match="task 4"):
+        replicates.run(_fail_on_four, list(range(6)))
+
+
+def test_each_replicate_is_single_threaded():
+    from benchloupe.engine.common import usable_cores
+
+    with replicates.use(replicates.Workers(jobs=2)):
+        assert replicates.run(_cores, [0, 1, 2]) == [1, 1, 1]
+    assert replicates.run(_cores, [0]) == [1]
+    assert usable_cores() == min(8, replicates.all_cores())  # outside a replicate, as before
+
+
+def _square(k, i):
+    return k * i * i
+
+
+def _fail_on_four(_, i):
+    from benchloupe.engine.common import EngineError
+
+    if i == 4:
+        raise EngineError("task 4 cannot run")
+    return i
+
+
+def _cores(_, i):
+    from threadpoolctl import threadpool_info
+
+    from benchloupe.engine.common import usable_cores
+
+    blas = [p["num_threads"] for p in threadpool_info()]
+    return usable_cores() if all(n == 1 for n in blas) else -1
+
+
+def test_audit_splits_and_perturbations_same_on_one_and_two_processes():
+    """The near-tie audit's replicates keep the reference's seeds per unit (family_seed + i, the primary's seeds
+    for each perturbation), so processes change nothing: Table 9 and the split table are equal bit for bit."""
+    from dataclasses import replace
+
+    from benchloupe.engine.neartie import run_audit
+    from benchloupe.engine.neartie.perturb import population_robustness
+    from tests.unit.test_neartie_protocol import FAST, _inputs, simulate
+
+    sim = simulate(seed=3, n_owners=60, n_items=120)
+    cfg = replace(FAST, split_seeds=3)
+    out = []
+    for jobs in (1, 2):
+        with replicates.use(replicates.Workers(jobs=jobs)):
+            res = run_audit(*sim, cfg)
+            out.append((res.tables["split_seeds"].records(), res.summary["split_stability"],
+                        population_robustness(res, _inputs(res, *sim), 49)))
+    (s1, v1, t1), (s2, v2, t2) = out
+    assert s1 == s2 and v1 == v2
+    assert t1.equals(t2) and len(t1) == 10
+
+
+def _both(fn):
+    out = []
+    for jobs in (1, 2):
+        with replicates.use(replicates.Workers(jobs=jobs)):
+            out.append(fn())
+    return out
+
+
+def test_subset_recovery_refits_same_on_one_and_two_processes():
+    from benchloupe.engine.informativeness import subset_recovery
+    from benchloupe.engine.joint import fit_joint
+
+    _, S, A = simulate(14, 60, 40, seed=2)
+    res = fit_joint(S, A, JointConfig())
+    one, two = _both(lambda: subset_recovery(res, S, A, fractions=(0.25, 0.5, 1.0), seeds=(0, 1)))
+    assert one.equals(two) and one["reused"].any()
+
+
+def test_contamination_protocol_same_on_one_and_two_processes():
+    from benchloupe.engine.anomaly import contamination_experiment
+
+    _, S, A = simulate(14, 60, 40, seed=5)
+    one, two = _both(lambda: contamination_experiment(S, None, JointConfig(mode="static"), rates=(0.01, 0.05),
+                                                      seeds=(0, 1)))
+    assert one.equals(two) and len(one) == 8
+
+
+def test_protocol_tables_same_on_one_and_two_processes():
+    """Table 2's permutations (drawn in the reference's order by the caller), Table 4's and Table 5's two folds,
+    as replicates: the same tables on one and two processes."""
+    from benchloupe.engine.neartie import run_audit
+    from benchloupe.engine.neartie.direct_mirt import direct_mirt_audit
+    from benchloupe.engine.neartie.replication import replication
+    from tests.unit.test_neartie_protocol import FAST, _inputs, simulate
+
+    sim = simulate(seed=3, n_owners=60, n_items=120)
+    res = run_audit(*sim, FAST)
+    inputs = _inputs(res, *sim)
+    from benchloupe.engine.neartie.matched import matched_controls
+
+    one, two = _both(lambda: (replication(res, inputs, permutations=49)["table2"],
+                              direct_mirt_audit(res, inputs, max_updates=300), *matched_controls(res, inputs, 49)))
+    assert one[0].equals(two[0]) and one[1].equals(two[1]) and one[2].equals(two[2])
+    assert one[3]["folds"].equals(two[3]["folds"])
+    np.testing.assert_array_equal(one[3]["control_counts"], two[3]["control_counts"])
