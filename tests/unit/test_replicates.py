@@ -129,8 +129,8 @@ def test_contamination_protocol_same_on_one_and_two_processes():
 
 
 def test_protocol_tables_same_on_one_and_two_processes():
-    """Table 2's permutations (drawn in the reference's order by the caller) and Table 4's two folds, as
-    replicates: the same tables on one and two processes."""
+    """Table 2's permutations (drawn in the reference's order by the caller), Table 4's and Table 5's two folds,
+    as replicates: the same tables on one and two processes."""
     from benchloupe.engine.neartie import run_audit
     from benchloupe.engine.neartie.direct_mirt import direct_mirt_audit
     from benchloupe.engine.neartie.replication import replication
@@ -139,6 +139,10 @@ def test_protocol_tables_same_on_one_and_two_processes():
     sim = simulate(seed=3, n_owners=60, n_items=120)
     res = run_audit(*sim, FAST)
     inputs = _inputs(res, *sim)
+    from benchloupe.engine.neartie.matched import matched_controls
+
     one, two = _both(lambda: (replication(res, inputs, permutations=49)["table2"],
-                              direct_mirt_audit(res, inputs, max_updates=300)))
-    assert one[0].equals(two[0]) and one[1].equals(two[1])
+                              direct_mirt_audit(res, inputs, max_updates=300), *matched_controls(res, inputs, 49)))
+    assert one[0].equals(two[0]) and one[1].equals(two[1]) and one[2].equals(two[2])
+    assert one[3]["folds"].equals(two[3]["folds"])
+    np.testing.assert_array_equal(one[3]["control_counts"], two[3]["control_counts"])
