@@ -331,7 +331,7 @@ def remove_run(db_path, run_id: int) -> None:
 
 # The order analyses are listed in (Runs screen, help): by area module, then in each module's own order. Modules
 # are imported lazily and in whatever order commands ask for them, so the registry's insertion order is not it.
-_AREA_ORDER = ("calibration", "diagnostics", "audit", "items", "coverage", "fill")
+_AREA_ORDER = ("calibration", "diagnostics", "estimate", "audit", "items", "coverage", "fill")
 
 
 def _load_analyses() -> dict[str, Analysis]:
@@ -340,7 +340,7 @@ def _load_analyses() -> dict[str, Analysis]:
     Done on first use of ``ANALYSES``, not at import: ``import`` and ``list`` never load the engine's heavy
     modules (scipy.stats, the openai client) that only analyses use (issue 12, speed of imports).
     """
-    from . import audit, calibration, coverage, diagnostics, fill, items  # noqa: F401
+    from . import audit, calibration, coverage, diagnostics, estimate, fill, items  # noqa: F401
 
     seq = {name: i for i, name in enumerate(_REGISTRY)}
 
@@ -357,7 +357,7 @@ _AREA_MODULE = {"neartie": "audit", "joint": "calibration", "static": "calibrati
                 "evaluate": "calibration", "bt": "calibration", "avg-reward": "calibration",
                 "coverage": "coverage", "calibrate": "coverage", "compress": "diagnostics",
                 "anomalies": "diagnostics", "screen": "diagnostics", "bootstrap": "diagnostics",
-                "contamination": "diagnostics", "items": "items"}
+                "contamination": "diagnostics", "estimate": "estimate", "items": "items"}
 
 
 def analysis(name: str) -> Analysis:

@@ -28,7 +28,7 @@ from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from .base import RunContext, fingerprint
+from .base import Analysis, RunContext, fingerprint, register
 
 FOR_ESTIMATE = Opt("purpose", "estimate", spelled="--for")  # compress's purpose, spelled --for on the command line
 ESTIMATE_COMPRESS = Alt("compress --for estimate", "compress with purpose = estimate")
@@ -229,6 +229,11 @@ def describe(row) -> str:
     """"est. 61.2 % [58.9, 63.5] · 30 of 249 items": how the faces show an estimate (never as an observed score)."""
     return (f"est. {100 * row['estimate']:.1f} % [{100 * row['estimate_lo']:.1f}, {100 * row['estimate_hi']:.1f}] "
             f"\u00b7 {int(row['seen'])} of {int(row['n_items'])} items")
+
+
+# the Runs screen starts it as it starts every analysis (a job, the form prefilled with these defaults)
+register(Analysis("estimate", "Full-benchmark accuracy of partly evaluated models, with a 95 % interval",
+                  "estimation", EstimateConfig, "static", run_estimate))
 
 
 
@@ -528,9 +533,8 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
                 if len(test) > config.max_test:
                     test = np.sort(rng.choice(test, config.max_test, replace=False))
                 cal, _, _ = ev.fold_calibration(y[train], mask[train], chance, cancel=cancel)
-                trf = train[mask[train].all(axis=1)]
-                sc = est.cat_scale(cal, y[trf], target_se=config.target_se, max_items=config.max_items or None,
-                                   seed=config.seed + f)
+                sc = ev.cat_scale(y[train], mask[train], chance, target_se=config.target_se,
+                                  max_items=config.max_items or None, seed=config.seed + f, cancel=cancel)
                 r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None,
                                      scale=sc)
                 # the same number of random items, for comparison

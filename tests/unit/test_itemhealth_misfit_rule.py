@@ -68,3 +68,19 @@ def test_well_populated_columns_get_the_normal_tail_and_sparse_ones_replicates()
     p_again, _ = assoc.permutation_pvalues(x, rest, alternative="greater", n_perm=199, rng=np.random.default_rng(2))
     assert p_again[0] == p[0]
     assert p_again[1] != p[1] or p_again[2] != p[2]  # replicates decide the sparse and the short columns
+
+
+def test_accelerated_em_reaches_the_fixed_point_of_plain_em():
+    """SQUAREM around the EM map stops by the plain EM step's rule (converged), recovers the slopes (one of them
+    negative), in fewer EM steps than plain EM takes (92 -> 37 at 2,000 x 3,000, docs/ITEMS.md)."""
+    from benchloupe.engine.itemhealth import irt
+
+    rng = np.random.default_rng(4)
+    m, n = 1500, 40
+    theta = rng.normal(size=m)
+    a, b = rng.uniform(-0.5, 2.0, n), rng.normal(size=n)
+    y = (rng.random((m, n)) < 1 / (1 + np.exp(-a * (theta[:, None] - b)))).astype(float)
+    fit = irt.fit_2pl(y, np.zeros(n))
+    assert fit.converged and fit.iterations < 60
+    assert np.corrcoef(fit.a, a)[0, 1] > 0.95
+    assert (np.sign(fit.a[a < -0.3]) == -1).all()
