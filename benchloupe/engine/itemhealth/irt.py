@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
+XPD_ROWS = 1024  # models per block of the standard errors' per-model scores
+
 
 def quadrature(n: int = 41, lim: float = 6.0) -> tuple[np.ndarray, np.ndarray]:
     nodes = np.linspace(-lim, lim, n)
@@ -63,7 +65,6 @@ def fit_2pl(y: np.ndarray, chance: np.ndarray, *, max_iter: int = 300, tol: floa
     obs = ~np.isnan(y)
     complete = bool(obs.all())
     y0 = np.where(obs, y, 0.0)
-    wrong = obs.astype(float) - y0
     y32, obs32 = y0.astype(np.float32), obs.astype(np.float32)  # the E-step's products in float32 (half the time)
     c = np.clip(np.nan_to_num(np.asarray(chance, float), nan=0.0), 0.0, 0.95)
     n_obs = np.maximum(obs.sum(0), 1)
@@ -133,15 +134,24 @@ def fit_2pl(y: np.ndarray, chance: np.ndarray, *, max_iter: int = 300, tol: floa
     # EAP abilities and XPD standard errors at the estimate
     P, s = _prob(a, d, c, nodes)
     P = np.clip(P, 1e-10, 1 - 1e-10)
-    ll = y0 @ np.log(P).T + wrong @ np.log1p(-P).T + logw
+    lq, l1 = np.log(P), np.log1p(-P)
+    base = (l1.sum(1)[None, :] if complete else (obs32 @ l1.T.astype(np.float32)).astype(float))
+    ll = (y32 @ (lq - l1).T.astype(np.float32)).astype(float) + base + logw
     post = np.exp(ll - ll.max(1, keepdims=True))
     post /= post.sum(1, keepdims=True)
     theta = post @ nodes
     theta_sd = np.sqrt(np.maximum(post @ nodes**2 - theta**2, 0))
     gq = (1 - c) * s * (1 - s) / (P * (1 - P))  # Q x N
-    sd_ = obs * (y0 * (post @ gq) - post @ (P * gq))  # per-model score for d
-    sa_ = obs * (y0 * (post @ (gq * nodes[:, None])) - post @ (P * gq * nodes[:, None]))
-    xaa, xad, xdd = (sa_ * sa_).sum(0), (sa_ * sd_).sum(0), (sd_ * sd_).sum(0)
+    g32 = [m_.astype(np.float32) for m_ in (gq, P * gq, gq * nodes[:, None], P * gq * nodes[:, None])]
+    xaa, xad, xdd = np.zeros(y.shape[1]), np.zeros(y.shape[1]), np.zeros(y.shape[1])
+    for lo in range(0, len(y), XPD_ROWS):  # per-model scores in float32, a block of models at a time
+        rows = slice(lo, lo + XPD_ROWS)
+        pb, yb, ob = post[rows].astype(np.float32), y32[rows], obs32[rows]
+        sd_ = ob * (yb * (pb @ g32[0]) - pb @ g32[1])  # per-model score for d
+        sa_ = ob * (yb * (pb @ g32[2]) - pb @ g32[3])
+        xaa += np.einsum("ij,ij->j", sa_, sa_, dtype=np.float64)
+        xad += np.einsum("ij,ij->j", sa_, sd_, dtype=np.float64)
+        xdd += np.einsum("ij,ij->j", sd_, sd_, dtype=np.float64)
     det = xaa * xdd - xad * xad
     with np.errstate(invalid="ignore", divide="ignore"):
         a_var = np.where(det > 0, xdd / det, np.nan)
