@@ -11,6 +11,9 @@ duplicate texts (an item's text with one word changed). Texts are random 40-word
 
     nice python bench/bench_items.py --benchmarks 200          # JSON on stdout, a table on stderr
     nice python bench/bench_items.py --speed 1000 2000         # audit items vs fit static, whole processes
+    nice python bench/bench_items.py --speed 5000 14000 --workdir /tmp/x   # the issue's size, workspace kept
+    nice python bench/bench_items.py --misfit --benchmarks 20 --models 2000   # misfit rules: power, FDR
+    nice python bench/bench_items.py --leaderboard             # real ARC and TruthfulQA: flags by reason
 """
 
 from __future__ import annotations
@@ -164,27 +167,119 @@ def classic(n_perm: int) -> dict:
     return out
 
 
-def speed(m: int, n: int, seed: int) -> dict:
-    """`fit static` and `audit items` as whole processes on one simulated workspace of m models x n items."""
-    rng = np.random.default_rng(seed)
-    theta, b = rng.normal(size=m), rng.normal(size=n)
-    y = (rng.random((m, n)) < 1 / (1 + np.exp(-(theta[:, None] - b)))).astype(np.int8)
+MISFIT_RULES = {"BH q <= .05": 0.0, "+ RMSEA > .03": 0.03, "+ RMSEA > .05": 0.05, "+ RMSEA > .08": 0.08,
+                "+ RMSEA > .10": 0.10}
+
+
+def misfit_simulate(rng: np.random.Generator, m: int, n: int, latent: str):
+    """0/1 responses with chance .25 and 6 planted misfitting items of the shapes seen on leaderboards: 3 with a
+    give-away (lower asymptote .6 where the key says .25) and 3 non-monotone (strong models talk themselves out of
+    the answer: the success curve peaks at b and falls to .3 above it). Abilities normal, or bimodal (60 % around
+    -0.8, 40 % around 1.2, sd .5: base models and their fine-tunes)."""
+    if latent == "normal":
+        theta = rng.normal(size=m)
+    else:
+        theta = np.where(rng.random(m) < .6, rng.normal(-.8, .5, m), rng.normal(1.2, .5, m))
+    a, b = rng.uniform(0.8, 2.0, n), rng.normal(size=n)
+    s = 1 / (1 + np.exp(-a * (theta[:, None] - b)))
+    p = 0.25 + 0.75 * s
+    planted = np.zeros(n, bool)
+    planted[:6] = True
+    p[:, :3] = 0.6 + 0.4 * s[:, :3]
+    bump = np.exp(-np.maximum(theta[:, None] - b[3:6], 0) ** 2 / 0.5)
+    p[:, 3:6] = 0.3 + (p[:, 3:6] - 0.3) * bump
+    return (rng.random((m, n)) < p).astype(float), planted
+
+
+def misfit_study(n_bench: int, m: int, n: int, seed: int) -> dict:
+    """Power and false-discovery rate of each candidate misfit rule (S-X2 with BH q, and an RMSEA floor), on
+    normal and on bimodal abilities."""
+    from benchloupe.engine.itemhealth import irt
+    from benchloupe.engine.itemhealth.audit import guessing_levels
+
+    out = {}
+    for latent in ("normal", "bimodal"):
+        hits = {r: 0 for r in MISFIT_RULES}
+        fdp: dict = {r: [] for r in MISFIT_RULES}
+        planted_total = 0
+        for child in np.random.SeedSequence([seed, len(latent)]).spawn(n_bench):
+            y, planted = misfit_simulate(np.random.default_rng(child), m, n, latent)
+            chance = np.full(n, 0.25)
+            c_fit = guessing_levels(y, chance, assoc.rest_means(assoc.formula_scores(y, chance)), y.mean(0))
+            fit = irt.fit_2pl(y, c_fit)
+            sx = irt.s_x2(y, fit)
+            rmsea = np.sqrt(np.maximum(0.0, (sx.stat - sx.df) / (sx.df * max(sx.n_models - 1, 1))))
+            q = assoc.bh_qvalues(sx.p)
+            planted_total += int(planted.sum())
+            for rule, floor in MISFIT_RULES.items():
+                flag = (np.nan_to_num(q, nan=2) <= 0.05) & (np.nan_to_num(rmsea) > floor)
+                hits[rule] += int((flag & planted).sum())
+                fdp[rule].append(float((flag & ~planted).sum() / max(flag.sum(), 1)))
+        out[latent] = {r: {"power": round(hits[r] / planted_total, 3), "fdr": round(float(np.mean(fdp[r])), 3),
+                           "fdr_se": round(float(np.std(fdp[r]) / np.sqrt(len(fdp[r]))), 3)} for r in MISFIT_RULES}
+    return {"benchmarks": n_bench, "models": m, "items": n, "by_latent": out}
+
+
+def leaderboard(seed: int) -> dict:
+    """The audit on real Open LLM Leaderboard data (../shared/data/metabench: ARC 4,280 x 100 with chance .25,
+    TruthfulQA 4,280 x 136 without): misfit flags by RMSEA floor, and every reason's count at the defaults."""
+    import pandas as pd
+
+    folder = ROOT.parent / "shared" / "data" / "metabench"
+    out = {}
+    for name, stem, chance in (("ARC", "arc-2PL-MAP-0.005-seed=1", 0.25),
+                               ("TruthfulQA", "truthfulqa-2PL-EAPsum-0.01-seed=1", float("nan"))):
+        y = pd.read_csv(folder / f"{stem}.responses.csv.gz", index_col=0).to_numpy(float)
+        res = run_item_audit(ItemAuditInputs(y=y, chance=np.full(y.shape[1], chance)), ItemAuditConfig(seed=seed))
+        q, rmsea = np.nan_to_num(res.table["sx2_q"], nan=2), np.nan_to_num(res.table["sx2_rmsea"])
+        out[name] = {"models": int(y.shape[0]), "items": int(y.shape[1]), "reasons": res.metrics["reasons"],
+                     "misfit_by_floor": {str(f): int(((q <= 0.05) & (rmsea > f)).sum()) for f in MISFIT_RULES.values()}}
+    return out
+
+
+def _timed(argv: list, env: dict) -> dict:
+    """One whole process: wall seconds, CPU seconds and peak resident memory (its own rusage)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "benchloupe", *argv], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{argv[:2]} failed: {err[-2000:]}")
+    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "max_rss_mb": round(usage.ru_maxrss / 1024)}
+
+
+def speed(m: int, n: int, seed: int, workdir: str | None = None) -> dict:
+    """`fit static` and `audit items` as whole processes, one after the other in this run, on one simulated
+    workspace of m models x n items (imported from a wide CSV; kept in *workdir* when given, and reused there)."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")} | {"PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as tmp:
-        csv = Path(tmp) / "wide.csv"
-        with open(csv, "w") as fh:
-            fh.write("model," + ",".join(f"q{j}" for j in range(n)) + "\n")
-            for i in range(m):
-                fh.write(f"m{i}," + ",".join(map(str, y[i])) + "\n")
-        db = Path(tmp) / "w.db"
-        times = {}
-        for name, argv in (("import", ["import", "wide", str(csv), "--benchmark", "sim"]),
-                           ("fit_static", ["fit", "static", "sim"]), ("audit_items", ["audit", "items", "sim"])):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "benchloupe", *argv, "--db", str(db)], check=True, env=env,
-                           capture_output=True)
-            times[name] = round(time.perf_counter() - t0, 2)
-    return {"models": m, "items": n, "seconds": times, "ratio": round(times["audit_items"] / times["fit_static"], 2)}
+        folder = Path(workdir or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        db = folder / f"items_{m}x{n}.db"
+        out = {"models": m, "items": n, "load_average": round(os.getloadavg()[0], 1), "processes": {}}
+        if not db.exists():
+            rng = np.random.default_rng(seed)
+            theta, b = rng.normal(size=m), rng.normal(size=n)
+            csv = folder / "wide.csv"
+            with open(csv, "w") as fh:
+                fh.write("model," + ",".join(f"q{j}" for j in range(n)) + "\n")
+                for i in range(m):
+                    row = (rng.random(n) < 1 / (1 + np.exp(-(theta[i] - b)))).astype(np.int8)
+                    fh.write(f"m{i}," + ",".join(map(str, row.tolist())) + "\n")
+            out["processes"]["import"] = _timed(["import", "wide", str(csv), "--benchmark", "sim", "--db", str(db)],
+                                                env)
+            csv.unlink()
+        for name, argv in (("fit_static", ["fit", "static", "sim"]), ("audit_items", ["audit", "items", "sim"])):
+            out["processes"][name] = _timed([*argv, "--db", str(db)], env)
+        out["load_average_after"] = round(os.getloadavg()[0], 1)
+    p = out["processes"]
+    out["ratio"] = round(p["audit_items"]["wall_s"] / p["fit_static"]["wall_s"], 2)
+    out["cpu_ratio"] = round(p["audit_items"]["cpu_s"] / p["fit_static"]["cpu_s"], 2)
+    return out
 
 
 def main() -> None:
@@ -195,9 +290,16 @@ def main() -> None:
     ap.add_argument("--perm", type=int, default=199)
     ap.add_argument("--seed", type=int, default=20261207)
     ap.add_argument("--speed", nargs=2, type=int, metavar=("MODELS", "ITEMS"))
+    ap.add_argument("--misfit", action="store_true", help="the misfit rules' power and FDR (S-X2 only)")
+    ap.add_argument("--leaderboard", action="store_true", help="the audit on real ARC and TruthfulQA (metabench)")
+    ap.add_argument("--workdir", help="--speed: keep the workspace here and reuse it (the import is then not timed)")
     args = ap.parse_args()
     if args.speed:
-        out = speed(*args.speed, args.seed)
+        out = speed(*args.speed, args.seed, args.workdir)
+    elif args.misfit:
+        out = misfit_study(args.benchmarks, args.models, args.items, args.seed)
+    elif args.leaderboard:
+        out = leaderboard(0)
     else:
         t0 = time.perf_counter()
         out = {"simulation": study(args.benchmarks, args.models, args.items, args.perm, args.seed),

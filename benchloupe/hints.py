@@ -25,16 +25,17 @@ class Opt:
     ``name`` is the option's identifier (``"arena"``, ``"reward_model"``, ``"drop_small_families"``); ``value``
     what follows it: a metavar (``"BENCHMARK"``) or a literal value (``"arch"``); ``verb`` turns the mention
     into an instruction ("pass --arena BENCHMARK" on the command line, "set the form's arena benchmark field"
-    in a form).
+    in a form). ``spelled`` is the flag where it is not ``--name`` (compress's ``purpose`` is ``--for``).
     """
 
     name: str
     value: str = ""
     verb: str = ""
+    spelled: str = ""
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.spelled or "--" + self.name.replace("_", "-")
 
     def cli(self) -> str:
         text = self.flag + (f" {self.value}" if self.value else "")

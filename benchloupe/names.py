@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from benchloupe.hints import Alt, say
+
 MAX_MARKS = 2  # combining marks on one letter (Vietnamese needs two: "ệ" in NFD); deeper stacks are "zalgo"
 _CONFUSABLE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK"}
 # Cyrillic and Greek letters that read as Latin ones (a subset of Unicode's confusables.txt, the letters a name
@@ -65,22 +67,24 @@ def _script(ch: str) -> str | None:
     return first if first in _CONFUSABLE_SCRIPTS else None
 
 
-def check(name: object, *, what: str, where: str, max_chars: int, commas: bool = True) -> str:
+def check(name: object, *, what: str, where: str | Alt, max_chars: int, commas: bool = True) -> str:
     """*name* normalised (NFC, stripped), or :class:`BadName` with one line: ``what`` names the thing ("curator
-    name"), ``where`` where it came from ("--as"); ``commas`` False refuses a comma (a list separator)."""
+    name"), ``where`` where it came from (an :class:`~benchloupe.hints.Alt` for an option: the command line's
+    flag, the workbench's field); ``commas`` False refuses a comma (a list separator)."""
     if isinstance(name, bytes):
         try:
             name = name.decode("utf-8")
         except UnicodeDecodeError:
-            raise BadName(f"{what} from {where} is not valid UTF-8; give it in UTF-8 (plain text)") from None
+            raise BadName(say(f"{what} from ", where, " is not valid UTF-8; give it in UTF-8 (plain text)")) from None
     raw = str(name)
     value = unicodedata.normalize("NFC", raw).strip(" ")
-    fix = f"; give {where} a name of plain letters, digits, spaces and punctuation"
+    fix = say("; give ", where, " a name of plain letters, digits, spaces and punctuation")
     if not value.strip():
-        raise BadName(f"{what} from {where} is {'empty' if not raw else 'blank'}{fix}, such as "
-                         f"{'bea' if 'curator' in what else 'my-benchmark'}")
+        raise BadName(say(f"{what} from ", where, f" is {'empty' if not raw else 'blank'}", fix,
+                          f", such as {'bea' if 'curator' in what else 'my-benchmark'}"))
     if len(value) > max_chars:
-        raise BadName(f"{what} from {where} ({shown(value[:max_chars])}...) is longer than {max_chars} characters")
+        raise BadName(say(f"{what} from ", where,
+                          f" ({shown(value[:max_chars])}...) is longer than {max_chars} characters"))
     marks = 0
     scripts: set[str] = set()
     letters = lookalikes = 0
@@ -88,24 +92,24 @@ def check(name: object, *, what: str, where: str, max_chars: int, commas: bool =
         cat = unicodedata.category(ch)
         if cat in _BAD_CATEGORIES:
             if cat == "Cs":
-                raise BadName(f"{what} from {where} is not valid UTF-8 (it reads {shown(value)}){fix}")
+                raise BadName(say(f"{what} from ", where, f" is not valid UTF-8 (it reads {shown(value)})", fix))
             label = unicodedata.name(ch, "")
-            raise BadName(f"{what} {shown(value)} from {where} holds {_BAD_CATEGORIES[cat]} (U+{ord(ch):04X}"
-                          f"{' ' + label if label else ''}){fix}")
+            raise BadName(say(f"{what} {shown(value)} from ", where, f" holds {_BAD_CATEGORIES[cat]} "
+                              f"(U+{ord(ch):04X}{' ' + label if label else ''})", fix))
         if cat == "Zs" and ch != " ":
-            raise BadName(f"{what} {shown(value)} from {where} holds a space other than the plain one (U+{ord(ch):04X} "
-                             f"{unicodedata.name(ch, 'unnamed')}){fix}")
+            raise BadName(say(f"{what} {shown(value)} from ", where, " holds a space other than the plain one "
+                              f"(U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')})", fix))
         if cat in ("Mn", "Me", "Mc"):
             marks += 1
             if i == 0 or marks > MAX_MARKS:
-                raise BadName(f"{what} {shown(value)} from {where} holds "
-                                 f"{'a combining mark with no letter under it' if i == 0 else 'stacked combining marks'}"
-                                 f"{fix}")
+                raise BadName(say(f"{what} {shown(value)} from ", where, " holds ",
+                                  "a combining mark with no letter under it" if i == 0 else "stacked combining marks",
+                                  fix))
         else:
             marks = 0
         if not commas and ch in ",\uff0c":
-            raise BadName(f"{what} {shown(value)} from {where} holds a comma, which separates names in lists of "
-                             "approvers; leave it out")
+            raise BadName(say(f"{what} {shown(value)} from ", where, " holds a comma, which separates names in "
+                              "lists of approvers; leave it out"))
         if cat[0] == "L":
             letters += 1
             script = _script(ch)
@@ -115,15 +119,16 @@ def check(name: object, *, what: str, where: str, max_chars: int, commas: bool =
                 lookalikes += 1
     compat = unicodedata.normalize("NFKC", value)
     if compat != value:
-        raise BadName(f"{what} {shown(value)} from {where} holds compatibility characters (fullwidth, ligature, "
-                         f"circled or styled letters); write it plainly, as {shown(compat)}")
+        raise BadName(say(f"{what} {shown(value)} from ", where, " holds compatibility characters (fullwidth, "
+                          f"ligature, circled or styled letters); write it plainly, as {shown(compat)}"))
     if len(scripts) > 1:
-        raise BadName(f"{what} {shown(value)} from {where} mixes {' and '.join(sorted(s.title() for s in scripts))} "
-                         "letters that look alike; write it in one script")
+        raise BadName(say(f"{what} {shown(value)} from ", where,
+                          f" mixes {' and '.join(sorted(s.title() for s in scripts))} letters that look alike; write "
+                          "it in one script"))
     if letters and lookalikes == letters and scripts != {"LATIN"}:
-        raise BadName(f"{what} {shown(value)} from {where} is spelled only with "
-                         f"{''.join(sorted(s.title() for s in scripts))} letters that pass for Latin ones; write it in "
-                         "Latin letters")
+        raise BadName(say(f"{what} {shown(value)} from ", where, " is spelled only with "
+                          f"{''.join(sorted(s.title() for s in scripts))} letters that pass for Latin ones; write it in "
+                          "Latin letters"))
     return value
 
 

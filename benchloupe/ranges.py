@@ -252,6 +252,9 @@ FIELDS: dict[str, Range | Numbers] = {
     "ContaminationConfig.alpha": PROBABILITY, "ContaminationConfig.n_boot": count(1, 1_000_000, "replicates"),
     "ContaminationConfig.n_perm": count(1, 1_000_000, "permutations"), "ContaminationConfig.seed": SEED,
     "ContaminationConfig.min_cells": count(1, 10**9, "cells"),
+    # estimation (issue 34)
+    "EstimateConfig.run": count(1, INT64_MAX, "run id", special=(0, "the latest static or joint fit")),
+    "EstimateConfig.level": Range(0.5, 1, hi_open=True, unit="interval level"),
     # near-tie audit (paper 002 Table 12)
     "AuditConfig.purification_rounds": count(0, 100, "rounds"), "AuditConfig.anchor_fraction": FRACTION,
     "AuditConfig.strata": count(1, 1000), "AuditConfig.gap": Range(0, 1, lo_open=True, unit="score units; 0.01 = 1 point"),

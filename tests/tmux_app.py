@@ -15,10 +15,11 @@ HAVE_TMUX = shutil.which("tmux") is not None
 
 
 class TmuxApp:
-    """``benchloupe --db DB --as ACTOR open`` in a detached tmux session of *size*."""
+    """``benchloupe --db DB --as ACTOR open`` (or another *command*) in a detached tmux session of *size*."""
 
-    def __init__(self, db: Path, actor: str, size: tuple[int, int] = (80, 24), home: Path | None = None) -> None:
-        self.db, self.actor, self.size = Path(db), actor, size
+    def __init__(self, db: Path, actor: str, size: tuple[int, int] = (80, 24), home: Path | None = None,
+                 command: tuple[str, ...] = ("open",)) -> None:
+        self.db, self.actor, self.size, self.command = Path(db), actor, size, command
         self.session = f"bl-{actor}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
         self.home = home or self.db.parent
 
@@ -31,7 +32,7 @@ class TmuxApp:
                "BENCHLOUPE_USER": "", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         cmd = (f"{exports} exec {shlex.quote(sys.executable)} -m benchloupe --db {shlex.quote(str(self.db))} "
-               f"--as {shlex.quote(self.actor)} open")
+               f"--as {shlex.quote(self.actor)} {shlex.join(self.command)}")
         w, h = self.size
         subprocess.run(["tmux", "new-session", "-d", "-s", self.session, "-x", str(w), "-y", str(h), cmd],
                        check=True)

@@ -369,7 +369,8 @@ register_compress = _diag_command(
     "x estimator over held-out models (docs/ESTIMATE.md).", extra=_compress_rows, precheck=_check_retirement,
     more_args=lambda p: p.add_argument("--for", dest="cfg_purpose", choices=("ranking", "estimate"),
                                        help="ranking (default): subsets for rank recovery; estimate: --k items for "
-                                            "predicting a new model's accuracy (same as --purpose)"))
+                                            "predicting a new model's accuracy (same as --purpose)"),
+    replicates=True)
 
 register_anomalies = _diag_command(
     "anomalies", "AnomalyConfig", "residual anomaly (contamination) candidates, with the synthetic protocol on request",
@@ -377,7 +378,7 @@ register_anomalies = _diag_command(
     "anomaly flags for triage. --protocol yes adds the synthetic contamination experiment: AUROC/AUPRC at every "
     "injection rate for the clean-reference and the contaminated-fit detector, with the guessing-aware and the 2PL "
     "residual when items carry a chance level, each beside the oracle ceiling of this benchmark (docs/DUALEVAL.md).",
-    extra=_anomaly_rows, reports=True)
+    extra=_anomaly_rows, reports=True, replicates=True)
 register_screen = _diag_command(
     "screen", "ScreenConfig", "screen a newly imported model against a frozen clean fit",
     "Paper 000 §4.3, operational setting: fit the new model's ability with items frozen at a clean run's "

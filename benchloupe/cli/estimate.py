@@ -9,8 +9,8 @@ from benchloupe.cli.options import StderrProgress, ranged_argument
 from benchloupe.cli.output import kv, print_json, table
 from benchloupe.textsafe import visible
 
-RUN_RANGE = ranges.count(1, ranges.INT64_MAX, "run id", special=(0, "the latest static or joint fit"))
-LEVEL_RANGE = ranges.Range(0.5, 1, hi_open=True, unit="interval level")
+RUN_RANGE = ranges.FIELDS["EstimateConfig.run"]  # the Runs screen's form reads the same ranges
+LEVEL_RANGE = ranges.FIELDS["EstimateConfig.level"]
 
 
 SE_RANGE = ranges.Range(0, 0.5, lo_open=True, hi_open=True, unit="sd of the predicted accuracy; 0.01 = about +-2 points")

@@ -67,9 +67,19 @@ def exit_now(code: int) -> None:
         os._exit(code)
 
 
-def launch(path: Path, as_json: bool = False) -> int:
-    """Open the workbench when stdout is a terminal; otherwise print the headless summary."""
-    if not as_json and sys.stdout.isatty() and sys.stdin.isatty():
+def workbench_opens(as_json: bool = False) -> bool:
+    """True when :func:`launch` opens the workbench (a terminal on both ends, Textual importable), not the
+    headless summary."""
+    import importlib.util
+
+    return not as_json and sys.stdout.isatty() and sys.stdin.isatty() and \
+        importlib.util.find_spec("textual") is not None
+
+
+def launch(path: Path, as_json: bool = False, first_job=None) -> int:
+    """Open the workbench when stdout is a terminal, with *first_job* (title, ``JobSpec``) started after its first
+    screen; otherwise print the headless summary."""
+    if workbench_opens(as_json):
         try:
             from benchloupe.tui.app import run_app
         except ImportError:
@@ -78,7 +88,7 @@ def launch(path: Path, as_json: bool = False) -> int:
             from benchloupe.cli.output import raw_terminal
 
             with raw_terminal():  # the TUI draws the screen itself and escapes data in its own layer
-                code = run_app(path)
+                code = run_app(path, first_job=first_job)
             exit_now(code)
     print_summary(path, as_json)
     return 0
@@ -100,11 +110,16 @@ def register_open(sub, common) -> None:
 
 
 def cmd_demo(args) -> int:
+    """The demo workspace. With ``--open`` on a terminal the showcase runs are the workbench's first job, after
+    its first screen (issue 32 point 16: ``make demo`` showed nothing for the half minute they take); a demo
+    already written but never finished (a workbench closed while they ran) gets them then too."""
     from benchloupe.cli.options import StderrProgress
-    from benchloupe.jobs import build_demo
+    from benchloupe.jobs import build_demo, demo_unfinished, run_demo_showcase
+    from benchloupe.jobs.process import JobSpec
 
     path = db_path(args)
-    info = build_demo(path, seed=args.seed, force=args.force, analyses=not args.bare,
+    later = args.open and not args.bare and workbench_opens(args.json)
+    info = build_demo(path, seed=args.seed, force=args.force, analyses=not (args.bare or later),
                       progress=StderrProgress("demo analyses"))
     if not args.open:
         if args.json:
@@ -114,7 +129,10 @@ def cmd_demo(args) -> int:
         return 0
     if not info["created"]:
         stderr(f"{info['message']}: {path}")
-    return launch(path, args.json)
+    first = None
+    if later and demo_unfinished(path):
+        first = ("demo analyses", JobSpec(run_demo_showcase, (str(path), int(args.seed))))
+    return launch(path, args.json, first_job=first)
 
 
 def register_demo(sub, common) -> None:

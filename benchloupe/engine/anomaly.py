@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from benchloupe.engine import replicates
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress, thread_pool
 from benchloupe.engine.joint import (
     ArenaData,
@@ -349,6 +350,7 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
     if target == "arena" and arena is None:
         raise EngineError("arena contamination needs arena data")
     clean = clean or fit_joint(static, arena, config, cancel=cancel)
+    z = obs = None
     if target == "static":
         cand = static_candidates(static, pool_fraction)
         n_all = int(static.mask.sum())
@@ -360,39 +362,44 @@ def contamination_experiment(static: StaticData | None, arena: ArenaData | None,
         n_all = len(obs)
     if len(cand) == 0:
         raise EngineError("no candidate cells for injection (no failures / rewards); nothing to contaminate")
+    shared = (static, arena, config, clean, target, cand, n_all, z, obs, boost, tuple(detectors))
+    check_cancel(cancel)
+    parts = replicates.run(_contamination_rows, [(r, s) for r in rates for s in seeds], shared, progress=progress,
+                           cancel=cancel, label=f"contamination {target} injection")
+    return pd.DataFrame([row for part in parts for row in part])
+
+
+def _contamination_rows(shared, job) -> list[dict]:
+    """One (rate, seed) of the synthetic protocol (a replicate: its injections come from its own seed), one row
+    per detector."""
+    static, arena, config, clean, target, cand, n_all, z, obs, boost, detectors = shared
+    rate, seed = job
+    n_inj = _n_inject(rate, n_all, len(cand))
+    inj = _injections(cand, rate, n_all, seed if target == "static" else seed + ARENA_SEED_OFFSET)
     rows = []
-    jobs = [(r, s) for r in rates for s in seeds]
-    for done, (rate, seed) in enumerate(jobs):
-        check_cancel(cancel)
-        progress(done, len(jobs), f"contamination {target} rate {rate:.1%} seed {seed}")
-        n_inj = _n_inject(rate, n_all, len(cand))
-        inj = _injections(cand, rate, n_all, seed if target == "static" else seed + ARENA_SEED_OFFSET)
-        for det in detectors:
-            if target == "static":
-                t = trials(static)
-                data = inject_static(static, inj)  # a contaminated cell is always solved
-                fit = clean if det == "clean_reference" else fit_joint(data, arena, config, cancel=cancel)
-                score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask, t).ravel()
-                cells = np.flatnonzero(static.mask.ravel())
-            else:
-                zc = z.copy().ravel()
-                zc[inj] += boost
-                zc = zc.reshape(z.shape)
-                pairs = build_pairs(arena, config, z=zc)
-                if det == "clean_reference":
-                    fit = replace(clean, pairs=pairs)
-                else:
-                    fit = fit_joint(static, arena, config, pairs=pairs, cancel=cancel)
-                score = np.nan_to_num(arena_residuals(fit, pairs)[0]).ravel()
-                cells = obs
-            labels = np.zeros(score.size, bool)
-            labels[inj] = True
-            rows.append({"target": target, "rate": rate, "seed": seed, "detector": det, "n_injected": n_inj,
-                         "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
-                         **detection_metrics(score, labels, cells, n_cols=static.shape[1] if target == "static"
-                                             else z.shape[1])})
-    progress(len(jobs), len(jobs), "contamination experiment done")
-    return pd.DataFrame(rows)
+    for det in detectors:
+        if target == "static":
+            t = trials(static)
+            data = inject_static(static, inj)  # a contaminated cell is always solved
+            fit = clean if det == "clean_reference" else fit_joint(data, arena, config)
+            score = static_residuals(np.nan_to_num(fit.p_static()), data.correct, data.mask, t).ravel()
+            cells = np.flatnonzero(static.mask.ravel())
+        else:
+            zc = z.copy().ravel()
+            zc[inj] += boost
+            zc = zc.reshape(z.shape)
+            pairs = build_pairs(arena, config, z=zc)
+            fit = replace(clean, pairs=pairs) if det == "clean_reference" else \
+                fit_joint(static, arena, config, pairs=pairs)
+            score = np.nan_to_num(arena_residuals(fit, pairs)[0]).ravel()
+            cells = obs
+        labels = np.zeros(score.size, bool)
+        labels[inj] = True
+        rows.append({"target": target, "rate": rate, "seed": seed, "detector": det, "n_injected": n_inj,
+                     "auroc": auroc(score[cells], labels[cells]), "auprc": auprc(score[cells], labels[cells]),
+                     **detection_metrics(score, labels, cells, n_cols=static.shape[1] if target == "static"
+                                         else z.shape[1])})
+    return rows
 
 
 # ------------------------------------------------------------------------------------------------- screening

@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from benchloupe.engine import replicates
 from benchloupe.engine.common import EngineError, Progress, check_cancel, no_progress
 from benchloupe.engine.joint import (
     ArenaData,
@@ -556,40 +557,44 @@ def subset_recovery(result: JointResult, static: StaticData | None, arena: Arena
     full_baseline = None
     if "random_2pl_bt" in strategies and baseline_reference == "own":
         full_baseline = _baseline_scores(static, arena, config, np.ones(n_static, bool), np.ones(n_arena, bool))
-    rows = []
-    done_fits: dict[tuple, tuple[float, float]] = {}  # (2PL baseline?, selection) -> (spearman, kendall)
-    jobs = [(s, f, seed) for f in fractions for s in strategies
-            for seed in (seeds if s.startswith("random") else (-1,))]
-    for done, (strategy, frac, seed) in enumerate(jobs):
-        check_cancel(cancel)
-        progress(done, len(jobs), f"subset recovery: {strategy} at {frac:.1%}")
+    # One refit per distinct subset and kind: every strategy and seed selects every item at 100 % (and a
+    # small benchmark's fractions can round to one subset), and a refit of the same cells is the same numbers
+    # (issue 26: 8 of the default curve's 80 ability refits and 2 of its 30 subset 2PLs at 5,000 x 14,000).
+    # Each random draw has its own seed (default_rng(seed)), so the distinct refits are replicates (issue 36).
+    plan, fits = [], {}
+    for strategy, frac, seed in [(s, f, seed) for f in fractions for s in strategies
+                                 for seed in (seeds if s.startswith("random") else (-1,))]:
         k = max(1, min(n, math.ceil(frac * n)))
-        if strategy.startswith("random"):
-            idx = np.random.default_rng(seed).choice(n, k, replace=False)
-        else:
-            idx = orders[strategy][:k]
+        idx = np.random.default_rng(seed).choice(n, k, replace=False) if strategy.startswith("random") \
+            else orders[strategy][:k]
         s_sel, a_sel = _split(idx, n_static, n_arena)
-        # One refit per distinct subset and kind: every strategy and seed selects every item at 100 % (and a
-        # small benchmark's fractions can round to one subset), and a refit of the same cells is the same numbers
-        # (issue 26: 8 of the default curve's 80 ability refits and 2 of its 30 subset 2PLs at 5,000 x 14,000).
         key = (strategy == "random_2pl_bt", s_sel.tobytes(), a_sel.tobytes())
-        reused = key in done_fits
-        if not reused:
-            try:
-                if strategy == "random_2pl_bt":
-                    est = _baseline_scores(static, arena, config, s_sel, a_sel)
-                    ref = full_baseline if baseline_reference == "own" else result.theta
-                else:
-                    est, ref = fit_abilities(static, arena, result, config, static_items=s_sel,
-                                             arena_items=a_sel), result.theta
-                done_fits[key] = (spearman(est, ref), kendall(est, ref))
-            except EngineError:
-                done_fits[key] = (float("nan"), float("nan"))
-        rho, tau = done_fits[key]
-        rows.append({"strategy": strategy, "fraction": frac, "seed": seed, "n_items": k, "spearman": rho,
-                     "kendall": tau, "reused": reused})
-    progress(len(jobs), len(jobs), "subset recovery done")
+        plan.append((strategy, frac, seed, k, key, key in fits))
+        fits.setdefault(key, (strategy == "random_2pl_bt", s_sel, a_sel))
+    check_cancel(cancel)
+    shared = (result, static, arena, config, full_baseline if baseline_reference == "own" else None)
+    done = dict(zip(fits, replicates.run(_recovery_fit, list(fits.values()), shared, progress=progress,
+                                         cancel=cancel, label="subset recovery refit"), strict=True))
+    rows = [{"strategy": strategy, "fraction": frac, "seed": seed, "n_items": k, "spearman": done[key][0],
+             "kendall": done[key][1], "reused": reused} for strategy, frac, seed, k, key, reused in plan]
     return pd.DataFrame(rows)
+
+
+def _recovery_fit(shared, task) -> tuple[float, float]:
+    """One subset's refit (a replicate): Spearman and Kendall against the reference ranking, NaN if it cannot
+    fit.  ``own_baseline`` is the full-data 2PL+BT score of ``baseline_reference="own"``, else None."""
+    result, static, arena, config, own_baseline = shared
+    baseline, s_sel, a_sel = task
+    try:
+        if baseline:
+            est = _baseline_scores(static, arena, config, s_sel, a_sel)
+            ref = own_baseline if own_baseline is not None else result.theta
+        else:
+            est, ref = fit_abilities(static, arena, result, config, static_items=s_sel,
+                                     arena_items=a_sel), result.theta
+        return spearman(est, ref), kendall(est, ref)
+    except EngineError:
+        return float("nan"), float("nan")
 
 
 def recovery_refits(table: pd.DataFrame) -> dict:

@@ -15,11 +15,11 @@ makes one replicate itself (its index, its seed, its variant).  Where they run i
 Same numbers for any of them: every replicate draws from its own generator, ``default_rng(child)`` with the child
 :class:`numpy.random.SeedSequence` of :func:`seeds` (``SeedSequence(seed).spawn(n)[b]``), or from a seed the
 method defines per replicate (the near-tie audit keeps the reference's ``family_seed + i``), never from a
-generator shared in turn; results come back in task order; and each replicate runs single-threaded (BLAS and our
+generator shared in turn; results are put back in task order; and each replicate runs single-threaded (BLAS and our
 own thread pools capped at one thread, :func:`single_threaded`), in this process as in a worker, so a thread
 count never touches a sum's order.  The tests compare ``--jobs 1``, ``--jobs 2`` and a LocalCluster bit for bit.
 
-Cancellation and progress are seen between batches: the run is cut into about four batches per worker, so a
+Cancellation and progress are seen between batches (taken in the order they finish): the run is cut into about four batches per worker, so a
 cancel stops the run within one batch, and the progress line moves batch by batch.
 joblib is imported here lazily (not at ``benchloupe --help``).
 """
@@ -111,6 +111,11 @@ def _run_batch(fn: Callable[[Any, Any], Any], shared: Any, tasks: Sequence[Any])
         return [fn(shared, t) for t in tasks]
 
 
+def _run_at(fn: Callable[[Any, Any], Any], shared: Any, start: int, tasks: Sequence[Any]) -> tuple[int, list]:
+    """A batch and where its results go (batches come back in the order they finish)."""
+    return start, _run_batch(fn, shared, tasks)
+
+
 def run(fn: Callable[[Any, Any], Any], tasks: Sequence[Any], shared: Any = None, *, progress: Progress = no_progress,
         cancel: threading.Event | None = None, label: str = "replicate") -> list:
     """``[fn(shared, t) for t in tasks]``, on the current :class:`Workers`, in task order.
@@ -146,25 +151,29 @@ def _run_parallel(fn, tasks, shared, workers: Workers, progress: Progress, cance
 
     n = len(tasks)
     backend = workers.backend() if workers.backend is not None else _local(workers.jobs)
-    out: list = []
+    out: list = [None] * n
     progress(0, n, f"{label}s on {workers.where or f'{workers.jobs} processes'}")
     try:
         with backend as slots:
             parts = _batches(n, BATCHES_PER_WORKER * max(1, slots))
-            gen = joblib.Parallel(n_jobs=slots if workers.local else -1, return_as="generator",
+            gen = joblib.Parallel(n_jobs=slots if workers.local else -1, return_as="generator_unordered",
                                   batch_size=1, pre_dispatch="all")(
-                joblib.delayed(_run_batch)(fn, shared, [tasks[i] for i in part]) for part in parts)
-            try:
-                for part, results in zip(parts, gen, strict=True):
-                    out.extend(results)
-                    progress(part.stop, n, f"{label} {part.stop}/{n} ({workers.where or 'local processes'})")
+                joblib.delayed(_run_at)(fn, shared, part.start, [tasks[i] for i in part]) for part in parts)
+            done = 0
+            try:  # batches in the order they finish: a failed or cancelled run stops at once, not behind others
+                for start, results in gen:
+                    out[start:start + len(results)] = results
+                    done += len(results)
+                    progress(done, n, f"{label} {done}/{n} ({workers.where or 'local processes'})")
                     check_cancel(cancel)
             finally:
                 gen.close()  # a cancel or an error: joblib aborts the batches not yet run
-    except ReplicateError:
+    except BaseException as exc:
+        if workers.local:  # a stopped run leaves no worker and no semaphore behind (loky warns at exit otherwise)
+            _stop_local()
+        if isinstance(exc, Exception) and not isinstance(exc, ReplicateError):
+            raise translate(exc, workers) from exc
         raise
-    except Exception as exc:  # noqa: BLE001 - the worker-side failures are translated, the rest passes
-        raise translate(exc, workers) from exc
     progress(n, n, f"{label}s done")
     return out
 
@@ -176,6 +185,16 @@ def _local(jobs: int) -> Iterator[int]:
 
     with joblib.parallel_config(backend="loky", n_jobs=jobs, inner_max_num_threads=1):
         yield jobs
+
+
+def _stop_local() -> None:
+    """Shut the local worker processes down now (their batches are abandoned)."""
+    from joblib.externals.loky import get_reusable_executor
+
+    try:
+        get_reusable_executor().shutdown(wait=True, kill_workers=True)
+    except Exception:  # noqa: BLE001 - already broken (a killed worker): nothing left to stop
+        pass
 
 
 def translate(exc: BaseException, workers: Workers) -> BaseException:

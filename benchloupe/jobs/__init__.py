@@ -187,11 +187,44 @@ def build_demo(db_path: str | Path, *, seed: int = 20261129, force: bool = False
     info = {"db": str(db_path), "created": True, "benchmarks": names, "models": len(ws.model_names), "seed": seed,
             "endpoints": info_eps}
     if analyses:
-        info["runs"] = run_demo_analyses(db_path, stages.part("analyses"), cancel)
-        if ws.late is not None:  # arrives after the clean fit of demo-math: `benchloupe screen` checks it
-            info["late_model"] = _import_late_model(db_path, ws)
-            info["models"] += 1
+        info.update(finish_demo(db_path, seed=seed, progress=stages.part("analyses"), cancel=cancel, ws=ws))
+        info["models"] += "late_model" in info
     return info
+
+
+def finish_demo(db_path, *, seed: int = 20261129, progress=None, cancel: threading.Event | None = None,
+                ws: Workspace | None = None) -> dict:
+    """The demo's showcase runs (:func:`run_demo_analyses`), then its late model, imported after them so that the
+    clean fit of demo-math has not seen it (``benchloupe screen`` checks it).  ``build_demo(analyses=True)`` ends
+    with it; ``benchloupe demo --open`` runs it as the workbench's first job, after the first screen (issue 32
+    point 16).  Returns ``runs`` (their ids), ``late_model`` and a ``message`` for the job line."""
+    out: dict = {"runs": run_demo_analyses(db_path, progress, cancel)}
+    ws = ws if ws is not None else demo_workspace(seed)
+    if ws.late is not None:  # arrives after the clean fit of demo-math: `benchloupe screen` checks it
+        out["late_model"] = _import_late_model(db_path, ws)
+    out["message"] = (f"{len(out['runs'])} showcase runs done"
+                      + (f", then the late model {out['late_model']} imported" if "late_model" in out else ""))
+    return out
+
+
+def run_demo_showcase(progress, cancel: threading.Event, db_path: str, seed: int) -> dict:
+    """:func:`finish_demo` as a job of the workbench (``jobs.process.JobSpec``: ``fn(progress, cancel, *args)``):
+    ``benchloupe demo --open`` writes the data, opens the workbench and lets it run this first (issue 32
+    point 16: the first screen no longer waits for the showcase runs)."""
+    return finish_demo(db_path, seed=seed, progress=progress, cancel=cancel)
+
+
+def demo_unfinished(db_path) -> bool:
+    """True when the demo's benchmarks are in *db_path* without what :func:`finish_demo` adds last (the late model
+    in demo-math): a workbench closed while the showcase job ran, or a ``--bare`` demo."""
+    conn = connect(db_path, create=False)
+    try:
+        row = conn.execute("SELECT id FROM benchmarks WHERE name = 'demo-math'").fetchone()
+        return row is not None and conn.execute(
+            "SELECT 1 FROM truth WHERE benchmark_id = ? AND entity = 'model' AND name = 'window'",
+            (row[0],)).fetchone() is None
+    finally:
+        conn.close()
 
 
 def _import_late_model(db_path, ws: Workspace) -> str:
@@ -298,7 +331,7 @@ def remove_run(db_path, run_id: int) -> None:
 
 # The order analyses are listed in (Runs screen, help): by area module, then in each module's own order. Modules
 # are imported lazily and in whatever order commands ask for them, so the registry's insertion order is not it.
-_AREA_ORDER = ("calibration", "diagnostics", "audit", "items", "coverage", "fill")
+_AREA_ORDER = ("calibration", "diagnostics", "estimate", "audit", "items", "coverage", "fill")
 
 
 def _load_analyses() -> dict[str, Analysis]:
@@ -307,7 +340,7 @@ def _load_analyses() -> dict[str, Analysis]:
     Done on first use of ``ANALYSES``, not at import: ``import`` and ``list`` never load the engine's heavy
     modules (scipy.stats, the openai client) that only analyses use (issue 12, speed of imports).
     """
-    from . import audit, calibration, coverage, diagnostics, fill, items  # noqa: F401
+    from . import audit, calibration, coverage, diagnostics, estimate, fill, items  # noqa: F401
 
     seq = {name: i for i, name in enumerate(_REGISTRY)}
 
@@ -324,7 +357,7 @@ _AREA_MODULE = {"neartie": "audit", "joint": "calibration", "static": "calibrati
                 "evaluate": "calibration", "bt": "calibration", "avg-reward": "calibration",
                 "coverage": "coverage", "calibrate": "coverage", "compress": "diagnostics",
                 "anomalies": "diagnostics", "screen": "diagnostics", "bootstrap": "diagnostics",
-                "contamination": "diagnostics", "items": "items"}
+                "contamination": "diagnostics", "estimate": "estimate", "items": "items"}
 
 
 def analysis(name: str) -> Analysis:

@@ -105,13 +105,16 @@ class CompressConfig:
     def __post_init__(self) -> None:
         _check_chance_mode(self.chance)
         if self.purpose not in PURPOSES:
-            raise EngineError(f"--for takes {' or '.join(PURPOSES)} (ranking: the subset-recovery compression; "
-                              f"estimate: k items to predict a new model's full accuracy), got {self.purpose!r}")
+            raise EngineError(say(Opt("purpose", spelled="--for"), f" takes {' or '.join(PURPOSES)} (ranking: the "
+                                  "subset-recovery compression; estimate: k items to predict a new model's full "
+                                  f"accuracy), got {self.purpose!r}"))
         if self.purpose == "estimate" and self.k < 1 and not self.validate:
-            raise EngineError(say("--for estimate needs ", Opt("k", "K"), ", the number of items to select"))
+            raise EngineError(say(Opt("purpose", "estimate", spelled="--for"), " needs ", Opt("k", "K"),
+                                  ", the number of items to select"))
         if self.k and self.purpose != "estimate":
-            raise EngineError(say(Opt("k", "K"), " is the size of an estimation subset: add --for estimate (a ranking "
-                                  "subset's size is ", Opt("export_fraction"), ")"))
+            raise EngineError(say(Opt("k", "K"), " is the size of an estimation subset: add ",
+                                  Opt("purpose", "estimate", spelled="--for"), " (a ranking subset's size is ",
+                                  Opt("export_fraction"), ")"))
         if self.strategy not in informativeness.SELECTIONS:
             raise EngineError(f"strategy must be one of {', '.join(informativeness.SELECTIONS)}, got "
                               f"{self.strategy!r}")

@@ -28,9 +28,13 @@ from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
 
-from .base import RunContext, fingerprint
+from .base import Analysis, RunContext, fingerprint, register
+
+FOR_ESTIMATE = Opt("purpose", "estimate", spelled="--for")  # compress's purpose, spelled --for on the command line
+ESTIMATE_COMPRESS = Alt("compress --for estimate", "compress with purpose = estimate")
 
 CALIBRATION_KINDS = ("static", "joint")
+REFERENCE_MODELS = 1000  # fully answered models (a seeded sample) the misfit and the interval's replay draw from
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,8 @@ def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix)
     active = (sm.items["status"] == "active").to_numpy()
     cols = np.flatnonzero(known & active)
     if not len(cols):
-        raise EngineError(f"every item calibration run {rid} fitted has been retired since; refit "
-                          f"(`benchloupe fit static {benchmark}`)")
+        raise EngineError(say(f"every item calibration run {rid} fitted has been retired since; refit (",
+                              Alt(f"`benchloupe fit static {benchmark}`", "a static fit on 4 Runs"), ")"))
     items = sm.items.iloc[cols].reset_index(drop=True)
     p = params.reindex(items["id"])
     chance = _chance(run, items)
@@ -119,10 +123,16 @@ def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix)
                   int((~known & active).sum()), set(thetas["name"]), (run.get("config") or {}).get("chance", "stated"))
 
 
-def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str) -> np.ndarray:
+def _columns(a: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``a[:, cols]``; ``a`` itself when ``cols`` is every column in order (no 70 M-cell gather: 5,000 x 14,000)."""
+    return a if len(cols) == a.shape[1] and np.array_equal(cols, np.arange(a.shape[1])) else a[:, cols]
+
+
+def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str,
+             mask: np.ndarray | None = None) -> np.ndarray:
     """Rows of the models to estimate: the named ones (each with a result on a calibrated item), or every model
-    with results on some but not all active calibrated items."""
-    mask = sm.mask[:, fz.columns]
+    with results on some but not all active calibrated items.  ``mask``: ``sm.mask`` on the calibrated columns."""
+    mask = _columns(sm.mask, fz.columns) if mask is None else mask
     k = mask.sum(axis=1)
     all_names = sm.models["name"].to_numpy(object)
     if names:
@@ -147,9 +157,10 @@ def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str
             i, j = np.argwhere(on_retired)[0]
             n = int(on_retired.any(axis=0).sum())
             key = sm.items["key"].iat[int(fz.retired[j])]
-            raise EngineError(f"model {all_names[rows[i]]!r} has results on {n} item(s) retired since calibration run "
-                              f"{fz.run_id} (e.g. {key!r}); refit the calibration (`benchloupe fit static "
-                              f"{benchmark}`) or restore the items")
+            raise EngineError(say(f"model {all_names[rows[i]]!r} has results on {n} item(s) retired since "
+                                  f"calibration run {fz.run_id} (e.g. {key!r}); refit the calibration (",
+                                  Alt(f"`benchloupe fit static {benchmark}`", "a static fit on 4 Runs"),
+                                  ") or restore the items"))
     return rows
 
 
@@ -160,19 +171,23 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
         t0 = time.perf_counter()
         sm = read.load_static(conn, benchmark, include_retired=True)
         fz = frozen_calibration(conn, benchmark, config.run, sm)
-        rows = _targets(sm, fz, config.model_names, benchmark)
-        y = sm.correct[:, fz.columns].astype(float)
-        mask = sm.mask[:, fz.columns]
-        trials = None if sm.trials is None else sm.trials[:, fz.columns]
-        if trials is not None:
-            y = sm.successes[:, fz.columns].astype(float)
+        full_mask = _columns(sm.mask, fz.columns)
+        targets = _targets(sm, fz, config.model_names, benchmark, full_mask)
+        reference = np.setdiff1d(np.flatnonzero(full_mask.all(axis=1)), targets)
+        if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
+            reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
+        need = np.concatenate([targets, reference])  # only these rows become floats (5,000 x 14,000: 560 MB)
+        src = sm.correct if sm.trials is None else sm.successes
+        y = _columns(src[need], fz.columns).astype(float)
+        mask = full_mask[need]
+        trials = None if sm.trials is None else _columns(sm.trials[need], fz.columns)
+        rows, reference = np.arange(len(targets)), np.arange(len(targets), len(need))
         ctx = RunContext(db_path, "estimate", benchmark, {**config.__dict__, "run": fz.run_id}, None,
                          [(benchmark, "static")])
         ctx.start(conn, fingerprint(y[rows], mask[rows], fz.cal.b))
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
             progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
-            reference = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), rows)
             yr = y[reference] if trials is None else y[reference] / trials[reference]
             fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
             scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=config.level) \
@@ -183,8 +198,8 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
             e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows],
                              level=config.level, scale=scale)
             ctx.lap("estimate_s", t)
-            names = sm.models["name"].to_numpy(object)[rows]
-            models = pd.DataFrame({"model_id": sm.models["id"].to_numpy()[rows], "theta": e.theta, "se": e.theta_sd,
+            names = sm.models["name"].to_numpy(object)[targets]
+            models = pd.DataFrame({"model_id": sm.models["id"].to_numpy()[targets], "theta": e.theta, "se": e.theta_sd,
                                    "estimate": e.accuracy, "estimate_lo": e.lo, "estimate_hi": e.hi,
                                    "estimate_sd": e.sd, "seen": e.k.astype(int), "n_items": e.n_items,
                                    "observed": e.observed,
@@ -227,6 +242,11 @@ def describe(row) -> str:
             f"\u00b7 {int(row['seen'])} of {int(row['n_items'])} items")
 
 
+# the Runs screen starts it as it starts every analysis (a job, the form prefilled with these defaults)
+register(Analysis("estimate", "Full-benchmark accuracy of partly evaluated models, with a 95 % interval",
+                  "estimation", EstimateConfig, "static", run_estimate))
+
+
 
 # ------------------------------------------------------------------------------------ compress --for estimate
 
@@ -238,7 +258,8 @@ def validate_sizes(text: str) -> list[int]:
             try:
                 out.append(int(part))
             except ValueError:
-                raise EngineError(f"--validate takes item counts such as 10,25,50,100, got {text!r}") from None
+                raise EngineError(say(Opt("validate"), f" takes item counts such as 10,25,50,100, got {text!r}")) \
+                    from None
     return out
 
 
@@ -246,18 +267,18 @@ def _check_compress(conn, benchmark: str, config) -> int:
     """Refuse bad sizes and names before anything is written; returns the number of active static items."""
     n = len(read.items(conn, benchmark, kind="static", status="active", with_text=False))
     if n < 2:
-        raise EngineError(f"compress --for estimate needs static results on at least 2 active items; {benchmark!r} "
-                          f"has {n}")
+        raise EngineError(say(ESTIMATE_COMPRESS, f" needs static results on at least 2 active items; "
+                              f"{benchmark!r} has {n}"))
     if config.k > n:
-        raise EngineError(f"--k {config.k} is larger than {benchmark!r}, which has {n} active items; choose at most "
-                          f"{n - 1} (all {n} is the benchmark itself)")
+        raise EngineError(say(Opt("k", str(config.k)), f" is larger than {benchmark!r}, which has {n} active items; "
+                              f"choose at most {n - 1} (all {n} is the benchmark itself)"))
     for v in validate_sizes(config.validate):
         if not 1 <= v < n:
-            raise EngineError(f"--validate size {v} must lie between 1 and {n - 1} ({benchmark!r} has {n} active "
-                              "items)")
+            raise EngineError(say(Opt("validate"), f" size {v} must lie between 1 and {n - 1} ({benchmark!r} has "
+                                  f"{n} active items)"))
     if config.export_name and not config.k:
-        raise EngineError(say(Opt("export_name"), " with --for estimate exports the ", Opt("k", "K"),
-                              " selected items: give --k"))
+        raise EngineError(say(Opt("export_name"), " with ", FOR_ESTIMATE, " exports the ", Opt("k", "K"),
+                              " selected items: give ", Opt("k")))
     if config.export_name and conn.execute("SELECT 1 FROM benchmarks WHERE name = ?",
                                            (config.export_name,)).fetchone():
         raise EngineError(say(f"a benchmark named {config.export_name!r} already exists; choose another ",
@@ -287,8 +308,8 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
             inputs = run_chance(conn, ctx, inputs, config, cancel, progress)
             st = inputs.static
             if st is None or st.trials is not None:
-                raise EngineError("compress --for estimate needs 0/1 static results (success/trial counts are not "
-                                  "supported)")
+                raise EngineError(say(ESTIMATE_COMPRESS, " needs 0/1 static results (success/trial counts are "
+                                      "not supported)"))
             y = st.correct.astype(float)
             mask = st.mask
             metrics: dict = {"purpose": "estimate", "n_items": int(st.shape[1]), "k": int(config.k)}
@@ -318,7 +339,7 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
                 if config.export_name:
                     keys = inputs.static_items["key"].to_numpy(object)
                     new_id = derive_benchmark(conn, benchmark, config.export_name, [int(i) for i in ids[sel.items]],
-                                              reason="estimation subset (compress --for estimate)",
+                                              reason="estimation subset (compress, purpose estimate)",
                                               detail={"purpose": "estimate", "k": int(config.k), "run": ctx.run_id,
                                                       "selection": "curve",
                                                       "weights": {str(keys[i]): float(w[i]) for i in sel.items}})
@@ -364,7 +385,7 @@ def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0
     from benchloupe.store.writer import derive_benchmark
 
     if n < 1:
-        raise EngineError(f"--n must be at least 1, got {n}")
+        raise EngineError(say(Opt("n"), f" must be at least 1, got {n}"))
     conn = connect(db_path)
     try:
         sm = read.load_static(conn, benchmark, include_retired=True)
@@ -417,9 +438,10 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
         ra, rb = _model_row(sm, a, benchmark), _model_row(sm, b, benchmark)
         common = sm.mask[ra] & sm.mask[rb]
         if not common.any():
-            raise EngineError(f"models {a!r} and {b!r} have no item of {benchmark!r} in common; run one on the "
-                              "other's items (`benchloupe next-items`) or compare their estimates (`benchloupe "
-                              "estimate`)")
+            raise EngineError(say(f"models {a!r} and {b!r} have no item of {benchmark!r} in common; run one on the "
+                                  "other's items (", Alt("`benchloupe next-items`", "benchloupe next-items"),
+                                  ") or compare their estimates (", Alt("`benchloupe estimate`", "benchloupe estimate"),
+                                  ")"))
         ya, yb = sm.correct[ra, common].astype(float), sm.correct[rb, common].astype(float)
         out = {"benchmark": benchmark, "a": a, "b": b, **paired(ya, yb, level)}
         groups = sm.items["group"].fillna("").astype(str).to_numpy(object)[common] if "group" in sm.items else None
@@ -491,8 +513,8 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
     from benchloupe.engine import estimate_validate as ev
 
     if not 0 < config.target_se < 0.5:
-        raise EngineError(f"--target-se is the sd of the predicted accuracy (0.01 = about +-2 points), got "
-                          f"{config.target_se}")
+        raise EngineError(say(Opt("target_se"), " is the sd of the predicted accuracy (0.01 = about +-2 points), "
+                              f"got {config.target_se}"))
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
@@ -522,9 +544,8 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
                 if len(test) > config.max_test:
                     test = np.sort(rng.choice(test, config.max_test, replace=False))
                 cal, _, _ = ev.fold_calibration(y[train], mask[train], chance, cancel=cancel)
-                trf = train[mask[train].all(axis=1)]
-                sc = est.cat_scale(cal, y[trf], target_se=config.target_se, max_items=config.max_items or None,
-                                   seed=config.seed + f)
+                sc = ev.cat_scale(y[train], mask[train], chance, target_se=config.target_se,
+                                  max_items=config.max_items or None, seed=config.seed + f, cancel=cancel)
                 r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None,
                                      scale=sc)
                 # the same number of random items, for comparison

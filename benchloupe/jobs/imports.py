@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchloupe.hints import Opt, say
+from benchloupe.hints import Alt, Opt, say
 from benchloupe.store.importers.base import ImportFormatError, ParsedImport
 from benchloupe.store.importers.options import OPTION_NAMES, OPTIONS, ImportOption  # noqa: F401 - re-exported
 from benchloupe.words import count
@@ -281,7 +281,7 @@ def import_paths(db_path: str | Path, paths: list[str], fmt: str | None = None, 
         from benchloupe import names
         from benchloupe.store.writer import MAX_BENCHMARK_CHARS
 
-        options["benchmark"] = names.check(options["benchmark"], what="benchmark name", where="-b/--benchmark",
+        options["benchmark"] = names.check(options["benchmark"], what="benchmark name", where=Alt("-b/--benchmark", "the benchmark name field"),
                                            max_chars=MAX_BENCHMARK_CHARS)
     files = expand_paths(paths, fmt)
     temp: list[Path] = []

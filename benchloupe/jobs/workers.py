@@ -51,6 +51,75 @@ def workers(jobs: int | None = None, cluster: str | None = None) -> Workers:
     return Workers(jobs=n, where="this process" if n == 1 else f"{n} local processes")
 
 
+SETTING = "replicate_workers"  # the workbench's setting, in the database's settings table
+
+
+def parse_setting(text: str) -> dict:
+    """The workbench's answer: blank (every core), a number of local processes, or a scheduler address."""
+    text = text.strip()
+    if not text:
+        return {"jobs": None, "cluster": ""}
+    if text.isdigit():
+        if not 1 <= int(text) <= 4096:
+            raise ValueError(f"{text}: give 1 to 4096 local processes, or leave it blank for every core")
+        return {"jobs": int(text), "cluster": ""}
+    if "://" not in text:
+        raise ValueError(f"{text!r} is neither a number of processes nor a scheduler address like "
+                         "tcp://host:8786")
+    return {"jobs": None, "cluster": text}
+
+
+def saved_setting(conn) -> dict:
+    """This database's replicate-workers setting (``{"jobs": None, "cluster": ""}`` when never set)."""
+    import json
+
+    row = conn.execute("SELECT value FROM settings WHERE key = ?", (SETTING,)).fetchone()
+    try:
+        value = json.loads(row[0]) if row else {}
+    except (TypeError, ValueError):
+        value = {}
+    jobs = value.get("jobs") if isinstance(value, dict) else None
+    cluster = value.get("cluster") if isinstance(value, dict) else ""
+    return {"jobs": jobs if isinstance(jobs, int) and jobs >= 1 else None,
+            "cluster": cluster if isinstance(cluster, str) else ""}
+
+
+def save_setting(db_path, text: str) -> dict:
+    """Store the workbench's replicate-workers answer (checked by :func:`parse_setting`) for this database."""
+    from benchloupe.store import curation
+    from benchloupe.store.db import connect
+
+    value = parse_setting(text)
+    conn = connect(db_path)
+    try:
+        curation.put_setting(conn, SETTING, value)
+    finally:
+        conn.close()
+    return value
+
+
+def for_database(db_path) -> Workers:
+    """The workers a workbench run uses: the database's setting, else ``$BENCHLOUPE_JOBS`` /
+    ``$BENCHLOUPE_CLUSTER``, else every core."""
+    from benchloupe.store.db import connect
+
+    conn = connect(db_path)
+    try:
+        value = saved_setting(conn)
+    finally:
+        conn.close()
+    return workers(value["jobs"], value["cluster"] or None)
+
+
+def describe(value: dict) -> str:
+    """The setting in words, for the workbench's notification."""
+    if value.get("cluster"):
+        return f"replicates go to the Dask scheduler at {value['cluster']}"
+    if value.get("jobs"):
+        return f"replicates run on {value['jobs']} local process{'es' if value['jobs'] > 1 else ''}"
+    return f"replicates run on every usable core ({all_cores()})"
+
+
 @contextlib.contextmanager
 def using(w: Workers) -> Iterator[Workers]:
     """Run the block's replicates on ``w``; a cluster connection opened inside is closed at the end."""

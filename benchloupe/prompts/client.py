@@ -135,9 +135,10 @@ def check_base_url(url: str, what: str = "base_url") -> None:
     team's database, printed by ``endpoints show`` and written into every journaled call) or a control character
     or line break (a newline in a URL was accepted), in one line that never repeats the password."""
     if _userinfo(url) is not None:
-        raise EngineError(f"{what} {redact_url(url)!r} holds credentials (user:password@); the shared database "
-                          "never stores them: give the URL without them, and the key through the environment "
-                          "(--api-key-env NAME) or the per-user endpoints file (--user)")
+        raise EngineError(say(f"{what} {redact_url(url)!r} holds credentials (user:password@); the shared "
+                              "database never stores them: give the URL without them, and the key through the "
+                              "environment (", Opt("api_key_env", "NAME"), ") or the per-user endpoints file (",
+                              Opt("user"), ")"))
     bad = next((c for c in url if unicodedata.category(c)[0] in "CZ" and c != " "), None)
     if bad is not None or " " in url.strip():
         which = f"U+{ord(bad):04X}" if bad is not None else "a space"

@@ -39,8 +39,13 @@ class Written:
     missing: list[str]
 
 
-def default_output(fmt: str) -> Path:
-    return Path("report.html" if fmt == "html" else "report")
+def default_output(fmt: str, benchmark: str | None = None) -> Path:
+    """``report.html`` (``report/`` for md), or named after *benchmark* (``demo-chem-report.html``) with every
+    character that is not a letter, digit, dot, dash or underscore as a dash."""
+    import re
+
+    stem = "report" if benchmark is None else (re.sub(r"[^A-Za-z0-9._-]+", "-", benchmark).strip("-.") or "benchmark") + "-report"
+    return Path(f"{stem}.html" if fmt == "html" else stem)
 
 
 def check_output(out: Path, fmt: str) -> None:

@@ -20,6 +20,7 @@ class Table:
     columns: list[str]
     rows: list[tuple]
     note: str = ""
+    source: str = ""  # the command that writes these numbers from the database (a figure's CSV too big to embed)
 
     def csv_text(self) -> str:
         buf = io.StringIO()
@@ -73,8 +74,8 @@ def full_precision(v) -> str:
     """A CSV cell: a float as Python's shortest round-tripping repr, NaN and None as empty."""
     if v is None:
         return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else repr(v)
+    if isinstance(v, float):  # numpy's float64 too: its repr would read np.float64(...)
+        return "" if math.isnan(v) else repr(float(v))
     if hasattr(v, "item"):  # numpy scalar
         return full_precision(v.item())
     return str(v)

@@ -33,6 +33,7 @@ class Context:
     benchmark: str
     benchmark_id: int
     used: dict[int, dict] = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)  # what two sections read alike (a fit's parameters)
     _static: object = None
 
     @classmethod

@@ -46,7 +46,7 @@ def svg(fig, key: str) -> str:
     with matplotlib.rc_context({"svg.hashsalt": key}):
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg"):], flags=re.DOTALL)
     prefix = re.sub(r"[^A-Za-z0-9_-]", "_", key) + "-"
     text = re.sub(r'id="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
     return re.sub(r'(xlink:href|href)="#([^"]+)"|url\(#([^)]+)\)',
@@ -98,7 +98,7 @@ def wright_map(theta: np.ndarray, b: np.ndarray, bins: int = 40):
 def _abs_formatter():
     from matplotlib.ticker import FuncFormatter
 
-    return FuncFormatter(lambda x, _: f"{abs(x):.2f}")
+    return FuncFormatter(lambda x, _: f"{abs(x):.3g}")
 
 
 def lines(xs: dict, *, xlabel: str, ylabel: str, bands: dict | None = None, marks: dict | None = None,

@@ -90,13 +90,20 @@ def calibration(ctx: Context) -> Section:
 
 
 def fit_parameters(ctx: Context, fit: dict):
-    """(models frame, static items frame with chance) of a calibration run."""
+    """(models frame, static items frame with chance) of a calibration run, read once per report."""
+    key = ("fit", fit["id"])
+    if key not in ctx.cache:
+        ctx.cache[key] = _fit_parameters(ctx, fit)
+    return ctx.cache[key]
+
+
+def _fit_parameters(ctx: Context, fit: dict):
     models = runs.run_models(ctx.conn, fit["id"])
     items = runs.run_items(ctx.conn, fit["id"])
     if "source" in items.columns:
         items = items[items["source"].fillna("static") == "static"]
     chance = dict(zip(ctx.static().items["id"].tolist(), ctx.static().items["chance"].tolist()))
-    use = (fit.get("config") or {}).get("chance", "stated") != "off"
+    use = (fit.get("config") or {}).get("chance", "stated") == "stated"  # estimate/none: drawn without a floor
     items = items.assign(c=[float(chance.get(i) or 0.0) if use else 0.0 for i in items["item_id"]])
     return models, items
 
@@ -115,7 +122,8 @@ def _wright_and_information(ctx: Context, s: Section, fit: dict) -> None:
         f"{len(b):,} difficulties from {np.nanmin(b):.2f} to {np.nanmax(b):.2f} logits.", fig,
         Table(["entity", "name", "logit"],
               [("model", n, float(t)) for n, t in zip(models["name"], theta)]
-              + [("item", k, float(v)) for k, v in zip(items["key"], b)])))
+              + [("item", k, float(v)) for k, v in zip(items["key"], b)],
+              source=f"benchloupe export run-models --run {fit['id']} (and run-items)")))
     a = np.nan_to_num(_col(items, "sharpness", 1.0), nan=1.0)
     c = _col(items, "c", 0.0)
     grid = np.linspace(min(np.nanmin(theta), np.nanmin(b)) - 1, max(np.nanmax(theta), np.nanmax(b)) + 1, 121)
@@ -136,16 +144,24 @@ def _wright_and_information(ctx: Context, s: Section, fit: dict) -> None:
         "it is high, close models are told apart; the standard error of θ is 1/√information (in the CSV).",
         f"Test information curve peaking at θ = {peak:.2f} with information {float(info.max()):.1f}.", fig,
         Table(["theta", "information", "sem"], [(float(g), float(v), float(e)) for g, v, e in zip(grid, info, sem)])))
-    order = np.argsort(-np.nan_to_num(_col(items, "fisher"), nan=-np.inf), kind="stable")
-    if "fisher" in items.columns and np.isfinite(_col(items, "fisher")).any():
-        cols = ["item", "group", "difficulty", "sharpness", "Fisher score"]
 
-        def rows(idx):
-            return [(items["key"].iat[k], items["group"].iat[k], fmt(b[k]), fmt(a[k]), fmt(_col(items, "fisher")[k]))
-                    for k in idx]
-        s.para("The most and least informative items (the fit's Fisher score, averaged over the fitted models):")
-        s.table(cols, rows(order[:10]), note=f"most informative 10 of {len(items):,}")
-        s.table(cols, rows(order[::-1][:10]), note=f"least informative 10 of {len(items):,}")
+
+def _informative(ctx: Context, s: Section, fit: dict) -> None:
+    """The 10 most and 10 least informative items by the fit's Fisher score."""
+    _, items = fit_parameters(ctx, fit)
+    fisher = _col(items, "fisher")
+    if not np.isfinite(fisher).any():
+        return
+    b, a = _col(items, "difficulty"), np.nan_to_num(_col(items, "sharpness", 1.0), nan=1.0)
+    order = np.argsort(-np.nan_to_num(fisher, nan=-np.inf), kind="stable")
+    cols = ["item", "group", "difficulty", "sharpness", "Fisher score"]
+
+    def rows(idx):
+        return [(items["key"].iat[k], items["group"].iat[k], fmt(b[k]), fmt(a[k]), fmt(fisher[k])) for k in idx]
+    s.para("The most and least informative items (the calibration's Fisher score, averaged over the fitted models; "
+           "`benchloupe compress` ranks them all and can retire the least informative):")
+    s.table(cols, rows(order[:10]), note=f"most informative 10 of {len(items):,}")
+    s.table(cols, rows(order[::-1][:10]), note=f"least informative 10 of {len(items):,}")
 
 
 def _caterpillar(s: Section, boot: dict, ctx: Context) -> None:
@@ -167,15 +183,20 @@ def _caterpillar(s: Section, boot: dict, ctx: Context) -> None:
         f"{float(np.median(hi - lo)):.1f} ranks.", fig,
         Table(["model", "theta", "se", "rank", "rank_lo", "rank_hi"],
               [(n, float(t), float(e), float(r), float(a), float(z)) for n, t, e, r, a, z in
-               zip(m["name"], _col(m, "theta"), _col(m, "se"), rank, lo, hi)])))
+               zip(m["name"], _col(m, "theta"), _col(m, "se"), rank, lo, hi)],
+              source=f"benchloupe export run-models --run {boot['id']}")))
 
 
 # ------------------------------------------------------------------------------------------------------- items
 def items(ctx: Context) -> Section:
     s = Section("items", "Items")
     audit = ctx.latest("items")
+    fit = ctx.latest(*FIT_KINDS)
     if audit is None:
         s.missing.append("Item health: " + ctx.missing("items"))
+        if fit is not None:
+            s.runs.append(describe(fit))
+            _informative(ctx, s, fit)
         return s
     s.runs.append(describe(audit))
     table = runs.load_artifact(ctx.conn, audit["id"], "table")
@@ -187,6 +208,9 @@ def items(ctx: Context) -> Section:
            "the curator, not a verdict: triage them with `benchloupe flags "
            f"{ctx.benchmark} --kind item` or on the Items screen.")
     if flagged.empty:
+        if fit is not None:
+            s.runs.append(describe(fit))
+            _informative(ctx, s, fit)
         return s
     head = flagged.head(TOP_ROWS)
     ids = [int(i) for i in head["item_id"]]
@@ -197,13 +221,14 @@ def items(ctx: Context) -> Section:
     s.table(["item", "reasons", "answers", "share right", "rest correlation", "slope [95%]", "text"], rows,
             note=f"first {len(rows)} of {len(flagged):,} flagged items (all: `benchloupe flags {ctx.benchmark} "
                  "--kind item`)" if len(flagged) > TOP_ROWS else f"all {len(flagged)} flagged items")
-    fit = ctx.latest(*FIT_KINDS)
     if fit is None:
         s.missing.append("Observed-vs-fitted curves need a calibration: " + ctx.missing("fit"))
     else:
         s.runs.append(describe(fit))
         _item_curves(ctx, s, fit, flagged)
     _option_tables(ctx, s, audit, table, flagged)
+    if fit is not None:
+        _informative(ctx, s, fit)
     return s
 
 
@@ -324,18 +349,19 @@ def compression(ctx: Context) -> Section:
     ev = runs.load_artifact(ctx.conn, val["id"], "estimate_validation")
     if not hasattr(ev, "columns") or "k" not in ev.columns or "mae" not in ev.columns:
         return s
-    by = [c for c in ("estimator", "selection", "method") if c in ev.columns]
+    sel = "targeted" if "selection" in ev.columns and (ev["selection"] == "targeted").any() else None
+    shown = ev[ev["selection"] == sel] if sel else ev
     curves = {}
-    for key, g in (ev.groupby(by, sort=False) if by else [("estimate", ev)]):
+    for key, g in (shown.groupby("estimator", sort=False) if "estimator" in shown.columns else [("estimate", shown)]):
         g = g.sort_values("k")
-        curves[" / ".join(map(str, key)) if isinstance(key, tuple) else str(key)] = (
-            g["k"].to_numpy(float), g["mae"].to_numpy(float))
-    fig = plots.lines(curves, xlabel="items a new model answers (k)", ylabel="mean absolute error of accuracy",
-                      logx=True)
+        curves[str(key)] = (g["k"].to_numpy(float), g["mae"].to_numpy(float))
+    fig = plots.lines(curves, xlabel="items a new model answers (k)", logx=True,
+                      ylabel="mean absolute error (accuracy points)")
     s.figure(figure(
         "compression-prediction", "Prediction error against k",
         "Cross-validated error of the full-benchmark accuracy predicted for a held-out model that answered only "
-        "k items, for each estimator and selection: lower is better; where a line flattens, more items buy little.",
+        f"k items, for each estimator{' on the targeted selection' if sel else ''} (every selection is in the "
+        "CSV): lower is better; where a line flattens, more items buy little. 'ours' is benchloupe's estimate.",
         f"Prediction error against k for {len(curves)} estimators.", fig,
         Table(list(ev.columns), [tuple(r) for r in ev.itertuples(index=False)])))
     return s

@@ -13,9 +13,10 @@ from benchloupe.store import runs
 
 from . import plots
 from .doc import Section, Table, fmt
-from .gather import Context, all_settings, describe
+from .gather import Context, all_settings, describe, shell_word
 from .sections import TOP_ROWS, _col, _cut, figure
 
+SCATTER_POINTS = 2000  # near-tie pairs drawn (5,000 x 14,000: 20,557 pairs)
 HEAT_ROWS, HEAT_COLS, HEAT_CELLS = 25, 30, 400  # the heat map: top models x top items among the top cells
 FOREST_ROWS = 40
 
@@ -106,7 +107,7 @@ def _forest(ctx: Context, s: Section, con: dict) -> None:
         f"after Holm's correction; {n_flag} of {len(w)}). The {len(top)} models with the smallest corrected p "
         "are drawn; the CSV has every window.",
         f"Forest plot of {len(top)} contamination windows, {n_flag} flagged.", fig,
-        Table(cols, [tuple(r) for r in w[cols].itertuples(index=False)])))
+        Table(cols, [tuple(r) for r in w[cols].itertuples(index=False)], source=export_command(ctx, con, "windows"))))
 
 
 # ------------------------------------------------------------------------------------------------------ near-tie
@@ -133,13 +134,18 @@ def neartie(ctx: Context) -> Section:
         dx = _col(pairs, "full_a") - _col(pairs, "full_b")
         dy = _col(pairs, "anchor_a") - _col(pairs, "anchor_b")
         rev = pairs["reversed"].fillna(False).to_numpy(bool)
+        drawn = _sample(rev, SCATTER_POINTS)
+        cut = (f" A seeded random {len(drawn):,} of them are drawn (reversed ones in their share); the numbers have "
+               "every pair." if len(drawn) < len(pairs) else "")
         s.figure(figure(
             "neartie-pairs", "Near-tie pairs: full against low-DIF score differences",
-            f"Each of the {len(pairs)} eligible near-tie pairs (different owner and family, scores within the gap "
+            f"Each of the {len(pairs):,} eligible near-tie pairs (different owner and family, scores within the gap "
             "on the full benchmark): its score difference on the full benchmark (x) against the difference on "
-            "the low-DIF recomposition (y). A red cross crossed zero: the pair's order reversed.",
-            f"Scatter of {len(pairs)} near-tie pairs, {int(rev.sum())} reversed.", plots.scatter_pairs(dx, dy, rev),
-            Table(list(pairs.columns), [tuple(r) for r in pairs.itertuples(index=False)])))
+            "the low-DIF recomposition (y). A red cross crossed zero: the pair's order reversed." + cut,
+            f"Scatter of {len(pairs):,} near-tie pairs, {int(rev.sum()):,} reversed.",
+            plots.scatter_pairs(dx[drawn], dy[drawn], rev[drawn]),
+            Table(list(pairs.columns), [tuple(r) for r in pairs.itertuples(index=False)],
+                  source=export_command(ctx, run, "pairs"))))
         rp = pairs[rev]
         if len(rp):
             rp = rp.assign(_robust=np.abs(dy[rev])).sort_values("_robust", ascending=False, kind="stable")
@@ -164,8 +170,25 @@ def neartie(ctx: Context) -> Section:
             "share of controls at or above the observed rate: an observed rate in the right tail means family "
             "DIF, not chance, reorders close models.",
             f"Histogram of {len(rate):,} control reversal rates with the observed rate {observed:.3f}.", fig,
-            Table(list(ctrl.columns), [tuple(r) for r in ctrl.itertuples(index=False)])))
+            Table(list(ctrl.columns), [tuple(r) for r in ctrl.itertuples(index=False)],
+                  source=export_command(ctx, run, "controls"))))
     return s
+
+
+def _sample(flag: np.ndarray, n: int) -> np.ndarray:
+    """At most *n* indices, in order, the flagged ones in their share (seeded: the same report twice is the same)."""
+    if len(flag) <= n:
+        return np.arange(len(flag))
+    rng = np.random.default_rng(0)
+    on, off = np.flatnonzero(flag), np.flatnonzero(~flag)
+    k = max(1, round(n * len(on) / len(flag))) if len(on) else 0
+    return np.sort(np.concatenate([rng.choice(on, min(k, len(on)), replace=False),
+                                   rng.choice(off, min(n - k, len(off)), replace=False)]))
+
+
+def export_command(ctx: Context, run: dict, name: str) -> str:
+    """The command that writes a stored table of *run* as CSV."""
+    return f"benchloupe export run-artifact {shell_word(ctx.benchmark)} --run {run['id']} --name {name}"
 
 
 def _pct(v):
@@ -206,7 +229,8 @@ def _coverage(ctx: Context, s: Section, run: dict) -> None:
             "between the two.",
             f"ECDF of {len(z):,} item difficulties against a uniform target, with {len(spans)} gaps shaded.",
             plots.ecdf(z[::step], ec[::step], tg[::step], spans),
-            Table(list(e.columns), [tuple(r) for r in e.itertuples(index=False)])))
+            Table(list(e.columns), [tuple(r) for r in e.itertuples(index=False)],
+                  source=export_command(ctx, run, "ecdf"))))
     if top is not None and len(top):
         names = [f"#{n + 1} {r['lo']:.3f}-{r['hi']:.3f}" for n, (_, r) in enumerate(top.iterrows())]
         conf = top["confirmed"].fillna(False).to_numpy(bool) if "confirmed" in top else np.zeros(len(top), bool)

@@ -18,6 +18,7 @@ import getpass
 import os
 
 from benchloupe import names
+from benchloupe.hints import Alt
 
 ENV = "BENCHLOUPE_USER"
 MAX_CHARS = 40
@@ -26,7 +27,7 @@ _UNSET = object()
 _env_before: object = _UNSET  # $BENCHLOUPE_USER as it was before the first set_actor (None: not set)
 
 
-def check_name(name: str, where: str = "--as") -> str:
+def check_name(name: str, where: str | Alt = Alt("--as", "the open command's as option")) -> str:
     """*name* normalised, or ValueError with one line saying what is wrong with it and where it came from."""
     return names.check(name, what="curator name", where=where, max_chars=MAX_CHARS, commas=False)
 

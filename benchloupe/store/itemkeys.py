@@ -10,6 +10,8 @@ import sqlite3
 
 import numpy as np
 
+from benchloupe.hints import Alt, say
+
 from .actor import current
 from .db import StoreError, audit, transaction
 
@@ -83,8 +85,9 @@ def fix_key(conn: sqlite3.Connection, item_id: int, answer: str, note: str = "",
             raise StoreError(f"no item with id {item_id}")
         choices = json.loads(row["choices"] or "[]")
         if not choices:
-            raise StoreError(f"item {row['key']} has no stored options to re-score (its results were imported "
-                             "as 0/1); import the chosen options (`import wide FILE --options`) to fix its key here")
+            raise StoreError(say(f"item {row['key']} has no stored options to re-score (its results were "
+                                 "imported as 0/1); import the chosen options (", Alt("`import wide FILE --options`",
+                                 "a wide file imported with options"), ") to fix its key here"))
         answer = str(answer).strip()
         if answer not in choices:
             raise StoreError(f"{answer!r} is not one of item {row['key']}'s choices ({', '.join(choices)})")

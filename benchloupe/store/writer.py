@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from benchloupe import names
-from benchloupe.hints import Opt, say
+from benchloupe.hints import Alt, Opt, say
 
 from .db import audit, transaction
 from .importers.base import ParsedImport
@@ -54,7 +54,9 @@ def _text(v) -> str:
 MAX_BENCHMARK_CHARS = 200
 
 
-def new_benchmark_name(conn: sqlite3.Connection, name: str, where: str = "-b/--benchmark (or the file's name)") -> str:
+def new_benchmark_name(conn: sqlite3.Connection, name: str,
+                       where: str | Alt = Alt("-b/--benchmark (or the file's name)",
+                                              "the benchmark name field (or the file's name)")) -> str:
     """The name a new benchmark is created under, checked by the one validator of names (issue 37 #11:
     benchloupe/names.py, the curator names' rules: no blank, invisible, bidi or control characters, no lookalike
     scripts, NFC), and refused when it is another spelling of an existing benchmark's name (the same identity:
@@ -397,8 +399,8 @@ def score_options(conn, bid: int, parsed: ParsedImport, batch: _Batch) -> None:
             continue
         if not answer:
             raise ValueError(say(f"item {key!r} has no answer to score the chosen options with; import the items "
-                                 "with their answers first (`benchloupe import items FILE` with an answer column), "
-                                 "then the options"))
+                                 "with their answers first (", Alt("`benchloupe import items FILE`", "an items file "
+                                 "imported from 1 Benchmarks"), " with an answer column), then the options"))
         if choices:
             bad = [x for x in labels if x not in choices]
             if bad:

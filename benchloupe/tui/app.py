@@ -111,9 +111,11 @@ class BenchloupeApp(App[int]):
           for name, (_cls, key, title) in SCREENS.items()),
     ]
 
-    def __init__(self, db_path: str | Path, *, benchmark: str | None = None) -> None:
+    def __init__(self, db_path: str | Path, *, benchmark: str | None = None,
+                 first_job: tuple[str, JobSpec] | None = None) -> None:
         super().__init__()
         self.db_path = Path(db_path)
+        self.first_job = first_job  # (title, spec): started once the first screen is up and the engine warm
         self.benchmark = benchmark if benchmark is not None else remembered_benchmark(self.db_path)
         self.data_version = 0
         self.job = JobState()
@@ -200,8 +202,18 @@ class BenchloupeApp(App[int]):
         past its test's 30 s)."""
         try:
             _import_engine()
+            if self.first_job is not None and not self._closing:
+                self.call_from_thread(self._start_first_job)
         finally:
             self._hold_simulated()
+
+    def _start_first_job(self) -> None:
+        """The job the command asked for after the first screen (``benchloupe demo --open``: the showcase runs);
+        the screens fill in as its runs land (the store watcher sees another writer)."""
+        if self.first_job is not None:
+            title, spec = self.first_job
+            self.first_job = None
+            self.start_job(title, spec)
 
     # ------------------------------------------------------------------ navigation
     def action_go(self, mode: str) -> None:
@@ -293,6 +305,40 @@ class BenchloupeApp(App[int]):
             return
         self._ask_export(f"Export the decisions on {bench}", export.default_path("decisions", bench),
                          lambda conn: export.decisions(conn, bench))
+
+    def action_replicate_workers(self) -> None:
+        """Where the analyses' replicates run (issue 36): every core, N local processes or a Dask scheduler;
+        stored in this database's settings, used by every run started here."""
+        from benchloupe.jobs import workers
+        from benchloupe.store.db import connect
+        from benchloupe.tui.widgets.dialogs import PromptDialog
+
+        conn = connect(self.db_path)
+        try:
+            now = workers.saved_setting(conn)
+        finally:
+            conn.close()
+
+        def check(text: str) -> str | None:
+            try:
+                workers.parse_setting(text)
+            except ValueError as exc:
+                return str(exc)
+            return None
+
+        def save(text: str) -> None:
+            value = workers.save_setting(self.db_path, text)
+            self.call_from_thread(self.notify, workers.describe(value), markup=False)
+
+        def answered(text: str | None) -> None:
+            if text is not None:
+                self.run_worker(lambda: save(text), thread=True, group="remember", exit_on_error=False)
+
+        self.push_screen(PromptDialog(
+            "Replicate workers", value=now["cluster"] or str(now["jobs"] or ""), placeholder="every core",
+            validate=check, help="Bootstrap refits, split reruns, perturbations, subset refits run as replicates: "
+                                 "blank for every core, a number of local processes, or a Dask scheduler address "
+                                 "(tcp://host:8786). The numbers are the same on any."), answered)
 
     def _ask_export(self, title: str, default: Path, rows: Callable) -> None:
         from benchloupe.tui import export
@@ -602,8 +648,9 @@ def remembered_benchmark(db_path: Path) -> str | None:
         conn.close()
 
 
-def run_app(db_path: str | Path) -> int:
-    """Open the workbench on *db_path* (created and migrated by the caller); the exit status."""
-    app = BenchloupeApp(db_path)
+def run_app(db_path: str | Path, first_job: tuple[str, JobSpec] | None = None) -> int:
+    """Open the workbench on *db_path* (created and migrated by the caller), with *first_job* (title, spec)
+    started after the first screen; the exit status."""
+    app = BenchloupeApp(db_path, first_job=first_job)
     app.run()
     return int(app.return_code or 0)

@@ -83,9 +83,25 @@ def run_import(progress: Progress, cancel: threading.Event, db_path: str, paths:
 def run_analysis(progress: Progress, cancel: threading.Event, db_path: str, name: str, benchmark: str,
                  config: object, arena: str | None = None, reward_model: str | None = None) -> int:
     from benchloupe.jobs import ANALYSES
+    from benchloupe.jobs.workers import for_database, using
 
     extra = {"reward_model": reward_model} if reward_model else {}
-    return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel, **extra)
+    with using(for_database(db_path)):  # the workbench's replicate-workers setting (issue 36)
+        return ANALYSES[name].run(db_path, benchmark, config, arena=arena, progress=progress, cancel=cancel,
+                                  **extra)
+
+
+def run_report(progress: Progress, cancel: threading.Event, db_path: str, benchmark: str, output: str,
+               fmt: str) -> dict:
+    """``benchloupe report``: the report of *benchmark* written to *output* (matplotlib loads in this child only)."""
+    from benchloupe.report.build import make_report
+    from benchloupe.store import actor
+
+    done = make_report(db_path, benchmark, Path(output), fmt=fmt, curator=actor.current(), progress=progress,
+                       cancel=cancel)
+    missing = f"; {count(len(done.missing), 'analysis', 'analyses')} without a run" if done.missing else ""
+    return {"message": f"report written to {done.path} ({count(done.figures, 'figure')}, "
+                       f"{done.bytes / 1e3:,.0f} kB){missing}", "path": str(done.path)}
 
 
 def run_fill(progress: Progress, cancel: threading.Event, db_path: str, benchmark: str, options: object,
@@ -115,6 +131,10 @@ def import_job(db_path: Path, paths: list[str], fmt: str | None = None, options:
 def analysis_job(db_path: Path, name: str, benchmark: str, config: object, arena: str | None = None,
                  reward_model: str | None = None) -> JobSpec:
     return JobSpec(run_analysis, (str(db_path), name, benchmark, config, arena, reward_model))
+
+
+def report_job(db_path: Path, benchmark: str, output: str, fmt: str) -> JobSpec:
+    return JobSpec(run_report, (str(db_path), benchmark, str(output), fmt))
 
 
 def fill_job(db_path: Path, benchmark: str, options: object, config: object) -> JobSpec:

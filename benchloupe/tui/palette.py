@@ -55,6 +55,8 @@ class WorkbenchCommands(Provider):
         out.append(("export: decisions", app.action_export_decisions,
                     "key W: flag triage and BenchFill decisions to CSV/JSON"))
         out.append(("job: cancel", app.action_cancel_job, "key x"))
+        out.append(("runs: replicate workers", app.action_replicate_workers,
+                    "every core, N processes or a Dask cluster for the analyses' replicates"))
         out.append(("help: keys", app.action_help, "key ?"))
         from benchloupe.tui.screens.runs import plain_title
 

@@ -15,7 +15,7 @@ import pytest
 
 from benchloupe.cli.main import main
 from benchloupe.engine.simulate import demo_workspace
-from benchloupe.jobs import build_demo
+from benchloupe.jobs import build_demo, demo_unfinished
 
 LATE = demo_workspace().late.name
 
@@ -32,6 +32,7 @@ def full_demo(tmp_path_factory):
     fr = [d / t for d, t, _ in events]
     assert all(b >= a for a, b in zip(fr, fr[1:])) and fr[-1] > 0.9
     assert any("static fit of demo-math: " in m for _, _, m in events)
+    assert not demo_unfinished(path)  # `demo --open` starts no showcase job on it (issue 32 point 16)
     return path
 
 

@@ -171,7 +171,7 @@ def test_local_cluster_stores_the_numbers_of_jobs_one(demo_db, capsys, local_clu
     assert code == 0
     code, out2, err = _bootstrap(demo_db, capsys, "--cluster", local_cluster.scheduler_address)
     assert code == 0, err
-    assert f"on {local_cluster.scheduler_address}" in err  # the progress line says where they ran
+    assert local_cluster.scheduler_address in err  # the progress line says where they ran
     r1, r2 = json.loads(out1)["run_id"], json.loads(out2)["run_id"]
     np.testing.assert_array_equal(_thetas(demo_db, r1), _thetas(demo_db, r2))
 
@@ -213,3 +213,4 @@ def test_cluster_whose_workers_lack_benchloupe(demo_db, capsys, tmp_path):
     rows, outputs = _runs(demo_db)
     assert [r[1] for r in rows] == ["failed"] and outputs == 0
     assert _bootstrap(demo_db, capsys, "--jobs", "1")[0] == 0
+

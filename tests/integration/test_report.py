@@ -3,7 +3,6 @@ how they escape text from data, and that a real browser shows the HTML with no b
 
 from __future__ import annotations
 
-import base64
 import csv
 import io
 import json
@@ -15,6 +14,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -80,7 +80,7 @@ def _csv_links(page: Page) -> dict[str, list[list[str]]]:
     for tag, attrs in page.starts:
         href = attrs.get("href", "")
         if tag == "a" and href.startswith("data:text/csv"):
-            text = base64.b64decode(href.split("base64,", 1)[1]).decode("utf-8")
+            text = unquote(href.split(",", 1)[1])
             out[attrs["download"]] = list(csv.reader(io.StringIO(text)))
     return out
 
@@ -191,7 +191,8 @@ def test_bad_output_or_benchmark_is_one_line_and_leaves_everything_as_it_was(dem
 @pytest.fixture(scope="module")
 def hostile_db(tmp_path_factory) -> Path:
     """A benchmark whose model names, item keys, item text and groups are markup injections
-    (tests/hostile.py ``markup_injections``), fitted, bootstrapped, audited and screened for anomalies."""
+    (tests/hostile.py ``markup_injections``), fitted, bootstrapped, audited, screened for anomalies, its coverage
+    measured and its estimates cross-validated (every model answered every item)."""
     folder = tmp_path_factory.mktemp("hostile-report")
     hostile = markup_injections()
     rng = random.Random(0)
@@ -207,7 +208,8 @@ def hostile_db(tmp_path_factory) -> Path:
     db = folder / "h.db"
     for argv in (["import", "long", folder / "h.csv", "-b", "hostile"], ["fit", "static", "hostile"],
                  ["bootstrap", "hostile", "--B", "10"], ["anomalies", "hostile"],
-                 ["audit", "items", "hostile", "--permutations", "99"], ["coverage", "hostile"]):
+                 ["audit", "items", "hostile", "--permutations", "99"], ["coverage", "hostile"],
+                 ["compress", "hostile", "--validate", "10,25"]):
         rc, _, err = run_cli(["--db", db, *argv])
         assert rc == 0, (argv, err)
     return db
@@ -220,6 +222,7 @@ def test_text_from_data_is_escaped_in_html(hostile_db, tmp_path):
     page = Page(text)
     _check_structure(page, got["figures"])  # no <script>, <img>, handler or link from data; every </svg> ours
     assert page.count("script") == 0 and "<script" not in text.lower()
+    assert "compression-prediction.csv" in _csv_links(page)  # every model answered every item: validated
     shown = "".join(page.text)
     for h in markup_injections():  # each name is shown, as text (control characters visibly escaped)
         from benchloupe.textsafe import visible
@@ -340,3 +343,58 @@ def test_help_and_workbench_start_load_no_matplotlib(tmp_path):
             "sys.stderr.write('LOADED ' + ' '.join(m for m in sys.modules if m.startswith('matplotlib')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stderr.rstrip().endswith("LOADED"), out.stderr[-500:]
+
+
+def test_numbers_too_big_to_embed_name_the_command_that_writes_them():
+    """A figure's CSV over html.EMBED_BYTES (the near-tie pairs at 5,000 x 14,000: 20,557 rows) is not embedded:
+    the caption names the export command instead, and the Markdown variant still writes it beside the figure."""
+    from benchloupe.report import html, markdown
+    from benchloupe.report.doc import Figure, Section, Table
+
+    rows = [(f"model-{k}", k / 7, k * 1e-9) for k in range(60_000)]
+    table = Table(["model", "x", "y"], rows, source="benchloupe export run-artifact b --run 7 --name pairs")
+    assert len(table.csv_text()) > html.EMBED_BYTES
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
+    s = Section("x", "X", blocks=[Figure("big", "Big", "caption", "alt", svg, table),
+                                  Figure("small", "Small", "caption", "alt", svg, Table(["a"], [(0.1 + 0.2,)]))])
+    page = html.render("t", [s])
+    assert "data:text/csv" in page and page.count("data:text/csv") == 1
+    assert "too many to embed here: <code>benchloupe export run-artifact b --run 7 --name pairs</code>" in page
+    assert "0.30000000000000004" in unquote(page)  # full precision where embedded
+    md, files = markdown.render("t", [s])
+    assert files["big.csv"].count("\n") == 60_001
+
+
+def test_the_pairs_drawn_keep_the_reversed_share_and_are_the_same_each_time():
+    import numpy as np
+
+    from benchloupe.report.sections_more import _sample
+
+    flag = np.zeros(20_557, bool)
+    flag[::5] = True
+    a, b = _sample(flag, 2000), _sample(flag, 2000)
+    assert np.array_equal(a, b) and len(a) == 2000 and np.all(np.diff(a) > 0)
+    assert abs(flag[a].mean() - flag.mean()) < 0.01
+    assert np.array_equal(_sample(flag[:100], 2000), np.arange(100))
+
+
+def test_decisions_count_states_by_kind_and_curator(analysed, tmp_path):
+    db = tmp_path / "d.db"
+    shutil.copy(analysed, db)
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    ids = [r[0] for r in conn.execute("SELECT f.id FROM flags f JOIN benchmarks b ON b.id = f.benchmark_id WHERE"
+                                      " b.name = 'demo-chem' AND f.kind = 'anomaly' ORDER BY f.id LIMIT 3")]
+    conn.close()
+    for fid, who, state in zip(ids, ("bea", "bea", "ann"), ("confirmed", "confirmed", "dismissed")):
+        rc, _, err = run_cli(["--db", db, "--as", who, "flags", "--set", fid, state])
+        assert rc == 0, err
+    out = tmp_path / "d.html"
+    _report(db, out)
+    page = Page(out.read_text(encoding="utf-8"))
+    cells = [t.strip() for t in page.text if t.strip()]
+    at = len(cells) - 1 - cells[::-1].index("Decisions")  # the section's heading (the first is the menu's)
+    rows = cells[at:cells.index("Provenance", at)]
+    assert ["anomaly", "confirmed", "bea", "2"] == rows[rows.index("confirmed") - 1:rows.index("confirmed") + 3]
+    assert ["anomaly", "dismissed", "ann", "1"] == rows[rows.index("dismissed") - 1:rows.index("dismissed") + 3]

@@ -190,17 +190,25 @@ def test_group_bootstrap_widens_the_interval_when_groups_move_together():
 
 
 def test_adaptive_testing_stops_at_the_target_and_beats_as_many_random_items():
-    a, b, c, theta, y, _ = _world(seed=11, n_models=1500, n_items=100)
-    cal = E.calibration(a, b, c, theta[:1000])
-    sc = E.cat_scale(cal, y[:1000], target_se=0.03)
-    r = E.simulate_cat(cal, y[1000:], target_se=0.03, scale=sc)
-    assert r.reached.all() and (r.sd <= 0.03).all() and np.median(r.items) < 80
+    """The simulated study of docs/ESTIMATE.md, small: 3PL answers with guessing and a person misfit, items fitted
+    as a 2PL without chance levels (the tails it misses are the items an adaptive test leaves unseen).  The
+    stretch from the out-of-sample pilot (items refitted without the pilot models) keeps the held-out coverage in
+    93-97 % (93.3 % here, stretch 0.96; the in-sample replay it replaced: 97.7 %, stretch 1.18)."""
+    from benchloupe.engine import estimate_validate as ev
+
+    a, b, c, theta, y, _ = _world(seed=11, n_models=1600, n_items=80, misfit=0.3)
+    train, test = y[:1000], y[1000:]
+    cal, _, _ = ev.fold_calibration(train, np.ones_like(train, bool), None)
+    sc = ev.cat_scale(train, np.ones_like(train, bool), None, target_se=0.02, seed=1)
+    assert 0.75 <= sc <= 6
+    r = E.simulate_cat(cal, test, target_se=0.02, scale=sc)
+    assert r.reached.all() and (r.sd <= 0.02).all() and np.median(r.items) < 70
+    assert 0.93 <= np.mean((r.truth >= r.lo) & (r.truth <= r.hi)) <= 0.97
     rnd = np.zeros(r.mask.shape, bool)
     rng = np.random.default_rng(0)
     for i, k in enumerate(r.items):
-        rnd[i, rng.choice(100, int(k), replace=False)] = True
-    e = E.estimate(cal, y[1000:], rnd)
+        rnd[i, rng.choice(80, int(k), replace=False)] = True
+    e = E.estimate(cal, test, rnd)
     assert np.mean(np.abs(r.accuracy - r.truth)) < np.mean(np.abs(e.accuracy - r.truth))
-    assert 0.9 <= np.mean((r.truth >= r.lo) & (r.truth <= r.hi)) <= 0.99
-    nxt = E.next_items(cal, y[1000:1002], r.mask[:2], 3)
+    nxt = E.next_items(cal, test[:2], r.mask[:2], 3)
     assert nxt.shape == (2, 3) and not r.mask[0, nxt[0]].any()

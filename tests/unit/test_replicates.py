@@ -99,3 +99,50 @@ def test_audit_splits_and_perturbations_same_on_one_and_two_processes():
     (s1, v1, t1), (s2, v2, t2) = out
     assert s1 == s2 and v1 == v2
     assert t1.equals(t2) and len(t1) == 10
+
+
+def _both(fn):
+    out = []
+    for jobs in (1, 2):
+        with replicates.use(replicates.Workers(jobs=jobs)):
+            out.append(fn())
+    return out
+
+
+def test_subset_recovery_refits_same_on_one_and_two_processes():
+    from benchloupe.engine.informativeness import subset_recovery
+    from benchloupe.engine.joint import fit_joint
+
+    _, S, A = simulate(14, 60, 40, seed=2)
+    res = fit_joint(S, A, JointConfig())
+    one, two = _both(lambda: subset_recovery(res, S, A, fractions=(0.25, 0.5, 1.0), seeds=(0, 1)))
+    assert one.equals(two) and one["reused"].any()
+
+
+def test_contamination_protocol_same_on_one_and_two_processes():
+    from benchloupe.engine.anomaly import contamination_experiment
+
+    _, S, A = simulate(14, 60, 40, seed=5)
+    one, two = _both(lambda: contamination_experiment(S, None, JointConfig(mode="static"), rates=(0.01, 0.05),
+                                                      seeds=(0, 1)))
+    assert one.equals(two) and len(one) == 8
+
+
+def test_protocol_tables_same_on_one_and_two_processes():
+    """Table 2's permutations (drawn in the reference's order by the caller), Table 4's and Table 5's two folds,
+    as replicates: the same tables on one and two processes."""
+    from benchloupe.engine.neartie import run_audit
+    from benchloupe.engine.neartie.direct_mirt import direct_mirt_audit
+    from benchloupe.engine.neartie.replication import replication
+    from tests.unit.test_neartie_protocol import FAST, _inputs, simulate
+
+    sim = simulate(seed=3, n_owners=60, n_items=120)
+    res = run_audit(*sim, FAST)
+    inputs = _inputs(res, *sim)
+    from benchloupe.engine.neartie.matched import matched_controls
+
+    one, two = _both(lambda: (replication(res, inputs, permutations=49)["table2"],
+                              direct_mirt_audit(res, inputs, max_updates=300), *matched_controls(res, inputs, 49)))
+    assert one[0].equals(two[0]) and one[1].equals(two[1]) and one[2].equals(two[2])
+    assert one[3]["folds"].equals(two[3]["folds"])
+    np.testing.assert_array_equal(one[3]["control_counts"], two[3]["control_counts"])

@@ -24,6 +24,10 @@ from scipy import special
 
 from ..common import EngineError
 
+# the normal tail alone (no Monte Carlo replicates) for a column of at least CLT_ANSWERS answers with at least
+# CLT_MIN ones and CLT_MIN zeros; below that, as measured in docs/ITEMS.md, the replicates decide
+CLT_MIN, CLT_ANSWERS = 50, 2000
+
 
 def formula_scores(y: np.ndarray, chance: np.ndarray) -> np.ndarray:
     """Cells scored (y - c)/(1 - c): 1 right, -c/(1-c) wrong, NaN missing."""
@@ -34,6 +38,11 @@ def formula_scores(y: np.ndarray, chance: np.ndarray) -> np.ndarray:
 def rest_means(z: np.ndarray) -> np.ndarray:
     """Mean formula score of each model over the *other* answered items (NaN when it answered no other)."""
     obs = ~np.isnan(z)
+    if obs.all():  # complete data: one pass
+        n = z.shape[1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rest = (z.sum(1, keepdims=True) - z) / (n - 1) if n > 1 else np.full(z.shape, np.nan)
+        return rest
     zz = np.where(obs, z, 0.0)
     tot = zz.sum(1, keepdims=True)
     cnt = obs.sum(1, keepdims=True)
@@ -45,6 +54,15 @@ def rest_means(z: np.ndarray) -> np.ndarray:
 def point_biserial(x: np.ndarray, rest: np.ndarray) -> np.ndarray:
     """Pearson correlation per column between indicator *x* and *rest* over cells where both are known."""
     ok = ~np.isnan(x) & ~np.isnan(rest)
+    if ok.all():  # complete data: sums of products, no masked copies
+        n = len(x)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx, mr = x.mean(0), rest.mean(0)
+            sxr = np.einsum("ij,ij->j", x, rest) - n * mx * mr
+            sxx = np.einsum("ij,ij->j", x, x) - n * mx * mx
+            srr = np.einsum("ij,ij->j", rest, rest) - n * mr * mr
+            r = sxr / np.sqrt(sxx * srr)
+        return np.where(np.isfinite(r) & (sxx > 1e-12 * n) & (srr > 1e-12 * n), np.clip(r, -1, 1), np.nan)
     n = ok.sum(0)
     xs, rs = np.where(ok, x, 0.0), np.where(ok, rest, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -55,20 +73,25 @@ def point_biserial(x: np.ndarray, rest: np.ndarray) -> np.ndarray:
 
 
 def permutation_pvalues(x: np.ndarray, rest: np.ndarray, *, alternative: str, n_perm: int,
-                        rng: np.random.Generator, tail_min: int = 10) -> tuple[np.ndarray, np.ndarray]:
+                        rng: np.random.Generator, tail_min: int = 10,
+                        clt_min: int = CLT_MIN, clt_answers: int = CLT_ANSWERS) -> tuple[np.ndarray, np.ndarray]:
     """One-sided permutation p-values of the association of each column of *x* (0/1, NaN missing) with *rest*:
     ``alternative`` "less" (negative association: a backwards item) or "greater". Returns (p, z) with z the
     statistic standardised by its exact permutation moments (z ~ r * sqrt(n - 1)). NaN where a column has fewer
-    than 3 answers or no spread."""
+    than 3 answers or no spread. A column with at least *clt_answers* answers, *clt_min* of them ones and *clt_min*
+    zeros, gets the normal tail with the exact moments without replicates (the permutational CLT holds there;
+    the replicates are spent on the columns where it may not: few answers, few right or few wrong)."""
     if alternative not in ("less", "greater"):
         raise EngineError(f"alternative must be 'less' or 'greater', not {alternative!r}")
     m, k = x.shape
     ok = ~np.isnan(x) & ~np.isnan(rest)
     n = ok.sum(0)
-    # answered cells first in each column (stable), so that an item's answers are rows 0..n-1
-    order = np.argsort(~ok, axis=0, kind="stable")
-    xo = np.take_along_axis(np.where(ok, x, 0.0), order, 0)
-    ro = np.take_along_axis(np.where(ok, rest, 0.0), order, 0)
+    if ok.all():  # complete data: every column's answers are rows 0..m-1 already
+        xo, ro = x, rest
+    else:  # answered cells first in each column (stable), so that an item's answers are rows 0..n-1
+        order = np.argsort(~ok, axis=0, kind="stable")
+        xo = np.take_along_axis(np.where(ok, x, 0.0), order, 0)
+        ro = np.take_along_axis(np.where(ok, rest, 0.0), order, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         rc = ro - ro.sum(0) / n
     rc = np.where(np.arange(m)[:, None] < n[None, :], rc, 0.0)
@@ -80,7 +103,8 @@ def permutation_pvalues(x: np.ndarray, rest: np.ndarray, *, alternative: str, n_
         z = obs_t / np.sqrt(var)
     sign = -1.0 if alternative == "less" else 1.0
     reach = np.zeros(k)
-    groups = {int(v): np.flatnonzero(n == v) for v in np.unique(n)}
+    mc = (np.minimum(n1, n - n1) < clt_min) | (n < clt_answers)  # the columns that get Monte Carlo replicates
+    groups = {int(v): np.flatnonzero((n == v) & mc) for v in np.unique(n[mc])}
     eps = 1e-5 * np.maximum(np.abs(obs_t), 1.0)  # float32 sums below: ties within their rounding count
     # float32 copies per group of columns (half the memory traffic of a replicate, which is all it costs)
     blocks = {size: (cols, np.ascontiguousarray(xo[:size][:, cols], np.float32),
@@ -94,7 +118,7 @@ def permutation_pvalues(x: np.ndarray, rest: np.ndarray, *, alternative: str, n_
             reach[cols] += (sign * t >= sign * obs_t[cols] - eps[cols])
     p_mc = (1.0 + reach) / (n_perm + 1.0)
     p_norm = special.ndtr(-sign * z)
-    p = np.where(reach >= tail_min, p_mc, p_norm)
+    p = np.where(mc & (reach >= tail_min), p_mc, p_norm)
     if n_perm == 0:
         p = p_norm
     bad = (n < 3) | ~np.isfinite(z) | (var <= 0)

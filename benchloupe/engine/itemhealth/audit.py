@@ -122,8 +122,7 @@ def run_item_audit(inp: ItemAuditInputs, cfg: ItemAuditConfig = ItemAuditConfig(
     if len(spread) < 2:
         raise EngineError(f"the item audit needs at least 2 items that some but not all models got right; "
                           f"{len(spread)} of the {n} items are")
-    c_fit = np.nan_to_num(chance, nan=0.0)
-    c_fit = np.where(np.nan_to_num(p_right) <= c_fit + 0.02, 0.0, c_fit)
+    c_fit = guessing_levels(y, chance, rest, p_right)
     r0 = np.clip(np.nan_to_num(r_rest[spread]), -0.9, 0.9)
     sub = irt.fit_2pl(y[:, spread], c_fit[spread], a0=1.7 * r0 / np.sqrt(1 - r0**2))  # the classical start
     fit = irt.widen(sub, spread, n)
@@ -261,6 +260,30 @@ def run_item_audit(inp: ItemAuditInputs, cfg: ItemAuditConfig = ItemAuditConfig(
                "top_separating": int((~top_all & ~top_none & np.isfinite(top_mean)).sum()),
                "sx2_models": sx.n_models if sx is not None else 0}
     return ItemAuditResult(table, flags, cards, metrics, asdict(cfg))
+
+
+def guessing_levels(y: np.ndarray, chance: np.ndarray, rest: np.ndarray, p_right: np.ndarray) -> np.ndarray:
+    """The lower asymptote each item's 2PL is fitted with: its stated chance, but never above the rate at which
+    the weakest tenth of the models (by rest score, at least 20 of them) answer it, and none for an item answered
+    right at or below chance overall (a mis-keyed item). Leaderboard models do not guess uniformly: on the Open
+    LLM Leaderboard's ARC items (chance .25) the weakest tenth is right 4-17 % of the time on most items, and a
+    floor of .25 there made S-X2 flag 90 of 100 items (41 with the cap; docs/ITEMS.md)."""
+    c = np.clip(np.nan_to_num(np.asarray(chance, float), nan=0.0), 0.0, 0.95)
+    c = np.where(np.nan_to_num(p_right) <= c + 0.02, 0.0, c)
+    obs = ~np.isnan(y) & ~np.isnan(rest)
+    k = obs.sum(0) // 10
+    cols = np.flatnonzero((c > 0) & (k >= 20))
+    if not len(cols):
+        return c
+    r = np.where(obs[:, cols], rest[:, cols], np.inf)
+    kmax = int(k[cols].max())
+    low = np.argpartition(r, kmax - 1, axis=0)[:kmax] if kmax < len(r) else np.arange(len(r))[:, None]
+    low = np.broadcast_to(low, (min(kmax, len(r)), len(cols)))
+    low = np.take_along_axis(low, np.argsort(np.take_along_axis(r, low, 0), axis=0, kind="stable"), 0)
+    right = np.take_along_axis(np.where(obs[:, cols], y[:, cols], 0.0), low, 0)
+    rate = (np.cumsum(right, 0)[k[cols] - 1, np.arange(len(cols))]) / k[cols]
+    c[cols] = np.minimum(c[cols], rate)
+    return c
 
 
 def _saturation(y: np.ndarray, theta: np.ndarray, top_n: int, release) -> dict:

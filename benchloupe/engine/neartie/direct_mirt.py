@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from benchloupe.engine import replicates
 from benchloupe.engine.common import EngineError, check_cancel
 from benchloupe.engine.dif import anchor_weights, difficulty_cells, fit_family_dif, item_rates
 
@@ -174,42 +175,50 @@ def direct_offsets(y, obs, selected, k, seed, max_updates=6000, inits=2, cancel=
     return np.clip((items.a @ theta.T).astype(np.float64), -OFFSET_CLIP, OFFSET_CLIP)
 
 
+def _direct_fold(shared, task) -> tuple[int, int, int, np.ndarray]:
+    """One fold of Table 4 (a replicate: its seeds are the fold's): K, observed pairs and reversals, and the
+    controls' (pairs, reversals)."""
+    inputs, cfg, inits, max_updates = shared
+    fold, audit_rows, rep_index, full = task
+    n_fam = len(inputs.fam_names)
+    y = np.ascontiguousarray(inputs.y_all[audit_rows].T, dtype=np.float32)  # float32, as the paper
+    obs = None if inputs.obs_all is None else np.ascontiguousarray(inputs.obs_all[audit_rows].T, np.float32)
+    seed = cfg.nested_seed + fold
+    k, _ = select_dimension_direct(y, obs, inputs.owner_arr[audit_rows], inputs.groups, cfg.dimensions, seed,
+                                   cfg.validation_fraction, cfg.calibration_fraction, inits, max_updates)
+    codes = inputs.fam_code[audit_rows].astype(int)
+    y64 = inputs.y_all[audit_rows].T
+    obs64 = None if inputs.obs_all is None else inputs.obs_all[audit_rows].T
+    selected = np.ones(y.shape[0], dtype=bool)
+    cells = weights = None
+    for r in range(cfg.purification_rounds):
+        off = direct_offsets(y, obs, selected, k, seed + 1000 * fold + r, max_updates, inits)
+        fit = fit_family_dif(y64, obs64, off, codes, n_fam, penalty=cfg.dif_penalty, cycles=cfg.dif_cycles)
+        cells = difficulty_cells(fit.intercept, inputs.groups, cfg.strata)
+        selected, weights = anchor_weights(fit.dif_range, cells, cfg.anchor_fraction)
+    y_t = inputs.y_all[rep_index]
+    o_t = None if inputs.obs_all is None else inputs.obs_all[rep_index]
+    scale = exact_scale(cells, selected, y_t.shape[1]) if cfg.anchor_ties == "exact" else None
+    low = _scores(y_t, o_t, weights, scale)
+    ps = make_pairs(full, inputs.owner_arr[rep_index], inputs.fam_code[rep_index], cfg.gap, cfg.gap_tolerance)
+    m = ps.cross & ps.close
+    ok, fl = count_reversals(ps, low, m)
+    w = control_weights(cells, selected, cfg.controls, cfg.control_seed + fold)
+    c_ok, c_fl = count_reversals(ps, _scores(y_t, o_t, w, scale), m)
+    return k, int(ok[0]), int(fl[0]), np.stack([c_ok, c_fl], axis=1).astype(np.int64)
+
+
 def direct_mirt_audit(result: AuditResult, inputs: ProtocolInputs, *, inits: int = 2, max_updates: int = 6000,
                       cancel: threading.Event | None = None) -> pd.DataFrame:
     """Table 4 row: K per fold, low-DIF rate, matched-random median, excess, p, and the spectral excess."""
     cfg = result.config
-    obs_pairs = obs_flips = 0
-    ctrl = np.zeros((cfg.controls, 2), dtype=np.int64)
-    ks = []
-    n_fam = len(inputs.fam_names)
-    for fold, f in enumerate(result.fold_results):
-        y = np.ascontiguousarray(inputs.y_all[f.audit_rows].T, dtype=np.float32)  # float32, as the paper
-        obs = None if inputs.obs_all is None else np.ascontiguousarray(inputs.obs_all[f.audit_rows].T, np.float32)
-        seed = cfg.nested_seed + fold
-        k, _ = select_dimension_direct(y, obs, inputs.owner_arr[f.audit_rows], inputs.groups, cfg.dimensions, seed,
-                                       cfg.validation_fraction, cfg.calibration_fraction, inits, max_updates, cancel)
-        ks.append(k)
-        codes = inputs.fam_code[f.audit_rows].astype(int)
-        y64 = inputs.y_all[f.audit_rows].T
-        obs64 = None if inputs.obs_all is None else inputs.obs_all[f.audit_rows].T
-        selected = np.ones(y.shape[0], dtype=bool)
-        cells = weights = None
-        for r in range(cfg.purification_rounds):
-            off = direct_offsets(y, obs, selected, k, seed + 1000 * fold + r, max_updates, inits, cancel)
-            fit = fit_family_dif(y64, obs64, off, codes, n_fam, penalty=cfg.dif_penalty, cycles=cfg.dif_cycles)
-            cells = difficulty_cells(fit.intercept, inputs.groups, cfg.strata)
-            selected, weights = anchor_weights(fit.dif_range, cells, cfg.anchor_fraction)
-        y_t = inputs.y_all[f.rep_index]
-        o_t = None if inputs.obs_all is None else inputs.obs_all[f.rep_index]
-        scale = exact_scale(cells, selected, y_t.shape[1]) if cfg.anchor_ties == "exact" else None
-        low = _scores(y_t, o_t, weights, scale)
-        ps = make_pairs(f.full, inputs.owner_arr[f.rep_index], inputs.fam_code[f.rep_index], cfg.gap, cfg.gap_tolerance)
-        m = ps.cross & ps.close
-        ok, fl = count_reversals(ps, low, m)
-        obs_pairs, obs_flips = obs_pairs + int(ok[0]), obs_flips + int(fl[0])
-        w = control_weights(cells, selected, cfg.controls, cfg.control_seed + fold)
-        ok, fl = count_reversals(ps, _scores(y_t, o_t, w, scale), m)
-        ctrl += np.stack([ok, fl], axis=1)
+    folds = [(fold, f.audit_rows, f.rep_index, f.full) for fold, f in enumerate(result.fold_results)]
+    check_cancel(cancel)
+    parts = replicates.run(_direct_fold, folds, (inputs, cfg, inits, max_updates), cancel=cancel,
+                           label="direct MIRT fold")
+    ks = [k for k, _, _, _ in parts]
+    obs_pairs, obs_flips = sum(p[1] for p in parts), sum(p[2] for p in parts)
+    ctrl = sum(p[3] for p in parts)
     test = randomization_test(obs_pairs, obs_flips, ctrl[:, 0], ctrl[:, 1], cfg.significance)
     return pd.DataFrame([{"k": "/".join(map(str, ks)), "pairs": obs_pairs, "low_dif_rate": test["rate"],
                           "random_median": test["random_median"], "excess_pp": test["excess_pp"], "p": test["p"],

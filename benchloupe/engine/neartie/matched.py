@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from benchloupe.engine import replicates
 from benchloupe.engine.dif import fit_offsets
 
 from .results import AuditResult, ProtocolInputs
@@ -85,35 +86,39 @@ def balance(y_t: np.ndarray, weights: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.stack([g_bar, r_bar, sem, alpha], axis=1)
 
 
+def _matched_fold(shared, task):
+    """One fold of Table 5 (a replicate: its proxy fit and control draws have the fold's own seeds): the
+    controls' (pairs, reversals), the low-DIF and the controls' balance, and the fold's detail row."""
+    inputs, cfg, r = shared
+    fold, audit_rows, rep_index, full, pur, k, audit_half = task[:7]
+    y_audit = inputs.y_all[audit_rows].T
+    o_audit = None if inputs.obs_all is None else inputs.obs_all[audit_rows].T
+    seed0 = cfg.nested_seed + 1000 * fold + 100 * cfg.fraction_seed_index
+    g = discrimination_proxy(y_audit, o_audit, pur.selected, k, seed0 + cfg.purification_rounds)
+    w = matched_weights(pur.cells, pur.selected, g, r, MATCHED_SEED + fold)
+    y_t = inputs.y_all[rep_index]
+    o_t = None if inputs.obs_all is None else inputs.obs_all[rep_index]
+    scale = exact_scale(pur.cells, pur.selected, y_t.shape[1]) if cfg.anchor_ties == "exact" else None
+    low_ctrl = _scores(y_t, o_t, w, scale)
+    ps = make_pairs(full, inputs.owner_arr[rep_index], inputs.fam_code[rep_index], cfg.gap, cfg.gap_tolerance)
+    ok, fl = count_reversals(ps, low_ctrl, ps.cross & ps.close)
+    low_bal = balance(y_t, pur.weights, g)[0]
+    ctrl_bal = balance(y_t, w, g)
+    detail = {"audit_half": audit_half, "strata_items_matched": int(pur.selected.sum()),
+              "g_low": low_bal[0], "g_control_median": float(np.median(ctrl_bal[:, 0]))}
+    return np.stack([ok, fl], axis=1).astype(np.int64), low_bal, ctrl_bal, detail
+
+
 def matched_controls(result: AuditResult, inputs: ProtocolInputs, r: int) -> tuple[pd.DataFrame, dict]:
     """Table 5 row for this benchmark (and per-fold detail), against R discrimination-matched controls."""
     cfg = result.config
-    obs_pairs, obs_flips = 0, 0
-    ctrl = np.zeros((r, 2), dtype=np.int64)
-    low_bal, ctrl_bal, folds = [], [], []
-    for fold, f in enumerate(result.fold_results):
-        y_audit = inputs.y_all[f.audit_rows].T
-        o_audit = None if inputs.obs_all is None else inputs.obs_all[f.audit_rows].T
-        seed0 = cfg.nested_seed + 1000 * fold + 100 * cfg.fraction_seed_index
-        pur = f.purification
-        g = discrimination_proxy(y_audit, o_audit, pur.selected, f.selection.k, seed0 + cfg.purification_rounds)
-        w = matched_weights(pur.cells, pur.selected, g, r, MATCHED_SEED + fold)
-        y_t = inputs.y_all[f.rep_index]
-        o_t = None if inputs.obs_all is None else inputs.obs_all[f.rep_index]
-        scale = exact_scale(pur.cells, pur.selected, y_t.shape[1]) if cfg.anchor_ties == "exact" else None
-        low_ctrl = _scores(y_t, o_t, w, scale)
-        ps = make_pairs(f.full, inputs.owner_arr[f.rep_index], inputs.fam_code[f.rep_index], cfg.gap,
-                        cfg.gap_tolerance)
-        m = ps.cross & ps.close
-        ok, fl = count_reversals(ps, low_ctrl, m)
-        ctrl += np.stack([ok, fl], axis=1)
-        obs_pairs += f.counts["close_cross_pairs"]
-        obs_flips += f.counts["close_cross_reversals"]
-        low_bal.append(balance(y_t, pur.weights, g)[0])
-        ctrl_bal.append(balance(y_t, w, g))
-        folds.append({"audit_half": f.audit_half, "strata_items_matched": int(pur.selected.sum()),
-                      "g_low": low_bal[-1][0], "g_control_median": float(np.median(ctrl_bal[-1][:, 0])),
-                      **fixed_cells(pur.cells, pur.selected, g)})
+    tasks = [(fold, f.audit_rows, f.rep_index, f.full, f.purification, f.selection.k, f.audit_half,
+              f.counts["close_cross_pairs"], f.counts["close_cross_reversals"])
+             for fold, f in enumerate(result.fold_results)]
+    parts = replicates.run(_matched_fold, tasks, (inputs, cfg, r), label="matched-control fold")
+    ctrl = sum(p[0] for p in parts)
+    obs_pairs, obs_flips = sum(t[7] for t in tasks), sum(t[8] for t in tasks)
+    low_bal, ctrl_bal, folds = [p[1] for p in parts], [p[2] for p in parts], [p[3] for p in parts]
     test = randomization_test(obs_pairs, obs_flips, ctrl[:, 0], ctrl[:, 1], cfg.significance)
     low = np.mean(low_bal, axis=0)
     med = np.median(np.mean(ctrl_bal, axis=0), axis=0)

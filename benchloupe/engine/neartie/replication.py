@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from benchloupe.engine import replicates
 from benchloupe.engine.dif import difficulty_cells
 
 from .exactstats import average_ranks, binomial_sf_greater
@@ -58,6 +59,12 @@ def signature_stats(eff_d: np.ndarray, eff_v: np.ndarray, cell_idx: list[np.ndar
     return float(np.nanmedian(rho)), float(overlap), agree
 
 
+def _null_stats(shared, perm: np.ndarray) -> tuple[float, float, float]:
+    """One permutation's signature statistics (a replicate: its permutation was drawn by the caller)."""
+    eff_d, eff_v, cell_idx = shared
+    return signature_stats(eff_d, eff_v[perm], cell_idx)
+
+
 def replication(result: AuditResult, inputs: ProtocolInputs, permutations: int = 500) -> dict[str, pd.DataFrame]:
     """Table 2 row (with permutation p), per-family rho, item-group attribution and eq. 71 contributions."""
     f_d, f_v = result.fold_results
@@ -66,13 +73,15 @@ def replication(result: AuditResult, inputs: ProtocolInputs, permutations: int =
     cells = difficulty_cells(b_bar, inputs.groups, result.config.strata)
     cell_idx = [np.flatnonzero(cells == c) for c in np.unique(cells)]
     obs = signature_stats(fin_d.effects, fin_v.effects, cell_idx)
-    rng = np.random.default_rng(PERMUTATION_SEED)
-    null = np.zeros((permutations, 3))
-    for r in range(permutations):
+    rng = np.random.default_rng(PERMUTATION_SEED)  # the permutations in the reference's order, drawn here
+    perms = []
+    for _ in range(permutations):
         perm = np.arange(cells.size)
         for idx in cell_idx:
             perm[idx] = idx[rng.permutation(idx.size)]
-        null[r] = signature_stats(fin_d.effects, fin_v.effects[perm], cell_idx)
+        perms.append(perm)
+    null = np.array(replicates.run(_null_stats, perms, (fin_d.effects, fin_v.effects, cell_idx),
+                                   label="replication permutation"), dtype=float).reshape(permutations, 3)
     p = [(1 + int((null[:, k] >= obs[k]).sum())) / (permutations + 1) for k in range(3)]
     rho = _spearman_cols(_cell_centre(fin_d.effects, cell_idx), _cell_centre(fin_v.effects, cell_idx))
     table2 = pd.DataFrame([{"median_rho": obs[0], "top20_overlap": obs[1], "advantaged_family_agreement": obs[2],

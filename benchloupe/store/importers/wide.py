@@ -182,8 +182,8 @@ def _parse_options(path, data, header, model_col, item_cols, na_values, benchmar
             other_col = other_col or col
     if binary_col is not None and other_col is not None:
         raise ImportFormatError(path, f"column '{binary_col}'", f"only 0/1 cells, while column '{other_col}' holds "
-                                "option labels", "an options file holds the chosen option in every column: "
-                                "import scored 0/1 results without --options, in a file of their own")
+                                "option labels", say("an options file holds the chosen option in every column: "
+                                "import scored 0/1 results without ", Opt("options"), ", in a file of their own"))
     if model_col is None:
         width = max(4, len(str(len(frame))))
         names = [f"{data_set(path)}/person_{i + 1:0{width}d}" for i in range(len(frame))]

@@ -38,6 +38,7 @@ class BenchmarksScreen(BenchScreen):
         Binding("enter", "select_row", "Open", id="benchmarks.open"),
         Binding("d", "demo", "Demo workspace", id="benchmarks.demo"),
         Binding("o", "import_file", "Import file", id="benchmarks.import"),
+        Binding("r", "report", "Write report", id="benchmarks.report"),
     ]
 
     def compose_body(self) -> ComposeResult:
@@ -79,7 +80,7 @@ class BenchmarksScreen(BenchScreen):
                 self.query_one("TopBar").refresh_bar()
             table.move_to_value("name", self.app.benchmark)
             hint.update(Text(f"{count(len(df), 'benchmark')} in {self.app.db_path.name}.  enter opens one, "
-                             "o imports a file, d adds the demo workspace.", style="dim"))
+                             "o imports a file, d adds the demo workspace, r writes a report.", style="dim"))
         table.focus()
         self._show_detail()
         self.app.warm_up()
@@ -135,6 +136,45 @@ class BenchmarksScreen(BenchScreen):
                                         note="Files, folders or globs, separated by spaces (quote a path with "
                                              "spaces); all are imported in one transaction. Only the options of "
                                              "the chosen (or detected) format are shown."), done)
+
+    def action_report(self) -> None:
+        """The report of the highlighted benchmark (``benchloupe report``), as a job: where to write it, and as
+        what; the path is checked in the form (a folder for an HTML file, a missing folder: one line)."""
+        from benchloupe.report.build import check_output, default_output
+        from benchloupe.tui.jobs_ui import report_job
+        from benchloupe.tui.widgets.dialogs import Field
+
+        name = self.query_one(FrameTable).current_value("name") or self.app.benchmark
+        if name is None:
+            self.app.notify("no benchmark to report on: import one, or d builds the demo", severity="warning",
+                            markup=False)
+            return
+
+        def path(raw: str) -> str:
+            if not raw.strip():
+                raise ValueError("give a file (html) or a folder (md) to write")
+            return raw.strip()
+
+        def check(values: dict) -> None:
+            check_output(Path(values["output"]).expanduser(), values["format"])
+
+        def done(values: dict | None) -> None:
+            if values:
+                out = str(Path(values["output"]).expanduser().resolve())
+                self.app.start_job(f"report of {name}", report_job(self.app.db_path, str(name), out, values["format"]),
+                                   on_done=self._reported)
+
+        fields = [Field("output", "write to", str(default_output("html", str(name))), path,
+                        "an HTML file, or a folder for md (report.md with its figures beside it)"),
+                  Field("format", "format", "html", lambda v: v or "html", choices=("html", "md"))]
+        self.app.push_screen(FormDialog(f"Report of {name}", fields, check=check,
+                                        note="Every analysis's latest finished run, with figures, captions and "
+                                             "their numbers; a section without a run names the command that "
+                                             "makes it."), done)
+
+    def _reported(self, result: object) -> None:
+        if isinstance(result, dict) and result.get("message"):
+            self.app.notify(str(result["message"]), title="Report", timeout=15, markup=False)
 
     def _imported(self, result: object) -> None:
         if isinstance(result, dict) and result.get("summary"):

@@ -2,7 +2,9 @@
 steps to older runs), family and owner; below the table, the highlighted model's full name and its unexpected
 cells (its anomaly flags of the latest anomaly run). Mixing runs showed a joint theta beside a static
 bootstrap's interval (issue 11). ``/`` filters the rows as you type (name, family, owner; 4,280 metabench models),
-escape clears; ``s``/``S`` sort by column."""
+escape clears; ``s``/``S`` sort by column. ``m`` marks a model and ``m`` on a second one compares the two (issue 34:
+the numbers of ``benchloupe compare``, :mod:`benchloupe.tui.screens.model_compare`); ``m`` on the marked one
+unmarks it."""
 
 from __future__ import annotations
 
@@ -89,6 +91,7 @@ class ModelsScreen(BenchScreen):
     MODE = "models"
     BINDINGS = [Binding("enter", "model_flags", "Model's flags", id="models.flags"),
                 Binding("r", "next_run", "Other run", id="models.run"),
+                Binding("m", "mark", "Compare", id="models.compare"),
                 Binding("slash", "search", "Search", id="models.search"),
                 Binding("escape", "clear_search", "Clear", show=False, id="models.clear")]
 
@@ -101,6 +104,7 @@ class ModelsScreen(BenchScreen):
         self.query_text = ""
         self._haystack = np.array([], dtype=object)
         self._timer: Timer | None = None
+        self.marked: tuple[int, str] | None = None  # (model id, name) marked with m to compare with another
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="models-status", classes="status-line", markup=False)
@@ -142,6 +146,8 @@ class ModelsScreen(BenchScreen):
             table.set_view(np.arange(len(df)))
         self.shown_run = data["run_id"]
         self._haystack = data["haystack"]
+        if self.marked is not None and not (df["id"] == self.marked[0]).any():
+            self.marked = None  # the marked model is gone (removed, or another benchmark)
         if self.query_text:
             self._apply_search()
         self._status()
@@ -156,12 +162,15 @@ class ModelsScreen(BenchScreen):
 
     def forget(self) -> None:
         self.flags, self.runs, self.shown_run = pd.DataFrame(), pd.DataFrame(), None
+        self.marked = None
         self._haystack = np.array([], dtype=object)
 
     def _status(self) -> None:
         table = self.query_one(FrameTable)
         df = table.frame
         text = Text(no_wrap=True, overflow="ellipsis")
+        if self.marked is not None:  # first: at 80 columns the end of the line is cut
+            text.append(f"A = {self.marked[1]} marked: m on another model compares · ", style="bold yellow")
         if self.query_text:
             text.append(f"{len(table.view)} of {count(len(df), 'model')}", style="bold")
             text.append(" /", style="dim")
@@ -254,6 +263,27 @@ class ModelsScreen(BenchScreen):
 
     def on_frame_table_highlighted(self, event: FrameTable.Highlighted) -> None:
         self._detail()
+
+    def action_mark(self) -> None:
+        """m: mark the highlighted model as A; on a second model, compare the two (the mark is then spent, so
+        back here m marks the next pair); on the marked one, unmark it."""
+        table = self.query_one(FrameTable)
+        if table.row is None:
+            return
+        row = table.frame.iloc[table.row]
+        mid, name = int(row["id"]), str(row["name"])
+        if self.marked is None:
+            self.marked = (mid, name)
+            self.notify(f"{name} marked as A: m on another model compares them", markup=False)
+        elif self.marked[0] == mid:
+            self.marked = None
+            self.notify(f"{name} unmarked", markup=False)
+        else:
+            from benchloupe.tui.screens.model_compare import ModelCompareScreen
+
+            first, self.marked = self.marked[1], None
+            self.app.push_screen(ModelCompareScreen(first, name))
+        self._status()
 
     def action_model_flags(self) -> None:
         """Enter: the highlighted model's anomaly flags on 5 Anomalies."""

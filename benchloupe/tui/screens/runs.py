@@ -19,7 +19,8 @@ from benchloupe.tui.widgets.safe import SafeStatic, Text
 from benchloupe.tui.widgets.table import Column, FrameTable, fmt_int, format_lines
 from benchloupe.words import count
 
-AREA_ORDER = ("calibration", "screening", "anomalies", "compression", "coverage", "audit", "uncertainty")
+AREA_ORDER = ("calibration", "screening", "anomalies", "compression", "estimation", "coverage", "audit",
+              "uncertainty")
 ANALYSIS_COLUMNS = [Column("name", "analysis", 13), Column("area", "area", 12), Column("inputs", "needs", 12),
                     Column("title", "what", 90)]
 RUN_COLUMNS = [Column("id", "run", 5, fmt_int, right=True), Column("kind", "kind", 13),
