@@ -149,7 +149,7 @@ def cross_validate(y: np.ndarray, mask: np.ndarray, ks, *, chance=None, folds: i
         if "targeted" in selections:
             from benchloupe.engine import informativeness
 
-            order = informativeness.selection_order(res, st, None, None, "targeted")
+            order = informativeness.selection_order(res, st, None, None, "targeted", limit=ks[-1])
         tr_full = train[mask[train].all(axis=1)]
         ytr, yte = y[tr_full], y[test]
         truth_tr, truth_te = ytr.mean(axis=1), yte.mean(axis=1)

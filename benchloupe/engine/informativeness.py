@@ -255,13 +255,14 @@ _LAZY_FIRST = 8  # stale gains re-evaluated together by targeted_order's first b
 
 
 def targeted_order(info: np.ndarray, weights: np.ndarray, eps: float | None = None, *,
-                   criterion: str = "log") -> np.ndarray:
+                   criterion: str = "log", limit: int | None = None) -> np.ndarray:
     """Greedy (lazy) order of items for the targeted selection (module docstring); the first k items are the
     targeted subset of size k.  ``criterion``: "log" maximises ``sum_i w_i log(eps + I_i(S))``; "rank" minimises
     ``sum_i w_i / (eps + I_i(S))``, the expected squared rank error when ``w`` = :func:`rank_weights` (a model's
     rank error is its ability error times the density of abilities around it).  ``eps`` is the prior precision
     of an ability (:func:`prior_precision`; :func:`selection_order` passes it); None: 1, the precision of the
-    fit's unit-scale abilities."""
+    fit's unit-scale abilities.  ``limit``: stop after that many items (the order is nested: its first ``limit``
+    items are the same; ``compress --validate`` needs 100 of 14,000)."""
     import heapq
 
     if criterion not in ("log", "rank"):
@@ -297,7 +298,7 @@ def targeted_order(info: np.ndarray, weights: np.ndarray, eps: float | None = No
     stamp = np.zeros(n_items, int)  # stamp[q] == len(order): q's gain in the heap is exact for this step
     order: list[int] = []
     step, batch = -1, 1
-    while heap:
+    while heap and (limit is None or len(order) < limit):
         if stamp[heap[0][1]] == len(order):  # the best bound is an exact gain: no other item can beat it
             _, q = heapq.heappop(heap)
             order.append(q)
@@ -342,10 +343,10 @@ def select_subset(result: JointResult, static: StaticData | None, arena: ArenaDa
 
 def selection_order(result: JointResult, static: StaticData | None, arena: ArenaData | None,
                     config: JointConfig | None, strategy: str, *, target: str = "all",
-                    info: np.ndarray | None = None) -> np.ndarray:
+                    info: np.ndarray | None = None, limit: int | None = None) -> np.ndarray:
     """The nested greedy order of a targeted strategy ("targeted" or "targeted_log"): chance-aware information
     (:func:`information_matrix`, or ``info`` when the caller has it), the ``target`` models' weights, and the
-    prior precision of their abilities."""
+    prior precision of their abilities; its first ``limit`` items only when given."""
     if strategy not in ("targeted", "targeted_log"):
         raise EngineError(f"selection_order is for the targeted strategies, got {strategy!r}")
     config = config or result.config
@@ -353,8 +354,8 @@ def selection_order(result: JointResult, static: StaticData | None, arena: Arena
     w = target_weights(result.theta, target)
     tau = prior_precision(result.theta, w)
     if strategy == "targeted":
-        return targeted_order(info, rank_weights(result.theta, w), tau, criterion="rank")
-    return targeted_order(info, w, tau)
+        return targeted_order(info, rank_weights(result.theta, w), tau, criterion="rank", limit=limit)
+    return targeted_order(info, w, tau, limit=limit)
 
 
 STRATEGY_RULES = {

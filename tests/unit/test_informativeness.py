@@ -207,3 +207,15 @@ def test_targeted_order_is_the_plain_greedy_order(criterion):
         eps = float(rng.choice([0.05, 1.0, 3.0]))
         got = targeted_order(info, w, eps, criterion=criterion).tolist()
         assert got == _greedy_by_hand(info, w, eps, criterion), case
+
+
+def test_targeted_order_with_a_limit_is_the_first_items_of_the_whole_order():
+    """``compress --validate`` asks for 100 of 14,000 items: the greedy stops there, with the same first items."""
+    from benchloupe.engine.informativeness import targeted_order
+
+    rng = np.random.default_rng(3)
+    info, w = rng.random((120, 400)), rng.random(120)
+    for criterion in ("log", "rank"):
+        whole = targeted_order(info, w, 1.0, criterion=criterion)
+        part = targeted_order(info, w, 1.0, criterion=criterion, limit=25)
+        assert len(whole) == 400 and np.array_equal(part, whole[:25])
