@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
+import os
 
-import pytest
+# The command's process defaults (benchloupe/cli/main.py), before anything here imports numpy: single-threaded
+# OpenBLAS, no hugepage advice.  Issue 36 point 4: the suite ran numpy with OpenBLAS's default of a thread per
+# core in every xdist worker, which on the 2-core machines oversubscribed the cores and spun: the chance tests
+# took 7 s of CPU each with it and 0.3 s without (docs/BENCHMARKS.md, "The suite's slowest tests").
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
-from tests import home_guard
-from tests.built_once import built_once, checkpointed
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests import home_guard  # noqa: E402
+from tests.built_once import built_once, checkpointed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -34,6 +34,7 @@ FOR_ESTIMATE = Opt("purpose", "estimate", spelled="--for")  # compress's purpose
 ESTIMATE_COMPRESS = Alt("compress --for estimate", "compress with purpose = estimate")
 
 CALIBRATION_KINDS = ("static", "joint")
+REFERENCE_MODELS = 1000  # fully answered models (a seeded sample) the misfit and the interval's replay draw from
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,16 @@ def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix)
                   int((~known & active).sum()), set(thetas["name"]), (run.get("config") or {}).get("chance", "stated"))
 
 
-def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str) -> np.ndarray:
+def _columns(a: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``a[:, cols]``; ``a`` itself when ``cols`` is every column in order (no 70 M-cell gather: 5,000 x 14,000)."""
+    return a if len(cols) == a.shape[1] and np.array_equal(cols, np.arange(a.shape[1])) else a[:, cols]
+
+
+def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str,
+             mask: np.ndarray | None = None) -> np.ndarray:
     """Rows of the models to estimate: the named ones (each with a result on a calibrated item), or every model
-    with results on some but not all active calibrated items."""
-    mask = sm.mask[:, fz.columns]
+    with results on some but not all active calibrated items.  ``mask``: ``sm.mask`` on the calibrated columns."""
+    mask = _columns(sm.mask, fz.columns) if mask is None else mask
     k = mask.sum(axis=1)
     all_names = sm.models["name"].to_numpy(object)
     if names:
@@ -164,19 +171,23 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
         t0 = time.perf_counter()
         sm = read.load_static(conn, benchmark, include_retired=True)
         fz = frozen_calibration(conn, benchmark, config.run, sm)
-        rows = _targets(sm, fz, config.model_names, benchmark)
-        y = sm.correct[:, fz.columns].astype(float)
-        mask = sm.mask[:, fz.columns]
-        trials = None if sm.trials is None else sm.trials[:, fz.columns]
-        if trials is not None:
-            y = sm.successes[:, fz.columns].astype(float)
+        full_mask = _columns(sm.mask, fz.columns)
+        targets = _targets(sm, fz, config.model_names, benchmark, full_mask)
+        reference = np.setdiff1d(np.flatnonzero(full_mask.all(axis=1)), targets)
+        if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
+            reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
+        need = np.concatenate([targets, reference])  # only these rows become floats (5,000 x 14,000: 560 MB)
+        src = sm.correct if sm.trials is None else sm.successes
+        y = _columns(src[need], fz.columns).astype(float)
+        mask = full_mask[need]
+        trials = None if sm.trials is None else _columns(sm.trials[need], fz.columns)
+        rows, reference = np.arange(len(targets)), np.arange(len(targets), len(need))
         ctx = RunContext(db_path, "estimate", benchmark, {**config.__dict__, "run": fz.run_id}, None,
                          [(benchmark, "static")])
         ctx.start(conn, fingerprint(y[rows], mask[rows], fz.cal.b))
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
             progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
-            reference = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), rows)
             yr = y[reference] if trials is None else y[reference] / trials[reference]
             fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
             scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=config.level) \
@@ -187,8 +198,8 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
             e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows],
                              level=config.level, scale=scale)
             ctx.lap("estimate_s", t)
-            names = sm.models["name"].to_numpy(object)[rows]
-            models = pd.DataFrame({"model_id": sm.models["id"].to_numpy()[rows], "theta": e.theta, "se": e.theta_sd,
+            names = sm.models["name"].to_numpy(object)[targets]
+            models = pd.DataFrame({"model_id": sm.models["id"].to_numpy()[targets], "theta": e.theta, "se": e.theta_sd,
                                    "estimate": e.accuracy, "estimate_lo": e.lo, "estimate_hi": e.hi,
                                    "estimate_sd": e.sd, "seen": e.k.astype(int), "n_items": e.n_items,
                                    "observed": e.observed,

@@ -144,16 +144,24 @@ def _wright_and_information(ctx: Context, s: Section, fit: dict) -> None:
         "it is high, close models are told apart; the standard error of θ is 1/√information (in the CSV).",
         f"Test information curve peaking at θ = {peak:.2f} with information {float(info.max()):.1f}.", fig,
         Table(["theta", "information", "sem"], [(float(g), float(v), float(e)) for g, v, e in zip(grid, info, sem)])))
-    order = np.argsort(-np.nan_to_num(_col(items, "fisher"), nan=-np.inf), kind="stable")
-    if "fisher" in items.columns and np.isfinite(_col(items, "fisher")).any():
-        cols = ["item", "group", "difficulty", "sharpness", "Fisher score"]
 
-        def rows(idx):
-            return [(items["key"].iat[k], items["group"].iat[k], fmt(b[k]), fmt(a[k]), fmt(_col(items, "fisher")[k]))
-                    for k in idx]
-        s.para("The most and least informative items (the fit's Fisher score, averaged over the fitted models):")
-        s.table(cols, rows(order[:10]), note=f"most informative 10 of {len(items):,}")
-        s.table(cols, rows(order[::-1][:10]), note=f"least informative 10 of {len(items):,}")
+
+def _informative(ctx: Context, s: Section, fit: dict) -> None:
+    """The 10 most and 10 least informative items by the fit's Fisher score."""
+    _, items = fit_parameters(ctx, fit)
+    fisher = _col(items, "fisher")
+    if not np.isfinite(fisher).any():
+        return
+    b, a = _col(items, "difficulty"), np.nan_to_num(_col(items, "sharpness", 1.0), nan=1.0)
+    order = np.argsort(-np.nan_to_num(fisher, nan=-np.inf), kind="stable")
+    cols = ["item", "group", "difficulty", "sharpness", "Fisher score"]
+
+    def rows(idx):
+        return [(items["key"].iat[k], items["group"].iat[k], fmt(b[k]), fmt(a[k]), fmt(fisher[k])) for k in idx]
+    s.para("The most and least informative items (the calibration's Fisher score, averaged over the fitted models; "
+           "`benchloupe compress` ranks them all and can retire the least informative):")
+    s.table(cols, rows(order[:10]), note=f"most informative 10 of {len(items):,}")
+    s.table(cols, rows(order[::-1][:10]), note=f"least informative 10 of {len(items):,}")
 
 
 def _caterpillar(s: Section, boot: dict, ctx: Context) -> None:
@@ -183,8 +191,12 @@ def _caterpillar(s: Section, boot: dict, ctx: Context) -> None:
 def items(ctx: Context) -> Section:
     s = Section("items", "Items")
     audit = ctx.latest("items")
+    fit = ctx.latest(*FIT_KINDS)
     if audit is None:
         s.missing.append("Item health: " + ctx.missing("items"))
+        if fit is not None:
+            s.runs.append(describe(fit))
+            _informative(ctx, s, fit)
         return s
     s.runs.append(describe(audit))
     table = runs.load_artifact(ctx.conn, audit["id"], "table")
@@ -196,6 +208,9 @@ def items(ctx: Context) -> Section:
            "the curator, not a verdict: triage them with `benchloupe flags "
            f"{ctx.benchmark} --kind item` or on the Items screen.")
     if flagged.empty:
+        if fit is not None:
+            s.runs.append(describe(fit))
+            _informative(ctx, s, fit)
         return s
     head = flagged.head(TOP_ROWS)
     ids = [int(i) for i in head["item_id"]]
@@ -206,13 +221,14 @@ def items(ctx: Context) -> Section:
     s.table(["item", "reasons", "answers", "share right", "rest correlation", "slope [95%]", "text"], rows,
             note=f"first {len(rows)} of {len(flagged):,} flagged items (all: `benchloupe flags {ctx.benchmark} "
                  "--kind item`)" if len(flagged) > TOP_ROWS else f"all {len(flagged)} flagged items")
-    fit = ctx.latest(*FIT_KINDS)
     if fit is None:
         s.missing.append("Observed-vs-fitted curves need a calibration: " + ctx.missing("fit"))
     else:
         s.runs.append(describe(fit))
         _item_curves(ctx, s, fit, flagged)
     _option_tables(ctx, s, audit, table, flagged)
+    if fit is not None:
+        _informative(ctx, s, fit)
     return s
 
 

@@ -98,5 +98,6 @@ def test_stderr_shows_the_estimate(guessing_db, capsys, monkeypatch):
     assert main(["compress", "b", "--db", str(guessing_db), "--chance", "estimate", "--recovery", "no",
                  "--json"]) == 0
     out, err = capsys.readouterr()
-    assert "estimating a shared lower asymptote" in err and "c = 0." in err
+    # the first event at once; the iterations after it are shown at most 4 a second (how many: a matter of time)
+    assert "estimating a shared lower asymptote" in err
     assert abs(json.loads(out)["metrics"]["chance_estimated"] - 0.2) < 0.08
