@@ -478,7 +478,10 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
                 half = z * float(np.hypot(e.sd[0], e.sd[1]))
                 out["through_estimate"] = {
                     "note": "at least one model answered only part of the benchmark: its full accuracy is an "
-                            "estimate, and so is this difference (intervals combined as independent)",
+                            "estimate, and so is this difference; its interval holds only the uncertainty of the "
+                            "unseen answers on this benchmark's items (the two estimates taken as independent), "
+                            "not the item sampling of the interval above, so it is narrower and is no test of A "
+                            "against B beyond these items",
                     "estimate_a": float(e.accuracy[0]), "estimate_b": float(e.accuracy[1]),
                     "seen_a": int(k[0]), "seen_b": int(k[1]), "n_items": int(len(fz.columns)),
                     "difference": d, "difference_lo": d - half, "difference_hi": d + half}

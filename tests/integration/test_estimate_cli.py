@@ -211,6 +211,8 @@ def test_compare_is_an_exact_mcnemar_on_common_items_and_says_when_it_goes_throu
     assert doc["difference"] == pytest.approx(ya.mean() - yb.mean())
     assert len(doc["differing_items"]) == n10 + n01
     assert doc["through_estimate"]["seen_b"] == K and "estimate" in doc["through_estimate"]["note"]
+    # its narrower interval is about these items only: the note says it is no test beyond them
+    assert "not the item sampling" in doc["through_estimate"]["note"]
     rc, out, err = run_cli(["compare", "mc", "lab/m0", "lab/m1", "--db", db, "--json"])
     assert rc == 0 and "through_estimate" not in json.loads(out)
     _case(db, ["compare", "mc", "lab/m0", "lab/m0"], "two different models")
