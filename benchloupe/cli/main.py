@@ -271,6 +271,9 @@ def _command(argv: list[str] | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except output.OutputError as exc:
+        if sys.stdout is sys.__stdout__:  # the program's own stdout (not a caller's capture)
+            # what it still buffers would fail again at the interpreter's exit ("Exception ignored", exit 120)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = _error(f"writing the output failed ({exc.strerror or exc}); what `{args.command or 'open'}` "
                       "did to the database is saved; check the disk or where the output goes")
         _LAST_ERROR.clear()  # the run finished and is saved: only its printing failed
