@@ -105,7 +105,8 @@ def _matched_fold(shared, task):
     low_bal = balance(y_t, pur.weights, g)[0]
     ctrl_bal = balance(y_t, w, g)
     detail = {"audit_half": audit_half, "strata_items_matched": int(pur.selected.sum()),
-              "g_low": low_bal[0], "g_control_median": float(np.median(ctrl_bal[:, 0]))}
+              "g_low": low_bal[0], "g_control_median": float(np.median(ctrl_bal[:, 0])),
+              **fixed_cells(pur.cells, pur.selected, g)}
     return np.stack([ok, fl], axis=1).astype(np.int64), low_bal, ctrl_bal, detail
 
 
