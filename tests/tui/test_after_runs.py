@@ -283,3 +283,29 @@ async def test_a_screen_that_cannot_read_the_new_benchmark_shows_nothing_of_the_
         status = str(app.screen.query_one("#models-status").render())
         assert "demo-math" in status and "could not" in status, status
         assert "130 models" not in status
+
+
+async def test_a_read_that_fails_again_still_says_so_on_the_screen(showcase_db):
+    """The same failure again within a minute is notified once, but the screen says it each time: a second read
+    of the switched-to benchmark (a live reload, the benchmark change seen again) redrew the emptied table's
+    status line as "0 models · no fits yet" and the deduplicated failure left it so (CI, a quiet machine)."""
+    conn = connect(showcase_db)
+    rid = int(runs.list_runs(conn, "demo-math", kind="static")["id"].iloc[0])
+    conn.execute("UPDATE run_models SET theta = 'damaged' WHERE run_id = ?", (rid,))
+    conn.commit()
+    conn.close()
+    app = BenchloupeApp(showcase_db, benchmark="demo-chem")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await shown(pilot, app, "models", "demo-chem")
+        await switch(pilot, app, "demo-math")
+        await wait_until(pilot, lambda: bool(_error_notes(app)), what="the failed read")
+        await wait_until(pilot, idle(app), what="idle")
+        notes = len(_error_notes(app))
+        app.screen.benchmark_changed()
+        app.screen.reload()
+        await pilot.pause(0.2)
+        await wait_until(pilot, idle(app), what="the second read")
+        status = str(app.screen.query_one("#models-status").render())
+        assert "demo-math" in status and "could not" in status, status
+        assert len(_error_notes(app)) == notes  # notified once

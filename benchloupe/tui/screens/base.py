@@ -236,13 +236,13 @@ class BenchScreen(Screen):
             error = event.worker.error
             key = (event.worker.group, str(error))
             now = time.monotonic()
-            if event.worker.group == "load" and key == getattr(self, "_last_error", (None, 0.0))[0] and \
-                    now - self._last_error[1] < 60:
-                return  # the same failure of a live reload again: said once a minute, not 4 times a second
-            self._last_error = (key, now)
-            self.app.report_error(error, self.MODE)
-            if event.worker.group == "load":
-                self.loading_failed(error)
+            again = event.worker.group == "load" and key == getattr(self, "_last_error", (None, 0.0))[0] and \
+                now - self._last_error[1] < 60
+            if not again:  # the same failure of a live reload again: notified once a minute, not 4 times a second
+                self._last_error = (key, now)
+                self.app.report_error(error, self.MODE)
+            if event.worker.group == "load":  # but the screen says it every time: the reload that failed again
+                self.loading_failed(error)  # may have redrawn the status line of the emptied table meanwhile
 
     # ------------------------------------------------------------------ hooks
     def fetch(self, conn: sqlite3.Connection, benchmark: str | None) -> object:
