@@ -260,16 +260,21 @@ async def test_bootstrap_from_the_palette_then_models_then_another_benchmark(sho
         await shown(pilot, app, "models", "demo-math")
 
 
+def _damage_the_math_fit(db) -> None:
+    """A damaged estimate in demo-math's static fit: reading demo-math's models fails."""
+    conn = connect(db)
+    rid = int(runs.list_runs(conn, "demo-math", kind="static")["id"].iloc[0])
+    conn.execute("UPDATE run_models SET theta = 'damaged' WHERE run_id = ?", (rid,))
+    conn.commit()
+    conn.close()
+
+
 async def test_a_screen_that_cannot_read_the_new_benchmark_shows_nothing_of_the_old_one(showcase_db):
     """Defect 2's second half: after ``B`` the tab line named demo-math while the table still listed demo-chem's
     models, because the new benchmark's read failed and the old rows stayed. A read that fails (here a damaged
     estimate in the database) says so in the error line and on the screen, and leaves no row of the benchmark
     switched away from."""
-    conn = connect(showcase_db)
-    rid = int(runs.list_runs(conn, "demo-math", kind="static")["id"].iloc[0])
-    conn.execute("UPDATE run_models SET theta = 'damaged' WHERE run_id = ?", (rid,))
-    conn.commit()
-    conn.close()
+    _damage_the_math_fit(showcase_db)
     app = BenchloupeApp(showcase_db, benchmark="demo-chem")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("3")
@@ -289,11 +294,7 @@ async def test_a_read_that_fails_again_still_says_so_on_the_screen(showcase_db):
     """The same failure again within a minute is notified once, but the screen says it each time: a second read
     of the switched-to benchmark (a live reload, the benchmark change seen again) redrew the emptied table's
     status line as "0 models · no fits yet" and the deduplicated failure left it so (CI, a quiet machine)."""
-    conn = connect(showcase_db)
-    rid = int(runs.list_runs(conn, "demo-math", kind="static")["id"].iloc[0])
-    conn.execute("UPDATE run_models SET theta = 'damaged' WHERE run_id = ?", (rid,))
-    conn.commit()
-    conn.close()
+    _damage_the_math_fit(showcase_db)
     app = BenchloupeApp(showcase_db, benchmark="demo-chem")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("3")
