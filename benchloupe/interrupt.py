@@ -28,8 +28,22 @@ _guarded = False  # True while a command body runs inside main()'s handlers
 _last_signal: list[int] = []  # the signal whose exception was last raised (see raised_inside_sqlite)
 
 
+_signalled = threading.Event()  # a SIGTERM or Ctrl-C came: this process is ending (never cleared)
+
+
+def mark_signalled() -> None:
+    """Every handler of SIGTERM and Ctrl-C says that one came (jobs/base.py has handlers of its own)."""
+    _signalled.set()
+
+
+def signalled() -> bool:
+    """Whether a SIGTERM or Ctrl-C came to this process (threads that die of the stop may stay quiet)."""
+    return _signalled.is_set()
+
+
 def _on_signal(signum, frame):
     _last_signal[:] = [signum]
+    _signalled.set()
     if not _guarded:
         try:
             os.write(2, b"benchloupe: interrupted\n")

@@ -183,8 +183,39 @@ def _local(jobs: int) -> Iterator[int]:
     """joblib's loky processes, ``jobs`` of them; each worker's BLAS is capped at one thread as it starts."""
     import joblib
 
+    _quiet_stop()
     with joblib.parallel_config(backend="loky", n_jobs=jobs, inner_max_num_threads=1):
         yield jobs
+
+
+_LOKY_QUIET = "ignore:resource_tracker:UserWarning"
+
+
+def _quiet_stop() -> None:
+    """A SIGTERM or Ctrl-C during local replicates ends in one line ("benchloupe: interrupted"), not in loky's
+    noise: joblib's abort can race loky's queue thread (a KeyError traceback from its ExecutorManagerThread), and
+    loky's resource tracker (a process of its own, started with this environment) then warns of the semaphores it
+    cleans up. The thread's death after a stop signal is not shown, and the tracker does not warn; other thread
+    errors and warnings are untouched."""
+    import os
+    import threading
+
+    from benchloupe import interrupt
+
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if _LOKY_QUIET not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = f"{current},{_LOKY_QUIET}" if current else _LOKY_QUIET
+    if getattr(threading.excepthook, "quiet_after_stop", False):
+        return
+    previous = threading.excepthook
+
+    def hook(args) -> None:
+        if interrupt.signalled() and args.thread is not None and args.thread.name == "ExecutorManagerThread":
+            return
+        previous(args)
+
+    hook.quiet_after_stop = True
+    threading.excepthook = hook
 
 
 def _stop_local() -> None:

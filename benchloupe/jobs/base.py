@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchloupe import __version__
+from benchloupe import __version__, interrupt
 from benchloupe.engine.common import Cancelled, EngineError
 from benchloupe.interrupt import Terminated  # noqa: F401 - one class from the first instruction on (issue 24)
 from benchloupe.store import read, runners, runs
@@ -64,6 +64,7 @@ def cancellable_by_signals() -> Iterator[None]:
         return
 
     def on_term(signum, frame):
+        interrupt.mark_signalled()
         raise Terminated("cancelled by SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, on_term)
@@ -106,6 +107,7 @@ def cooperative_signals(cancel: threading.Event) -> Iterator[SignalCancel]:
         return
 
     def on_signal(signum, frame):
+        interrupt.mark_signalled()
         if holder.reason is not None:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
