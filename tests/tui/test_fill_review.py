@@ -102,8 +102,9 @@ async def test_undo_an_accept_or_a_reject_from_the_keys(fake_llm, tmp_path, monk
                          what="accept written")
         assert [r[1] for r in _item_rows(db)] == [f"benchfill-{sid}-{first}"]
         await pilot.press("z")  # back to review: the item is gone again, the proposal is pending and shown
-        await wait_until(pilot, lambda: loaded(app, "benchfill")() and not screen.undo_stack, timeout=60,
-                         what="undo written")
+        # the undo is written, then the reload that brings the cursor back lands (CI once read between the two)
+        await wait_until(pilot, lambda: loaded(app, "benchfill")() and not screen.undo_stack
+                         and screen.current_candidate() == first, timeout=60, what="undo written and shown")
         assert _item_rows(db) == []
         cands, log = _candidates(db, sid)
         row = cands.set_index("id").loc[first]
