@@ -59,10 +59,6 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_unconfigure(config):
-    home_guard.cleanup()
-
-
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
     """No test touches the user's real home (default database, endpoints file, soundness cache) or the caller's

@@ -17,6 +17,7 @@ soundness cache of store/soundness.py), pushing out the user's entries. Three la
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -127,10 +128,13 @@ def isolate() -> Path:
     for var in ("BENCHLOUPE_DB", "BENCHLOUPE_ENDPOINTS"):
         os.environ.pop(var, None)
     sys.addaudithook(_hook)
+    # at the interpreter's exit, not at pytest's unconfigure: the soundness cache's exit hook (registered later,
+    # so run earlier) still writes into the session home after pytest is done
+    atexit.register(_cleanup)
     return _session_home
 
 
-def cleanup() -> None:
+def _cleanup() -> None:
     if _session_home is not None:
         shutil.rmtree(_session_home, ignore_errors=True)
 

@@ -104,3 +104,18 @@ def test_only_a_change_naming_this_sessions_folders_fails_the_session(tmp_path):
     mine, others = home_guard.changed_by_suite(before, home_guard.snapshot([cache]),
                                                ["/scratch/pytest-of-ann/pytest-3"])
     assert mine == [str(ours)] and sorted(others) == sorted([str(theirs), str(other_run)])
+
+
+def test_a_session_leaves_no_session_home_behind(tmp_path):
+    """The session home goes when the interpreter exits, after the soundness cache's own exit hook has written
+    into it (store/soundness.py saves at exit what the process's writes left): before, every session left a
+    ``benchloupe-tests-home-*`` folder holding that ``sound.json`` in the temporary folder."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                        "tests/unit/test_file_pin.py::test_a_deleted_pinned_database_is_refused_and_never_made_anew"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    left = sorted(x.name for x in tmp.iterdir() if x.name.startswith(home_guard.SESSION_HOME_PREFIX))
+    assert left == [], left
