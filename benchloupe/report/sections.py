@@ -13,7 +13,7 @@ from benchloupe.store import runs
 
 from . import plots
 from .doc import Figure, Section, Table, fmt
-from .gather import FIT_KINDS, Context, describe
+from .gather import FIT_KINDS, Context, describe, shell_word
 
 TOP_ROWS = 20  # rows a table shows in the page (its CSV or the stored run has them all)
 CURVE_ITEMS = 6  # flagged items drawn with observed-vs-fitted curves
@@ -206,7 +206,7 @@ def items(ctx: Context) -> Section:
     s.para(f"{len(flagged):,} of {len(table):,} items are flagged by the item audit "
            f"({', '.join(f'{k} {v}' for k, v in counts.items() if v) or 'no reason'}). Each is a question for "
            "the curator, not a verdict: triage them with `benchloupe flags "
-           f"{ctx.benchmark} --kind item` or on the Items screen.")
+           f"{shell_word(ctx.benchmark)} --kind item` or on the Items screen.")
     if flagged.empty:
         if fit is not None:
             s.runs.append(describe(fit))
@@ -219,7 +219,7 @@ def items(ctx: Context) -> Section:
              f"{fmt(r['slope'])} [{fmt(r['slope_lo'])}, {fmt(r['slope_hi'])}]", _cut(text.get(int(r["item_id"]), "")))
             for _, r in head.iterrows()]
     s.table(["item", "reasons", "answers", "share right", "rest correlation", "slope [95%]", "text"], rows,
-            note=f"first {len(rows)} of {len(flagged):,} flagged items (all: `benchloupe flags {ctx.benchmark} "
+            note=f"first {len(rows)} of {len(flagged):,} flagged items (all: `benchloupe flags {shell_word(ctx.benchmark)} "
                  "--kind item`)" if len(flagged) > TOP_ROWS else f"all {len(flagged)} flagged items")
     if fit is None:
         s.missing.append("Observed-vs-fitted curves need a calibration: " + ctx.missing("fit"))

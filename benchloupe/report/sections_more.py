@@ -57,7 +57,7 @@ def _heatmap(ctx: Context, s: Section, run: dict) -> None:
         " JOIN items i ON i.id = f.item_id WHERE f.run_id = ? AND f.kind = 'anomaly'"
         " ORDER BY f.score DESC, f.id LIMIT ?", (run["id"], HEAT_CELLS)).fetchall()
     s.para(f"{total:,} (model, item) cells are flagged as anomaly candidates (threshold "
-           f"{run['config'].get('threshold', '?')}); triage them with `benchloupe flags {ctx.benchmark} --kind "
+           f"{run['config'].get('threshold', '?')}); triage them with `benchloupe flags {shell_word(ctx.benchmark)} --kind "
            "anomaly` or on the Anomalies screen.")
     if not rows:
         return
@@ -254,7 +254,7 @@ def _benchfill(ctx: Context, s: Section) -> None:
     sessions = ctx.conn.execute("SELECT count(*) FROM fill_sessions WHERE benchmark_id = ?",
                                 (ctx.benchmark_id,)).fetchone()[0]
     if not sessions:
-        s.para(f"BenchFill: no session yet (`benchloupe fill {ctx.benchmark}` proposes items for a gap).")
+        s.para(f"BenchFill: no session yet (`benchloupe fill {shell_word(ctx.benchmark)}` proposes items for a gap).")
         return
     s.para(f"BenchFill: {len(rows)} proposals accepted as items, over {sessions} session(s).")
     if rows:
@@ -280,7 +280,7 @@ def decisions(ctx: Context) -> Section:
         return s
     s.para("Triage states of every flag (anomalies, reversals, gaps, items) and BenchFill proposal on this "
            "benchmark, by who decided them last (open ones have no curator). The audit log keeps every decision: "
-           f"`benchloupe flags {ctx.benchmark} --history ID`.")
+           f"`benchloupe flags {shell_word(ctx.benchmark)} --history ID`.")
     s.table(["kind", "state", "curator", "count"], rows)
     return s
 
