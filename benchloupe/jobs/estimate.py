@@ -164,6 +164,39 @@ def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str
     return rows
 
 
+def reference_rows(full_mask: np.ndarray) -> np.ndarray:
+    """The models the misfit variance and the interval's replay draw from: every model that answered all the
+    calibrated items (``full_mask``: the mask on the calibrated columns), a seeded sample of
+    :data:`REFERENCE_MODELS` of them when there are more.  The same rows whichever models are estimated, so a model's
+    estimate depends only on its own answers and the calibration: ``estimate`` (the Models screen), ``compare`` and
+    ``next-items`` show the same number for it (compare left its own two models out of these rows and showed
+    70.3 % where the Models screen showed 70.4 %)."""
+    reference = np.flatnonzero(full_mask.all(axis=1))
+    if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
+        reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
+    return reference
+
+
+def estimate_models(fz: Frozen, y: np.ndarray, mask: np.ndarray, rows: np.ndarray, reference: np.ndarray, *,
+                    trials: np.ndarray | None = None, level: float = est.LEVEL, stretch: bool = True,
+                    progress: Progress = no_progress, cancel: threading.Event | None = None) -> tuple[est.Estimates,
+                                                                                                     float]:
+    """The estimates of the models ``rows`` of ``y``/``mask`` (the calibrated columns) and the interval's scale, as
+    every face shows them: the misfit variance from the ``reference`` rows (:func:`reference_rows`), the interval
+    stretched by replaying the estimated models' item patterns on them (not with success/trial counts, nor with
+    ``stretch`` False: the estimate and its sd do not depend on it).  Sets ``fz.cal.tau2``."""
+    progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
+    yr = y[reference] if trials is None else y[reference] / trials[reference]
+    fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
+    scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=level) \
+        if trials is None and stretch else 1.0
+    check_cancel(cancel)
+    progress(1, 2, f"estimating {len(rows)} model(s)")
+    e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows], level=level,
+                     scale=scale)
+    return e, scale
+
+
 def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfig(), *,
                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
@@ -173,9 +206,7 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
         fz = frozen_calibration(conn, benchmark, config.run, sm)
         full_mask = _columns(sm.mask, fz.columns)
         targets = _targets(sm, fz, config.model_names, benchmark, full_mask)
-        reference = np.setdiff1d(np.flatnonzero(full_mask.all(axis=1)), targets)
-        if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
-            reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
+        reference = reference_rows(full_mask)
         need = np.concatenate([targets, reference])  # only these rows become floats (5,000 x 14,000: 560 MB)
         src = sm.correct if sm.trials is None else sm.successes
         y = _columns(src[need], fz.columns).astype(float)
@@ -187,16 +218,8 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
         ctx.start(conn, fingerprint(y[rows], mask[rows], fz.cal.b))
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
-            progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
-            yr = y[reference] if trials is None else y[reference] / trials[reference]
-            fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
-            scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=config.level) \
-                if trials is None else 1.0
-            check_cancel(cancel)
-            t = ctx.lap("reference_s", t)
-            progress(1, 2, f"estimating {len(rows)} model(s)")
-            e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows],
-                             level=config.level, scale=scale)
+            e, scale = estimate_models(fz, y, mask, rows, reference, trials=trials, level=config.level,
+                                       progress=progress, cancel=cancel)
             ctx.lap("estimate_s", t)
             names = sm.models["name"].to_numpy(object)[targets]
             models = pd.DataFrame({"model_id": sm.models["id"].to_numpy()[targets], "theta": e.theta, "se": e.theta_sd,
@@ -373,11 +396,6 @@ def _model_row(sm: read.StaticMatrix, name: str, benchmark: str) -> int:
     return int(hit[0])
 
 
-def _reference_tau(fz: Frozen, y: np.ndarray, mask: np.ndarray, exclude) -> None:
-    ref = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), exclude)
-    fz.cal.tau2 = est.misfit_variance(fz.cal, y[ref], mask[ref])
-
-
 def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0, export_name: str = "") -> dict:
     """The ``n`` items a partly evaluated ``model`` should run next (most informative at its current ability
     under the frozen calibration), with its current estimate; ``export_name`` writes them as a new benchmark (then
@@ -401,8 +419,7 @@ def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0
         if export_name and conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (export_name,)).fetchone():
             raise EngineError(say(f"a benchmark named {export_name!r} already exists; choose another ",
                                   Opt("export_name")))
-        _reference_tau(fz, y, mask, rows)
-        e = est.estimate(fz.cal, y[rows], mask[rows])
+        e, _ = estimate_models(fz, y, mask, rows, reference_rows(mask))
         order = est.next_items(fz.cal, y[rows], mask[rows], min(n, left))[0]
         post = np.exp(est.log_posterior(fz.cal, y[rows], mask[rows]))[0]
         gain = post @ est.item_information(fz.cal)
@@ -469,8 +486,7 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
             out["calibration_run"] = fz.run_id
             k = mask[rows].sum(axis=1)
             if (k < len(fz.columns)).any():
-                _reference_tau(fz, y, mask, rows)
-                e = est.estimate(fz.cal, y[rows], mask[rows], level=level)
+                e, _ = estimate_models(fz, y, mask, np.array(rows), reference_rows(mask), level=level, stretch=False)
                 from scipy.stats import norm
 
                 z = float(norm.ppf((1 + level) / 2))
