@@ -168,45 +168,68 @@ def _rows_to_estimate(sm: read.StaticMatrix, fz: Frozen, names: list[str], bench
     return rows
 
 
+def reference_rows(full: np.ndarray) -> np.ndarray:
+    """The models the misfit variance and the interval's replay draw from: every model that answered all the
+    calibrated items (``full``: per model, whether it did), a seeded sample of
+    :data:`REFERENCE_MODELS` of them when there are more.  The same rows whichever models are estimated, so a model's
+    estimate depends only on its own answers and the calibration: ``estimate`` (the Models screen), ``compare`` and
+    ``next-items`` show the same number for it (compare left its own two models out of these rows and showed
+    70.3 % where the Models screen showed 70.4 %)."""
+    reference = np.flatnonzero(full)
+    if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
+        reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
+    return reference
+
+
+def estimate_models(fz: Frozen, y: np.ndarray, mask: np.ndarray, rows: np.ndarray, reference: np.ndarray, *,
+                    trials: np.ndarray | None = None, level: float = est.LEVEL, stretch: bool = True,
+                    progress: Progress = no_progress, cancel: threading.Event | None = None) -> tuple[est.Estimates,
+                                                                                                     float]:
+    """The estimates of the models ``rows`` of ``y``/``mask`` (the calibrated columns) and the interval's scale, as
+    every face shows them: the misfit variance from the ``reference`` rows (:func:`reference_rows`), the interval
+    stretched by replaying the estimated models' item patterns on them (not with success/trial counts, nor with
+    ``stretch`` False: the estimate and its sd do not depend on it).  Sets ``fz.cal.tau2``."""
+    progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
+    yr = y[reference] if trials is None else y[reference] / trials[reference]
+    fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
+    scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=level) \
+        if trials is None and stretch else 1.0
+    check_cancel(cancel)
+    progress(1, 2, f"estimating {len(rows)} model(s)")
+    e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows], level=level,
+                     scale=scale)
+    return e, scale
+
+
 def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfig(), *,
                  progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        # The packed rows, then the matrix of only the models used: the targets and a seeded sample of the fully
-        # answered ones (the misfit and the replay draw 400 each from them)
+        # The packed rows, then the matrix of only the models used: the targets and the reference sample of the
+        # fully answered ones (5,000 x 14,000: the whole matrix and its mask were half the time)
         ps = read.load_static_packed(conn, benchmark, include_retired=True)
         fz = frozen_calibration(conn, benchmark, config.run, ps)
         k = ps.answered(fz.columns)
         names_all = ps.models["name"].to_numpy(object)
         targets = _targets(names_all, k, fz, config.model_names, benchmark)
-        reference = np.setdiff1d(np.flatnonzero(k == len(fz.columns)), targets)
-        if len(reference) > REFERENCE_MODELS:
-            reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
-        correct, mask, successes, trials = ps.matrix(np.concatenate([targets, reference]))
+        need = np.concatenate([targets, reference_rows(k == len(fz.columns))])
+        correct, mask, successes, trials = ps.matrix(need)
         nt = len(targets)
         if len(fz.retired):
             _refuse_retired(mask[:nt][:, fz.retired], names_all[targets], ps.items, fz, benchmark)
-        # the engine takes the 0/1 (or success) counts as they are stored: floats only of the cells it reads
+        # the engine takes the 0/1 (or success) counts as stored, int8: floats only of the cells it reads
         y = _columns(correct if trials is None else successes, fz.columns)
         mask = _columns(mask, fz.columns)
         trials = None if trials is None else _columns(trials, fz.columns)
-        rows, reference = slice(0, nt), slice(nt, len(y))
+        rows, reference = np.arange(nt), np.arange(nt, len(need))
         ctx = RunContext(db_path, "estimate", benchmark, {**config.__dict__, "run": fz.run_id}, None,
                          [(benchmark, "static")])
         ctx.start(conn, fingerprint(y[rows], mask[rows], fz.cal.b))
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
-            progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
-            yr = y[reference] if trials is None else y[reference] / trials[reference]
-            fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
-            scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=config.level) \
-                if trials is None else 1.0
-            check_cancel(cancel)
-            t = ctx.lap("reference_s", t)
-            progress(1, 2, f"estimating {nt} model(s)")
-            e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows],
-                             level=config.level, scale=scale)
+            e, scale = estimate_models(fz, y, mask, rows, reference, trials=trials, level=config.level,
+                                       progress=progress, cancel=cancel)
             ctx.lap("estimate_s", t)
             names = names_all[targets]
             models = pd.DataFrame({"model_id": ps.models["id"].to_numpy()[targets], "theta": e.theta, "se": e.theta_sd,
@@ -224,7 +247,7 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
             metrics = {"calibration_run": fz.run_id, "calibration_kind": fz.kind, "n_items": len(fz.columns),
                        "models": nt, "level": config.level, "chance_mode": fz.chance_mode,
                        "items_with_chance": int((fz.cal.c > 0).sum()), "misfit_tau2": round(fz.cal.tau2, 8),
-                       "interval_scale": round(scale, 4), "reference_models": len(y) - nt,
+                       "interval_scale": round(scale, 4), "reference_models": len(reference),
                        "median_items_seen": float(np.median(e.k)),
                        "median_interval_width": float(np.median(e.hi - e.lo))}
             if warnings:
@@ -383,11 +406,6 @@ def _model_row(sm: read.StaticMatrix, name: str, benchmark: str) -> int:
     return int(hit[0])
 
 
-def _reference_tau(fz: Frozen, y: np.ndarray, mask: np.ndarray, exclude) -> None:
-    ref = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), exclude)
-    fz.cal.tau2 = est.misfit_variance(fz.cal, y[ref], mask[ref])
-
-
 def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0, export_name: str = "") -> dict:
     """The ``n`` items a partly evaluated ``model`` should run next (most informative at its current ability
     under the frozen calibration), with its current estimate; ``export_name`` writes them as a new benchmark (then
@@ -411,8 +429,7 @@ def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0
         if export_name and conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (export_name,)).fetchone():
             raise EngineError(say(f"a benchmark named {export_name!r} already exists; choose another ",
                                   Opt("export_name")))
-        _reference_tau(fz, y, mask, rows)
-        e = est.estimate(fz.cal, y[rows], mask[rows])
+        e, _ = estimate_models(fz, y, mask, rows, reference_rows(mask.all(axis=1)))
         order = est.next_items(fz.cal, y[rows], mask[rows], min(n, left))[0]
         post = np.exp(est.log_posterior(fz.cal, y[rows], mask[rows]))[0]
         gain = post @ est.item_information(fz.cal)
@@ -479,8 +496,8 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
             out["calibration_run"] = fz.run_id
             k = mask[rows].sum(axis=1)
             if (k < len(fz.columns)).any():
-                _reference_tau(fz, y, mask, rows)
-                e = est.estimate(fz.cal, y[rows], mask[rows], level=level)
+                e, _ = estimate_models(fz, y, mask, np.array(rows), reference_rows(mask.all(axis=1)), level=level,
+                                         stretch=False)
                 from scipy.stats import norm
 
                 z = float(norm.ppf((1 + level) / 2))

@@ -73,7 +73,7 @@ def _whole_matrix_estimate(conn, rid: int) -> pd.DataFrame:
     mask = sm.mask[:, cols]
     k = mask.sum(axis=1)
     targets = np.flatnonzero((k > 0) & (k < len(cols)))
-    reference = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), targets)
+    reference = np.flatnonzero(mask.all(axis=1))
     if len(reference) > job.REFERENCE_MODELS:
         reference = np.sort(np.random.default_rng(0).choice(reference, job.REFERENCE_MODELS, replace=False))
     y = (sm.correct if sm.trials is None else sm.successes)[:, cols].astype(float)
