@@ -218,6 +218,7 @@ def test_compare_is_an_exact_mcnemar_on_common_items_and_says_when_it_goes_throu
     _case(db, ["compare", "mc", "lab/m0", "lab/m0"], "two different models")
 
 
+@pytest.mark.slow
 def test_adaptive_testing_simulation_is_stored(tmp_path):
     db, _, _ = _workspace(tmp_path)
     rc, out, err = run_cli(["estimate", "mc", "--db", db, "--adaptive", "--target-se", "0.03", "--json"])
