@@ -109,7 +109,7 @@ def overhead(workers, n: int = 64) -> float:
         replicates.run(_empty, range(n), np.zeros(8))
         t = time.perf_counter()
         replicates.run(_empty, range(n), np.zeros(8))
-        batches = min(n, replicates.BATCHES_PER_WORKER * max(1, workers.jobs if workers.local else 2))
+        batches = min(n, max(replicates.MIN_BATCHES, replicates.BATCHES_PER_WORKER * max(1, workers.jobs if workers.local else 2)))
         return (time.perf_counter() - t) / batches
 
 

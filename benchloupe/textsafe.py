@@ -5,6 +5,9 @@ they are shown. Each output layer (the CLI's tables and lines, the TUI's widgets
 so an ``ESC ] 0 ; title BEL`` in a model name prints as ``\\x1b]0;title\\x07`` instead of retitling the terminal.
 Rich markup is a separate concern (the TUI renders text literally); this module only handles control characters.
 
+Markdown is a third place text from data is shown: :func:`markdown` and :func:`markdown_code` make it literal there
+(every Markdown writer: the report, the near-tie audit's report, the robustness section).
+
 Pure and dependency-free, so every layer may import it.
 """
 
@@ -45,3 +48,26 @@ def one_line(text: object) -> str:
     curator's note cannot start a line of its own in a history (issue 37 #15: a note with a newline printed a
     forged "confirmed by boss at 09:00" line)."""
     return visible(_BREAKS.sub(" \u23ce ", text if isinstance(text, str) else str(text)))
+
+
+_MD = re.compile(r"([\\`*_\[\]#!|~])")
+
+
+def markdown(text: object) -> str:
+    """Text from data as literal Markdown text, in a paragraph or a table cell: on one line (whitespace runs made one
+    space, control characters visibly escaped), HTML's ``< > &`` as entities, and Markdown's punctuation
+    (``* _ ` [ ] | # ! ~`` and the backslash) behind a backslash, so a model named ``<script>``, ``**x**`` or
+    ``a | b`` reads as itself and never opens a tag, an emphasis, a link or a table cell."""
+    s = " ".join(visible(text).split())
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD.sub(r"\\\1", s)
+
+
+def markdown_code(text: object) -> str:
+    """Text from data as one Markdown code span (a command a reader copies): on one line, control characters
+    visibly escaped, fenced by one more backtick than its longest run of them, so a backtick in a benchmark name
+    cannot close the span early and let what follows be read as Markdown or HTML."""
+    s = " ".join(visible(text).split())
+    fence = "`" * (max((len(r) for r in re.findall("`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"

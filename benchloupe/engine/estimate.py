@@ -85,6 +85,8 @@ class Calibration:
 def curves(theta: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """len(theta) x N item response probabilities with chance levels."""
     s = expit(a[None, :] * (np.asarray(theta, float)[:, None] - b[None, :]))
+    if not c.any():  # the 2PL: 0 + 1 * s is s, bit for bit (two passes fewer: --validate asks 28 M at a time)
+        return s
     return c[None, :] + (1.0 - c[None, :]) * s
 
 
@@ -286,11 +288,12 @@ def misfit_variance(cal: Calibration, y, mask, *, seed: int = 0, max_models: int
     rng = np.random.default_rng(seed)
     if len(rows) > max_models:
         rows = np.sort(rng.choice(rows, max_models, replace=False))
-    ym, mm = np.asarray(y)[rows].astype(float), mask[rows]
+    ym, mm = np.asarray(y)[rows], mask[rows]
     if mm.shape[1] > MISFIT_ITEMS:  # a random 2,000 of the items measure a model's departure as well as all
         cols = np.sort(rng.choice(mm.shape[1], MISFIT_ITEMS, replace=False))
         cal, ym, mm = cal.subset(cols), ym[:, cols], mm[:, cols]
         trials = None if trials is None else np.asarray(trials)[:, cols]
+    ym = ym.astype(float)  # only the cells used become floats (the rows may come as stored, int8)
     tm = None if trials is None else np.asarray(trials)[rows]
     half = rng.random(mm.shape) < 0.5
     a_mask, b_mask = mm & half, mm & ~half
@@ -332,17 +335,17 @@ def interval_scale(cal: Calibration, y, mask, patterns, *, weights=None, seed: i
     of |truth - estimate| / (the interval's half-width on that side), clipped to ``SCALE_RANGE``.  The
     replayed models helped fit the items (a slight optimism), which ``docs/ESTIMATE.md`` measures on models the
     calibration never saw.  1.0 when fewer than 30 models answered every item."""
-    y = np.asarray(y, float)
     mask = np.asarray(mask, bool)
     full = np.flatnonzero(mask.all(axis=1))
     if len(full) < 30:
         return 1.0
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(full, min(max_models, len(full)), replace=False))
+    yr = np.asarray(y)[rows].astype(float)  # floats of the replayed rows only (``y`` may come as stored, int8)
     patterns = np.asarray(patterns, bool)
     pat = patterns[rng.permutation(np.resize(np.arange(len(patterns)), len(rows)))]
-    est = estimate(cal, y[rows], pat, weights=weights, level=level)
-    truth = y[rows].mean(axis=1)
+    est = estimate(cal, yr, pat, weights=weights, level=level)
+    truth = yr.mean(axis=1)
     half = np.where(truth >= est.accuracy, est.hi - est.accuracy, est.accuracy - est.lo)
     r = np.abs(truth - est.accuracy) / np.maximum(half, 1e-9)
     return float(np.clip(np.quantile(r, REPLAY_QUANTILE(level)), *SCALE_RANGE))
@@ -440,14 +443,18 @@ def _kmeans(X: np.ndarray, k: int, seed: int, iterations: int = 50) -> np.ndarra
         d2 = np.minimum(d2, ((X - centres[-1]) ** 2).sum(axis=1))
     C = np.array(centres)
     labels = np.zeros(n, int)
+    block = max(1, (1 << 20) // max(1, k * X.shape[1]))  # rows of X whose distances to every centre fit 8 MB
     for it in range(iterations):
-        d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
-        new = d.argmin(axis=1)
+        new = np.concatenate([((X[r:r + block, None, :] - C[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+                              for r in range(0, n, block)])
         if it and np.array_equal(new, labels):
             break
         labels = new
+        # each cluster's members in their order in X (a stable sort), as X[labels == j] gives them: the same means
+        order = np.argsort(labels, kind="stable")
+        bounds = np.searchsorted(labels[order], np.arange(k + 1))
         for j in range(k):
-            members = X[labels == j]
+            members = X[order[bounds[j]:bounds[j + 1]]]
             C[j] = members.mean(axis=0) if len(members) else X[rng.integers(n)]
     return labels
 

@@ -32,7 +32,8 @@ from benchloupe.engine.neartie.report import verdict_line
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
-from benchloupe.textsafe import visible
+from benchloupe.textsafe import markdown as md
+from benchloupe.textsafe import markdown_code
 
 from .base import Analysis, RunContext, fingerprint, register
 
@@ -141,11 +142,6 @@ def _flags(result: AuditResult, models: Columns, item_keys: np.ndarray, top: dic
 LISTED_PAIRS = 1000  # reversed pairs listed in the report; beyond it the report says how many more and how to get them
 
 
-def _cell(text) -> str:
-    """Text from data in a Markdown table cell: control characters escaped, pipes escaped."""
-    return visible(text).replace("|", "\\|")
-
-
 def reversed_pairs_lines(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray,
                          top: dict | None = None, listed: int = LISTED_PAIRS) -> list[str]:
     """Every reversed near-tie pair, most robust first (the share of matched-random recompositions in which it also
@@ -158,9 +154,9 @@ def reversed_pairs_lines(result: AuditResult, benchmark: str, run_id: int, item_
                         np.asarray(rev["fold"], dtype=int), -np.asarray(rev["random_reversal_fraction"], dtype=float)))
     rev = rev.take(order)
     top = _top_items(result, item_keys) if top is None else top
+    flags = markdown_code(f"benchloupe flags {shlex.quote(benchmark)} --kind reversal --run {run_id}")
     export = say(Alt(f"`benchloupe export run-artifact --run {run_id} --name pairs --format csv -o pairs.csv` (every "
-                     f"near-tie pair, reversed or not, at full precision) or `benchloupe flags "
-                     f"{shlex.quote(visible(benchmark))} --kind reversal --run {run_id}` (the reversal flags to triage)",
+                     f"near-tie pair, reversed or not, at full precision) or {flags} (the reversal flags to triage)",
                      f"the Reversals screen (every near-tie pair of run #{run_id}, to triage)"))
     lines = [f"## Reversed near-tie pairs ({len(rev)})", ""]
     if not len(rev):
@@ -177,11 +173,11 @@ def reversed_pairs_lines(result: AuditResult, benchmark: str, run_id: int, item_
     for n, p in enumerate(rev.take(np.arange(shown)).records(), 1):
         items = top.get((p["fold"], p["model_a"], p["model_b"]), [])[:3]
         lines.append(
-            f"| {n} | {100 * p['random_reversal_fraction']:.1f}% | {p['fold']}: {_cell(HALVES[p['fold']])} -> "
-            f"{_cell(p['target_half'])} | **{_cell(p['model_a'])}** ({_cell(p['family_a'])}, {_cell(p['owner_a'])}) | "
-            f"{p['full_a']:.4f} / {p['anchor_a']:.4f} | **{_cell(p['model_b'])}** ({_cell(p['family_b'])}, "
-            f"{_cell(p['owner_b'])}) | {p['full_b']:.4f} / {p['anchor_b']:.4f} | "
-            + ", ".join(f"{_cell(r['item'])} ({r['contribution']:+.4f})" for r in items) + " |")
+            f"| {n} | {100 * p['random_reversal_fraction']:.1f}% | {p['fold']}: {md(HALVES[p['fold']])} -> "
+            f"{md(p['target_half'])} | **{md(p['model_a'])}** ({md(p['family_a'])}, {md(p['owner_a'])}) | "
+            f"{p['full_a']:.4f} / {p['anchor_a']:.4f} | **{md(p['model_b'])}** ({md(p['family_b'])}, "
+            f"{md(p['owner_b'])}) | {p['full_b']:.4f} / {p['anchor_b']:.4f} | "
+            + ", ".join(f"{md(r['item'])} ({r['contribution']:+.4f})" for r in items) + " |")
     lines.append("")
     if shown < len(rev):
         lines.append(f"{len(rev) - shown} more reversed pairs, each less robust than those listed, are not shown here. "
@@ -194,7 +190,7 @@ def reversed_pairs_lines(result: AuditResult, benchmark: str, run_id: int, item_
 def report_markdown(result: AuditResult, benchmark: str, run_id: int, item_keys: np.ndarray, missing: int,
                     sources: dict[str, str], top: dict | None = None) -> str:
     lines = [result.to_markdown(benchmark).replace("# Family-DIF near-tie audit",
-                                                   f"# Family-DIF near-tie audit: {benchmark} (run #{run_id})", 1), ""]
+                                                   f"# Family-DIF near-tie audit: {md(benchmark)} (run #{run_id})", 1), ""]
     lines += ["## Inputs", "", f"- Families from {sources['families']}.", f"- Item groups: {sources['groups']}.",
               f"- Missing cells: {missing}" + (
                   " (passed to the audit as a mask: item rates, Newton sums and held-out losses use observed cells "
@@ -236,11 +232,12 @@ def _compare_population(conn, other: str | None) -> pd.DataFrame | None:
 
 
 def exact_common_section(table: pd.DataFrame, left: str, right: str) -> list[str]:
+    left, right = md(left), md(right)
     lines = [f"## Table 10 (exact-common models): {left} / {right}", "",
              "| Exact-common pair | Family | n | Left shift | Right shift | Right-left | [95% CI] |",
              "|---|---|---|---|---|---|---|"]
     for r in table.itertuples(index=False):
-        lines.append(f"| {left} / {right} | {r.family} | {r.n} | {r.left_pp:+.2f} | {r.right_pp:+.2f} | "
+        lines.append(f"| {left} / {right} | {md(r.family)} | {r.n} | {r.left_pp:+.2f} | {r.right_pp:+.2f} | "
                      f"{r.diff_pp:+.2f} | [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}] |")
     return lines + ["", "Shifts in percentage points on exactly the models scored in both benchmarks; 2,000 "
                     "owner-bootstrap replicates (paper 002 B.7).", ""]

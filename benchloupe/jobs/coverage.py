@@ -486,16 +486,23 @@ class CalibrateConfig:
     random_prunings: int = 30
 
 
+def latest_coverage(conn, benchmark: str) -> tuple[int, int]:
+    """(the benchmark's id, its latest finished coverage run), which calibrate and BenchFill work from; without one,
+    the one line saying how to make it."""
+    bid = read.benchmark_id(conn, benchmark)
+    cov = runs.latest_run(conn, bid, ("coverage",))
+    if cov is None:
+        raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
+                              Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
+    return bid, cov
+
+
 def run_calibrate(db_path, benchmark: str, config: CalibrateConfig = CalibrateConfig(), *, name: str | None = None,
                   progress: Progress = no_progress, cancel: threading.Event | None = None, **_) -> int:
     """Algorithm 1 on the latest coverage run's difficulties; with *name*, exports the subset as a benchmark."""
     conn = connect(db_path)
     try:
-        bid = read.benchmark_id(conn, benchmark)
-        cov = runs.latest_run(conn, bid, ("coverage",))
-        if cov is None:
-            raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
-                                  Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
+        bid, cov = latest_coverage(conn, benchmark)
         ri = runs.run_items(conn, cov)
         target = parse_target(conn, config.target)
         ctx = RunContext(db_path, "calibrate", benchmark, {**config.__dict__, "coverage_run": cov, "export": name},

@@ -87,8 +87,8 @@ def _chance(run: dict, items: pd.DataFrame) -> np.ndarray:
     return stated
 
 
-def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix) -> Frozen:
-    """The calibration run (``run_id`` or the latest static/joint fit) frozen on the benchmark's items ``sm``
+def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix | read.PackedStatic) -> Frozen:
+    """The calibration run (``run_id`` or the latest static/joint fit) frozen on the benchmark's items ``sm.items``
     (loaded with retired items)."""
     bid = read.benchmark_id(conn, benchmark)
     rid = run_id or runs.latest_run(conn, bid, CALIBRATION_KINDS)
@@ -99,13 +99,9 @@ def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix)
     if run is None or run["status"] != "done" or run["kind"] not in CALIBRATION_KINDS:
         raise EngineError(say(f"run {rid} is not a finished static or joint fit; pass one with ", Opt("run"),
                               " or leave it out for the latest"))
-    ri = runs.run_items(conn, rid)
-    if "source" in ri:
-        ri = ri[ri["source"].fillna("static") == "static"]
-    ri = ri.dropna(subset=["difficulty", "sharpness"])
-    params = ri.set_index("item_id")
+    params = runs.static_item_parameters(conn, rid)
     ids = sm.items["id"].to_numpy()
-    known = np.isin(ids, params.index.to_numpy())
+    known = np.isin(ids, np.fromiter(params, np.int64, len(params)))
     if not known.any():
         raise EngineError(f"calibration run {rid} has no item parameters for the static items of {benchmark!r}")
     active = (sm.items["status"] == "active").to_numpy()
@@ -114,13 +110,12 @@ def frozen_calibration(conn, benchmark: str, run_id: int, sm: read.StaticMatrix)
         raise EngineError(say(f"every item calibration run {rid} fitted has been retired since; refit (",
                               Alt(f"`benchloupe fit static {benchmark}`", "a static fit on 4 Runs"), ")"))
     items = sm.items.iloc[cols].reset_index(drop=True)
-    p = params.reindex(items["id"])
+    b, a = np.array([params[int(i)] for i in items["id"]], float).T
     chance = _chance(run, items)
-    thetas = runs.run_models(conn, rid)
-    cal = est.calibration(p["sharpness"].to_numpy(float), p["difficulty"].to_numpy(float), chance,
-                          thetas["theta"].to_numpy(float))
+    theta, names = runs.model_abilities(conn, rid)
+    cal = est.calibration(a, b, chance, theta)
     return Frozen(rid, run["kind"], cal, items, cols, np.flatnonzero(known & ~active),
-                  int((~known & active).sum()), set(thetas["name"]), (run.get("config") or {}).get("chance", "stated"))
+                  int((~known & active).sum()), set(names), (run.get("config") or {}).get("chance", "stated"))
 
 
 def _columns(a: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -128,40 +123,82 @@ def _columns(a: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return a if len(cols) == a.shape[1] and np.array_equal(cols, np.arange(a.shape[1])) else a[:, cols]
 
 
-def _targets(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str,
-             mask: np.ndarray | None = None) -> np.ndarray:
+def _targets(names_all: np.ndarray, k: np.ndarray, fz: Frozen, names: list[str], benchmark: str) -> np.ndarray:
     """Rows of the models to estimate: the named ones (each with a result on a calibrated item), or every model
-    with results on some but not all active calibrated items.  ``mask``: ``sm.mask`` on the calibrated columns."""
-    mask = _columns(sm.mask, fz.columns) if mask is None else mask
-    k = mask.sum(axis=1)
-    all_names = sm.models["name"].to_numpy(object)
+    with results on some but not all active calibrated items.  ``k``: each model's answered calibrated items."""
     if names:
         rows = []
         for n in names:
-            hit = np.flatnonzero(all_names == n)
+            hit = np.flatnonzero(names_all == n)
             if not len(hit):
                 raise EngineError(f"model {n!r} has no static results in {benchmark!r}; import them first")
             if k[hit[0]] == 0:
                 raise EngineError(f"model {n!r} has no result on any of the {len(fz.columns)} items calibration run "
                                   f"{fz.run_id} fitted in {benchmark!r}: nothing to estimate from")
             rows.append(int(hit[0]))
-        rows = np.array(sorted(set(rows)), int)
-    else:
-        rows = np.flatnonzero((k > 0) & (k < len(fz.columns)))
-        if not len(rows):
-            raise EngineError(say(f"no partly evaluated model in {benchmark!r}: every model with results answered all "
-                                  f"{len(fz.columns)} active calibrated items (name one with ", Opt("model"), ")"))
-    if len(fz.retired):
-        on_retired = sm.mask[np.ix_(rows, fz.retired)]
-        if on_retired.any():
-            i, j = np.argwhere(on_retired)[0]
-            n = int(on_retired.any(axis=0).sum())
-            key = sm.items["key"].iat[int(fz.retired[j])]
-            raise EngineError(say(f"model {all_names[rows[i]]!r} has results on {n} item(s) retired since "
-                                  f"calibration run {fz.run_id} (e.g. {key!r}); refit the calibration (",
-                                  Alt(f"`benchloupe fit static {benchmark}`", "a static fit on 4 Runs"),
-                                  ") or restore the items"))
+        return np.array(sorted(set(rows)), int)
+    rows = np.flatnonzero((k > 0) & (k < len(fz.columns)))
+    if not len(rows):
+        raise EngineError(say(f"no partly evaluated model in {benchmark!r}: every model with results answered all "
+                              f"{len(fz.columns)} active calibrated items (name one with ", Opt("model"), ")"))
     return rows
+
+
+def _refuse_retired(on_retired: np.ndarray, names: np.ndarray, items: pd.DataFrame, fz: Frozen,
+                    benchmark: str) -> None:
+    """One line when a model to estimate has results on items retired since the calibration.  ``on_retired``:
+    the models' (``names``) mask at the retired items ``fz.retired`` (positions in ``items``)."""
+    if not on_retired.any():
+        return
+    i, j = np.argwhere(on_retired)[0]
+    n = int(on_retired.any(axis=0).sum())
+    key = items["key"].iat[int(fz.retired[j])]
+    raise EngineError(say(f"model {names[i]!r} has results on {n} item(s) retired since "
+                          f"calibration run {fz.run_id} (e.g. {key!r}); refit the calibration (",
+                          Alt(f"`benchloupe fit static {benchmark}`", "a static fit on 4 Runs"),
+                          ") or restore the items"))
+
+
+def _rows_to_estimate(sm: read.StaticMatrix, fz: Frozen, names: list[str], benchmark: str) -> np.ndarray:
+    """:func:`_targets` on a loaded matrix, with the retired items refused (next-items)."""
+    names_all = sm.models["name"].to_numpy(object)
+    rows = _targets(names_all, np.count_nonzero(_columns(sm.mask, fz.columns), axis=1), fz, names, benchmark)
+    if len(fz.retired):
+        _refuse_retired(sm.mask[np.ix_(rows, fz.retired)], names_all[rows], sm.items, fz, benchmark)
+    return rows
+
+
+def reference_rows(full: np.ndarray) -> np.ndarray:
+    """The models the misfit variance and the interval's replay draw from: every model that answered all the
+    calibrated items (``full``: per model, whether it did), a seeded sample of
+    :data:`REFERENCE_MODELS` of them when there are more.  The same rows whichever models are estimated, so a model's
+    estimate depends only on its own answers and the calibration: ``estimate`` (the Models screen), ``compare`` and
+    ``next-items`` show the same number for it (compare left its own two models out of these rows and showed
+    70.3 % where the Models screen showed 70.4 %)."""
+    reference = np.flatnonzero(full)
+    if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
+        reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
+    return reference
+
+
+def estimate_models(fz: Frozen, y: np.ndarray, mask: np.ndarray, rows: np.ndarray, reference: np.ndarray, *,
+                    trials: np.ndarray | None = None, level: float = est.LEVEL, stretch: bool = True,
+                    progress: Progress = no_progress, cancel: threading.Event | None = None) -> tuple[est.Estimates,
+                                                                                                     float]:
+    """The estimates of the models ``rows`` of ``y``/``mask`` (the calibrated columns) and the interval's scale, as
+    every face shows them: the misfit variance from the ``reference`` rows (:func:`reference_rows`), the interval
+    stretched by replaying the estimated models' item patterns on them (not with success/trial counts, nor with
+    ``stretch`` False: the estimate and its sd do not depend on it).  Sets ``fz.cal.tau2``."""
+    progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
+    yr = y[reference] if trials is None else y[reference] / trials[reference]
+    fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
+    scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=level) \
+        if trials is None and stretch else 1.0
+    check_cancel(cancel)
+    progress(1, 2, f"estimating {len(rows)} model(s)")
+    e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows], level=level,
+                     scale=scale)
+    return e, scale
 
 
 def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfig(), *,
@@ -169,37 +206,33 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
     conn = connect(db_path)
     try:
         t0 = time.perf_counter()
-        sm = read.load_static(conn, benchmark, include_retired=True)
-        fz = frozen_calibration(conn, benchmark, config.run, sm)
-        full_mask = _columns(sm.mask, fz.columns)
-        targets = _targets(sm, fz, config.model_names, benchmark, full_mask)
-        reference = np.setdiff1d(np.flatnonzero(full_mask.all(axis=1)), targets)
-        if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
-            reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
-        need = np.concatenate([targets, reference])  # only these rows become floats (5,000 x 14,000: 560 MB)
-        src = sm.correct if sm.trials is None else sm.successes
-        y = _columns(src[need], fz.columns).astype(float)
-        mask = full_mask[need]
-        trials = None if sm.trials is None else _columns(sm.trials[need], fz.columns)
-        rows, reference = np.arange(len(targets)), np.arange(len(targets), len(need))
+        # The packed rows, then the matrix of only the models used: the targets and the reference sample of the
+        # fully answered ones (5,000 x 14,000: the whole matrix and its mask were half the time)
+        ps = read.load_static_packed(conn, benchmark, include_retired=True)
+        fz = frozen_calibration(conn, benchmark, config.run, ps)
+        k = ps.answered(fz.columns)
+        names_all = ps.models["name"].to_numpy(object)
+        targets = _targets(names_all, k, fz, config.model_names, benchmark)
+        need = np.concatenate([targets, reference_rows(k == len(fz.columns))])
+        correct, mask, successes, trials = ps.matrix(need)
+        nt = len(targets)
+        if len(fz.retired):
+            _refuse_retired(mask[:nt][:, fz.retired], names_all[targets], ps.items, fz, benchmark)
+        # the engine takes the 0/1 (or success) counts as stored, int8: floats only of the cells it reads
+        y = _columns(correct if trials is None else successes, fz.columns)
+        mask = _columns(mask, fz.columns)
+        trials = None if trials is None else _columns(trials, fz.columns)
+        rows, reference = np.arange(nt), np.arange(nt, len(need))
         ctx = RunContext(db_path, "estimate", benchmark, {**config.__dict__, "run": fz.run_id}, None,
                          [(benchmark, "static")])
         ctx.start(conn, fingerprint(y[rows], mask[rows], fz.cal.b))
         t = ctx.lap("load_s", t0)
         with ctx.guard(conn):
-            progress(0, 2, f"misfit and interval scale from calibration run {fz.run_id}'s models")
-            yr = y[reference] if trials is None else y[reference] / trials[reference]
-            fz.cal.tau2 = est.misfit_variance(fz.cal, yr, mask[reference])
-            scale = est.interval_scale(fz.cal, yr, mask[reference], mask[rows], level=config.level) \
-                if trials is None else 1.0
-            check_cancel(cancel)
-            t = ctx.lap("reference_s", t)
-            progress(1, 2, f"estimating {len(rows)} model(s)")
-            e = est.estimate(fz.cal, y[rows], mask[rows], trials=None if trials is None else trials[rows],
-                             level=config.level, scale=scale)
+            e, scale = estimate_models(fz, y, mask, rows, reference, trials=trials, level=config.level,
+                                       progress=progress, cancel=cancel)
             ctx.lap("estimate_s", t)
-            names = sm.models["name"].to_numpy(object)[targets]
-            models = pd.DataFrame({"model_id": sm.models["id"].to_numpy()[targets], "theta": e.theta, "se": e.theta_sd,
+            names = names_all[targets]
+            models = pd.DataFrame({"model_id": ps.models["id"].to_numpy()[targets], "theta": e.theta, "se": e.theta_sd,
                                    "estimate": e.accuracy, "estimate_lo": e.lo, "estimate_hi": e.hi,
                                    "estimate_sd": e.sd, "seen": e.k.astype(int), "n_items": e.n_items,
                                    "observed": e.observed,
@@ -212,7 +245,7 @@ def run_estimate(db_path, benchmark: str, config: EstimateConfig = EstimateConfi
             if trials is not None:
                 warnings.append("success/trial results: the interval is not rescaled by replay (it needs 0/1 cells)")
             metrics = {"calibration_run": fz.run_id, "calibration_kind": fz.kind, "n_items": len(fz.columns),
-                       "models": len(rows), "level": config.level, "chance_mode": fz.chance_mode,
+                       "models": nt, "level": config.level, "chance_mode": fz.chance_mode,
                        "items_with_chance": int((fz.cal.c > 0).sum()), "misfit_tau2": round(fz.cal.tau2, 8),
                        "interval_scale": round(scale, 4), "reference_models": len(reference),
                        "median_items_seen": float(np.median(e.k)),
@@ -373,11 +406,6 @@ def _model_row(sm: read.StaticMatrix, name: str, benchmark: str) -> int:
     return int(hit[0])
 
 
-def _reference_tau(fz: Frozen, y: np.ndarray, mask: np.ndarray, exclude) -> None:
-    ref = np.setdiff1d(np.flatnonzero(mask.all(axis=1)), exclude)
-    fz.cal.tau2 = est.misfit_variance(fz.cal, y[ref], mask[ref])
-
-
 def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0, export_name: str = "") -> dict:
     """The ``n`` items a partly evaluated ``model`` should run next (most informative at its current ability
     under the frozen calibration), with its current estimate; ``export_name`` writes them as a new benchmark (then
@@ -391,7 +419,7 @@ def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0
         sm = read.load_static(conn, benchmark, include_retired=True)
         fz = frozen_calibration(conn, benchmark, run, sm)
         row = _model_row(sm, model, benchmark)
-        rows = _targets(sm, fz, [model], benchmark)
+        rows = _rows_to_estimate(sm, fz, [model], benchmark)
         y = sm.correct[:, fz.columns].astype(float)
         mask = sm.mask[:, fz.columns]
         left = int((~mask[row]).sum())
@@ -401,8 +429,7 @@ def next_items(db_path, benchmark: str, model: str, n: int = 20, *, run: int = 0
         if export_name and conn.execute("SELECT 1 FROM benchmarks WHERE name = ?", (export_name,)).fetchone():
             raise EngineError(say(f"a benchmark named {export_name!r} already exists; choose another ",
                                   Opt("export_name")))
-        _reference_tau(fz, y, mask, rows)
-        e = est.estimate(fz.cal, y[rows], mask[rows])
+        e, _ = estimate_models(fz, y, mask, rows, reference_rows(mask.all(axis=1)))
         order = est.next_items(fz.cal, y[rows], mask[rows], min(n, left))[0]
         post = np.exp(est.log_posterior(fz.cal, y[rows], mask[rows]))[0]
         gain = post @ est.item_information(fz.cal)
@@ -469,8 +496,8 @@ def compare_models(db_path, benchmark: str, a: str, b: str, *, run: int = 0, lev
             out["calibration_run"] = fz.run_id
             k = mask[rows].sum(axis=1)
             if (k < len(fz.columns)).any():
-                _reference_tau(fz, y, mask, rows)
-                e = est.estimate(fz.cal, y[rows], mask[rows], level=level)
+                e, _ = estimate_models(fz, y, mask, np.array(rows), reference_rows(mask.all(axis=1)), level=level,
+                                         stretch=False)
                 from scipy.stats import norm
 
                 z = float(norm.ppf((1 + level) / 2))

@@ -425,11 +425,9 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
     _coverage_current(db_path, benchmark)
     conn = connect(db_path)
     try:
-        bid = read.benchmark_id(conn, benchmark)
-        cov = runs.latest_run(conn, bid, ("coverage",))
-        if cov is None:
-            raise EngineError(say(f"no coverage run for {benchmark!r}; run ",
-                                  Alt(f"`benchloupe coverage {benchmark}`", "coverage (r on the Coverage screen)"), " first"))
+        from .coverage import latest_coverage
+
+        bid, cov = latest_coverage(conn, benchmark)
         eps = get_endpoints(conn)
         _check_endpoints(eps)
         if isinstance(options.max_stored_chars, bool) or not isinstance(options.max_stored_chars, int) or \

@@ -146,7 +146,8 @@ class DaskCluster:
         import joblib
 
         client = self._connect()
-        with joblib.parallel_config(backend="dask", client=client, wait_for_workers_timeout=CONNECT_TIMEOUT_S):
+        with joblib.parallel_config(backend=_dask_backend(), client=client,
+                                    wait_for_workers_timeout=CONNECT_TIMEOUT_S):
             yield self.slots
 
     def _connect(self):
@@ -195,3 +196,41 @@ class DaskCluster:
             with contextlib.suppress(Exception):
                 self.client.close(timeout=CONNECT_TIMEOUT_S)
             self.client = None
+
+
+_BACKEND = "benchloupe-dask"
+
+
+def _dask_backend() -> str:
+    """joblib's Dask backend, told when the scheduler gives up on a batch (registered under its own name).
+
+    joblib's own backend hears of a batch only when it returns: a batch that Dask itself fails (``KilledWorker``
+    after ``distributed.scheduler.allowed-failures`` worker deaths) sets its future's error but never reaches
+    joblib, which then waits for it forever (joblib 1.6).  Here the failed future is reported to joblib as the
+    batch's outcome, so the run ends with :func:`~benchloupe.engine.replicates.translate`'s line (the batches
+    still running are released when :func:`using` closes the client)."""
+    import joblib
+    from joblib._dask import DaskDistributedBackend
+
+    class Backend(DaskDistributedBackend):
+        def submit(self, func, callback=None):
+            job = super().submit(func, callback)
+            if callback is not None:
+                job.add_done_callback(lambda f: None if f.cancelled() or f.exception() is None
+                                      else callback(_Lost(f.exception())))
+            return job
+
+        def retrieve_result_callback(self, out):
+            if isinstance(out, _Lost):
+                raise out.error
+            return super().retrieve_result_callback(out)
+
+    joblib.register_parallel_backend(_BACKEND, Backend)
+    return _BACKEND
+
+
+class _Lost:
+    """The error of a batch that Dask failed (its worker died), handed to joblib as that batch's outcome."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error

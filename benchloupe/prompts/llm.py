@@ -42,12 +42,12 @@ MAX_STARTS = 1000
 MAX_OBJECT_DEPTH = 8  # a child object sits one or two levels down; deeper ones are not salvaged (issue 24)
 
 
-def _balanced_objects(text: str) -> Iterator[str]:
-    """Every balanced {...} substring at most :data:`MAX_OBJECT_DEPTH` braces deep, innermost last, honouring JSON
-    strings and escapes (a reply of 100,000 nested braces is one linear pass, not 100,000 long copies)."""
-    stack: list[int] = []
+def _outside_strings(text: str, start: int = 0, end: int | None = None) -> Iterator[int]:
+    """Positions in text[start:end] of the characters outside JSON strings, each string's opening and closing quote
+    included (what a string holds, escaped quotes too, is skipped)."""
     in_str = esc = False
-    for i, ch in enumerate(text):
+    for i in range(start, len(text) if end is None else end):
+        ch = text[i]
         if in_str:
             if esc:
                 esc = False
@@ -55,9 +55,19 @@ def _balanced_objects(text: str) -> Iterator[str]:
                 esc = True
             elif ch == '"':
                 in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch == "{":
+                yield i
+        else:
+            in_str = ch == '"'
+            yield i
+
+
+def _balanced_objects(text: str) -> Iterator[str]:
+    """Every balanced {...} substring at most :data:`MAX_OBJECT_DEPTH` braces deep, innermost last, honouring JSON
+    strings and escapes (a reply of 100,000 nested braces is one linear pass, not 100,000 long copies)."""
+    stack: list[int] = []
+    for i in _outside_strings(text):
+        ch = text[i]
+        if ch == "{":
             stack.append(i)
         elif ch == "}" and stack:
             start = stack.pop()
@@ -142,22 +152,7 @@ def _occurrences(text: str, fragments: Sequence[str]) -> list[tuple[int, int]]:
 def _structure(text: str, start: int, end: int) -> Iterator[int]:
     """Positions of the JSON object text[start:end]'s structural characters: braces, brackets, colons, commas,
     literals, and the quotes that open and close its strings (not what its strings hold)."""
-    in_str = esc = False
-    for i in range(start, end):
-        ch = text[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-                yield i
-        elif ch == '"':
-            in_str = True
-            yield i
-        elif not ch.isspace():
-            yield i
+    return (i for i in _outside_strings(text, start, end) if not text[i].isspace())
 
 
 def _canonical(value: Any) -> str:

@@ -9,12 +9,12 @@ The database is only read.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchloupe.store.atomic import replace_file
 from benchloupe.store.db import connect
 
 from . import FORMATS, html, markdown, sections, sections_more
@@ -110,21 +110,4 @@ def make_report(db_path, benchmark: str, out: Path | None = None, *, fmt: str = 
 
 
 def _write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    replace_file(path, data, prefix=f".{path.name}.", shared=True)

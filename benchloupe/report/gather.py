@@ -56,6 +56,17 @@ class Context:
     def missing(self, what: str) -> str:
         return f"No finished run yet: `{MAKES[what].format(b=shell_word(self.benchmark))}` makes one."
 
+    def read(self, section, what: str, label: str, kinds: tuple[str, ...] = (), where=None) -> dict | None:
+        """The latest finished run a part of *section* (a :class:`~.doc.Section`) draws: of *kinds* (else of kind
+        *what*), the latest passing *where* if given. Named in the section's runs, or, when there is none, the
+        section says under *label* which command makes one (``MAKES[what]``)."""
+        run = self.latest(*(kinds or (what,)), where=where)
+        if run is None:
+            section.missing.append(f"{label}: {self.missing(what)}")
+        else:
+            section.runs.append(describe(run))
+        return run
+
     def static(self):
         """The benchmark's static matrix (active items), read once."""
         if self._static is None:

@@ -1,22 +1,13 @@
 """The report as Markdown with its figures (SVG) and their numbers (CSV) as files beside it, linked relatively,
 as GitHub renders them. Text from data is escaped for Markdown: control characters made visible, HTML's ``< > &``
-as entities, and Markdown's punctuation (``* _ ` [ ] | # !`` ...) behind a backslash."""
+as entities, and Markdown's punctuation (``* _ ` [ ] | # !`` ...) behind a backslash
+(:func:`benchloupe.textsafe.markdown`, as every Markdown writer escapes it)."""
 
 from __future__ import annotations
 
-import re
-
-from benchloupe.textsafe import visible
+from benchloupe.textsafe import markdown as esc
 
 from .doc import Figure, Para, Section, Table
-
-_MD = re.compile(r"([\\`*_\[\]#!|~])")
-
-
-def esc(text: object) -> str:
-    s = " ".join(visible(text).split())
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD.sub(r"\\\1", s)
 
 
 def _code(text: str) -> str:

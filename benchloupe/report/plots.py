@@ -184,18 +184,26 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str]):
     return fig
 
 
-def forest(names: list[str], est: np.ndarray, lo: np.ndarray, hi: np.ndarray, flagged: np.ndarray):
-    n = len(names)
-    fig = _figure(6.4, max(2.4, 0.17 * n + 0.9), left=2.3)
+def _intervals(fig, names: list[str], point: np.ndarray, lo: np.ndarray, hi: np.ndarray, colours: np.ndarray, *,
+               linewidth: float, dots, fontsize: int, xlabel: str):
+    """One row per name, top down: its interval as a line in its colour and its point as a dot (``dots``: one
+    colour for all, or None for the rows' own)."""
     ax = fig.subplots()
-    y = np.arange(n)
-    colours = np.where(flagged, RED, BLUE)
-    ax.hlines(y, lo, hi, colors=colours, linewidth=1.6)
-    ax.scatter(est, y, c=colours, s=10, zorder=3)
-    ax.axvline(0, color="black", linewidth=0.6)
-    ax.set_yticks(y, [label(s, 36) for s in names], fontsize=6)
+    y = np.arange(len(names))
+    ax.hlines(y, lo, hi, colors=colours, linewidth=linewidth)
+    ax.scatter(point, y, s=10, zorder=3, **({"c": colours} if dots is None else {"color": dots}))
+    ax.set_yticks(y, names, fontsize=fontsize)
     ax.invert_yaxis()
-    ax.set_xlabel("shift in mean residual, after − before the model's cutoff (95% interval); red: flagged")
+    ax.set_xlabel(xlabel)
+    return ax
+
+
+def forest(names: list[str], est: np.ndarray, lo: np.ndarray, hi: np.ndarray, flagged: np.ndarray):
+    fig = _figure(6.4, max(2.4, 0.17 * len(names) + 0.9), left=2.3)
+    ax = _intervals(fig, [label(s, 36) for s in names], est, lo, hi, np.where(flagged, RED, BLUE), linewidth=1.6,
+                    dots=None, fontsize=6, xlabel="shift in mean residual, after − before the model's cutoff (95% "
+                                                  "interval); red: flagged")
+    ax.axvline(0, color="black", linewidth=0.6)
     return fig
 
 
@@ -227,14 +235,7 @@ def ecdf(z: np.ndarray, ecdf_: np.ndarray, target: np.ndarray, gaps: list[tuple[
 
 
 def gap_intervals(names: list[str], width: np.ndarray, lo: np.ndarray, hi: np.ndarray, confirmed: np.ndarray):
-    n = len(names)
-    fig = _figure(6.0, max(2.0, 0.22 * n + 0.8), left=1.3)
-    ax = fig.subplots()
-    y = np.arange(n)
-    colours = np.where(confirmed, RED, GREY)
-    ax.hlines(y, lo, hi, colors=colours, linewidth=2)
-    ax.scatter(width, y, color="black", s=10, zorder=3)
-    ax.set_yticks(y, names, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("gap width (point) and its 95% interval; red: confirmed")
+    fig = _figure(6.0, max(2.0, 0.22 * len(names) + 0.8), left=1.3)
+    _intervals(fig, names, width, lo, hi, np.where(confirmed, RED, GREY), linewidth=2, dots="black", fontsize=7,
+               xlabel="gap width (point) and its 95% interval; red: confirmed")
     return fig

@@ -13,7 +13,7 @@ from benchloupe.store import runs
 
 from . import plots
 from .doc import Figure, Section, Table, fmt
-from .gather import FIT_KINDS, Context, describe
+from .gather import FIT_KINDS, Context, describe, shell_word
 
 TOP_ROWS = 20  # rows a table shows in the page (its CSV or the stored run has them all)
 CURVE_ITEMS = 6  # flagged items drawn with observed-vs-fitted curves
@@ -44,16 +44,13 @@ def overview(ctx: Context) -> Section:
             ("results (observed cells)", fmt(cells)),
             ("share of the matrix observed", fmt(cells / max(n_models * n_items, 1))),
             ("mean accuracy over models", fmt(float(np.nanmean(acc)) if n_models else None))]
-    audit = ctx.latest("items")
+    audit = ctx.read(s, "items", "Reliability and SEM")
     if audit is not None:
         rel = (audit["metrics"].get("reliability") or {}).get("all") or {}
         rows += [("marginal reliability (item audit's 2PL)", fmt(rel.get("marginal"))),
                  ("SEM of θ (logits)", fmt(rel.get("sem_theta"))),
                  ("Cronbach's α (models that answered every item)", fmt(rel.get("alpha"))),
                  ("SEM of the summed score (items)", fmt(rel.get("sem")))]
-        s.runs.append(describe(audit))
-    else:
-        s.missing.append("Reliability and SEM: " + ctx.missing("items"))
     s.table(["what", "value"], rows)
     if n_models:
         names = list(sm.models["name"])
@@ -74,17 +71,11 @@ def overview(ctx: Context) -> Section:
 # ------------------------------------------------------------------------------------------------- calibration
 def calibration(ctx: Context) -> Section:
     s = Section("calibration", "Calibration")
-    fit = ctx.latest(*FIT_KINDS)
-    if fit is None:
-        s.missing.append("Wright map and test information: " + ctx.missing("fit"))
-    else:
-        s.runs.append(describe(fit))
+    fit = ctx.read(s, "fit", "Wright map and test information", FIT_KINDS)
+    if fit is not None:
         _wright_and_information(ctx, s, fit)
-    boot = ctx.latest("bootstrap")
-    if boot is None:
-        s.missing.append("Rank intervals: " + ctx.missing("bootstrap"))
-    else:
-        s.runs.append(describe(boot))
+    boot = ctx.read(s, "bootstrap", "Rank intervals")
+    if boot is not None:
         _caterpillar(s, boot, ctx)
     return s
 
@@ -190,15 +181,13 @@ def _caterpillar(s: Section, boot: dict, ctx: Context) -> None:
 # ------------------------------------------------------------------------------------------------------- items
 def items(ctx: Context) -> Section:
     s = Section("items", "Items")
-    audit = ctx.latest("items")
+    audit = ctx.read(s, "items", "Item health")
     fit = ctx.latest(*FIT_KINDS)
     if audit is None:
-        s.missing.append("Item health: " + ctx.missing("items"))
         if fit is not None:
             s.runs.append(describe(fit))
             _informative(ctx, s, fit)
         return s
-    s.runs.append(describe(audit))
     table = runs.load_artifact(ctx.conn, audit["id"], "table")
     reasons = table["reasons"].fillna("").astype(str)
     flagged = table[reasons != ""]
@@ -206,7 +195,7 @@ def items(ctx: Context) -> Section:
     s.para(f"{len(flagged):,} of {len(table):,} items are flagged by the item audit "
            f"({', '.join(f'{k} {v}' for k, v in counts.items() if v) or 'no reason'}). Each is a question for "
            "the curator, not a verdict: triage them with `benchloupe flags "
-           f"{ctx.benchmark} --kind item` or on the Items screen.")
+           f"{shell_word(ctx.benchmark)} --kind item` or on the Items screen.")
     if flagged.empty:
         if fit is not None:
             s.runs.append(describe(fit))
@@ -219,7 +208,7 @@ def items(ctx: Context) -> Section:
              f"{fmt(r['slope'])} [{fmt(r['slope_lo'])}, {fmt(r['slope_hi'])}]", _cut(text.get(int(r["item_id"]), "")))
             for _, r in head.iterrows()]
     s.table(["item", "reasons", "answers", "share right", "rest correlation", "slope [95%]", "text"], rows,
-            note=f"first {len(rows)} of {len(flagged):,} flagged items (all: `benchloupe flags {ctx.benchmark} "
+            note=f"first {len(rows)} of {len(flagged):,} flagged items (all: `benchloupe flags {shell_word(ctx.benchmark)} "
                  "--kind item`)" if len(flagged) > TOP_ROWS else f"all {len(flagged)} flagged items")
     if fit is None:
         s.missing.append("Observed-vs-fitted curves need a calibration: " + ctx.missing("fit"))
@@ -317,11 +306,9 @@ def _option_tables(ctx: Context, s: Section, audit: dict, table, flagged) -> Non
 # ------------------------------------------------------------------------------------ estimation and compression
 def compression(ctx: Context) -> Section:
     s = Section("compression", "Estimation and compression")
-    comp = ctx.latest("compress", where=lambda r: runs.load_table(ctx.conn, r["id"], "recovery_summary") is not None)
-    if comp is None:
-        s.missing.append("Subset recovery: " + ctx.missing("compress"))
-    else:
-        s.runs.append(describe(comp))
+    comp = ctx.read(s, "compress", "Subset recovery",
+                    where=lambda r: runs.load_table(ctx.conn, r["id"], "recovery_summary") is not None)
+    if comp is not None:
         summ = runs.load_artifact(ctx.conn, comp["id"], "recovery_summary")
         curves, bands = {}, {}
         for strategy, g in summ.groupby("strategy", sort=False):
@@ -341,11 +328,10 @@ def compression(ctx: Context) -> Section:
             f"Subset recovery curves of {summ['strategy'].nunique()} strategies over "
             f"{summ['fraction'].nunique()} subset sizes.", fig,
             Table(list(summ.columns), [tuple(r) for r in summ.itertuples(index=False)])))
-    val = ctx.latest("compress", where=lambda r: "estimate_validation" in runs.artifact_names(ctx.conn, r["id"]))
+    val = ctx.read(s, "validate", "Prediction error vs k", ("compress",),
+                   where=lambda r: "estimate_validation" in runs.artifact_names(ctx.conn, r["id"]))
     if val is None:
-        s.missing.append("Prediction error vs k: " + ctx.missing("validate"))
         return s
-    s.runs.append(describe(val))
     ev = runs.load_artifact(ctx.conn, val["id"], "estimate_validation")
     if not hasattr(ev, "columns") or "k" not in ev.columns or "mae" not in ev.columns:
         return s

@@ -13,7 +13,7 @@ from benchloupe.store import runs
 
 from . import plots
 from .doc import Section, Table, fmt
-from .gather import Context, all_settings, describe, shell_word
+from .gather import Context, all_settings, shell_word
 from .sections import TOP_ROWS, _col, _cut, figure
 
 SCATTER_POINTS = 2000  # near-tie pairs drawn (5,000 x 14,000: 20,557 pairs)
@@ -34,17 +34,11 @@ STATUS_WORDS = {
 # ------------------------------------------------------------------------------------- anomalies, contamination
 def anomalies(ctx: Context) -> Section:
     s = Section("anomalies", "Anomalies and contamination")
-    run = ctx.latest("anomalies")
-    if run is None:
-        s.missing.append("Anomaly candidates: " + ctx.missing("anomalies"))
-    else:
-        s.runs.append(describe(run))
+    run = ctx.read(s, "anomalies", "Anomaly candidates")
+    if run is not None:
         _heatmap(ctx, s, run)
-    con = ctx.latest("contamination")
-    if con is None:
-        s.missing.append("Contamination windows: " + ctx.missing("contamination"))
-    else:
-        s.runs.append(describe(con))
+    con = ctx.read(s, "contamination", "Contamination windows")
+    if con is not None:
         _forest(ctx, s, con)
     return s
 
@@ -57,7 +51,7 @@ def _heatmap(ctx: Context, s: Section, run: dict) -> None:
         " JOIN items i ON i.id = f.item_id WHERE f.run_id = ? AND f.kind = 'anomaly'"
         " ORDER BY f.score DESC, f.id LIMIT ?", (run["id"], HEAT_CELLS)).fetchall()
     s.para(f"{total:,} (model, item) cells are flagged as anomaly candidates (threshold "
-           f"{run['config'].get('threshold', '?')}); triage them with `benchloupe flags {ctx.benchmark} --kind "
+           f"{run['config'].get('threshold', '?')}); triage them with `benchloupe flags {shell_word(ctx.benchmark)} --kind "
            "anomaly` or on the Anomalies screen.")
     if not rows:
         return
@@ -113,11 +107,9 @@ def _forest(ctx: Context, s: Section, con: dict) -> None:
 # ------------------------------------------------------------------------------------------------------ near-tie
 def neartie(ctx: Context) -> Section:
     s = Section("neartie", "Near-tie audit")
-    run = ctx.latest("neartie")
+    run = ctx.read(s, "neartie", "Near-tie audit")
     if run is None:
-        s.missing.append("Near-tie audit: " + ctx.missing("neartie"))
         return s
-    s.runs.append(describe(run))
     m = run["metrics"]
     t1 = m.get("table1") or m
     status = str(t1.get("status", m.get("status", "")))
@@ -198,11 +190,8 @@ def _pct(v):
 # ------------------------------------------------------------------------------------------------------ coverage
 def coverage(ctx: Context) -> Section:
     s = Section("coverage", "Coverage")
-    run = ctx.latest("coverage")
-    if run is None:
-        s.missing.append("Difficulty coverage: " + ctx.missing("coverage"))
-    else:
-        s.runs.append(describe(run))
+    run = ctx.read(s, "coverage", "Difficulty coverage")
+    if run is not None:
         _coverage(ctx, s, run)
     _benchfill(ctx, s)
     return s
@@ -254,7 +243,7 @@ def _benchfill(ctx: Context, s: Section) -> None:
     sessions = ctx.conn.execute("SELECT count(*) FROM fill_sessions WHERE benchmark_id = ?",
                                 (ctx.benchmark_id,)).fetchone()[0]
     if not sessions:
-        s.para(f"BenchFill: no session yet (`benchloupe fill {ctx.benchmark}` proposes items for a gap).")
+        s.para(f"BenchFill: no session yet (`benchloupe fill {shell_word(ctx.benchmark)}` proposes items for a gap).")
         return
     s.para(f"BenchFill: {len(rows)} proposals accepted as items, over {sessions} session(s).")
     if rows:
@@ -280,7 +269,7 @@ def decisions(ctx: Context) -> Section:
         return s
     s.para("Triage states of every flag (anomalies, reversals, gaps, items) and BenchFill proposal on this "
            "benchmark, by who decided them last (open ones have no curator). The audit log keeps every decision: "
-           f"`benchloupe flags {ctx.benchmark} --history ID`.")
+           f"`benchloupe flags {shell_word(ctx.benchmark)} --history ID`.")
     s.table(["kind", "state", "curator", "count"], rows)
     return s
 

@@ -1,4 +1,5 @@
-"""One all-or-nothing write (the sqlite-utils ``db.atomic()`` habit), below everything else in the store.
+"""All-or-nothing writes, below everything else in the store: a transaction (the sqlite-utils ``db.atomic()``
+habit) and a file replaced whole (:func:`replace_file`: the report's files, the soundness cache).
 
 :mod:`benchloupe.store.db` re-exports :func:`transaction`; it lives here so that :mod:`benchloupe.store.runners`,
 which :mod:`benchloupe.store.db` calls on open to mark interrupted runs, can use it without importing db back
@@ -7,9 +8,12 @@ which :mod:`benchloupe.store.db` calls on open to mark interrupted runs, can use
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 @contextmanager
@@ -29,3 +33,29 @@ def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator
         raise
     else:
         conn.execute("COMMIT")
+
+
+def replace_file(path: Path, data: bytes, *, prefix: str, suffix: str = "", shared: bool = False) -> None:
+    """*path* holds *data* or what it held before, never a part: *data* goes to a temporary file (*prefix*,
+    *suffix*) in the same folder, renamed over *path*; on any failure the temporary file is removed and the error
+    raised. ``shared``: the file gets the permissions a new file gets under the umask (the temporary file's are
+    0600)."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        if shared:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

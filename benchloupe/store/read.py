@@ -115,13 +115,54 @@ def none_for_missing(df: pd.DataFrame, columns) -> pd.DataFrame:
 def load_static(conn: sqlite3.Connection, name: str, *, include_retired: bool = False,
                 with_text: bool = False) -> StaticMatrix:
     """The dense static response matrix of a benchmark, aligned with item and model order."""
+    ps = load_static_packed(conn, name, include_retired=include_retired, with_text=with_text)
+    return StaticMatrix(name, ps.items, ps.models, *ps.matrix(np.arange(len(ps.models))))
+
+
+@dataclass
+class PackedStatic:
+    """A benchmark's static results as stored, one packed row per model, before a matrix is built: what
+    :func:`load_static` reads, for callers that need the rows of a few models only.  ``estimate`` counts every
+    model's answered cells (:meth:`answered`) and then builds the rows of the 2,000 models it uses of 6,000
+    (:meth:`matrix`): the whole 6,000 x 14,000 matrix and its mask were half its time."""
+
+    benchmark: str
+    items: pd.DataFrame  # as load_static's
+    models: pd.DataFrame  # as load_static's: the models with static results, in benchmark order
+    rows: dict  # model id -> (model_id, n, correct, successes, trials) as stored
+    n_all: int  # item positions of the benchmark (retired and other kinds included)
+
+    @property
+    def binomial(self) -> bool:
+        """Whether any row holds successes/trials (then :meth:`matrix` gives them for every row)."""
+        return any(r[4] is not None for r in self.rows.values())
+
+    def matrix(self, model_rows, cols=None) -> tuple:
+        """(correct, mask, successes, trials) of the models at ``model_rows`` (positions in ``models``), at the
+        items ``cols`` (positions in ``items``; all of them by default): :func:`load_static`'s rows."""
+        ids = self.models["id"].to_numpy()[np.asarray(model_rows, np.int64)].tolist()
+        pos = self.items["pos"].to_numpy(np.int64)
+        return _static_matrix(self.n_all, self.rows, ids, pos if cols is None else pos[cols], self.binomial)
+
+    def answered(self, cols=None, block: int = 512) -> np.ndarray:
+        """Per model, its answered cells at the items ``cols`` (all by default), a block of models at a time
+        (no models x items matrix)."""
+        out = np.zeros(len(self.models), np.int64)
+        for r0 in range(0, len(out), block):
+            mask = self.matrix(np.arange(r0, min(r0 + block, len(out))), cols)[1]
+            out[r0:r0 + len(mask)] = np.count_nonzero(mask, axis=1)
+        return out
+
+
+def load_static_packed(conn: sqlite3.Connection, name: str, *, include_retired: bool = False,
+                       with_text: bool = False) -> PackedStatic:
+    """A benchmark's items, models and packed static rows (:class:`PackedStatic`)."""
     bid = benchmark_id(conn, name)
     its = items(conn, name, kind="static", status=None if include_retired else "active", with_text=with_text)
     ms = models(conn, name)
     rows = _static_rows(conn, bid)
     ms = ms[ms["id"].isin(rows.keys())].reset_index(drop=True)
-    return StaticMatrix(name, its.reset_index(drop=True), ms,
-                        *_static_matrix(conn, bid, rows, ms["id"].tolist(), its["pos"].to_numpy(np.int64)))
+    return PackedStatic(name, its.reset_index(drop=True), ms, rows, _item_positions(conn, bid))
 
 
 ITEM_COLUMNS = ("id", "pos", "key", "group", "kind", "chance", "origin", "parent_id", "status", "metadata")
@@ -142,7 +183,7 @@ def load_static_columns(conn: sqlite3.Connection, name: str, *, include_retired:
         " coalesce((SELECT group_concat(alias, '|') FROM model_aliases a WHERE a.model_id = m.id), '')"
         " FROM benchmark_models bm JOIN models m ON m.id = bm.model_id WHERE bm.benchmark_id = ? ORDER BY bm.pos",
         (bid,)).fetchall() if r[0] in rows], MODEL_COLUMNS)
-    return StaticMatrix(name, its, ms, *_static_matrix(conn, bid, rows, ms["id"].tolist(),
+    return StaticMatrix(name, its, ms, *_static_matrix(_item_positions(conn, bid), rows, ms["id"].tolist(),
                                                        its["pos"].astype(np.int64)))
 
 
@@ -151,10 +192,15 @@ def _static_rows(conn: sqlite3.Connection, bid: int) -> dict:
         "SELECT model_id, n, correct, successes, trials FROM static_results WHERE benchmark_id = ?", (bid,))}
 
 
-def _static_matrix(conn: sqlite3.Connection, bid: int, rows: dict, model_ids: list[int], pos: np.ndarray):
-    """(correct, mask, successes, trials) of the given models (in order) at the given item positions."""
-    n_all = int(conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0])
-    binomial = any(r[4] is not None for r in rows.values())
+def _item_positions(conn: sqlite3.Connection, bid: int) -> int:
+    return int(conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0])
+
+
+def _static_matrix(n_all: int, rows: dict, model_ids: list[int], pos: np.ndarray, binomial: bool | None = None):
+    """(correct, mask, successes, trials) of the given models (in order) at the given item positions, of a
+    benchmark with ``n_all`` item positions; successes/trials when ``binomial`` (default: when any row has them)."""
+    if binomial is None:
+        binomial = any(r[4] is not None for r in rows.values())
     full = np.full((len(model_ids), n_all), -1, np.int8)
     succ = tri = None
     if binomial:
@@ -188,7 +234,7 @@ def static_item_counts(conn: sqlite3.Connection, bid: int, *, chunk: int = 256) 
     The column sums of :func:`load_static`'s matrix over every item (retired too), read from the packed rows a
     block of models at a time without building the matrix (5,000 x 14,000: 70 M cells, two 70 MB arrays, for
     the Items screen's pass rates; issue 26)."""
-    n_all = int(conn.execute("SELECT coalesce(max(pos) + 1, 0) FROM items WHERE benchmark_id = ?", (bid,)).fetchone()[0])
+    n_all = _item_positions(conn, bid)
     seen = np.zeros(n_all, np.int64)
     right = np.zeros(n_all, np.int64)
     block: list[bytes] = []

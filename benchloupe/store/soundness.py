@@ -17,8 +17,9 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from .atomic import replace_file
 
 _MAX_ENTRIES = 200
 _seen: dict[str, tuple] = {}  # real path -> key, for the files this process found sound
@@ -104,16 +105,6 @@ def _save(entries: dict) -> None:
         if len(data) > _MAX_ENTRIES:
             data = dict(list(data.items())[-_MAX_ENTRIES:])
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sound-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        replace_file(path, json.dumps(data).encode("utf-8"), prefix=".sound-", suffix=".json")
     except (OSError, ValueError, TypeError):
         pass

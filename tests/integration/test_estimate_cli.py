@@ -14,11 +14,13 @@ from tests.hostile import check_outcome, dump, run_cli
 N_FULL, N_PART, N_ITEMS, K = 150, 30, 80, 20
 
 
-def _workspace(tmp_path, *, partial=True):
+def _workspace(tmp_path, *, partial=True, misfit=0.0):
+    """``misfit``: the sd of each model's own (model, item) departures from the item curves, in logits."""
     rng = np.random.default_rng(0)
     n = N_FULL + N_PART
     a, b, th = np.exp(rng.normal(0.2, 0.3, N_ITEMS)), rng.normal(0, 1, N_ITEMS), rng.normal(0, 1, n)
-    y = (rng.random((n, N_ITEMS)) < 0.25 + 0.75 / (1 + np.exp(-a * (th[:, None] - b)))).astype(int)
+    own = np.random.default_rng(1).normal(0, misfit, (n, N_ITEMS)) if misfit else 0.0
+    y = (rng.random((n, N_ITEMS)) < 0.25 + 0.75 / (1 + np.exp(-a * (th[:, None] - b) - own))).astype(int)
     rows, seen = [], {}
     for i in range(n if partial else N_FULL):
         items = range(N_ITEMS) if i < N_FULL else np.sort(rng.choice(N_ITEMS, K, replace=False))
@@ -218,6 +220,46 @@ def test_compare_is_an_exact_mcnemar_on_common_items_and_says_when_it_goes_throu
     _case(db, ["compare", "mc", "lab/m0", "lab/m0"], "two different models")
 
 
+def _shown(db, name: str) -> dict:
+    """What the Models screen shows for ``name``: the latest estimate run's row (store.views.latest_estimates)."""
+    from benchloupe.store import views
+    from benchloupe.store.db import connect
+
+    conn = connect(db)
+    try:
+        mid = conn.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()[0]
+        return views.latest_estimates(conn, "mc")[1][int(mid)]
+    finally:
+        conn.close()
+
+
+def test_a_model_has_one_estimate_on_every_screen(tmp_path):
+    """compare left its own two models out of the models the misfit variance is measured on, so a partly evaluated
+    model's estimate there differed from the Models screen's (70.3 % against 70.4 %); next-items printed the
+    estimate with an interval that was not stretched as the estimate run's is."""
+    db, _, _ = _workspace(tmp_path, misfit=2.0)
+    _fit(db)
+    part = f"lab/m{N_FULL + 2}"
+    rc, out, _ = run_cli(["estimate", "mc", "--db", db, "--json"])
+    assert rc == 0 and json.loads(out)["metrics"]["misfit_tau2"] > 0  # else no reference set could change it
+    shown = _shown(db, part)
+    rc, out, err = run_cli(["compare", "mc", "lab/m0", part, "--db", db, "--json"])
+    assert rc == 0, err
+    te = json.loads(out)["through_estimate"]
+    assert te["estimate_b"] == pytest.approx(shown["estimate"], abs=1e-12)
+    rc, out, err = run_cli(["compare", "mc", part, f"lab/m{N_FULL + 3}", "--db", db, "--json"])
+    assert rc == 0 and json.loads(out)["through_estimate"]["estimate_a"] == pytest.approx(shown["estimate"], abs=1e-12)
+    assert run_cli(["estimate", "mc", "--db", db, "--model", part])[0] == 0  # its own interval, as next-items'
+    alone = _shown(db, part)
+    assert alone["estimate"] == pytest.approx(shown["estimate"], abs=1e-12)
+    rc, out, err = run_cli(["next-items", "mc", "--db", db, "--model", part, "--n", "3", "--json"])
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert [doc[k] for k in ("estimate", "estimate_lo", "estimate_hi")] == pytest.approx(
+        [alone[k] for k in ("estimate", "estimate_lo", "estimate_hi")], abs=1e-12)
+
+
+@pytest.mark.slow
 def test_adaptive_testing_simulation_is_stored(tmp_path):
     db, _, _ = _workspace(tmp_path)
     rc, out, err = run_cli(["estimate", "mc", "--db", db, "--adaptive", "--target-se", "0.03", "--json"])

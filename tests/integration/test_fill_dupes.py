@@ -89,7 +89,9 @@ def test_proposals_duplicating_an_item_or_a_proposal_are_marked(tmp_path):
     assert dup["r2-a"]["jaccard"] >= 0.8
 
 
-def test_the_review_shows_the_mark(tmp_path, monkeypatch):
+def reviewable(tmp_path):
+    """The store of :func:`_store` with two proposals for q1 waiting for review (judged valid and calibrated), in
+    this order: r1-a nearly duplicates q1, r1-c is fresh. Returns the database."""
     db, sid, parent = _store(tmp_path)
     journal = SqliteJournal(db, sid)
     try:
@@ -99,11 +101,16 @@ def test_the_review_shows_the_mark(tmp_path, monkeypatch):
     finally:
         journal.close()
     conn = connect(db)
-    for key in ("r1-a", "r1-c"):  # judged valid and calibrated: reviewable
+    for key, distance in (("r1-a", 0.01), ("r1-c", 0.02)):
         fillstore.set_verdict(conn, sid, key, True, "ok")
-        fillstore.set_estimate(conn, sid, key, b=0.1, z=0.5, distance=0.01, se=0.3, n_successes=3, n_trials=6,
+        fillstore.set_estimate(conn, sid, key, b=0.1, z=0.5, distance=distance, se=0.3, n_successes=3, n_trials=6,
                                identified=True)
     conn.close()
+    return db
+
+
+def test_the_review_shows_the_mark(tmp_path, monkeypatch):
+    db = reviewable(tmp_path)
     rc, out, err = run_cli(["review", "--json", "--db", db])
     assert rc == 0, err
     rows = json.loads(out)

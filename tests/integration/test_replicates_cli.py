@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -127,6 +128,7 @@ def _cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_fails_the_run_in_one_line(demo_db):
     """SIGKILL one of the --jobs 2 worker processes once it is computing replicates: exit 1, one line, the run
     ``failed`` without outputs; --jobs 1 runs the same command afterwards."""
@@ -217,3 +219,112 @@ def test_cluster_whose_workers_lack_benchloupe(demo_db, capsys, tmp_path):
     assert [r[1] for r in rows] == ["failed"] and outputs == 0
     assert _bootstrap(demo_db, capsys, "--jobs", "1")[0] == 0
 
+
+
+def _first_batch_plugin(scheduler):
+    """A scheduler plugin (added to ``scheduler``) whose ``processing`` event is set, with ``pid`` the worker
+    process's id, once the first replicate batch is processing on a worker."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class FirstBatch(SchedulerPlugin):
+        name = "benchloupe-first-batch"
+
+        def __init__(self) -> None:
+            self.processing = threading.Event()
+            self.pid: int | None = None
+            self.left: list[str] = []  # workers the scheduler lost
+
+        def remove_worker(self, scheduler, worker, **kwargs) -> None:
+            self.left.append(worker)
+
+        def transition(self, key, start, finish, *args, **kwargs) -> None:
+            if finish == "processing" and "_run_at" in str(key) and not self.processing.is_set():
+                ws = scheduler.tasks[key].processing_on
+                if ws is not None and ws.pid:
+                    self.pid = ws.pid
+                    self.processing.set()
+
+    plugin = FirstBatch()
+    scheduler.add_plugin(plugin)
+    return plugin
+
+
+def _table_rows(db) -> dict[str, list]:
+    conn = connect(db)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        return {n: sorted(repr(tuple(r)) for r in conn.execute(f'SELECT * FROM "{n}"')) for n in names}
+    finally:
+        conn.close()
+
+
+def _kill_first_busy_worker(cluster, db, B: int) -> subprocess.CompletedProcess:
+    """The real CLI's bootstrap on ``cluster``; SIGKILL the worker process its first batch runs on, as soon as
+    the scheduler has it processing (the process is a worker of the cluster's nanny: the nanny starts another)."""
+    plugin = _first_batch_plugin(cluster.scheduler)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "benchloupe", "bootstrap", "demo-math", "--db", str(db), "--B",
+                              str(B), "--json", "--cluster", cluster.scheduler_address], cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            assert plugin.processing.wait(timeout=300), "no replicate batch reached a worker"
+            os.kill(plugin.pid, signal.SIGKILL)
+            out, err = p.communicate(timeout=300)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    finally:
+        cluster.scheduler.remove_plugin(plugin.name)
+    assert len(plugin.left) == 1  # the worker killed, and only that one
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+@needs_distributed
+def test_a_cluster_worker_killed_mid_run_is_replaced_and_the_numbers_stay(demo_db, capsys, local_cluster):
+    """SIGKILL the Dask worker running the first batch: the scheduler sends its batches to the other worker
+    (seeds are per replicate), and the run stores the numbers of --jobs 1."""
+    from distributed import Client
+
+    done = _kill_first_busy_worker(local_cluster, demo_db, 80)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    code, out1, _ = _bootstrap(demo_db, capsys, "--jobs", "1", "--B", "80")
+    assert code == 0
+    np.testing.assert_array_equal(_thetas(demo_db, json.loads(done.stdout)["run_id"]),
+                                  _thetas(demo_db, json.loads(out1)["run_id"]))
+    with Client(local_cluster.scheduler_address, timeout=30) as c:  # the nanny's new worker, for the next tests
+        c.wait_for_workers(2, timeout=120)
+
+
+@needs_distributed
+def test_a_cluster_that_gives_up_on_a_batch_fails_the_run_in_one_line(demo_db, capsys, local_cluster):
+    """``allowed-failures`` 0: the first worker death makes the scheduler give up on the batches it was running
+    (KilledWorker). One line, exit 1, the run ``failed`` and nothing else of it in the database; --jobs 1 runs
+    the same command afterwards.  (Before the fix the command waited forever.)"""
+    from distributed import Client
+
+    before = _table_rows(demo_db)
+    scheduler = local_cluster.scheduler
+    allowed, scheduler.allowed_failures = scheduler.allowed_failures, 0
+    try:
+        done = _kill_first_busy_worker(local_cluster, demo_db, 80)
+    finally:
+        scheduler.allowed_failures = allowed
+        with Client(local_cluster.scheduler_address, timeout=30) as c:  # the nanny's new worker, for later tests
+            c.wait_for_workers(2, timeout=120)
+    assert done.returncode == 1, done.stderr
+    lines = _errors(done.stderr)
+    assert len(lines) == 1 and "the cluster's workers died while running the replicates" in lines[0], done.stderr
+    after = _table_rows(demo_db)
+    added = sorted(set(after["runs"]) - set(before["runs"]))
+    assert set(before["runs"]) <= set(after["runs"]) and len(added) == 1
+    assert "'failed'" in added[0] and "workers died" in added[0]
+    # the run's header, written with its row when it started (what it reads), and nothing else of it
+    rid = int(added[0].strip("(").split(",")[0])
+    assert all(r.startswith(f"({rid}, ") for r in set(after["run_inputs"]) - set(before["run_inputs"]))
+    header = ("runs", "run_inputs")
+    assert {n: r for n, r in after.items() if n not in header} == {n: r for n, r in before.items() if n not in header}
+    assert _bootstrap(demo_db, capsys, "--jobs", "1")[0] == 0

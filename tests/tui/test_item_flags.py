@@ -10,25 +10,16 @@ import pytest
 from benchloupe.tui.app import BenchloupeApp
 from tests.hostile import run_cli
 from tests.tui.conftest import idle, loaded, wait_until
+from tests.unit.test_items_audit_cli import sat12
 
 pytestmark = pytest.mark.anyio
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "classic_irt"
-SAT12_KEY = [1, 4, 5, 2, 3, 1, 2, 1, 3, 1, 2, 4, 2, 1, 5, 3, 4, 4, 1, 4, 3, 3, 4, 1, 3, 5, 1, 3, 1, 5, 4, 5]
 
 
 @pytest.fixture
 def sat12_db(tmp_path) -> Path:
-    raw = DATA / "SAT12_raw.csv"
-    if not raw.exists():
-        pytest.skip(f"{raw} is absent (the shared real-data folder is not on this machine)")
-    db = tmp_path / "w.db"
-    keys = tmp_path / "keys.csv"
-    keys.write_text("key,answer\n" + "".join(f"Item.{i + 1},{k}\n" for i, k in enumerate(SAT12_KEY)))
-    for argv in (["import", "items", keys, "--benchmark", "SAT12"],
-                 ["import", "wide", raw, "--options", "--na-values", "8", "--benchmark", "SAT12"],
-                 ["audit", "items", "SAT12", "--permutations", "199"]):
-        rc, _out, err = run_cli([*argv, "--db", db])
-        assert rc == 0, err
+    db = sat12(tmp_path)
+    rc, _out, err = run_cli(["audit", "items", "SAT12", "--permutations", "199", "--db", db])
+    assert rc == 0, err
     return db
 
 

@@ -16,7 +16,8 @@ DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "classic
 SAT12_KEY = [1, 4, 5, 2, 3, 1, 2, 1, 3, 1, 2, 4, 2, 1, 5, 3, 4, 4, 1, 4, 3, 3, 4, 1, 3, 5, 1, 3, 1, 5, 4, 5]
 
 
-def _sat12(tmp_path: Path) -> Path:
+def sat12(tmp_path: Path) -> Path:
+    """A workspace holding SAT12 (the shared real data) as chosen options with its documented key, not audited."""
     raw = DATA / "SAT12_raw.csv"
     if not raw.exists():
         pytest.skip(f"{raw} is absent (the shared real-data folder is not on this machine)")
@@ -43,7 +44,7 @@ def _item_rest(db: Path, key: str) -> float:
 
 
 def test_sat12_item_32_flagged_with_key_3_then_fixed_and_undone(tmp_path):
-    db = _sat12(tmp_path)
+    db = sat12(tmp_path)
     rc, out, err = run_cli(["audit", "items", "SAT12", "--db", db])
     assert rc == 0, err
     assert "Item.32  miskeyed: suggested key: 3 (61 % of the top quartile; key 5: 19 %)" in out

@@ -42,6 +42,18 @@ def test_run_keeps_task_order_and_progress_ends_full():
     assert seen[-1] == (11, 11) and all(d <= t for d, t in seen)
 
 
+def test_progress_moves_in_small_steps_on_few_workers():
+    """Two workers and 2,000 replicates: the job line moves at least every 2 % (50 steps), not every eighth as
+    with four batches a worker (a 2,000-replicate bootstrap on GSM8K sat at 0 % for a minute)."""
+    seen = []
+    with replicates.use(replicates.Workers(jobs=2)):
+        out = replicates.run(_square, list(range(2000)), 1, progress=lambda d, t, m: seen.append(d))
+    assert out == [i * i for i in range(2000)]
+    steps = sorted(set(seen))
+    assert steps[0] == 0 and steps[-1] == 2000
+    assert max(b - a for a, b in zip(steps, steps[1:])) <= 40, steps
+
+
 def test_replicate_error_of_a_task_reaches_the_caller_as_itself():
     from benchloupe.engine.common import EngineError
 

@@ -1,5 +1,9 @@
 """The near-tie audit report: one Markdown section per table of paper 002, same rows and columns, so a reader
-can hold it beside the paper (one benchmark per run, so one row where the paper has five)."""
+can hold it beside the paper (one benchmark per run, so one row where the paper has five).
+
+Text from data (benchmark, model, owner, family and item-group names, a variant's note) goes through
+:func:`benchloupe.textsafe.markdown`: a name holding ``|``, ``*``, a backtick or ``<script>`` is shown as itself and
+neither breaks a table nor injects markup."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import numpy as np
 
 from benchloupe.columns import Columns
 from benchloupe.hints import Opt, say
+from benchloupe.textsafe import markdown as md
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,13 +32,13 @@ def _pct(x) -> str:
 
 
 def md_table(table: pd.DataFrame | Columns) -> str:
-    """A plain Markdown table (no optional ``tabulate`` dependency); floats to 4 significant digits."""
+    """A plain Markdown table (no optional ``tabulate`` dependency); floats to 4 significant digits, text escaped."""
     def cell(value) -> str:
         if isinstance(value, float | np.floating):
             return "n/a" if np.isnan(value) else f"{value:.4g}"
-        return "n/a" if value is None else str(value)
+        return "n/a" if value is None else md(value)
 
-    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    head = "| " + " | ".join(map(md, table.columns)) + " |"
     rule = "|" + "---|" * len(table.columns)
     values = table.rows() if isinstance(table, Columns) else table.itertuples(index=False)
     rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in values]
@@ -87,7 +92,7 @@ def stability_lines(res) -> list[str]:
              f"{r['k_discovery']}/{r['k_validation']}" if r.get("k_discovery") is not None else "",
              _n(r.get("eligible_pairs")), _n(r.get("reversals")), _pct(r.get("rate")), _pct(r.get("random_median")),
              _f(r.get("excess_pp"), "+.1f"), _f(r.get("p")), str(r["status"]), "yes" if r["agrees"] else "no",
-             str(r.get("note") or "")] for r in table.records()]
+             md(r.get("note") or "")] for r in table.records()]
     return ["## Split stability (beyond the paper)", "",
             f"**{line}.** The primary audit again under {summary['splits']} other owner splits (population seed "
             f"family_seed + 1 .. + {summary['splits']}: owner-cap draws, owner order and tie draws), each with its own "
@@ -198,6 +203,7 @@ def table11_note(rate, t) -> list[str]:
 
 def markdown_report(res, bench: str) -> str:
     s, cfg = res.summary, res.config
+    bench = md(bench)
     lines = ["# Family-DIF near-tie audit", "", f"Status: **{s['status']}**", "", status_words(s, cfg), "",
              f"Items: {s['items']}; capped models: {s['capped_models']}; owners: {s['owners']}; "
              f"families: {s['families']}; scored representatives: {s['representatives']}.",
@@ -239,7 +245,7 @@ def markdown_report(res, bench: str) -> str:
     if "table5_matched_controls" in pr:
         t = pr["table5_matched_controls"].iloc[0]
         lines += ["## Table 5: discrimination- and reliability-matched diagnostic control (B.2)", ""]
-        lines += _rows(["Benchmark", "g_i ratio", "CITC ratio", "SEM ratio", "10^3 |Delta alpha|", "Rev. (%)",
+        lines += _rows(["Benchmark", "g_i ratio", "CITC ratio", "SEM ratio", "10^3 abs(Delta alpha)", "Rev. (%)",
                         "Excess (pp)", "p"],
                        [[bench, _f(t["g_ratio"]), _f(t["citc_ratio"]), _f(t["sem_ratio"]),
                          _f(t["abs_delta_alpha_e3"], ".2f"),
@@ -271,8 +277,8 @@ def markdown_report(res, bench: str) -> str:
     if "table9_population_robustness" in pr:
         t = pr["table9_population_robustness"]
         lines += ["## Table 9: excess one-point reversal rate (pp) under nine population perturbations", ""]
-        rows = [[r.variant, star(r.excess_pp, r.p, cfg.significance), _n(r.pairs), _f(r.p), _n(r.controls),
-                 r.note if isinstance(r.note, str) else ""]
+        rows = [[md(r.variant), star(r.excess_pp, r.p, cfg.significance), _n(r.pairs), _f(r.p), _n(r.controls),
+                 md(r.note) if isinstance(r.note, str) else ""]
                 for r in t.itertuples(index=False)]
         lines += _rows(["Variant", bench, "pairs", "p", "controls", "note"], rows)
         ran = t[t["excess_pp"].notna()]
@@ -284,7 +290,7 @@ def markdown_report(res, bench: str) -> str:
     if "table10_family_shifts" in pr:
         t = pr["table10_family_shifts"]
         lines += ["## Table 10: family mean anchor-minus-full shifts (pp) with owner-bootstrap 95% CIs", ""]
-        rows = [[r.family, str(r.n), _f(r.score_shift_pp, "+.2f"), f"[{_f(r.ci_lo_score, '+.2f')}, "
+        rows = [[md(r.family), str(r.n), _f(r.score_shift_pp, "+.2f"), f"[{_f(r.ci_lo_score, '+.2f')}, "
                  f"{_f(r.ci_hi_score, '+.2f')}]", _f(r.percentile_shift_pp, "+.2f"),
                  f"[{_f(r.ci_lo_percentile, '+.2f')}, {_f(r.ci_hi_percentile, '+.2f')}]"]
                 for r in t.itertuples(index=False)]
@@ -308,10 +314,10 @@ def cross_benchmark_markdown(table: pd.DataFrame, runs: dict[str, int], alpha: f
     benches = list(runs)
     lines = ["# Population robustness across benchmarks (paper 002 D.2, Table 9)", "",
              "Excess one-point reversal rate (pp) of each specification on each benchmark's latest "
-             "full-protocol near-tie run: " + ", ".join(f"{b} (run #{r})" for b, r in runs.items()) + ".", ""]
-    rows = [[r["variant"], *(str(r[b]) for b in benches), str(r["G_dir"]), str(r["G_sig"]),
+             "full-protocol near-tie run: " + ", ".join(f"{md(b)} (run #{r})" for b, r in runs.items()) + ".", ""]
+    rows = [[md(r["variant"]), *(str(r[b]) for b in benches), str(r["G_dir"]), str(r["G_sig"]),
              "pass" if r["passes"] else "fail"] for r in table.to_dict("records")]
-    lines += _rows(["Variant", *benches, "G_dir", "G_sig", "rule"], rows)
+    lines += _rows(["Variant", *map(md, benches), "G_dir", "G_sig", "rule"], rows)
     passed = int(table["passes"].sum())
     lines += ["", f"Stars: p <= {alpha:g}; n/a: the variant did not run on that benchmark (too few models or not "
               f"applicable). G_dir counts benchmarks with positive excess (eq. 59), G_sig those with p <= {alpha:g} "

@@ -21,7 +21,6 @@ the third reference), read from ``scenario_state.json``. A letter outside the ma
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -30,28 +29,16 @@ import pandas as pd
 
 from benchloupe.hints import Opt, say
 
-from .base import ImportFormatError, ParsedImport, bad_json_value, too_deep
-from .readers import load_text, models_frame
+from .base import ImportFormatError, ParsedImport
+from .readers import load_json, models_frame
 
 FIX = "pass benchmark_output/runs/<suite>/<run>/per_instance_stats.json (run_spec.json next to it)"
-
-
-def _json(p: Path):
-    text = load_text(p)
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise too_deep(p, "line 1", text) from None
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
-    except ValueError as exc:
-        raise bad_json_value(p, "", exc) from None
 
 
 def _run_spec(p: Path, model: str | None) -> tuple[str, str, str, str]:
     """(scenario, group, model, adaptation method) from run_spec.json beside ``p``."""
     spec_path = p.parent / "run_spec.json"
-    spec = _json(spec_path) if spec_path.is_file() else {}
+    spec = load_json(spec_path, FIX) if spec_path.is_file() else {}
     if not isinstance(spec, dict):
         raise ImportFormatError(spec_path, "", "run_spec.json is not an object", FIX)
     run = str(spec.get("name") or p.parent.name)
@@ -74,7 +61,7 @@ def _instances(p: Path) -> tuple[dict[str, dict], dict[tuple[str, int], int]]:
     state_path = p.parent / "scenario_state.json"
     if not state_path.is_file():
         return {}, {}
-    state = _json(state_path)
+    state = load_json(state_path, FIX)
     out: dict[str, dict] = {}
     picked: dict[tuple[str, int], int] = {}
     for rs in state.get("request_states") or [] if isinstance(state, dict) else []:
@@ -126,7 +113,7 @@ def parse_helm(path: str | Path, *, benchmark: str | None = None, metric: str | 
     p = Path(path)
     stat = metric or "exact_match"
     threshold = 1.0 if threshold is None else float(threshold)
-    data = _json(p)
+    data = load_json(p, FIX)
     if not isinstance(data, list):
         raise ImportFormatError(p, "", "per_instance_stats.json must be a JSON array", FIX)
     scenario, group, name, method = _run_spec(p, model)

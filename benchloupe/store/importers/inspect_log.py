@@ -39,7 +39,7 @@ from .archive import ArchiveError, ArchiveTooBig, Budget, read_member
 from .base import ImportFormatError, ParsedImport, bad_json_value, json_kind, not_a_file, too_deep
 from .limits import ENV
 from .names import dotted, harness_models, key_text
-from .readers import load_text
+from .readers import load_json
 
 LETTERS = {"C": 1, "I": 0, "N": 0}
 SAMPLE_RE = re.compile(r"^samples/.+\.json$")
@@ -85,15 +85,7 @@ def _load(p: Path) -> tuple[dict, list[tuple[str, object]]]:
         except (zipfile.BadZipFile, EOFError, OSError) as exc:
             raise ImportFormatError(p, "", f"corrupt .eval archive ({exc})", "re-export the log") from None
         return header, samples
-    text = load_text(p)
-    try:
-        log = json.loads(text)
-    except RecursionError:
-        raise too_deep(p, "line 1", text) from None
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
-    except ValueError as exc:
-        raise bad_json_value(p, "", exc) from None
+    log = load_json(p, FIX)
     if not isinstance(log, dict) or "eval" not in log:
         raise ImportFormatError(p, "", "no 'eval' header: not an Inspect log", FIX)
     samples = log.get("samples")

@@ -11,14 +11,13 @@ OpenCompass writes it), text is the prompt (a chat prompt's turns joined), answe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .base import ImportFormatError, ParsedImport, bad_json_value, too_deep
-from .readers import load_text, models_frame
+from .base import ImportFormatError, ParsedImport
+from .readers import load_json, models_frame
 
 FIX = "pass results/<model>/<dataset>.json written with --dump-eval-details"
 
@@ -35,15 +34,7 @@ def parse_opencompass(path: str | Path, *, benchmark: str | None = None, model: 
                       models_file=None, arch_to_family=None, **_: object) -> ParsedImport:
     """Parse one OpenCompass results/<model>/<dataset>.json (with details) into a 1 x items static matrix."""
     p = Path(path)
-    text = load_text(p)
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise too_deep(p, "line 1", text) from None
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(p, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", FIX) from None
-    except ValueError as exc:
-        raise bad_json_value(p, "", exc) from None
+    data = load_json(p, FIX)
     details = data.get("details") if isinstance(data, dict) else None
     if isinstance(details, list):
         details = {str(i): d for i, d in enumerate(details)}

@@ -107,6 +107,21 @@ def load_text(path: str | Path) -> str:
     return load_bytes(path).decode("utf-8")
 
 
+def load_json(path: Path, fix: str):
+    """The file as one JSON document; what it cannot be read as is one :class:`ImportFormatError` (*fix*: what to
+    pass instead): a syntax error with its line and column, nesting too deep to follow, a value the decoder refuses
+    (a 5,000-digit integer)."""
+    text = load_text(path)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise too_deep(path, "line 1", text) from None
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(path, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})", fix) from None
+    except ValueError as exc:
+        raise bad_json_value(path, "", exc) from None
+
+
 def csv_header(path: str | Path, data: bytes) -> list[str]:
     """The first CSV record, checked: no blank and no duplicated column names, at most limits.MAX_COLUMNS."""
     line = data[: data.find(b"\n") + 1 if b"\n" in data else len(data)]
