@@ -67,7 +67,8 @@ demo: $(DEMO_STAMP)
 	$(BACKGROUND)
 	$(BIN)/python -m benchloupe demo --db $(DB) --open
 
-## Run the whole test suite, one pytest-xdist worker per core (TEST_JOBS=0: all in one process).
+## Run the whole test suite: `-n auto` is two pytest-xdist workers per usable core (tests/conftest.py; TEST_JOBS=0:
+## all in one process, TEST_JOBS=N: N workers).
 TEST_JOBS ?= auto
 test: $(TEST_STAMP) $(LITELLM)
 	BENCHLOUPE_TEST_LITELLM=$(abspath $(LITELLM)) $(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal

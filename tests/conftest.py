@@ -59,6 +59,29 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the README's command): two pytest-xdist workers per usable core (issue 36 point 4). A quiet
+    2-core run with one worker per core kept the cores busy 1.2 of 2 (docs/BENCHMARKS.md, "The suite in
+    minutes"): the suite waits a good deal, on processes it starts, servers that answer late on purpose and the
+    workbench's screens, and a second worker per core runs while the first one waits.
+    $PYTEST_XDIST_AUTO_NUM_WORKERS still wins (pytest-xdist's own reading of it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 2 * cores
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The modules that hold a ``slow`` test run first, each whole and in its own order (issue 36 point 4).
+    pytest-xdist's worksteal gives each worker a run of the collection and lets an idle worker take the end of
+    another's queue: a long test near the end of the collection ran on after every other test had finished, one
+    core idle. First, the long tests start while both queues are full and the end holds short ones. A module is
+    moved whole so that its module-scoped fixtures are still built once per worker."""
+    slow = {getattr(item, "module", None) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: getattr(item, "module", None) not in slow)  # stable: the rest keep pytest's order
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
     """No test touches the user's real home (default database, endpoints file, soundness cache) or the caller's

@@ -259,6 +259,7 @@ def test_a_model_has_one_estimate_on_every_screen(tmp_path):
         [alone[k] for k in ("estimate", "estimate_lo", "estimate_hi")], abs=1e-12)
 
 
+@pytest.mark.slow
 def test_adaptive_testing_simulation_is_stored(tmp_path):
     db, _, _ = _workspace(tmp_path)
     rc, out, err = run_cli(["estimate", "mc", "--db", db, "--adaptive", "--target-se", "0.03", "--json"])

@@ -12,6 +12,8 @@ import sys
 import time
 from collections import Counter
 
+import pytest
+
 from tests.fake_llm import fake_llm  # noqa: F401
 from tests.fill_world import configure_endpoints, store_world
 
@@ -24,6 +26,7 @@ def _annotations(db) -> list[tuple]:
     return [(r["child_id"], r["model"], r["trial"]) for r in rows]
 
 
+@pytest.mark.slow
 def test_kill_mid_round_then_resume(fake_llm, tmp_path, monkeypatch):  # noqa: F811
     db = tmp_path / "k.db"
     bench = store_world(fake_llm, db)

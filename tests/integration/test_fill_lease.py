@@ -54,6 +54,7 @@ def _start_and_kill(db, bench, env) -> int:
     return sid
 
 
+@pytest.mark.slow
 def test_two_concurrent_resumes_one_runs_the_other_is_refused(fake_llm, tmp_path, monkeypatch):  # noqa: F811
     db = tmp_path / "two.db"
     bench = store_world(fake_llm, db)
@@ -118,6 +119,7 @@ def test_lease_is_refused_while_held_taken_over_when_gone_and_a_stale_runner_wri
     conn.close()
 
 
+@pytest.mark.slow
 def test_killed_runner_shows_interrupted_and_its_successor_takes_over(fake_llm, tmp_path, monkeypatch):  # noqa: F811
     db = tmp_path / "succ.db"
     bench = store_world(fake_llm, db)

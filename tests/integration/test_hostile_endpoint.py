@@ -109,6 +109,7 @@ def test_fill_fails_with_one_line_when_the_server_asks_too_much(fake_llm, tmp_pa
     # (annotators are called in parallel; before the fix every one of their calls waited 100,000 s per retry)
 
 
+@pytest.mark.slow
 def test_fill_announces_a_wait_on_stderr(fake_llm, tmp_path, monkeypatch):  # noqa: F811
     db = tmp_path / "f.db"
     bench = store_world(fake_llm, db)

@@ -140,6 +140,7 @@ def _cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_fails_the_run_in_one_line(demo_db):
     """SIGKILL one of the --jobs 2 worker processes once it is computing replicates: exit 1, one line, the run
     ``failed`` without outputs; --jobs 1 runs the same command afterwards."""

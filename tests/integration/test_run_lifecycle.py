@@ -110,6 +110,7 @@ def test_sigterm_and_sigint_cancel_the_run(demo_db, sig, why):
     assert status == "cancelled" and why in error and "KeyboardInterrupt" not in error
 
 
+@pytest.mark.slow
 def test_a_live_run_of_another_process_is_left_running(demo_db):
     """Opening the database while a fit runs does not interrupt it; a run whose host stopped beating does."""
     proc, rid = None, None
@@ -144,6 +145,7 @@ def _fsize_limit(limit: int):
     return pre
 
 
+@pytest.mark.slow
 def test_a_fit_that_cannot_write_its_results_fails_with_the_cause_and_the_database_stays_sound(demo_db):
     """The file-size limit makes every write past it fail like a full disk (EFBIG at the system call)."""
     conn = connect(demo_db)

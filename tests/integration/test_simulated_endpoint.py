@@ -74,6 +74,7 @@ def test_annotators_follow_the_hidden_difficulty_and_the_judge_checks_answers(se
     assert not port_open(port)
 
 
+@pytest.mark.slow
 def test_demo_then_fill_demo_math_proposes_on_the_simulated_endpoint(tmp_path, capsys):
     db = tmp_path / "demo.db"
     assert main(["demo", "--db", str(db)]) == 0

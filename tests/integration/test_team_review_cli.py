@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.tui.team import candidate_rows, small_session
 
 
@@ -27,6 +29,7 @@ def _until_prompt(proc) -> bytes:
     return shown
 
 
+@pytest.mark.slow
 def test_a_second_reviewer_skips_the_held_proposal_and_a_killed_ones_lease_goes(demo_db):
     sid = small_session(demo_db, n=3)
     ids = list(candidate_rows(demo_db, sid).sort_values(["distance", "id"]).index)

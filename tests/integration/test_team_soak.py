@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900, method="thread")
 def test_four_processes_then_the_replayed_log_gives_the_final_states():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "soak_team.py"), "--n", "40", "--flags", "12",
