@@ -130,29 +130,32 @@ def _checks(summary: pd.DataFrame) -> list[dict]:
 
 def adaptive(y: np.ndarray, target_se: float, seed: int = 0, max_test: int = 100) -> dict:
     """Computerized adaptive testing (``estimate --adaptive``) simulated over 5 folds: items needed for the target
-    sd, the error and coverage reached, and the error of as many random items."""
+    sd, the error and coverage reached, the error of as many random items, and the interval's stretch
+    (:func:`~benchloupe.engine.estimate_validate.cat_scale`) and coverage in each fold."""
     from benchloupe.engine import estimate as E
     from benchloupe.engine import estimate_validate as ev
 
     rng = np.random.default_rng(seed)
     parts = np.array_split(rng.permutation(len(y)), 5)
-    rows = []
+    rows, stretch = [], []
     for test in parts:
         train = np.setdiff1d(np.arange(len(y)), test)
         test = np.sort(rng.choice(test, min(max_test, len(test)), replace=False))
         cal, _, _ = ev.fold_calibration(y[train], np.ones_like(y[train], bool), None)
         sc = ev.cat_scale(y[train], np.ones_like(y[train], bool), None, target_se=target_se, seed=seed)
+        stretch.append(round(sc, 3))
         r = E.simulate_cat(cal, y[test], target_se=target_se, scale=sc)
         rnd = np.zeros((len(test), cal.n_items), bool)
         for i, k in enumerate(r.items):
             rnd[i, rng.choice(cal.n_items, int(k), replace=False)] = True
         e = E.estimate(cal, y[test], rnd)
-        rows.append(pd.DataFrame({"items": r.items, "err": np.abs(r.accuracy - r.truth),
+        rows.append(pd.DataFrame({"fold": len(stretch), "items": r.items, "err": np.abs(r.accuracy - r.truth),
                                   "cov": (r.truth >= r.lo) & (r.truth <= r.hi), "rnd": np.abs(e.accuracy - r.truth)}))
     df = pd.concat(rows)
     return {"target_se": target_se, "models": len(df), "items_median": float(df["items"].median()),
             "items_p90": float(df["items"].quantile(0.9)), "mae_points": round(100 * df["err"].mean(), 2),
-            "coverage": round(float(df["cov"].mean()), 3), "random_same_k_mae_points": round(100 * df["rnd"].mean(), 2)}
+            "coverage": round(float(df["cov"].mean()), 3), "random_same_k_mae_points": round(100 * df["rnd"].mean(), 2),
+            "stretch_by_fold": stretch, "coverage_by_fold": [round(float(c), 3) for c in df.groupby("fold")["cov"].mean()]}
 
 
 def main(argv=None) -> int:

@@ -38,7 +38,8 @@ def cmd_adaptive(args) -> int:
     print(kv({"items needed (median)": m["items_median"], "items needed (90th percentile)": m["items_p90"],
               "reached the target": f"{100 * m['reached_share']:.1f} %", "MAE (points)": m["mae_points"],
               "90th-percentile error (points)": m["p90_error_points"], "95 % interval coverage": m["coverage"],
-              "MAE of as many random items (points)": m["random_same_k_mae_points"]}))
+              "MAE of as many random items (points)": m["random_same_k_mae_points"],
+              "interval stretch (range over folds)": f"{m['stretch_min']:.2f}-{m['stretch_max']:.2f}"}))
     return 0
 
 

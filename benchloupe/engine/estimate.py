@@ -85,6 +85,8 @@ class Calibration:
 def curves(theta: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """len(theta) x N item response probabilities with chance levels."""
     s = expit(a[None, :] * (np.asarray(theta, float)[:, None] - b[None, :]))
+    if not c.any():  # the 2PL: 0 + 1 * s is s, bit for bit (two passes fewer: --validate asks 28 M at a time)
+        return s
     return c[None, :] + (1.0 - c[None, :]) * s
 
 
@@ -181,11 +183,14 @@ class Estimates:
 
 
 def estimate(cal: Calibration, y, mask, *, trials=None, weights=None, level: float = LEVEL,
-             residual: bool = True, scale: float = 1.0) -> Estimates:
+             residual: bool = True, scale: float = 1.0, interval_sd: float = np.inf,
+             post: np.ndarray | None = None) -> Estimates:
     """Predicted full-benchmark accuracy of every row of ``y`` (models x the calibration's items, ``mask`` True where
     answered; ``trials`` for success counts), with its ``level`` interval.  ``weights``: the selection's design
     weights per item (anchor cluster sizes), uniform without.  ``residual`` False gives plain posterior p-IRT.
-    ``scale`` stretches the interval about the estimate (:func:`interval_scale`)."""
+    ``scale`` stretches the interval about the estimate (:func:`interval_scale`).  The interval (the estimate's
+    main cost) only for rows whose prediction sd is at most ``interval_sd``, NaN elsewhere (the adaptive test's
+    steps where no stopping rule can stop).  ``post``: the rows' posterior over the grid, where already computed."""
     mask = np.asarray(mask, bool)
     if np.shape(y) != mask.shape or mask.ndim != 2 or mask.shape[1] != cal.n_items:
         raise EngineError(f"responses {np.shape(y)} must be models x the calibration's {cal.n_items} items")
@@ -195,7 +200,8 @@ def estimate(cal: Calibration, y, mask, *, trials=None, weights=None, level: flo
         raise EngineError(f"{int((k == 0).sum())} model(s) answered none of the calibrated items")
     N = cal.n_items
     rate = cells.successes / cells.trials  # observed success rate per seen item
-    post = np.exp(log_posterior(cal, None, None, cells=cells))  # m x G
+    if post is None:
+        post = np.exp(log_posterior(cal, None, None, cells=cells))  # m x G
     P = cal.p  # G x N
     V = P * (1 - P)
     mean_all = P.mean(axis=1)  # G
@@ -220,8 +226,11 @@ def estimate(cal: Calibration, y, mask, *, trials=None, weights=None, level: flo
     var = ((V.sum(axis=1)[None, :] - seen_v) / N**2
            + (unseen / N)[:, None] ** 2 * cal.tau2 * (1 - shrink))
     acc = (post * A).sum(axis=1)
-    lo, hi = mixture_interval(post, A, var, level)
     total_var = (post * (var + A**2)).sum(axis=1) - acc**2
+    lo, hi = np.full(len(acc), np.nan), np.full(len(acc), np.nan)
+    want = np.flatnonzero(np.sqrt(np.maximum(total_var, 0)) <= interval_sd)
+    if len(want):
+        lo[want], hi[want] = mixture_interval(post[want], A[want], var[want], level)
     if scale != 1.0:
         lo = np.clip(acc - scale * (acc - lo), 0, 1)
         hi = np.clip(acc + scale * (hi - acc), 0, 1)
@@ -422,6 +431,26 @@ class Selection:
     method: str
 
 
+def squared_distances(X: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)``, bit for bit, one coordinate at a time: numpy sums a
+    short last axis in order below 8 terms and as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest
+    in order, from 8 to 15 (its pairwise sum), which this repeats on n x k planes instead of reducing an n x k x d
+    block (4x faster for the curves' 9 coordinates); other widths take numpy's own sum."""
+    d = X.shape[1]
+    if not 1 <= d < 16:
+        return ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+    t = [(X[:, j, None] - C[None, :, j]) ** 2 for j in range(d)]
+    if d < 8:
+        out = t[0]
+        for x in t[1:]:
+            out += x
+        return out
+    out = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]))
+    for x in t[8:]:
+        out += x
+    return out
+
+
 def _kmeans(X: np.ndarray, k: int, seed: int, iterations: int = 50) -> np.ndarray:
     """Labels of a k-means++ seeded Lloyd clustering of the rows of X (deterministic for a seed)."""
     rng = np.random.default_rng(seed)
@@ -434,14 +463,17 @@ def _kmeans(X: np.ndarray, k: int, seed: int, iterations: int = 50) -> np.ndarra
         d2 = np.minimum(d2, ((X - centres[-1]) ** 2).sum(axis=1))
     C = np.array(centres)
     labels = np.zeros(n, int)
+    block = max(1, (1 << 20) // max(1, k * X.shape[1]))  # rows of X whose distances to every centre fit 8 MB
     for it in range(iterations):
-        d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
-        new = d.argmin(axis=1)
+        new = np.concatenate([squared_distances(X[r:r + block], C).argmin(axis=1) for r in range(0, n, block)])
         if it and np.array_equal(new, labels):
             break
         labels = new
+        # each cluster's members in their order in X (a stable sort), as X[labels == j] gives them: the same means
+        order = np.argsort(labels, kind="stable")
+        bounds = np.searchsorted(labels[order], np.arange(k + 1))
         for j in range(k):
-            members = X[labels == j]
+            members = X[order[bounds[j]:bounds[j + 1]]]
             C[j] = members.mean(axis=0) if len(members) else X[rng.integers(n)]
     return labels
 
@@ -551,33 +583,94 @@ class CatResult:
     mask: np.ndarray
 
 
-def simulate_cat(cal: Calibration, y_full, *, target_se: float, max_items: int | None = None, start: int = 5,
-                 level: float = LEVEL, scale: float = 1.0) -> CatResult:
-    """Computerized adaptive testing on fully answered models (their full accuracy is the truth): each starts
-    with the ``start`` items most informative over the population, then takes one item at a time, the most
-    informative under its current posterior, and stops once the predicted accuracy's sd, times ``scale``, is at
-    most ``target_se`` (or after ``max_items``).  ``scale`` is the interval's stretch
-    (:func:`benchloupe.engine.estimate_validate.cat_scale`)."""
+@dataclass
+class CatPath:
+    """An adaptive test step by step: ``order`` (models x items taken, in the order taken, -1 after the model
+    stopped) and, per number of items seen (rows 0 to ``max_items``), every model's unstretched estimate, interval
+    and sd (NaN before ``start`` items and after the model stopped); ``truth`` the full accuracy.  The items taken
+    do not depend on the interval's stretch (the next item is the most informative under the posterior), so one
+    path answers "where would the test have stopped, and was it covered" for every stretch at once."""
+
+    order: np.ndarray
+    accuracy: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    sd: np.ndarray
+    truth: np.ndarray
+
+    def stops(self, target_se: float, scale: float) -> np.ndarray:
+        """Per model, the number of items at which the test stretched by ``scale`` stops: the first with
+        ``scale * sd <= target_se``, else the last the path reached."""
+        ok = np.nan_to_num(scale * self.sd, nan=np.inf) <= target_se
+        last = self.sd.shape[0] - 1 - np.isfinite(self.sd[::-1]).argmax(axis=0)
+        return np.where(ok.any(axis=0), ok.argmax(axis=0), last)
+
+    def stopped(self, target_se: float, scale: float = 1.0):
+        """(items, estimate, lo, hi, sd) per model where the test stretched by ``scale`` stops, its interval
+        stretched by ``scale`` about the estimate."""
+        n = self.stops(target_se, scale)
+        cols = np.arange(len(n))
+        acc, lo, hi, sd = (getattr(self, f)[n, cols] for f in ("accuracy", "lo", "hi", "sd"))
+        return n, acc, np.clip(acc - scale * (acc - lo), 0, 1), np.clip(acc + scale * (hi - acc), 0, 1), scale * sd
+
+    def covered(self, target_se: float, scale: float = 1.0) -> np.ndarray:
+        """Per model, whether the stopped test's stretched interval holds the truth (to 1e-9: a test that took
+        every item has the truth as its estimate and an interval of zero width)."""
+        _, _, lo, hi, _ = self.stopped(target_se, scale)
+        return (self.truth >= lo - 1e-9) & (self.truth <= hi + 1e-9)
+
+    def result(self, target_se: float, scale: float = 1.0) -> CatResult:
+        """The test stopped at ``target_se`` with the interval stretched by ``scale``, and the items it took."""
+        n, acc, lo, hi, sd = self.stopped(target_se, scale)
+        keep = (self.order >= 0) & (np.arange(self.order.shape[1])[None, :] < n[:, None])
+        mask = np.zeros(self.order.shape, bool)
+        mask[np.nonzero(keep)[0], self.order[keep]] = True
+        return CatResult(n, acc, lo, hi, sd, self.truth, sd <= target_se, mask)
+
+
+def cat_path(cal: Calibration, y_full, *, min_sd: float = 0.0, interval_sd: float = np.inf,
+             max_items: int | None = None, start: int = 5, level: float = LEVEL) -> CatPath:
+    """Computerized adaptive testing on fully answered models (their full accuracy is the truth), recorded step by
+    step: each starts with the ``start`` items most informative over the population, then takes one item at a
+    time, the most informative under its current posterior, until the predicted accuracy's sd is at most
+    ``min_sd`` (or after ``max_items``).  Intervals are recorded only at steps whose sd is at most ``interval_sd``
+    and at the last step (where a test may stop)."""
     y = np.asarray(y_full, float)
     m, N = y.shape
     max_items = min(N, max_items or N)
     info = item_information(cal)
     first = np.argsort(-(np.exp(cal.log_prior) @ info), kind="stable")[:min(start, max_items)]
+    order = np.full((m, N), -1)
+    order[:, :len(first)] = first
     mask = np.zeros((m, N), bool)
     mask[:, first] = True
-    active = np.ones(m, bool)
-    est = estimate(cal, y, mask, level=level, scale=scale)
+    rec = {f: np.full((max_items + 1, m), np.nan) for f in ("accuracy", "lo", "hi", "sd")}
+    rows = np.arange(m)
+    n = len(first)
     while True:
-        active &= (scale * est.sd > target_se) & (mask.sum(axis=1) < max_items)
-        if not active.any():
-            break
-        rows = np.flatnonzero(active)
         post = np.exp(log_posterior(cal, y[rows], mask[rows]))
-        gain = post @ info
+        est = estimate(cal, y[rows], mask[rows], level=level, interval_sd=interval_sd if n < max_items else np.inf,
+                       post=post)
+        for f in rec:
+            rec[f][n, rows] = getattr(est, f)
+        go = est.sd > min_sd
+        rows = rows[go]
+        if not len(rows) or n >= max_items:
+            break
+        gain = post[go] @ info
         gain[mask[rows]] = -np.inf
-        mask[rows, gain.argmax(axis=1)] = True
-        sub = estimate(cal, y[rows], mask[rows], level=level, scale=scale)
-        for f in ("accuracy", "lo", "hi", "sd"):
-            getattr(est, f)[rows] = getattr(sub, f)
-    return CatResult(mask.sum(axis=1), est.accuracy, est.lo, est.hi, scale * est.sd, y.mean(axis=1),
-                     scale * est.sd <= target_se, mask)
+        nxt = gain.argmax(axis=1)
+        mask[rows, nxt] = True
+        order[rows, n] = nxt
+        n += 1
+    return CatPath(order, rec["accuracy"], rec["lo"], rec["hi"], rec["sd"], y.mean(axis=1))
+
+
+def simulate_cat(cal: Calibration, y_full, *, target_se: float, max_items: int | None = None, start: int = 5,
+                 level: float = LEVEL, scale: float = 1.0) -> CatResult:
+    """The adaptive test (:func:`cat_path`) stopped once the predicted accuracy's sd, times ``scale``, is at most
+    ``target_se`` (or after ``max_items``), its interval stretched by ``scale``
+    (:func:`benchloupe.engine.estimate_validate.cat_scale`)."""
+    path = cat_path(cal, y_full, min_sd=target_se / scale, interval_sd=target_se / scale, max_items=max_items,
+                    start=start, level=level)
+    return path.result(target_se, scale)

@@ -566,7 +566,7 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
         with ctx.guard(conn):
             rng = np.random.default_rng(config.seed)
             parts = np.array_split(rng.permutation(full), config.folds)
-            res_rows = []
+            res_rows, stretch = [], []
             for f, test in enumerate(parts):
                 check_cancel(cancel)
                 progress(f, config.folds, f"fold {f + 1} of {config.folds}: calibrating, then testing adaptively")
@@ -576,6 +576,7 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
                 cal, _, _ = ev.fold_calibration(y[train], mask[train], chance, cancel=cancel)
                 sc = ev.cat_scale(y[train], mask[train], chance, target_se=config.target_se,
                                   max_items=config.max_items or None, seed=config.seed + f, cancel=cancel)
+                stretch.append(sc)
                 r = est.simulate_cat(cal, y[test], target_se=config.target_se, max_items=config.max_items or None,
                                      scale=sc)
                 # the same number of random items, for comparison
@@ -597,7 +598,8 @@ def run_adaptive(db_path, benchmark: str, config: AdaptiveConfig = AdaptiveConfi
                        "coverage": round(float(((df["truth"] >= df["estimate_lo"])
                                                 & (df["truth"] <= df["estimate_hi"])).mean()), 4),
                        "random_same_k_mae_points": round(100 * float((df["random_same_k"] - df["truth"]).abs()
-                                                                     .mean()), 3)}
+                                                                     .mean()), 3),
+                       "stretch_min": round(min(stretch), 3), "stretch_max": round(max(stretch), 3)}
             runs.save_outputs(conn, ctx.run_id, runs.RunOutputs(
                 metrics=metrics, timings={"total_s": round(time.perf_counter() - t0, 4)},
                 models=df.drop(columns=["truth"]).assign(truth=df["truth"])))

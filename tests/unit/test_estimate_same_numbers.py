@@ -1,0 +1,93 @@
+"""The speed-ups of ``estimate`` and ``compress --validate`` (issue 34) change no number: the engine's estimates,
+misfit variance, replay scale, plain estimators, curve and anchor points and the cross-validated errors on seeded
+simulations (3PL with chance levels on half the items, partial patterns of 10 and 150 items, design weights,
+success/trial counts; a 2PL calibration of 3,000 items for the k-means) equal the values the code before them
+recorded (tests/fixtures/estimate/before_speedups.json, from commit dab1ff8), to 1e-12."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit
+
+from benchloupe.engine import estimate as E
+from benchloupe.engine import estimate_validate as ev
+
+BEFORE = Path(__file__).resolve().parents[1] / "fixtures" / "estimate" / "before_speedups.json"
+
+
+def _sim(seed: int = 34, n: int = 700, N: int = 400):  # noqa: N803 - items, as the engine names them
+    rng = np.random.default_rng(seed)
+    a, b, th = np.exp(rng.normal(0.2, 0.3, N)), rng.normal(0, 1, N), rng.normal(0, 1, n)
+    c = np.where(np.arange(N) % 2 == 0, 0.25, 0.0)
+    y = (rng.random((n, N)) < c + (1 - c) * expit(a * (th[:, None] - b))).astype(float)
+    return rng, a, b, c, th, y
+
+
+def _outputs() -> dict:
+    out = {}
+    rng, a, b, c, th, y = _sim()
+    cal = E.calibration(a, b, c, th[:500])
+    full = y[:500]
+    cal.tau2 = E.misfit_variance(cal, full, np.ones_like(full, bool))
+    mask = np.zeros((200, 400), bool)
+    for i in range(200):
+        mask[i, rng.choice(400, 10 if i % 2 else 150, replace=False)] = True
+    scale = E.interval_scale(cal, full, np.ones_like(full, bool), mask)
+    e = E.estimate(cal, y[500:], mask, scale=scale)
+    sel = E.curve_points(cal, 20)
+    w = E.full_weights(sel, 400)
+    sub = np.zeros((200, 400), bool)
+    sub[:, sel.items] = True
+    ew = E.estimate(cal, y[500:], sub, weights=w, scale=1.3)
+    trials = 1 + (np.arange(400) % 3)[None, :] * np.ones((200, 1), int)
+    succ = rng.binomial(trials, np.clip(y[500:] * 0.8 + 0.1, 0, 1))
+    et = E.estimate(cal, succ, mask, trials=trials)
+    pe = E.plain_estimators(cal, y[500:], mask)
+    fields = ("theta", "theta_sd", "accuracy", "lo", "hi", "sd", "shrink")
+    out["estimate"] = {"tau2": cal.tau2, "scale": scale,
+                       **{f"{n}_{f}": getattr(x, f).tolist() for n, x in (("plain", e), ("weighted", ew), ("trials", et))
+                          for f in fields},
+                       **{f"baseline_{k}": v.tolist() for k, v in pe.items()}}
+    big = E.calibration(np.exp(rng.normal(0.2, 0.3, 3000)), rng.normal(0, 1, 3000), None, rng.normal(0, 1, 400))
+    for k in (7, 50):
+        for f in (E.curve_points, E.anchor_points):
+            s = f(big, k, seed=3)
+            out[f"{f.__name__}_{k}"] = {"items": s.items.tolist(), "weights": s.weights.tolist()}
+    rng, a, b, c, th, y = _sim(seed=7, n=260, N=300)
+    long = ev.cross_validate(y, np.ones_like(y, bool), [5, 20], chance=c)
+    g = long.groupby(["k", "selection", "estimator"], sort=True)
+    agg = g.agg(error=("error", "mean"), covered=("covered", "mean"), width=("width", "mean"),
+                lam=("gp_lambda", "mean"), emax=("error", "max")).reset_index()
+    out["cross_validate"] = agg.to_dict("records")
+    return out
+
+
+def _same(now, before, path=""):
+    if isinstance(before, dict):
+        assert set(now) == set(before), path
+        for k in before:
+            _same(now[k], before[k], f"{path}/{k}")
+    elif isinstance(before, list):
+        assert len(now) == len(before), path
+        for i, (u, v) in enumerate(zip(now, before)):
+            _same(u, v, f"{path}[{i}]")
+    elif isinstance(before, float):
+        assert (np.isnan(now) and np.isnan(before)) or abs(now - before) <= 1e-12 * max(1.0, abs(before)), \
+            (path, now, before)
+    else:
+        assert now == before, (path, now, before)
+
+
+def test_the_numbers_are_those_before_the_speed_ups():
+    _same(json.loads(json.dumps(_outputs())), json.loads(BEFORE.read_text()))
+
+
+def test_the_k_means_distances_are_numpys_sum_bit_for_bit():
+    rng = np.random.default_rng(5)
+    for d in (1, 2, 5, 8, 9, 12, 20):
+        for scale in (1e-3, 1.0, 1e3):
+            X, C = scale * rng.random((500, d)), scale * rng.random((30, d))
+            np.testing.assert_array_equal(E.squared_distances(X, C), ((X[:, None, :] - C[None]) ** 2).sum(axis=2))
