@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from benchloupe import ranges
 from benchloupe.cli.errors import CliError, db_path, stored_run
-from benchloupe.cli.options import StderrProgress, add_config_args, config_from_args, ranged_argument
+from benchloupe.cli.options import (
+    StderrProgress,
+    add_config_args,
+    add_worker_args,
+    config_from_args,
+    ranged_argument,
+    workers_of,
+)
 from benchloupe.cli.output import kv, print_json, table
 
 
@@ -13,8 +20,9 @@ def cmd_coverage(args) -> int:
     from benchloupe.jobs.coverage import CoverageConfig
 
     cfg = config_from_args(args, CoverageConfig)
-    rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"),
-                                        device=args.device)
+    with workers_of(args):  # the C.6 uncertainty draws are replicates (issue 36)
+        rid = jobs.analysis("coverage").run(db_path(args), args.benchmark, cfg, progress=StderrProgress("coverage"),
+                                            device=args.device)
     run, gaps, ecdf = stored_run(args, rid, "gaps", "ecdf")
     m = run["metrics"]
     if args.json:
@@ -107,6 +115,7 @@ def register_coverage(sub, common) -> None:
                    help="where the C.6 uncertainty draws' metrics run: cuda (torch on a GPU), cpu (numpy), or auto "
                         "(CUDA when present and the draws are large; default); the run records device and dtype")
     add_config_args(p, CoverageConfig)
+    add_worker_args(p)
     p.set_defaults(func=cmd_coverage)
 
 

@@ -431,6 +431,26 @@ class Selection:
     method: str
 
 
+def squared_distances(X: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)``, bit for bit, one coordinate at a time: numpy sums a
+    short last axis in order below 8 terms and as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest
+    in order, from 8 to 15 (its pairwise sum), which this repeats on n x k planes instead of reducing an n x k x d
+    block (4x faster for the curves' 9 coordinates); other widths take numpy's own sum."""
+    d = X.shape[1]
+    if not 1 <= d < 16:
+        return ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+    t = [(X[:, j, None] - C[None, :, j]) ** 2 for j in range(d)]
+    if d < 8:
+        out = t[0]
+        for x in t[1:]:
+            out += x
+        return out
+    out = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]))
+    for x in t[8:]:
+        out += x
+    return out
+
+
 def _kmeans(X: np.ndarray, k: int, seed: int, iterations: int = 50) -> np.ndarray:
     """Labels of a k-means++ seeded Lloyd clustering of the rows of X (deterministic for a seed)."""
     rng = np.random.default_rng(seed)
@@ -445,8 +465,7 @@ def _kmeans(X: np.ndarray, k: int, seed: int, iterations: int = 50) -> np.ndarra
     labels = np.zeros(n, int)
     block = max(1, (1 << 20) // max(1, k * X.shape[1]))  # rows of X whose distances to every centre fit 8 MB
     for it in range(iterations):
-        new = np.concatenate([((X[r:r + block, None, :] - C[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
-                              for r in range(0, n, block)])
+        new = np.concatenate([squared_distances(X[r:r + block], C).argmin(axis=1) for r in range(0, n, block)])
         if it and np.array_equal(new, labels):
             break
         labels = new

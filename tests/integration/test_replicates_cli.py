@@ -99,6 +99,18 @@ def test_unreachable_cluster_fails_the_run_in_one_line_and_jobs_one_still_works(
 
 
 @needs_distributed
+def test_coverage_on_an_unreachable_cluster_fails_its_run_in_one_line(demo_db, capsys):
+    args = ["coverage", "demo-math", "--db", str(demo_db), "--n-draws", "200"]
+    before = _runs(demo_db, "coverage")[0]  # the demo's own coverage runs
+    assert main([*args, "--cluster", "tcp://127.0.0.1:9"]) == 1
+    lines = _errors(capsys.readouterr().err)
+    assert len(lines) == 1 and "cannot reach a Dask scheduler at tcp://127.0.0.1:9" in lines[0]
+    rows, outputs = _runs(demo_db, "coverage")
+    assert rows[:len(before)] == before and [r[1] for r in rows[len(before):]] == ["failed"] and outputs == 0
+    assert main([*args, "--jobs", "1"]) == 0
+
+
+@needs_distributed
 def test_wrong_cluster_address_and_env_variable(demo_db, capsys, monkeypatch):
     monkeypatch.setenv("BENCHLOUPE_CLUSTER", "not-an-address")
     code, _, err = _bootstrap(demo_db, capsys)
@@ -190,6 +202,27 @@ def test_audit_on_a_local_cluster_equals_jobs_one(demo_db, capsys, local_cluster
     two = json.loads(capsys.readouterr().out)
     assert one["summary"]["split_stability"] == two["summary"]["split_stability"]
     assert one["table1"] == two["table1"]
+
+
+UNCERTAINTY = ("ddm_sd", "max_gap_sd", "max_gap_mean", "topk_sum_sd", "prob_max_gap_exceeds_uniform", "max_gap_ci")
+
+
+def test_coverage_draws_store_the_same_numbers_on_one_two_processes_and_a_cluster(demo_db, capsys, local_cluster):
+    """`coverage` with C.6 Laplace draws: --jobs 1, --jobs 2 and a LocalCluster store the same draws' summaries
+    and gap intervals, bit for bit."""
+    runs_out = []
+    before = local_cluster.scheduler.transition_counter
+    for where in (["--jobs", "1"], ["--jobs", "2"], ["--cluster", local_cluster.scheduler_address]):
+        code = main(["coverage", "demo-math", "--db", str(demo_db), "--n-draws", "300", "--json", *where])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        runs_out.append(json.loads(out))
+    assert local_cluster.scheduler.transition_counter > before  # the last run's draws went to the cluster
+    first = runs_out[0]
+    assert all(np.isfinite(first["metrics"]["max_gap_ci"]))
+    for other in runs_out[1:]:
+        assert {k: other["metrics"][k] for k in UNCERTAINTY} == {k: first["metrics"][k] for k in UNCERTAINTY}
+        assert other["gaps"] == first["gaps"]
 
 
 @needs_distributed

@@ -83,3 +83,11 @@ def _same(now, before, path=""):
 
 def test_the_numbers_are_those_before_the_speed_ups():
     _same(json.loads(json.dumps(_outputs())), json.loads(BEFORE.read_text()))
+
+
+def test_the_k_means_distances_are_numpys_sum_bit_for_bit():
+    rng = np.random.default_rng(5)
+    for d in (1, 2, 5, 8, 9, 12, 20):
+        for scale in (1e-3, 1.0, 1e3):
+            X, C = scale * rng.random((500, d)), scale * rng.random((30, d))
+            np.testing.assert_array_equal(E.squared_distances(X, C), ((X[:, None, :] - C[None]) ** 2).sum(axis=2))

@@ -124,16 +124,21 @@ def test_unobserved_and_perfect_items_stay_finite():
     assert fit.b[0] < fit.b[1] < fit.b[2]
 
 
+def _rngs(seed: int, n: int) -> list:
+    """One generator per draw, as the C.6 draws use them."""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n)]
+
+
 def test_laplace_draws_match_posterior_se():
     _, _, p, rng = _sim(m=30, n=200, seed=9)
     y = (rng.random(p.shape) < p).astype(float)
     fit = fit_1pl(y)
-    draws = fit.laplace.sample_b(4000, np.random.default_rng(0))
+    draws = fit.laplace.sample_b(_rngs(0, 4000))
     np.testing.assert_allclose(draws.std(axis=0), fit.b_se, rtol=0.08)  # 4000 draws: SD of an SD ~1.1%
     np.testing.assert_allclose(draws.mean(axis=0), fit.b, atol=4 * fit.b_se.max() / np.sqrt(4000))
     # the more-models-than-items branch (Schur complement on the item side) gives the same kind of answer
     fit_t = fit_1pl(y[:, :20])
-    d_t = fit_t.laplace.sample_b(4000, np.random.default_rng(1))
+    d_t = fit_t.laplace.sample_b(_rngs(1, 4000))
     np.testing.assert_allclose(d_t.std(axis=0), fit_t.b_se, rtol=0.08)
 
 

@@ -158,3 +158,41 @@ def test_protocol_tables_same_on_one_and_two_processes():
     assert one[0].equals(two[0]) and one[1].equals(two[1]) and one[2].equals(two[2])
     assert one[3]["folds"].equals(two[3]["folds"])
     np.testing.assert_array_equal(one[3]["control_counts"], two[3]["control_counts"])
+
+
+def _coverage_fit(seed=12):
+    from benchloupe.engine.irt import fit_1pl
+
+    rng = np.random.default_rng(seed)
+    theta, b = rng.normal(size=30), rng.normal(size=400)
+    y = (rng.random((30, 400)) < 1 / (1 + np.exp(-(theta[:, None] - b)))).astype(float)
+    return y, fit_1pl(y)
+
+
+def test_coverage_draws_same_on_one_and_two_processes():
+    """C.6's draws as replicates: Laplace draws (with tracked locations and added items) and bootstrap refits
+    give the same draws, intervals and location widths on one and two processes."""
+    from benchloupe.engine.coverage import UncertaintyConfig, metric_uncertainty
+
+    y, fit = _coverage_fit()
+    loc = np.quantile(fit.b, [0.1, 0.5, 0.9])
+    lap = _both(lambda: metric_uncertainty(fit, config=UncertaintyConfig(n_draws=250, chunk=60, seed=3),
+                                           locations=loc, added_b=np.array([0.4, 3.0]),
+                                           added_se=np.array([0.1, 0.0])))
+    boot = _both(lambda: metric_uncertainty(fit, config=UncertaintyConfig(method="bootstrap", n_draws=6, seed=1),
+                                            correct=y))
+    for one, two in (lap, boot):
+        assert one.draws.equals(two.draws) and one.max_gap_ci == two.max_gap_ci
+    np.testing.assert_array_equal(lap[0].location_widths, lap[1].location_widths)
+    assert len(lap[0].draws) == 250 and len(boot[0].draws) == 6
+
+
+def test_coverage_draw_d_comes_from_its_own_seed():
+    """Draw d is SeedSequence(seed).spawn(n)[d]'s: the first 100 of 300 draws are the 100 draws of n = 100 (one
+    chunk each), and the uniform baseline comes from the seed's own stream, as before."""
+    from benchloupe.engine.coverage import UncertaintyConfig, metric_uncertainty
+
+    _, fit = _coverage_fit()
+    many = metric_uncertainty(fit, config=UncertaintyConfig(n_draws=300, seed=4))
+    few = metric_uncertainty(fit, config=UncertaintyConfig(n_draws=100, seed=4))
+    assert many.draws.iloc[:100].equals(few.draws)

@@ -305,9 +305,13 @@ def test_large_1pl_path_reaches_the_full_newton_mode_se_and_draws(monkeypatch):
         assert np.max(np.abs(new.b - old.b)) < 2e-6, label
         assert np.max(np.abs(new.b_se / old.b_se - 1)) < 1e-6, label
         assert new.objective == pytest.approx(old.objective, rel=1e-12), label
-        d_old = old.laplace.sample_b(40, np.random.default_rng(3))
-        d_new = new.laplace.sample_b(40, np.random.default_rng(3))  # the same stream, the same draws
+        d_old = old.laplace.sample_b(_rngs(3, 40))
+        d_new = new.laplace.sample_b(_rngs(3, 40))  # the same streams, the same draws
         assert np.max(np.abs(d_new - d_old)) < 1e-5, label
+
+
+def _rngs(seed: int, n: int) -> list:
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n)]
 
 
 def test_low_rank_coupling_is_the_exact_information_block():

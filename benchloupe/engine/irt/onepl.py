@@ -4,6 +4,7 @@ see the package docstring."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -78,21 +79,25 @@ class LaplacePosterior:
             self._cache["chol"] = linalg.cholesky(self.W.schur(self.h_theta, self.h_b), lower=True)
         return self._cache["chol"]
 
-    def sample_b(self, n_draws: int, rng: np.random.Generator) -> np.ndarray:
-        """``n_draws`` x items difficulty draws from the Laplace posterior."""
+    def sample_b(self, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+        """One difficulty draw from the Laplace posterior per generator (draws x items): each draw's normals
+        come from its own generator only, so a draw is the same whichever others are drawn beside it (up to the
+        rounding of the products, which a fixed set of generators fixes)."""
         W = self.W
         m, n = W.shape
         chol = self._cholesky()
         if m <= n:
             # theta block has precision S = H_tt - W H_bb^-1 W^T; b | theta ~ N(b + H_bb^-1 W^T dtheta, H_bb^-1)
             # (built draws x items, C-contiguous, so that the per-draw sorts of C.6 run on contiguous rows)
-            dtheta = linalg.solve_triangular(chol.T, rng.standard_normal((m, n_draws)), lower=False)
-            draws = rng.standard_normal((n_draws, n))
+            normals = [(r.standard_normal(m), r.standard_normal(n)) for r in rngs]
+            dtheta = linalg.solve_triangular(chol.T, np.stack([z for z, _ in normals], axis=1), lower=False)
+            draws = np.stack([z for _, z in normals])
             draws *= 1.0 / np.sqrt(self.h_b)
             draws += W.rmatvec(dtheta).T / self.h_b
             draws += self.b
             return draws
-        draws = linalg.solve_triangular(chol.T, rng.standard_normal((n, n_draws)), lower=False)
+        z = np.stack([r.standard_normal(n) for r in rngs], axis=1)
+        draws = linalg.solve_triangular(chol.T, z, lower=False)
         return np.ascontiguousarray((self.b[:, None] + draws).T)
 
 
