@@ -154,9 +154,11 @@ def reversed_pairs_lines(result: AuditResult, benchmark: str, run_id: int, item_
                         np.asarray(rev["fold"], dtype=int), -np.asarray(rev["random_reversal_fraction"], dtype=float)))
     rev = rev.take(order)
     top = _top_items(result, item_keys) if top is None else top
-    flags = markdown_code(f"benchloupe flags {shlex.quote(benchmark)} --kind reversal --run {run_id}")
+    quoted = shlex.quote(benchmark)
     export = say(Alt(f"`benchloupe export run-artifact --run {run_id} --name pairs --format csv -o pairs.csv` (every "
-                     f"near-tie pair, reversed or not, at full precision) or {flags} (the reversal flags to triage)",
+                     f"near-tie pair, reversed or not, at full precision) or "
+                     f"{markdown_code(f'benchloupe flags {quoted} --kind reversal --run {run_id}')} (the reversal "
+                     "flags to triage)",
                      f"the Reversals screen (every near-tie pair of run #{run_id}, to triage)"))
     lines = [f"## Reversed near-tie pairs ({len(rev)})", ""]
     if not len(rev):
