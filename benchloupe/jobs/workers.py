@@ -131,6 +131,22 @@ def using(w: Workers) -> Iterator[Workers]:
             w.backend.close()
 
 
+_LIBRARY_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
+
+
+def _quiet_libraries() -> None:
+    """No log line of the cluster's libraries reaches stderr: the run's one line says what happened. A killed
+    worker's closed stream is logged by tornado ("Exception in callback", with a traceback) and by distributed's
+    comms; distributed's own logging set-up (at import) gives ``tornado.application`` and its child loggers such as
+    ``distributed.client`` explicit levels and a stderr handler, so silencing the parent alone is not enough, and
+    asyncio's errors would reach Python's last-resort handler."""
+    import logging
+
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in _LIBRARY_LOGGERS]
+    for name in (*_LIBRARY_LOGGERS, *names):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 class DaskCluster:
     """A ``dask.distributed`` scheduler at ``address``, connected on first use and checked once: it has
     workers, and they import the same benchloupe as this process (a worker without it, or with another
@@ -153,11 +169,9 @@ class DaskCluster:
     def _connect(self):
         if self.client is not None:
             return self.client
-        import logging
-
         from distributed import Client
 
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)  # its own tracebacks would bury our line
+        _quiet_libraries()
         try:
             client = Client(self.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except Exception as exc:  # noqa: BLE001 - every way a connection fails is one line here

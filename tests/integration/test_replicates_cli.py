@@ -361,3 +361,29 @@ def test_a_cluster_that_gives_up_on_a_batch_fails_the_run_in_one_line(demo_db, c
     header = ("runs", "run_inputs")
     assert {n: r for n, r in after.items() if n not in header} == {n: r for n, r in before.items() if n not in header}
     assert _bootstrap(demo_db, capsys, "--jobs", "1")[0] == 0
+
+
+_LOGS_AFTER_CONNECT = """
+import logging, sys
+from benchloupe.jobs.workers import DaskCluster
+c = DaskCluster(sys.argv[1]); c._connect()
+try:
+    raise OSError("stream closed")
+except OSError:
+    for name in ("tornado.application", "distributed.comm.tcp", "distributed.client", "asyncio"):
+        logging.getLogger(name).error("boom from %s", name, exc_info=True)
+c.close()
+print("connected")
+"""
+
+
+@needs_distributed
+def test_a_cluster_connection_prints_no_library_log_lines(local_cluster):
+    """Once connected, the libraries' own error logs (a worker's stream closed under a read: tornado's "Exception
+    in callback" with its traceback, distributed's comm errors) never reach stderr: the run's one line says what
+    happened. distributed's logging set-up prints tornado.application errors at import (CI once showed that
+    traceback under the line, when a killed worker's connection was being read)."""
+    p = subprocess.run([sys.executable, "-c", _LOGS_AFTER_CONNECT, local_cluster.scheduler_address], cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "connected", p.stderr
+    assert "boom" not in p.stderr and "Traceback" not in p.stderr, p.stderr
