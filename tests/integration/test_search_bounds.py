@@ -23,7 +23,7 @@ from benchloupe.store.db import connect
 from benchloupe.store.importers.base import ParsedImport
 from benchloupe.store.search import MAX_QUERY_CHARS, max_words, search_items
 from benchloupe.store.writer import write_import
-from tests.hostile import check_outcome, dump, run_cli
+from tests.hostile import check_outcome, default_sigint, dump, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ["alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "theta"]
@@ -87,7 +87,8 @@ def test_a_signal_ends_a_long_search_with_130(db, signum):
     start-up, inside the query), ends it with 130 and one line. Ignored, the search would finish and exit 0."""
     env = {**os.environ, "BENCHLOUPE_SEARCH_MAX_WORDS": "100000", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "benchloupe", "search", "--raw", " ".join(["gamma"] * 400),
-                             "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=default_sigint)  # a suite started in the background passes SIGINT ignored
     try:
         while proc.poll() is None and _cpu_seconds(proc.pid) < 1.5:
             time.sleep(0.05)
