@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit, ndtr
 
+from benchloupe.engine import kmeans
 from benchloupe.engine.common import EngineError
 
 GRID_POINTS = 121
@@ -440,60 +441,13 @@ class Selection:
     method: str
 
 
-def squared_distances(X: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """``((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)``, bit for bit, one coordinate at a time: numpy sums a
-    short last axis in order below 8 terms and as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest
-    in order, from 8 to 15 (its pairwise sum), which this repeats on n x k planes instead of reducing an n x k x d
-    block (4x faster for the curves' 9 coordinates); other widths take numpy's own sum."""
-    d = X.shape[1]
-    if not 1 <= d < 16:
-        return ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
-    t = [(X[:, j, None] - C[None, :, j]) ** 2 for j in range(d)]
-    if d < 8:
-        out = t[0]
-        for x in t[1:]:
-            out += x
-        return out
-    out = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]))
-    for x in t[8:]:
-        out += x
-    return out
-
-
-def _kmeans(X: np.ndarray, k: int, seed: int, iterations: int = 50) -> np.ndarray:
-    """Labels of a k-means++ seeded Lloyd clustering of the rows of X (deterministic for a seed)."""
-    rng = np.random.default_rng(seed)
-    n = len(X)
-    centres = [X[rng.integers(n)]]
-    d2 = ((X - centres[0]) ** 2).sum(axis=1)
-    for _ in range(1, k):
-        pr = d2 / d2.sum() if d2.sum() > 0 else np.full(n, 1 / n)
-        centres.append(X[rng.choice(n, p=pr)])
-        d2 = np.minimum(d2, ((X - centres[-1]) ** 2).sum(axis=1))
-    C = np.array(centres)
-    labels = np.zeros(n, int)
-    block = max(1, (1 << 20) // max(1, k * X.shape[1]))  # rows of X whose distances to every centre fit 8 MB
-    for it in range(iterations):
-        new = np.concatenate([squared_distances(X[r:r + block], C).argmin(axis=1) for r in range(0, n, block)])
-        if it and np.array_equal(new, labels):
-            break
-        labels = new
-        # each cluster's members in their order in X (a stable sort), as X[labels == j] gives them: the same means
-        order = np.argsort(labels, kind="stable")
-        bounds = np.searchsorted(labels[order], np.arange(k + 1))
-        for j in range(k):
-            members = X[order[bounds[j]:bounds[j + 1]]]
-            C[j] = members.mean(axis=0) if len(members) else X[rng.integers(n)]
-    return labels
-
-
 def _anchors(X: np.ndarray, k: int, seed: int, method: str, score: np.ndarray | None = None) -> Selection:
     n = len(X)
     if not 1 <= k <= n:
         raise EngineError(f"k must lie between 1 and the benchmark's {n} items, got {k}")
     if k == n:
         return Selection(np.arange(n), np.full(n, 1 / n), method)
-    labels = _kmeans(X, k, seed)
+    labels = kmeans.lloyd(X, k, seed)
     items, weights = [], []
     for j in np.unique(labels):
         members = np.flatnonzero(labels == j)

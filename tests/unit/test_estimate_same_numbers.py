@@ -17,6 +17,7 @@ from scipy.special import expit
 
 from benchloupe.engine import estimate as E
 from benchloupe.engine import estimate_validate as ev
+from benchloupe.engine import kmeans
 
 BEFORE = Path(__file__).resolve().parents[1] / "fixtures" / "estimate" / "before_speedups.json"
 
@@ -93,4 +94,41 @@ def test_the_k_means_distances_are_numpys_sum_bit_for_bit():
     for d in (1, 2, 5, 8, 9, 12, 20):
         for scale in (1e-3, 1.0, 1e3):
             X, C = scale * rng.random((500, d)), scale * rng.random((30, d))
-            np.testing.assert_array_equal(E.squared_distances(X, C), ((X[:, None, :] - C[None]) ** 2).sum(axis=2))
+            np.testing.assert_array_equal(kmeans.squared_distances(X, C), ((X[:, None, :] - C[None]) ** 2).sum(axis=2))
+
+
+def _plain_lloyd(X, k, seed, iterations=50):
+    """Lloyd's k-means as the code before the bounds ran it (k-means++ seeding, every distance every iteration)."""
+    rng = np.random.default_rng(seed)
+    n = len(X)
+    centres = [X[rng.integers(n)]]
+    d2 = ((X - centres[0]) ** 2).sum(axis=1)
+    for _ in range(1, k):
+        pr = d2 / d2.sum() if d2.sum() > 0 else np.full(n, 1 / n)
+        centres.append(X[rng.choice(n, p=pr)])
+        d2 = np.minimum(d2, ((X - centres[-1]) ** 2).sum(axis=1))
+    C = np.array(centres)
+    labels = np.zeros(n, int)
+    for it in range(iterations):
+        new = ((X[:, None, :] - C[None]) ** 2).sum(axis=2).argmin(axis=1)
+        if it and np.array_equal(new, labels):
+            break
+        labels = new
+        for j in range(k):
+            members = X[labels == j]
+            C[j] = members.mean(axis=0) if len(members) else X[rng.integers(n)]
+    return labels
+
+
+def test_the_bounded_k_means_gives_plain_lloyds_labels():
+    rng = np.random.default_rng(11)
+    a, b = np.exp(rng.normal(0, 0.5, 2500)), rng.normal(0, 1.2, 2500)
+    curves = E.curves(np.linspace(-1.5, 1.5, 9), a, b, np.zeros(2500)).T
+    ab = np.column_stack([a, b])
+    ab = (ab - ab.mean(axis=0)) / ab.std(axis=0)
+    dup = np.repeat(rng.random((40, 3)), 30, axis=0)  # ties everywhere and clusters left empty
+    grid = np.round(rng.random((600, 2)) * 4) / 4  # points equidistant from several centres
+    for X in (curves, ab, dup, grid, 1e3 * curves[:800]):
+        for k in (1, 2, 7, 40):
+            for seed in (0, 3):
+                np.testing.assert_array_equal(kmeans.lloyd(X, k, seed), _plain_lloyd(X, k, seed), err_msg=f"k={k}")
