@@ -129,3 +129,18 @@ def test_the_bounded_k_means_gives_plain_lloyds_labels():
         for k in (1, 2, 7, 40):
             for seed in (0, 3):
                 np.testing.assert_array_equal(kmeans.lloyd(X, k, seed), _plain_lloyd(X, k, seed), err_msg=f"k={k}")
+
+
+def test_the_validation_folds_give_the_same_table_on_two_processes():
+    from benchloupe.engine import replicates
+
+    rng, a, b, c, th, y = _sim(seed=9, n=200, N=150)
+    mask = np.ones_like(y, bool)
+    mask[:20, :30] = False  # partly answered models train the items but are never held out
+    one = ev.cross_validate(y.astype(np.int8), mask, [5, 20], chance=c, max_test=30)
+    with replicates.use(replicates.Workers(jobs=2)):
+        two = ev.cross_validate(y.astype(np.int8), mask, [5, 20], chance=c, max_test=30)
+    floats = ev.cross_validate(y, mask, [5, 20], chance=c, max_test=30)
+    assert set(one["model"]) <= set(range(20, 200))
+    for other in (two, floats):
+        assert one.equals(other)
