@@ -176,7 +176,7 @@ def reference_rows(full: np.ndarray) -> np.ndarray:
     ``next-items`` show the same number for it (compare left its own two models out of these rows and showed
     70.3 % where the Models screen showed 70.4 %)."""
     reference = np.flatnonzero(full)
-    if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
+    if len(reference) > REFERENCE_MODELS:  # the misfit draws 400 of them, the replay all
         reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
     return reference
 
