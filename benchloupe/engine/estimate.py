@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit, ndtr
 
-from benchloupe.engine import kmeans
+from benchloupe.engine import curve_table, kmeans
 from benchloupe.engine.common import EngineError
 
 GRID_POINTS = 121
@@ -65,6 +65,7 @@ class Calibration:
     theta_sd: float = 1.0
     tau2: float = 0.0
     _p: np.ndarray | None = field(default=None, repr=False)
+    _mean: object = field(default=None, repr=False)  # the mean curve's table (:mod:`.curve_table`), False: none
 
     @property
     def n_items(self) -> int:
@@ -425,14 +426,22 @@ CURVE_GRID = 2001
 def mean_curve(cal: Calibration, theta: np.ndarray) -> np.ndarray:
     """``mean_all p(theta)`` per ability: exactly for up to ``CURVE_GRID`` abilities, else interpolated on a grid of
     ``CURVE_GRID`` abilities over their range (spacing under 0.01 logit: an error below 1e-6; ``--validate`` asks
-    for it for every training and test model of every size and selection, 2,000 x 14,000 sigmoids a time)."""
+    for it for every training and test model of every size and selection, 2,000 x 14,000 sigmoids a time).  Inside
+    the calibration's ability grid the values come from its Taylor table (:mod:`.curve_table`, built on the first
+    call: the direct values to 1e-14), outside it directly."""
     theta = np.asarray(theta, float)
     if len(theta) <= CURVE_GRID or theta.max() - theta.min() < 1e-12:
         pts = theta
     else:
         pts = np.linspace(theta.min(), theta.max(), CURVE_GRID)
-    out = np.concatenate([curves(pts[s:s + 256], cal.a, cal.b, cal.c).mean(axis=1) for s in range(0, len(pts), 256)]) \
-        if len(pts) else np.zeros(0)
+    if cal._mean is None:
+        cal._mean = curve_table.table(cal.a, cal.b, cal.c, cal.grid[0], cal.grid[-1]) or False
+    out = np.empty(len(pts))
+    inside = cal._mean.inside(pts) if cal._mean else np.zeros(len(pts), bool)
+    out[inside] = cal._mean.at(pts[inside]) if inside.any() else 0.0
+    rest = pts[~inside]
+    out[~inside] = np.concatenate([curves(rest[s:s + 256], cal.a, cal.b, cal.c).mean(axis=1)
+                                   for s in range(0, len(rest), 256)]) if len(rest) else 0.0
     return out if pts is theta else np.interp(theta, pts, out)
 
 
