@@ -50,7 +50,7 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def cli(db: Path, *argv: str, timeout: float = 3600) -> dict:
+def cli(db: Path, *argv: str, timeout: float = 4 * 3600) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("BENCHLOUPE_JOBS", None)
     env.pop("BENCHLOUPE_CLUSTER", None)

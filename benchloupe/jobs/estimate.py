@@ -176,7 +176,7 @@ def reference_rows(full: np.ndarray) -> np.ndarray:
     ``next-items`` show the same number for it (compare left its own two models out of these rows and showed
     70.3 % where the Models screen showed 70.4 %)."""
     reference = np.flatnonzero(full)
-    if len(reference) > REFERENCE_MODELS:  # the misfit and the replay each draw 400 of them
+    if len(reference) > REFERENCE_MODELS:  # the misfit draws 400 of them, the replay all
         reference = np.sort(np.random.default_rng(0).choice(reference, REFERENCE_MODELS, replace=False))
     return reference
 
@@ -343,7 +343,7 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
             if st is None or st.trials is not None:
                 raise EngineError(say(ESTIMATE_COMPRESS, " needs 0/1 static results (success/trial counts are "
                                       "not supported)"))
-            y = st.correct.astype(float)
+            y = st.correct  # 0/1 as stored (int8): the engine converts the cells it reads, not 70 M of them
             mask = st.mask
             metrics: dict = {"purpose": "estimate", "n_items": int(st.shape[1]), "k": int(config.k)}
             artifacts: dict = {}

@@ -2,7 +2,10 @@
 misfit variance, replay scale, plain estimators, curve and anchor points and the cross-validated errors on seeded
 simulations (3PL with chance levels on half the items, partial patterns of 10 and 150 items, design weights,
 success/trial counts; a 2PL calibration of 3,000 items for the k-means) equal the values the code before them
-recorded (tests/fixtures/estimate/before_speedups.json, from commit dab1ff8), to 1e-12."""
+recorded (tests/fixtures/estimate/before_speedups.json, from commit dab1ff8), to 1e-12.  The replay's stretch
+changed on purpose later (the split-conformal ``level`` quantile on up to 1,000 models instead of a third of the
+way to 1 on 400): the fields it moves (the scale, the plain estimate's lo and hi, the cross-validated coverage and
+width) were re-recorded then, every other field checked unchanged (#34)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from scipy.special import expit
 
 from benchloupe.engine import estimate as E
 from benchloupe.engine import estimate_validate as ev
+from benchloupe.engine import kmeans
 
 BEFORE = Path(__file__).resolve().parents[1] / "fixtures" / "estimate" / "before_speedups.json"
 
@@ -90,4 +94,69 @@ def test_the_k_means_distances_are_numpys_sum_bit_for_bit():
     for d in (1, 2, 5, 8, 9, 12, 20):
         for scale in (1e-3, 1.0, 1e3):
             X, C = scale * rng.random((500, d)), scale * rng.random((30, d))
-            np.testing.assert_array_equal(E.squared_distances(X, C), ((X[:, None, :] - C[None]) ** 2).sum(axis=2))
+            np.testing.assert_array_equal(kmeans.squared_distances(X, C), ((X[:, None, :] - C[None]) ** 2).sum(axis=2))
+
+
+def _plain_lloyd(X, k, seed, iterations=50):
+    """Lloyd's k-means as the code before the bounds ran it (k-means++ seeding, every distance every iteration)."""
+    rng = np.random.default_rng(seed)
+    n = len(X)
+    centres = [X[rng.integers(n)]]
+    d2 = ((X - centres[0]) ** 2).sum(axis=1)
+    for _ in range(1, k):
+        pr = d2 / d2.sum() if d2.sum() > 0 else np.full(n, 1 / n)
+        centres.append(X[rng.choice(n, p=pr)])
+        d2 = np.minimum(d2, ((X - centres[-1]) ** 2).sum(axis=1))
+    C = np.array(centres)
+    labels = np.zeros(n, int)
+    for it in range(iterations):
+        new = ((X[:, None, :] - C[None]) ** 2).sum(axis=2).argmin(axis=1)
+        if it and np.array_equal(new, labels):
+            break
+        labels = new
+        for j in range(k):
+            members = X[labels == j]
+            C[j] = members.mean(axis=0) if len(members) else X[rng.integers(n)]
+    return labels
+
+
+def test_the_bounded_k_means_gives_plain_lloyds_labels():
+    rng = np.random.default_rng(11)
+    a, b = np.exp(rng.normal(0, 0.5, 2500)), rng.normal(0, 1.2, 2500)
+    curves = E.curves(np.linspace(-1.5, 1.5, 9), a, b, np.zeros(2500)).T
+    ab = np.column_stack([a, b])
+    ab = (ab - ab.mean(axis=0)) / ab.std(axis=0)
+    dup = np.repeat(rng.random((40, 3)), 30, axis=0)  # ties everywhere and clusters left empty
+    grid = np.round(rng.random((600, 2)) * 4) / 4  # points equidistant from several centres
+    for X in (curves, ab, dup, grid, 1e3 * curves[:800]):
+        for k in (1, 2, 7, 40):
+            for seed in (0, 3):
+                np.testing.assert_array_equal(kmeans.lloyd(X, k, seed), _plain_lloyd(X, k, seed), err_msg=f"k={k}")
+
+
+def test_the_validation_folds_give_the_same_table_on_two_processes():
+    from benchloupe.engine import replicates
+
+    rng, a, b, c, th, y = _sim(seed=9, n=200, N=150)
+    mask = np.ones_like(y, bool)
+    mask[:20, :30] = False  # partly answered models train the items but are never held out
+    one = ev.cross_validate(y.astype(np.int8), mask, [5, 20], chance=c, max_test=30)
+    with replicates.use(replicates.Workers(jobs=2)):
+        two = ev.cross_validate(y.astype(np.int8), mask, [5, 20], chance=c, max_test=30)
+    floats = ev.cross_validate(y, mask, [5, 20], chance=c, max_test=30)
+    assert set(one["model"]) <= set(range(20, 200))
+    for other in (two, floats):
+        assert one.equals(other)
+
+
+def test_the_mean_curves_table_gives_the_direct_values_to_1e_13():
+    rng = np.random.default_rng(21)
+    for N, spread, chance in ((14000, 0.3, 0.0), (300, 0.8, 0.25), (40, 1.2, 0.0)):
+        a = np.exp(rng.normal(0, spread, N)) * np.where(rng.random(N) < 0.03, -1, 1)  # a few reversed items
+        cal = E.calibration(a, rng.normal(0, 1.5, N), np.where(rng.random(N) < 0.5, chance, 0.0),
+                            rng.normal(0, 1, 500))
+        theta = np.concatenate([rng.uniform(cal.grid[0], cal.grid[-1], 1500), [cal.grid[0], cal.grid[-1]],
+                                rng.normal(0, 10, 300)])  # some beyond the table: evaluated directly
+        direct = E.curves(theta, cal.a, cal.b, cal.c).mean(axis=1)
+        assert np.max(np.abs(E.mean_curve(cal, theta) - direct)) <= 1e-12 / 5
+        assert cal._mean  # the table was used

@@ -170,3 +170,27 @@ def test_full_protocol_through_run_audit_and_report_sections():
     # issue 22: the full protocol reruns the primary audit under 20 other owner splits by default
     assert len(res.tables["split_seeds"]) == 20 and res.summary["split_stability"]["splits"] == 20
     assert "## Split stability (beyond the paper)" in text
+
+
+def test_direct_mirt_k_points_as_replicates_choose_the_sequential_k(dif_case):
+    """Table 4's K curve runs one replicate per (fold, K) (issue 36); each fold's K is the one the sequential
+    C.3 selection picks on the same split and seed."""
+    from benchloupe.engine.neartie.direct_mirt import _fold_matrices, select_dimension_direct
+
+    res, inputs = dif_case
+    cfg = res.config
+    ks = [int(k) for k in direct_mirt_audit(res, inputs, max_updates=300).iloc[0]["k"].split("/")]
+    for fold, f in enumerate(res.fold_results):
+        y, obs = _fold_matrices(inputs, f.audit_rows)
+        k, curve = select_dimension_direct(y, obs, inputs.owner_arr[f.audit_rows], inputs.groups, cfg.dimensions,
+                                           cfg.nested_seed + fold, cfg.validation_fraction,
+                                           cfg.calibration_fraction, max_updates=300)
+        assert k == ks[fold] and len(curve) == sum(d <= min(y.shape) for d in cfg.dimensions)
+
+
+def test_direct_mirt_with_no_feasible_k_says_so():
+    from benchloupe.engine.common import EngineError
+    from benchloupe.engine.neartie.direct_mirt import one_se_choice
+
+    with pytest.raises(EngineError, match="no dimension of the grid"):
+        one_se_choice([])
