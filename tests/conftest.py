@@ -124,4 +124,21 @@ def demo_db(demo_db_template, tmp_path) -> Path:
     return dst
 
 
+@pytest.fixture(scope="session")
+def showcase_template(tmp_path_factory) -> Path:
+    """The demo as ``benchloupe demo`` builds it: the data, then the showcase analyses (fits, anomalies,
+    coverage, the near-tie audit); built once for the session (about 11 s of CPU), a template to copy."""
+    from benchloupe.jobs import build_demo
+
+    return built_once(tmp_path_factory, "showcase", checkpointed(lambda p: build_demo(p, analyses=True)))
+
+
+@pytest.fixture
+def showcase_db(showcase_template, tmp_path) -> Path:
+    """A private copy of the demo with its analyses run, for one test."""
+    dst = tmp_path / "showcase.db"
+    shutil.copy(showcase_template, dst)
+    return dst
+
+
 from tests.fake_llm import fake_llm  # noqa: E402,F401  (the local OpenAI-compatible server fixture)

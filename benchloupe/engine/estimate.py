@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit, ndtr
 
-from benchloupe.engine import kmeans
+from benchloupe.engine import curve_table, kmeans
 from benchloupe.engine.common import EngineError
 
 GRID_POINTS = 121
@@ -65,6 +65,8 @@ class Calibration:
     theta_sd: float = 1.0
     tau2: float = 0.0
     _p: np.ndarray | None = field(default=None, repr=False)
+    _mean: object = field(default=None, repr=False)  # the mean curve's table (:mod:`.curve_table`), False: none
+    _cache: dict = field(default_factory=dict, repr=False)  # arrays derived from ``p`` (:meth:`derived`)
 
     @property
     def n_items(self) -> int:
@@ -81,6 +83,30 @@ class Calibration:
         if self._p is None:
             self._p = curves(self.grid, self.a, self.b, self.c)
         return self._p
+
+    def derived(self, name: str) -> np.ndarray:
+        """An array computed from ``p`` once per calibration (``--validate`` estimates 32 patterns a fold on one):
+        ``log_odds`` and ``log_fail`` (the clipped log(p / (1 - p)) and log(1 - p)), ``p_t`` and ``var_t`` (p and
+        p (1 - p)), each as an N x G C-contiguous array, the right operand of the cells' products (a sparse product
+        copies a transposed view first); ``mean_p`` and ``var_sum`` over the items per grid point."""
+        if name not in self._cache:
+            P = self.p
+            if name in ("log_odds", "log_fail"):
+                p = np.clip(P, _EPS, 1 - _EPS)
+                log1m = np.log1p(-p)
+                self._cache["log_odds"] = np.ascontiguousarray((np.log(p) - log1m).T)
+                self._cache["log_fail"] = np.ascontiguousarray(log1m.T)
+            elif name in ("var_t", "var_sum"):
+                V = P * (1 - P)
+                self._cache["var_t"] = np.ascontiguousarray(V.T)
+                self._cache["var_sum"] = V.sum(axis=1)
+            elif name == "p_t":
+                self._cache["p_t"] = np.ascontiguousarray(P.T)
+            elif name == "mean_p":
+                self._cache["mean_p"] = P.mean(axis=1)
+            else:
+                raise KeyError(name)
+        return self._cache[name]
 
 
 def curves(theta: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -139,6 +165,17 @@ class Cells:
         t = np.ones(len(rows)) if trials is None else np.asarray(trials)[rows, cols].astype(float)
         return cls(rows, cols, s, t, mask.shape)
 
+    @classmethod
+    def of_columns(cls, y, columns, n_items: int) -> Cells:
+        """The cells of rows that each answered the items ``columns[i]`` (rows x k, each row ascending, 0/1
+        responses): what :meth:`of` gives for the mask with those items set, without a rows x ``n_items`` mask
+        (``--validate`` builds 16 patterns per fold for 4,000 training models of 14,000 items)."""
+        columns = np.asarray(columns)
+        m, k = columns.shape
+        rows = np.repeat(np.arange(m), k)
+        cols = columns.ravel()
+        return cls(rows, cols, np.asarray(y)[rows, cols].astype(float), np.ones(len(rows)), (m, int(n_items)))
+
     def matrix(self, values: np.ndarray):
         """A models x items matrix holding ``values`` at the cells (for ``@ (items x grid)``): CSR when under
         ``SPARSE_BELOW`` of the cells are answered, else dense (BLAS on every core beats the sparse product)."""
@@ -157,10 +194,8 @@ class Cells:
 def log_posterior(cal: Calibration, y, mask, trials=None, *, cells: Cells | None = None) -> np.ndarray:
     """models x G normalised log posterior over the ability grid."""
     c = cells or Cells.of(y, mask, trials)
-    p = np.clip(cal.p, _EPS, 1 - _EPS)
-    log1m = np.log1p(-p)
-    ll = np.asarray(c.matrix(c.successes) @ (np.log(p) - log1m).T) + np.asarray(c.matrix(c.trials) @ log1m.T) \
-        + cal.log_prior[None, :]
+    ll = np.asarray(c.matrix(c.successes) @ cal.derived("log_odds")) \
+        + np.asarray(c.matrix(c.trials) @ cal.derived("log_fail")) + cal.log_prior[None, :]
     ll -= ll.max(axis=1, keepdims=True)
     return ll - np.log(np.exp(ll).sum(axis=1, keepdims=True))
 
@@ -185,34 +220,35 @@ class Estimates:
 
 def estimate(cal: Calibration, y, mask, *, trials=None, weights=None, level: float = LEVEL,
              residual: bool = True, scale: float = 1.0, interval_sd: float = np.inf,
-             post: np.ndarray | None = None) -> Estimates:
+             post: np.ndarray | None = None, cells: Cells | None = None) -> Estimates:
     """Predicted full-benchmark accuracy of every row of ``y`` (models x the calibration's items, ``mask`` True where
     answered; ``trials`` for success counts), with its ``level`` interval.  ``weights``: the selection's design
     weights per item (anchor cluster sizes), uniform without.  ``residual`` False gives plain posterior p-IRT.
     ``scale`` stretches the interval about the estimate (:func:`interval_scale`).  The interval (the estimate's
     main cost) only for rows whose prediction sd is at most ``interval_sd``, NaN elsewhere (the adaptive test's
-    steps where no stopping rule can stop).  ``post``: the rows' posterior over the grid, where already computed."""
-    mask = np.asarray(mask, bool)
-    if np.shape(y) != mask.shape or mask.ndim != 2 or mask.shape[1] != cal.n_items:
-        raise EngineError(f"responses {np.shape(y)} must be models x the calibration's {cal.n_items} items")
-    cells = Cells.of(y, mask, trials)
-    k = np.bincount(cells.rows, minlength=mask.shape[0])
+    steps where no stopping rule can stop).  ``post``: the rows' posterior over the grid, where already computed;
+    ``cells``: the answered cells, given instead of ``y`` and ``mask``."""
+    if cells is None:
+        mask = np.asarray(mask, bool)
+        if np.shape(y) != mask.shape or mask.ndim != 2 or mask.shape[1] != cal.n_items:
+            raise EngineError(f"responses {np.shape(y)} must be models x the calibration's {cal.n_items} items")
+        cells = Cells.of(y, mask, trials)
+    k = np.bincount(cells.rows, minlength=cells.shape[0])
     if np.any(k == 0):
         raise EngineError(f"{int((k == 0).sum())} model(s) answered none of the calibrated items")
     N = cal.n_items
     rate = cells.successes / cells.trials  # observed success rate per seen item
     if post is None:
         post = np.exp(log_posterior(cal, None, None, cells=cells))  # m x G
-    P = cal.p  # G x N
-    V = P * (1 - P)
-    mean_all = P.mean(axis=1)  # G
+    P_t = cal.derived("p_t")  # N x G
+    mean_all = cal.derived("mean_p")  # G
     Mk = cells.matrix(np.ones(len(rate)))
-    seen_p = np.asarray(Mk @ P.T)  # m x G: sum over seen of p
-    seen_v = np.asarray(Mk @ V.T)
+    seen_p = np.asarray(Mk @ P_t)  # m x G: sum over seen of p
+    seen_v = np.asarray(Mk @ cal.derived("var_t"))
     obs_sum = cells.per_model(rate)  # m
     w_cell = np.ones(len(rate)) if weights is None else np.asarray(weights, float)[cells.cols]
     w_cell = w_cell / np.maximum(cells.per_model(w_cell), 1e-300)[cells.rows]
-    rbar = cells.per_model(w_cell * rate)[:, None] - np.asarray(cells.matrix(w_cell) @ P.T)  # weighted residual
+    rbar = cells.per_model(w_cell * rate)[:, None] - np.asarray(cells.matrix(w_cell) @ P_t)  # weighted residual
     frac = k / N
     unseen = N - k
     v_seen = seen_v / k[:, None]
@@ -224,7 +260,7 @@ def estimate(cal: Calibration, y, mask, *, trials=None, weights=None, level: flo
     # p-IRT part: observed seen + expected unseen, then the extra (1 - k/N) s share of the residual
     pirt = (obs_sum[:, None] + (N * mean_all[None, :] - seen_p)) / N
     A = pirt + (w - frac[:, None]) * rbar
-    var = ((V.sum(axis=1)[None, :] - seen_v) / N**2
+    var = ((cal.derived("var_sum")[None, :] - seen_v) / N**2
            + (unseen / N)[:, None] ** 2 * cal.tau2 * (1 - shrink))
     acc = (post * A).sum(axis=1)
     total_var = (post * (var + A**2)).sum(axis=1) - acc**2
@@ -344,17 +380,19 @@ def interval_scale(cal: Calibration, y, mask, patterns, *, weights=None, seed: i
     rule before, a third of the way from ``level`` to 1 on 400 models, covered 97.3 % held out at ARC and GSM8K
     k = 50).  All the models up to ``max_models`` (``estimate``'s 1,000 reference models) keep the quantile's
     noise down: the coverage it gives varies by sqrt(.95 x .05 / n), 1.1 points with 400 models, 0.7 with 1,000.
-    1.0 when fewer than 30 models answered every item."""
-    mask = np.asarray(mask, bool)
-    full = np.flatnonzero(mask.all(axis=1))
+    1.0 when fewer than 30 models answered every item.  ``mask`` None: every row of ``y`` answered every item;
+    ``patterns`` as integers: per row the items answered (:meth:`Cells.of_columns`)."""
+    full = np.arange(len(y)) if mask is None else np.flatnonzero(np.asarray(mask, bool).all(axis=1))
     if len(full) < 30:
         return 1.0
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(full, min(max_models, len(full)), replace=False))
-    yr = np.asarray(y)[rows].astype(float)  # floats of the replayed rows only (``y`` may come as stored, int8)
-    patterns = np.asarray(patterns, bool)
+    yr = np.asarray(y)[rows]  # as stored (int8: the estimate converts the cells it reads; 0/1 means are exact)
+    patterns = np.asarray(patterns)
+    columns = patterns.dtype != bool
     pat = patterns[rng.permutation(np.resize(np.arange(len(patterns)), len(rows)))]
-    est = estimate(cal, yr, pat, weights=weights, level=level)
+    est = estimate(cal, yr, None, weights=weights, level=level, cells=Cells.of_columns(yr, pat, cal.n_items)) \
+        if columns else estimate(cal, yr, pat, weights=weights, level=level)
     truth = yr.mean(axis=1)
     half = np.where(truth >= est.accuracy, est.hi - est.accuracy, est.accuracy - est.lo)
     r = np.abs(truth - est.accuracy) / np.maximum(half, 1e-9)
@@ -386,11 +424,13 @@ def map_theta(cal: Calibration, y, mask, *, trials=None, iterations: int = 50,
     return th
 
 
-def plain_estimators(cal: Calibration, y, mask, *, weights=None, trials=None) -> dict[str, np.ndarray]:
+def plain_estimators(cal: Calibration, y, mask, *, weights=None, trials=None,
+                     cells: Cells | None = None) -> dict[str, np.ndarray]:
     """The baselines per row: ``mean`` (design-weighted mean of the seen items), ``irt`` (mean_all p at the MAP
     ability), ``pirt`` (seen observed + unseen expected at the MAP ability).  The seen items enter as cells; only
-    the mean curve over all N items is evaluated per model (in blocks)."""
-    c = Cells.of(y, mask, trials)
+    the mean curve over all N items is evaluated per model (in blocks).  ``cells``: given instead of ``y`` and
+    ``mask``."""
+    c = cells or Cells.of(y, mask, trials)
     m, N = c.shape
     rate = c.successes / c.trials
     w = np.ones(len(rate)) if weights is None else np.asarray(weights, float)[c.cols]
@@ -408,14 +448,22 @@ CURVE_GRID = 2001
 def mean_curve(cal: Calibration, theta: np.ndarray) -> np.ndarray:
     """``mean_all p(theta)`` per ability: exactly for up to ``CURVE_GRID`` abilities, else interpolated on a grid of
     ``CURVE_GRID`` abilities over their range (spacing under 0.01 logit: an error below 1e-6; ``--validate`` asks
-    for it for every training and test model of every size and selection, 2,000 x 14,000 sigmoids a time)."""
+    for it for every training and test model of every size and selection, 2,000 x 14,000 sigmoids a time).  Inside
+    the calibration's ability grid the values come from its Taylor table (:mod:`.curve_table`, built on the first
+    call: the direct values to 1e-14), outside it directly."""
     theta = np.asarray(theta, float)
     if len(theta) <= CURVE_GRID or theta.max() - theta.min() < 1e-12:
         pts = theta
     else:
         pts = np.linspace(theta.min(), theta.max(), CURVE_GRID)
-    out = np.concatenate([curves(pts[s:s + 256], cal.a, cal.b, cal.c).mean(axis=1) for s in range(0, len(pts), 256)]) \
-        if len(pts) else np.zeros(0)
+    if cal._mean is None:
+        cal._mean = curve_table.table(cal.a, cal.b, cal.c, cal.grid[0], cal.grid[-1]) or False
+    out = np.empty(len(pts))
+    inside = cal._mean.inside(pts) if cal._mean else np.zeros(len(pts), bool)
+    out[inside] = cal._mean.at(pts[inside]) if inside.any() else 0.0
+    rest = pts[~inside]
+    out[~inside] = np.concatenate([curves(rest[s:s + 256], cal.a, cal.b, cal.c).mean(axis=1)
+                                   for s in range(0, len(rest), 256)]) if len(rest) else 0.0
     return out if pts is theta else np.interp(theta, pts, out)
 
 

@@ -106,27 +106,76 @@ def pilot_groups(full: np.ndarray, pilot: int = PILOT_MODELS, seed: int = 0) -> 
     return np.array_split(rows, max(PILOT_SPLITS, round(len(rows) / PILOT_GROUP)))
 
 
-def _masks(sel_name: str, n_rows: int, cal: E.Calibration, k: int, rng, *, order=None, fold: int = 0):
-    """(mask n_rows x N, design weights over N or None) of a selection."""
-    N = cal.n_items
-    m = np.zeros((n_rows, N), bool)
+def _draws(rng: np.random.Generator, rows: int, n_items: int, k: int) -> np.ndarray:
+    """The random selection's items: per row k of ``n_items`` drawn in turn from ``rng``, ascending."""
+    out = np.empty((rows, k), np.intp)
+    for i in range(rows):
+        out[i] = rng.choice(n_items, k, replace=False)
+    return np.sort(out, axis=1)
+
+
+def _columns(sel_name: str, cal: E.Calibration, k: int, n_train: int, n_test: int, draws, order, fold: int):
+    """(items per training row, items per test row, design weights over N or None) of a selection: every row its
+    own draw for ``random``, the same k items for every row otherwise."""
     if sel_name == "random":
-        for i in range(n_rows):
-            m[i, rng.choice(N, k, replace=False)] = True
-        return m, None
+        return draws[0], draws[1], None
     if sel_name == "targeted":
-        m[:, order[:k]] = True
-        return m, None
-    sel = (E.anchor_points if sel_name == "anchor" else E.curve_points)(cal, k, seed=fold)
-    m[:, sel.items] = True
-    return m, E.full_weights(sel, N)
+        items, w = np.sort(order[:k]), None
+    else:
+        sel = (E.anchor_points if sel_name == "anchor" else E.curve_points)(cal, k, seed=fold)
+        items, w = np.sort(sel.items), E.full_weights(sel, cal.n_items)
+    return np.broadcast_to(items, (n_train, k)), np.broadcast_to(items, (n_test, k)), w
 
 
-def _predict(cal, y, mask, weights, lam, scale, level):
-    plain = E.plain_estimators(cal, y, mask, weights=weights)
-    ours = E.estimate(cal, y, mask, weights=weights, scale=scale, level=level)
-    out = {**plain, "gpirt": lam * plain["mean"] + (1 - lam) * plain["pirt"], "ours": ours.accuracy}
-    return out, ours
+def _dense(columns: np.ndarray, n_items: int) -> np.ndarray:
+    m = np.zeros((len(columns), n_items), bool)
+    np.put_along_axis(m, columns, True, axis=1)
+    return m
+
+
+def _responses(y) -> np.ndarray:
+    """0/1 responses as given when stored as integers (int8: each fold's copy of the training rows is 1/8 of the
+    floats'; every estimator converts the cells it reads), floats otherwise."""
+    y = np.asarray(y)
+    return y if y.dtype == bool or np.issubdtype(y.dtype, np.integer) else y.astype(float)
+
+
+def _fold(shared, task) -> pd.DataFrame:
+    """One fold (a replicate: :func:`benchloupe.engine.replicates.run`): the items fitted on the training rows, then
+    every (k, selection) and estimator on the held-out rows.  The random selection's draws come in the task, drawn
+    in the caller from one generator in the fold order of the code before the folds ran apart: the same draws."""
+    y, mask, chance, ks, selections, level, extra = shared
+    f, train, test, tr_full, draws = task
+    N = y.shape[1]
+    cal, res, st = fold_calibration(y[train], mask[train], chance)
+    order = None
+    if "targeted" in selections:
+        from benchloupe.engine import informativeness
+
+        order = informativeness.selection_order(res, st, None, None, "targeted", limit=ks[-1])
+    ytr, yte = y[tr_full], y[test]
+    truth_tr, truth_te = ytr.mean(axis=1), yte.mean(axis=1)  # 0/1 sums are exact: the same means as of floats
+    rows = []
+    for k in ks:
+        for s in selections:
+            c_tr, c_te, w = _columns(s, cal, k, len(tr_full), len(test), draws.get(k), order, f)
+            plain_tr = E.plain_estimators(cal, None, None, weights=w, cells=E.Cells.of_columns(ytr, c_tr, N))
+            lam = E.gp_lambda(plain_tr["mean"], plain_tr["pirt"], truth_tr)
+            scale = E.interval_scale(cal, ytr, None, c_te, weights=w, seed=f, level=level)
+            cells = E.Cells.of_columns(yte, c_te, N)
+            plain = E.plain_estimators(cal, None, None, weights=w, cells=cells)
+            ours = E.estimate(cal, None, None, weights=w, scale=scale, level=level, cells=cells)
+            pred = {**plain, "gpirt": lam * plain["mean"] + (1 - lam) * plain["pirt"], "ours": ours.accuracy}
+            covered = (truth_te >= ours.lo) & (truth_te <= ours.hi)
+            for name, fn in (extra or {}).items():
+                pred[name] = fn(cal, ytr.astype(float), _dense(c_tr, N), yte.astype(float), _dense(c_te, N), w)
+            for est_name in (*ESTIMATORS, *(extra or {})):
+                err = np.abs(pred[est_name] - truth_te)
+                rows.append(pd.DataFrame({
+                    "fold": f, "k": k, "selection": s, "estimator": est_name, "model": test, "error": err,
+                    "covered": covered if est_name == "ours" else np.nan,
+                    "width": (ours.hi - ours.lo) if est_name == "ours" else np.nan, "gp_lambda": lam}))
+    return pd.concat(rows, ignore_index=True)
 
 
 def cross_validate(y: np.ndarray, mask: np.ndarray, ks, *, chance=None, folds: int = 5, seed: int = 0,
@@ -135,8 +184,11 @@ def cross_validate(y: np.ndarray, mask: np.ndarray, ks, *, chance=None, folds: i
     """Per-model errors of every (k, selection, estimator) over ``folds`` folds of the fully answered models
     (``max_test`` caps the held-out models per fold, a seeded subsample); returns the long table (fold, k,
     selection, estimator, model row, error, covered, width).  ``extra``: more estimators, name ->
-    ``fn(cal, y_train, mask_train, y_test, mask_test, weights) -> predictions`` (the bench's re-implementations)."""
-    y = np.asarray(y, float)
+    ``fn(cal, y_train, mask_train, y_test, mask_test, weights) -> predictions`` (the bench's re-implementations).
+    The folds are replicates (:mod:`benchloupe.engine.replicates`: ``--jobs``), the same numbers on any workers."""
+    from benchloupe.engine import replicates
+
+    y = _responses(y)
     mask = np.asarray(mask, bool)
     N = y.shape[1]
     ks = sorted({int(k) for k in ks})
@@ -152,46 +204,19 @@ def cross_validate(y: np.ndarray, mask: np.ndarray, ks, *, chance=None, folds: i
                           f"of a held-out model is its full accuracy); this benchmark has {len(full)}")
     rng = np.random.default_rng(seed)
     parts = np.array_split(rng.permutation(full), folds)
-    rows = []
-    steps = folds * len(ks) * len(selections)
-    done = 0
+    tasks = []
     for f, test in enumerate(parts):
         check_cancel(cancel)
         train = np.setdiff1d(np.arange(len(y)), test)
         if max_test is not None and len(test) > max_test:
             test = np.sort(rng.choice(test, max_test, replace=False))
-        progress(done, steps, f"fold {f + 1} of {folds}: fitting the items on {len(train)} models")
-        cal, res, st = fold_calibration(y[train], mask[train], chance, cancel=cancel)
-        order = None
-        if "targeted" in selections:
-            from benchloupe.engine import informativeness
-
-            order = informativeness.selection_order(res, st, None, None, "targeted", limit=ks[-1])
         tr_full = train[mask[train].all(axis=1)]
-        ytr, yte = y[tr_full], y[test]
-        truth_tr, truth_te = ytr.mean(axis=1), yte.mean(axis=1)
-        for k in ks:
-            for s in selections:
-                check_cancel(cancel)
-                m_tr, w = _masks(s, len(tr_full), cal, k, rng, order=order, fold=f)
-                plain_tr = E.plain_estimators(cal, ytr, m_tr, weights=w)
-                lam = E.gp_lambda(plain_tr["mean"], plain_tr["pirt"], truth_tr)
-                m_te, _ = _masks(s, len(test), cal, k, rng, order=order, fold=f) if s == "random" else (
-                    np.broadcast_to(m_tr[:1], (len(test), N)).copy(), w)
-                scale = E.interval_scale(cal, ytr, np.ones_like(m_tr), m_te, weights=w, seed=f, level=level)
-                pred, ours = _predict(cal, yte, m_te, w, lam, scale, level)
-                covered = (truth_te >= ours.lo) & (truth_te <= ours.hi)
-                for name, fn in (extra or {}).items():
-                    pred[name] = fn(cal, ytr, m_tr, yte, m_te, w)
-                for est_name in (*ESTIMATORS, *(extra or {})):
-                    err = np.abs(pred[est_name] - truth_te)
-                    rows.append(pd.DataFrame({
-                        "fold": f, "k": k, "selection": s, "estimator": est_name, "model": test, "error": err,
-                        "covered": covered if est_name == "ours" else np.nan,
-                        "width": (ours.hi - ours.lo) if est_name == "ours" else np.nan, "gp_lambda": lam}))
-                done += 1
-                progress(done, steps, f"fold {f + 1}: k={k} {s}")
-    return pd.concat(rows, ignore_index=True)
+        draws = {k: (_draws(rng, len(tr_full), N, k), _draws(rng, len(test), N, k)) for k in ks} \
+            if "random" in selections else {}
+        tasks.append((f, train, test, tr_full, draws))
+    parts = replicates.run(_fold, tasks, (y, mask, chance, ks, tuple(selections), level, extra), progress=progress,
+                           cancel=cancel, label="cross-validation fold")
+    return pd.concat(parts, ignore_index=True)
 
 
 def summarise(long: pd.DataFrame) -> pd.DataFrame:

@@ -343,7 +343,7 @@ def run_compress_estimate(db_path, benchmark: str, config, *, progress: Progress
             if st is None or st.trials is not None:
                 raise EngineError(say(ESTIMATE_COMPRESS, " needs 0/1 static results (success/trial counts are "
                                       "not supported)"))
-            y = st.correct.astype(float)
+            y = st.correct  # 0/1 as stored (int8): the engine converts the cells it reads, not 70 M of them
             mask = st.mask
             metrics: dict = {"purpose": "estimate", "n_items": int(st.shape[1]), "k": int(config.k)}
             artifacts: dict = {}

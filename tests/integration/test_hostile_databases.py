@@ -150,16 +150,12 @@ def test_two_processes_creating_one_database_both_succeed(tmp_path):
 # ---------------------------------------------------------------------------------------------- damaged files
 
 @pytest.fixture(scope="module")
-def damaged_dbs(tmp_path_factory) -> dict[str, Path]:
-    """A demo-sized database (3 benchmarks, runs) with 4,096 bytes flipped at three places SQLite checks."""
-    from benchloupe.jobs import build_demo
-
+def damaged_dbs(showcase_template, tmp_path_factory) -> dict[str, Path]:
+    """A demo-sized database (3 benchmarks, runs: the session's showcase, tests/conftest.py) with 4,096 bytes
+    flipped at three places SQLite checks."""
     root = tmp_path_factory.mktemp("damaged")
     good = root / "good.db"
-    build_demo(good, analyses=True)
-    conn = connect(good)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
+    shutil.copy(showcase_template, good)  # its WAL folded in: the file is the whole database
     out = {}
     size = good.stat().st_size
     for label, frac in (("middle", 0.5), ("quarter", 0.25), ("three-quarters", 0.75)):

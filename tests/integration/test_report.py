@@ -53,19 +53,22 @@ class Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def analysed(tmp_path_factory) -> Path:
+def analysed(showcase_template, tmp_path_factory) -> Path:
     """The demo with its showcase analyses and those it lacks: a bootstrap, the item audit, subset recovery,
-    contamination."""
-    from benchloupe.jobs import build_demo
+    contamination. Run once for the session (tests/built_once.py); each module of a worker gets its own copy."""
     from tests.built_once import built_once, checkpointed
 
-    template = built_once(tmp_path_factory, "showcase", checkpointed(lambda p: build_demo(p, analyses=True)))
+    def build(path: Path) -> None:
+        shutil.copy(showcase_template, path)
+        for argv in (["bootstrap", "demo-chem", "--B", "10"], ["audit", "items", "demo-chem", "--permutations", "99"],
+                     ["compress", "demo-chem"], ["contamination", "demo-math"],
+                     ["bootstrap", "demo-math", "--B", "10"]):
+            rc, _, err = run_cli(["--db", path, *argv])
+            assert rc == 0, (argv, err)
+
+    template = built_once(tmp_path_factory, "report-analysed", checkpointed(build))
     db = tmp_path_factory.mktemp("report") / "a.db"
     shutil.copy(template, db)
-    for argv in (["bootstrap", "demo-chem", "--B", "10"], ["audit", "items", "demo-chem", "--permutations", "99"],
-                 ["compress", "demo-chem"], ["contamination", "demo-math"], ["bootstrap", "demo-math", "--B", "10"]):
-        rc, _, err = run_cli(["--db", db, *argv])
-        assert rc == 0, (argv, err)
     return db
 
 

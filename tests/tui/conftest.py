@@ -118,23 +118,3 @@ def flagged_db(demo_db: Path) -> Path:
 def anyio_backend() -> str:
     """Async tests run on asyncio through anyio's pytest plugin (anyio comes with openai/httpx)."""
     return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def showcase_template(tmp_path_factory) -> Path:
-    """The demo as ``benchloupe demo`` builds it: the data, then the showcase analyses (fits, anomalies,
-    coverage, the near-tie audit)."""
-    from benchloupe.jobs import build_demo
-    from tests.built_once import built_once, checkpointed
-
-    return built_once(tmp_path_factory, "showcase", checkpointed(lambda p: build_demo(p, analyses=True)))
-
-
-@pytest.fixture
-def showcase_db(showcase_template, tmp_path) -> Path:
-    """A private copy of the demo with its analyses run, for one test."""
-    import shutil
-
-    dst = tmp_path / "showcase.db"
-    shutil.copy(showcase_template, dst)
-    return dst

@@ -132,3 +132,31 @@ def test_the_bounded_k_means_gives_plain_lloyds_labels():
         for k in (1, 2, 7, 40):
             for seed in (0, 3):
                 np.testing.assert_array_equal(kmeans.lloyd(X, k, seed), _plain_lloyd(X, k, seed), err_msg=f"k={k}")
+
+
+def test_the_validation_folds_give_the_same_table_on_two_processes():
+    from benchloupe.engine import replicates
+
+    rng, a, b, c, th, y = _sim(seed=9, n=200, N=150)
+    mask = np.ones_like(y, bool)
+    mask[:20, :30] = False  # partly answered models train the items but are never held out
+    one = ev.cross_validate(y.astype(np.int8), mask, [5, 20], chance=c, max_test=30)
+    with replicates.use(replicates.Workers(jobs=2)):
+        two = ev.cross_validate(y.astype(np.int8), mask, [5, 20], chance=c, max_test=30)
+    floats = ev.cross_validate(y, mask, [5, 20], chance=c, max_test=30)
+    assert set(one["model"]) <= set(range(20, 200))
+    for other in (two, floats):
+        assert one.equals(other)
+
+
+def test_the_mean_curves_table_gives_the_direct_values_to_1e_13():
+    rng = np.random.default_rng(21)
+    for N, spread, chance in ((14000, 0.3, 0.0), (300, 0.8, 0.25), (40, 1.2, 0.0)):
+        a = np.exp(rng.normal(0, spread, N)) * np.where(rng.random(N) < 0.03, -1, 1)  # a few reversed items
+        cal = E.calibration(a, rng.normal(0, 1.5, N), np.where(rng.random(N) < 0.5, chance, 0.0),
+                            rng.normal(0, 1, 500))
+        theta = np.concatenate([rng.uniform(cal.grid[0], cal.grid[-1], 1500), [cal.grid[0], cal.grid[-1]],
+                                rng.normal(0, 10, 300)])  # some beyond the table: evaluated directly
+        direct = E.curves(theta, cal.a, cal.b, cal.c).mean(axis=1)
+        assert np.max(np.abs(E.mean_curve(cal, theta) - direct)) <= 1e-12 / 5
+        assert cal._mean  # the table was used
