@@ -7,11 +7,13 @@ the store's own writer (not timed), fitted with ``fit static`` (timed: the run `
 ``--partial`` models that answered ``--seen`` random items each, written as a long CSV and imported (timed: the
 reading the issue compares with), then ``estimate`` on them (timed).  Import and estimate are timed in this process
 (jobs.import_file, jobs.estimate.run_estimate) and as whole CLI processes (interpreter start included); the
-validation (``compress --validate SIZES``, a compress run) is timed in this process against the in-process
-``fit static`` of the same workspace.
+validation (``compress --validate SIZES``, a compress run) is timed against ``fit static`` of the same workspace, in
+this process and as whole CLI processes (``benchloupe fit static``, ``benchloupe compress --validate``, ``benchloupe
+fit static`` again, on a copy of the fully answered workspace: the ratio is the validation's time over the mean of
+the two fits around it, each with the load average before it; the CLI's default ``--jobs``, every core).
 
 Usage: ``python bench/bench_estimate_speed.py [--models 5000] [--items 14000] [--partial 1000] [--seen 300]
-[--validate 10,25,50,100] [--skip-validate]``
+[--validate 10,25,50,100] [--skip-validate] [--skip-estimate] [--skip-cli]``
 """
 
 from __future__ import annotations
@@ -70,6 +72,19 @@ def _partial_csv(path: Path, ab: np.ndarray, partial: int, seen: int, seed: int)
     return int(y.size)
 
 
+def _validate_cli(db: Path, sizes: str) -> dict:
+    """``fit static``, ``compress --validate SIZES``, ``fit static`` as whole processes on ``db``."""
+    out: dict = {}
+    for name, command in (("fit_static_cli_s", ("fit", "static", "big")),
+                          ("validate_cli_s", ("compress", "big", "--validate", sizes)),
+                          ("fit_static_again_cli_s", ("fit", "static", "big"))):
+        out[name[:-2] + "_load_before"] = round(os.getloadavg()[0], 2)
+        out[name] = _cli(*command, "--db", str(db))
+    fit = (out["fit_static_cli_s"] + out["fit_static_again_cli_s"]) / 2
+    out["validate_over_fit_static_cli"] = round(out["validate_cli_s"] / fit, 2)
+    return out
+
+
 def _cli(*args: str) -> float:
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "benchloupe", *args], capture_output=True, text=True,
@@ -88,6 +103,7 @@ def main(argv=None) -> int:
     ap.add_argument("--validate", default="10,25,50,100")
     ap.add_argument("--skip-validate", action="store_true")
     ap.add_argument("--skip-cli", action="store_true", help="no whole-process timings")
+    ap.add_argument("--skip-estimate", action="store_true", help="no partial models, import or estimate")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
@@ -108,6 +124,15 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         jobs.ANALYSES["static"].run(db, "big", JointConfig(mode="static"), heldout=False)
         out["fit_static_s"] = round(time.perf_counter() - t, 2)
+        if not args.skip_validate and not args.skip_cli:
+            copy = Path(tmp) / "v.db"
+            copy.write_bytes(db.read_bytes())
+            out.update(_validate_cli(copy, args.validate))
+            copy.unlink()
+        if args.skip_estimate:
+            out["load_average_end"] = os.getloadavg()[0]
+            print(json.dumps(out, indent=1))
+            return 0
         out["partial_cells"] = _partial_csv(csv, ab, args.partial, args.seen, args.seed)
         if not args.skip_cli:  # whole processes first, on a copy (the in-process import then writes the original)
             copy = Path(tmp) / "c.db"

@@ -66,6 +66,7 @@ class Calibration:
     tau2: float = 0.0
     _p: np.ndarray | None = field(default=None, repr=False)
     _mean: object = field(default=None, repr=False)  # the mean curve's table (:mod:`.curve_table`), False: none
+    _cache: dict = field(default_factory=dict, repr=False)  # arrays derived from ``p`` (:meth:`derived`)
 
     @property
     def n_items(self) -> int:
@@ -82,6 +83,30 @@ class Calibration:
         if self._p is None:
             self._p = curves(self.grid, self.a, self.b, self.c)
         return self._p
+
+    def derived(self, name: str) -> np.ndarray:
+        """An array computed from ``p`` once per calibration (``--validate`` estimates 32 patterns a fold on one):
+        ``log_odds`` and ``log_fail`` (the clipped log(p / (1 - p)) and log(1 - p)), ``p_t`` and ``var_t`` (p and
+        p (1 - p)), each as an N x G C-contiguous array, the right operand of the cells' products (a sparse product
+        copies a transposed view first); ``mean_p`` and ``var_sum`` over the items per grid point."""
+        if name not in self._cache:
+            P = self.p
+            if name in ("log_odds", "log_fail"):
+                p = np.clip(P, _EPS, 1 - _EPS)
+                log1m = np.log1p(-p)
+                self._cache["log_odds"] = np.ascontiguousarray((np.log(p) - log1m).T)
+                self._cache["log_fail"] = np.ascontiguousarray(log1m.T)
+            elif name in ("var_t", "var_sum"):
+                V = P * (1 - P)
+                self._cache["var_t"] = np.ascontiguousarray(V.T)
+                self._cache["var_sum"] = V.sum(axis=1)
+            elif name == "p_t":
+                self._cache["p_t"] = np.ascontiguousarray(P.T)
+            elif name == "mean_p":
+                self._cache["mean_p"] = P.mean(axis=1)
+            else:
+                raise KeyError(name)
+        return self._cache[name]
 
 
 def curves(theta: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -169,10 +194,8 @@ class Cells:
 def log_posterior(cal: Calibration, y, mask, trials=None, *, cells: Cells | None = None) -> np.ndarray:
     """models x G normalised log posterior over the ability grid."""
     c = cells or Cells.of(y, mask, trials)
-    p = np.clip(cal.p, _EPS, 1 - _EPS)
-    log1m = np.log1p(-p)
-    ll = np.asarray(c.matrix(c.successes) @ (np.log(p) - log1m).T) + np.asarray(c.matrix(c.trials) @ log1m.T) \
-        + cal.log_prior[None, :]
+    ll = np.asarray(c.matrix(c.successes) @ cal.derived("log_odds")) \
+        + np.asarray(c.matrix(c.trials) @ cal.derived("log_fail")) + cal.log_prior[None, :]
     ll -= ll.max(axis=1, keepdims=True)
     return ll - np.log(np.exp(ll).sum(axis=1, keepdims=True))
 
@@ -217,16 +240,15 @@ def estimate(cal: Calibration, y, mask, *, trials=None, weights=None, level: flo
     rate = cells.successes / cells.trials  # observed success rate per seen item
     if post is None:
         post = np.exp(log_posterior(cal, None, None, cells=cells))  # m x G
-    P = cal.p  # G x N
-    V = P * (1 - P)
-    mean_all = P.mean(axis=1)  # G
+    P_t = cal.derived("p_t")  # N x G
+    mean_all = cal.derived("mean_p")  # G
     Mk = cells.matrix(np.ones(len(rate)))
-    seen_p = np.asarray(Mk @ P.T)  # m x G: sum over seen of p
-    seen_v = np.asarray(Mk @ V.T)
+    seen_p = np.asarray(Mk @ P_t)  # m x G: sum over seen of p
+    seen_v = np.asarray(Mk @ cal.derived("var_t"))
     obs_sum = cells.per_model(rate)  # m
     w_cell = np.ones(len(rate)) if weights is None else np.asarray(weights, float)[cells.cols]
     w_cell = w_cell / np.maximum(cells.per_model(w_cell), 1e-300)[cells.rows]
-    rbar = cells.per_model(w_cell * rate)[:, None] - np.asarray(cells.matrix(w_cell) @ P.T)  # weighted residual
+    rbar = cells.per_model(w_cell * rate)[:, None] - np.asarray(cells.matrix(w_cell) @ P_t)  # weighted residual
     frac = k / N
     unseen = N - k
     v_seen = seen_v / k[:, None]
@@ -238,7 +260,7 @@ def estimate(cal: Calibration, y, mask, *, trials=None, weights=None, level: flo
     # p-IRT part: observed seen + expected unseen, then the extra (1 - k/N) s share of the residual
     pirt = (obs_sum[:, None] + (N * mean_all[None, :] - seen_p)) / N
     A = pirt + (w - frac[:, None]) * rbar
-    var = ((V.sum(axis=1)[None, :] - seen_v) / N**2
+    var = ((cal.derived("var_sum")[None, :] - seen_v) / N**2
            + (unseen / N)[:, None] ** 2 * cal.tau2 * (1 - shrink))
     acc = (post * A).sum(axis=1)
     total_var = (post * (var + A**2)).sum(axis=1) - acc**2
@@ -365,7 +387,7 @@ def interval_scale(cal: Calibration, y, mask, patterns, *, weights=None, seed: i
         return 1.0
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(full, min(max_models, len(full)), replace=False))
-    yr = np.asarray(y)[rows].astype(float)  # floats of the replayed rows only (``y`` may come as stored, int8)
+    yr = np.asarray(y)[rows]  # as stored (int8: the estimate converts the cells it reads; 0/1 means are exact)
     patterns = np.asarray(patterns)
     columns = patterns.dtype != bool
     pat = patterns[rng.permutation(np.resize(np.arange(len(patterns)), len(rows)))]

@@ -12,7 +12,8 @@ centre) keeps its centre; only the others get their distances computed, exactly 
 (:func:`squared_distances`, the same ``argmin`` and its first-index ties).  The test keeps a margin of ``1e-9`` of
 the data's diameter, orders of magnitude above the rounding of the bounds, so a skipped item is one whose computed
 ``argmin`` could not have moved (ties are never skipped); the centres are then the same means of the same members
-in the same order, and the labels equal plain Lloyd's (``tests/unit/test_estimate_same_numbers.py``).
+in the same order (recomputed only for the clusters an item left or joined), and the labels equal plain Lloyd's
+(``tests/unit/test_estimate_same_numbers.py``).
 """
 
 from __future__ import annotations
@@ -83,12 +84,18 @@ def lloyd(X: np.ndarray, k: int, seed: int, iterations: int = 50) -> np.ndarray:
         _assign(X, C, todo, new, upper, lower, block)
         if it and np.array_equal(new, labels):
             break
+        changed = new != labels
+        touched = np.zeros(k, bool)
+        touched[new[changed]] = touched[labels[changed]] = True
         labels = new
         before = C.copy()
-        # each cluster's members in their order in X (a stable sort), as X[labels == j] gives them: the same means
+        # each cluster's members in their order in X (a stable sort), as X[labels == j] gives them: the same means;
+        # a cluster whose members did not change keeps its mean (the same rows in the same order)
         order = np.argsort(labels, kind="stable")
         bounds = np.searchsorted(labels[order], np.arange(k + 1))
         for j in range(k):
+            if it and not touched[j] and bounds[j + 1] > bounds[j]:
+                continue
             members = X[order[bounds[j]:bounds[j + 1]]]
             C[j] = members.mean(axis=0) if len(members) else X[rng.integers(n)]
         moved = np.sqrt(((C - before) ** 2).sum(axis=1))
