@@ -107,8 +107,9 @@ def tb_gpirt(cal, ytr, mtr, yte, mte, w):
 EXTRA = {"tb_irt": tb_irt, "tb_pirt": tb_pirt, "tb_gpirt": tb_gpirt}
 
 
-def _checks(summary: pd.DataFrame) -> list[dict]:
+def _checks(summary: pd.DataFrame, long: pd.DataFrame) -> list[dict]:
     out = []
+    ours_long = long[(long["selection"] == "curve") & (long["estimator"] == "ours")]
     for k, g in summary.groupby("k"):
         cell = g.set_index(["selection", "estimator"])
         ours = cell.loc[("curve", "ours")]
@@ -122,6 +123,9 @@ def _checks(summary: pd.DataFrame) -> list[dict]:
         row["beats_baselines"] = row["ours_curve_mae"] < min(row["random_mean_mae"], row["random_2pl_map_mae"],
                                                              row["targeted_mean_mae"])
         row["vs_tinybenchmarks_points"] = round(row["ours_curve_mae"] - row["best_tinybenchmarks_mae"], 3)
+        by_fold = ours_long[ours_long["k"] == k].groupby("fold")
+        row["ours_curve_coverage_by_fold"] = [round(float(c), 3) for c in by_fold["covered"].mean()]
+        row["ours_curve_mae_by_fold"] = [round(100 * float(e), 2) for e in by_fold["error"].mean()]
         best = g.sort_values("mae").iloc[0]
         row["best_overall"] = f"{best['estimator']} on {best['selection']} ({best['mae']:.2f})"
         out.append(row)
@@ -191,7 +195,7 @@ def main(argv=None) -> int:
         summary = ev.summarise(long)
         report["benchmarks"][name] = {"shape": [total, y.shape[1]], "models_used": len(y),
                                       "seconds": round(time.perf_counter() - t0, 1),
-                                      "checks": _checks(summary), "table": summary.to_dict("records")}
+                                      "checks": _checks(summary, long), "table": summary.to_dict("records")}
     print(json.dumps(report, indent=1))
     return 0
 
