@@ -14,13 +14,14 @@ from benchloupe.words import count
 
 
 def cmd_endpoints(args) -> int:
-    from benchloupe.jobs import fill, simulated
+    # jobs.endpoints: the settings only, neither the BenchFill engine nor openai (issue 36 point 4)
+    from benchloupe.jobs import endpoints, simulated
     from benchloupe.store.db import connect
 
     if args.action == "show":
         conn = connect(db_path(args))
         try:
-            eps = fill.get_endpoints(conn, with_source=True)
+            eps = endpoints.get_endpoints(conn, with_source=True)
         finally:
             conn.close()
     else:
@@ -47,8 +48,8 @@ def cmd_endpoints(args) -> int:
             role = "remove-annotator"
         else:
             role = args.role
-        eps = fill.set_endpoint(db_path(args), role, scope="user" if args.user else "database", **fields)
-    eps = fill.redacted(eps)  # a URL with credentials stored by an older version is shown without them
+        eps = endpoints.set_endpoint(db_path(args), role, scope="user" if args.user else "database", **fields)
+    eps = endpoints.redacted(eps)  # a URL with credentials stored by an older version is shown without them
     if args.json:
         print_json(eps)
         return 0
@@ -69,7 +70,7 @@ def cmd_endpoints(args) -> int:
         print(f"{role:9s} " + ("(not set)" if not e else where(e)))
     for a in eps.get("annotators", []):
         print(f"annotator {a['name']} -> {where(a)}, {a['trials']} trials")
-    print(f"(user file: {fill.user_endpoints_path()}; a database's own settings override it)")
+    print(f"(user file: {endpoints.user_endpoints_path()}; a database's own settings override it)")
     return 0
 
 

@@ -41,148 +41,22 @@ from benchloupe.engine.benchfill_types import (
 from benchloupe.engine.common import Cancelled, EngineError, Progress, no_progress
 from benchloupe.engine.online import DifficultyScale
 from benchloupe.hints import Alt, Opt, say
-from benchloupe.prompts import endpoints_file, simulated
-from benchloupe.prompts.client import ChatClient, EndpointConfig
+from benchloupe.prompts import simulated
+from benchloupe.prompts.client import ChatClient
 from benchloupe.prompts.llm import LLMAnnotator, LLMJudge, LLMRewriter
 from benchloupe.store import fill as fillstore
 from benchloupe.store import read, runners, runs
-from benchloupe.store.curation import put_setting
 from benchloupe.store.db import StoreError, connect
 
 from .base import cooperative_signals, stop_reason
+from .endpoints import (  # noqa: F401 - ENDPOINTS_KEY, set_endpoint: a session's settings, as callers name them
+    ENDPOINTS_KEY,
+    check_endpoints,
+    endpoint_config,
+    get_endpoints,
+    set_endpoint,
+)
 from .fill_dupes import ProposalDupes
-
-ENDPOINTS_KEY = "benchfill.endpoints"
-ENDPOINT_FIELDS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency", "temperature",
-                   "max_tokens", "json_mode", "retry_after_max", "deadline", "max_reply_mb")
-SCOPES = ("database", "user")
-
-
-# ------------------------------------------------------------------------------------------------ endpoints
-
-def user_endpoints_path():
-    """The per-user endpoints file (:mod:`benchloupe.prompts.endpoints_file`) that a database's settings override."""
-    return endpoints_file.path()
-
-
-def _db_endpoints(conn) -> dict:
-    return read.setting(conn, ENDPOINTS_KEY, endpoints_file.empty())
-
-
-def get_endpoints(conn, *, with_source: bool = False) -> dict:
-    """``{"rewriter": {...}, "judge": {...}, "annotators": [{"name", "model", "base_url", "trials", ...}]}``:
-    the per-user file (:mod:`benchloupe.prompts.endpoints_file`) overridden by the database's own settings,
-    per role and per annotator name. ``with_source`` adds ``"source": "user" | "database"`` to each."""
-    user, here = endpoints_file.load(), _db_endpoints(conn)
-    out = endpoints_file.empty()
-    for role in ("rewriter", "judge"):
-        for scope, eps in (("user", user), ("database", here)):
-            if eps.get(role):
-                out[role] = {**eps[role], **({"source": scope} if with_source else {})}
-    merged: dict[str, dict] = {}
-    for scope, eps in (("user", user), ("database", here)):
-        for a in eps.get("annotators") or []:
-            merged[a["name"]] = {**a, **({"source": scope} if with_source else {})}
-    out["annotators"] = list(merged.values())
-    return out
-
-
-def redacted(eps: dict) -> dict:
-    """*eps* as shown: any ``user:password@`` in a base URL (a database written before issue 37 #9's refusal)
-    replaced by ``***@``."""
-    from benchloupe.prompts.client import redact_url
-
-    out = {**eps, "annotators": [dict(a) for a in eps.get("annotators") or []]}
-    for role in ("rewriter", "judge"):
-        if isinstance(out.get(role), dict):
-            out[role] = dict(out[role])
-    for e in [out.get("rewriter"), out.get("judge"), *out["annotators"]]:
-        if isinstance(e, dict) and isinstance(e.get("base_url"), str):
-            e["base_url"] = redact_url(e["base_url"])
-    return out
-
-
-def _clean(role: str, fields: dict) -> dict:
-    clean = {k: v for k, v in fields.items() if v is not None and (k in ENDPOINT_FIELDS or k in ("name", "trials"))}
-    if role in ("rewriter", "judge") and not clean.get("model"):
-        raise EngineError(say(f"the {role} endpoint needs ", Opt("model"), " (the model name the server knows)"))
-    if role == "annotator":
-        if not clean.get("name"):
-            raise EngineError(say("an annotator needs ", Opt("name"), ": the benchmark model whose ability it has"))
-        clean.setdefault("model", clean["name"])
-        trials = clean.get("trials", 4)
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise EngineError(say(Opt("trials"), f" must be a whole number 1 or more, got {trials!r}"))
-        clean["trials"] = trials
-    _endpoint(clean)  # the client's own checks: URL, --timeout > 0, --max-retries >= 0, ...
-    return clean
-
-
-def set_endpoint(db_path, role: str, *, scope: str = "database", **fields) -> dict:
-    """Set the rewriter or judge endpoint, or add/replace an annotator (``role="annotator"``, ``name=``), or
-    remove one (``remove-rewriter``, ``remove-judge``, ``remove-annotator`` with ``name=``), in the database
-    (``scope="database"``) or in the per-user file shared by every database (``"user"``).
-    No ``base_url`` means ``$OPENAI_BASE_URL`` when the session runs. Returns the endpoints now in effect."""
-    if scope not in SCOPES:
-        raise EngineError(f"unknown endpoints scope {scope!r}; use database or user")
-    if role not in ("rewriter", "judge", "annotator", "remove-annotator", "remove-rewriter", "remove-judge"):
-        raise EngineError(f"unknown endpoint role {role!r}; use rewriter, judge or annotator")
-    conn = connect(db_path)
-    try:
-        eps = endpoints_file.load() if scope == "user" else _db_endpoints(conn)
-        if role in ("rewriter", "judge"):
-            eps[role] = _clean(role, fields)
-        elif role == "annotator":
-            clean = _clean(role, fields)
-            eps["annotators"] = [a for a in eps["annotators"] if a["name"] != clean["name"]] + [clean]
-        elif role in ("remove-rewriter", "remove-judge"):  # issue 32: a role can be removed, not only annotators
-            which = role.removeprefix("remove-")
-            if not eps.get(which):
-                where = "the user endpoints file" if scope == "user" else "this database"
-                raise EngineError(say(f"no {which} set in {where}; ", Alt(
-                    "`benchloupe endpoints show` says where each role comes from",
-                    "E on the BenchFill screen shows the endpoints")))
-            eps[which] = None
-        else:
-            name = fields.get("name")
-            if not any(a["name"] == name for a in eps["annotators"]):
-                where = "the user endpoints file" if scope == "user" else "this database"
-                raise EngineError(say(f"no annotator {name!r} in {where}; ",
-                                      Alt("`benchloupe endpoints show` lists them", "E on the BenchFill screen lists them")))
-            eps["annotators"] = [a for a in eps["annotators"] if a["name"] != name]
-        if scope == "user":
-            endpoints_file.save(eps)
-        else:
-            put_setting(conn, ENDPOINTS_KEY, eps)
-        return get_endpoints(conn, with_source=True)
-    finally:
-        conn.close()
-
-
-def _endpoint(d: dict) -> EndpointConfig:
-    return EndpointConfig(**{"base_url": None, **{k: d[k] for k in ENDPOINT_FIELDS if k in d and d[k] is not None}})
-
-
-def _check_endpoints(eps: dict) -> None:
-    """Every endpoint is configured and its settings can work (checked before a session starts running)."""
-    hint = Alt("set it with `benchloupe endpoints set {role} --model NAME [--base-url URL] [--user]` or in the "
-               "BenchFill screen", "set it with E (endpoints) on the BenchFill screen")
-    for role in ("rewriter", "judge"):
-        if not eps.get(role) or not eps[role].get("model"):
-            raise EngineError(say(f"no {role} endpoint configured; ",
-                                  Alt(hint.cli.format(role=role), hint.ui)))
-    if not eps.get("annotators"):
-        raise EngineError(say("no annotator models configured; add the benchmark's models ",
-                              Alt("with `benchloupe endpoints set annotator --name MODEL --model NAME_AT_ENDPOINT "
-                                  "[--base-url URL]`", "as annotators with E (endpoints) on the BenchFill screen")))
-    for role, d in [("rewriter", eps["rewriter"]), ("judge", eps["judge"])] + [
-            (f"annotator {a['name']}", a) for a in eps["annotators"]]:
-        try:
-            _clean("annotator" if role.startswith("annotator") else role, d)
-        except EngineError as exc:
-            raise EngineError(say(f"the {role} endpoint is misconfigured: ", exc.args[0] if exc.args else "", "; fix it ",
-                                  Alt("with `benchloupe endpoints set`", "with E on the BenchFill screen"))) from None
-
 
 # ------------------------------------------------------------------------------------------------ journal
 
@@ -326,9 +200,9 @@ def _problem(conn, sess: dict) -> FillProblem:
 
 def _llms(eps: dict, notify=None):
     """The three LLM roles; *notify* hears of every wait of a second or more (a 429's Retry-After)."""
-    rewriter = LLMRewriter(ChatClient(_endpoint(eps["rewriter"]), notify=notify))
-    judge = LLMJudge(ChatClient(_endpoint(eps["judge"]), notify=notify))
-    annotator = LLMAnnotator({a["model"]: ChatClient(_endpoint(a), notify=notify) for a in eps["annotators"]})
+    rewriter = LLMRewriter(ChatClient(endpoint_config(eps["rewriter"]), notify=notify))
+    judge = LLMJudge(ChatClient(endpoint_config(eps["judge"]), notify=notify))
+    annotator = LLMAnnotator({a["model"]: ChatClient(endpoint_config(a), notify=notify) for a in eps["annotators"]})
     return rewriter, judge, annotator
 
 
@@ -429,7 +303,7 @@ def start_fill(db_path, benchmark: str, options: FillOptions = FillOptions(), *,
 
         bid, cov = latest_coverage(conn, benchmark)
         eps = get_endpoints(conn)
-        _check_endpoints(eps)
+        check_endpoints(eps)
         if isinstance(options.max_stored_chars, bool) or not isinstance(options.max_stored_chars, int) or \
                 options.max_stored_chars < 0:
             raise EngineError(say(Opt("max_stored_chars"), " must be a whole number 0 or more, got "
@@ -492,7 +366,7 @@ def resume_fill(db_path, session_id: int, *, config: BenchFillConfig | None = No
             raise FillStopped(session_id, sess["state"], sess["message"])
         try:
             eps = get_endpoints(conn)
-            _check_endpoints(eps)
+            check_endpoints(eps)
             problem = _problem(conn, sess)
         except EngineError as exc:
             if _runner is not None:  # the session start_fill just made: do not leave it held by a live process

@@ -54,8 +54,10 @@ def test_no_message_in_the_endpoint_client_is_sliced_mid_word():
     from pathlib import Path
 
     import benchloupe.prompts.client as client
+    import benchloupe.prompts.endpoint as endpoint
 
-    assert not re.findall(r"\[:\d+\](!r)?\}", Path(client.__file__).read_text())
+    for module in (client, endpoint):
+        assert not re.findall(r"\[:\d+\](!r)?\}", Path(module.__file__).read_text()), module.__name__
 
 
 def test_import_formats_speaks_to_a_curator(capsys):

@@ -340,3 +340,21 @@ def test_the_primary_neartie_audit_process_loads_neither_pandas_nor_scipy(demo_d
             "print('RC', rc, 'LOADED', *[m for m in ('pandas', 'scipy', 'pyarrow') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "RC 0 LOADED", out[-2000:]
+
+
+def test_the_endpoints_command_loads_neither_openai_nor_the_benchfill_engine(tmp_path):
+    """Issue 36 point 4: ``benchloupe endpoints set/show`` imported jobs.fill, hence the BenchFill engine (with
+    pandas' and scipy's statistics) and the openai package: 1.9 s of CPU per command, for a settings file and
+    one database row. The settings live in jobs.endpoints and prompts.endpoint."""
+    db, home = tmp_path / "e.db", tmp_path / "h"
+    code = ("import sys\nfrom benchloupe.cli.main import main\n"
+            f"assert main(['import', 'wide', {str(tmp_path / 's.csv')!r}, '-b', 'b', '--db', {str(db)!r}]) == 0\n"
+            "before = set(sys.modules)\n"
+            f"rc = main(['endpoints', 'set', 'judge', '--model', 'j', '--user', '--db', {str(db)!r}])\n"
+            f"rc += main(['endpoints', 'show', '--json', '--db', {str(db)!r}])\n"
+            "print('RC', rc, 'LOADED', *[m for m in ('openai', 'scipy', 'benchloupe.engine.benchfill', "
+            "'benchloupe.jobs.fill') if m in sys.modules and m not in before])")
+    (tmp_path / "s.csv").write_text("model,q1\nm1,1\n")
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.splitlines()[-1] == "RC 0 LOADED", out[-2000:]
