@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import check_outcome, dump, run_cli, run_process
+from tests.hostile import check_outcome, dump, run_cli, run_forked
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "fixtures" / "real"
@@ -227,17 +227,18 @@ ENTRIES = {"folder": "{root}", "glob-recursive": "{root}/**/*.jsonl", "glob-all"
 @pytest.mark.parametrize("kind", TREES)
 def test_symlink_tree(kind, entry, tmp_path):
     """The issue: ``import lm-eval 'DIR/**/*.jsonl'`` on a/self -> . and a/up -> .. printed nothing for 120 s.
-    A process of its own with a time limit, so that a hang fails the case instead of the session."""
+    A process of its own with a time limit (forked from this one), so that a hang fails the case instead of the
+    session."""
     root = tmp_path / "tree"
     n = _tree(root, kind)
     if entry == "glob-one-level":
         n = len({p.resolve() for p in root.glob("*/*.jsonl") if p.exists()})
     db = tmp_path / "t.db"
-    r = run_process(["--db", db, "import", "lm-eval", ENTRIES[entry].format(root=root), "--model", "m", "--json"],
-                    timeout=60)
-    check_outcome((kind, entry), r.returncode, r.stdout, r.stderr)
-    assert r.returncode == 0, r.stderr
-    files = json.loads(r.stdout)["files"]
+    rc, out, err = run_forked(["--db", db, "import", "lm-eval", ENTRIES[entry].format(root=root), "--model", "m",
+                               "--json"], timeout=60)
+    check_outcome((kind, entry), rc, out, err)
+    assert rc == 0, err
+    files = json.loads(out)["files"]
     assert len(files) == n, (kind, entry, [f["path"] for f in files])  # each real file once
 
 
