@@ -44,10 +44,17 @@ async def test_benchfill_session_review_accept_and_resume(fake_llm, tmp_path, mo
         review = str(screen.query_one("#fill-review").render())
         assert "estimated difficulty" in review and "Change from the parent" in review
         if len(screen.view) > 1:  # ] and [ step through the proposals (the keys a terminal sends)
-            await pilot.press("]")
-            assert screen.pos == 1 and "Proposal 2 of" in str(screen.query_one("#fill-review").render())
-            await pilot.press("[")
-            assert screen.pos == 0
+            # the session table's highlight may still reload the queue (keeping the shown proposal, wherever it
+            # now sorts): step from where the screen settled, not from 0 (it failed at load 14 with pos 4 -> 5)
+            await pilot.pause()
+            await wait_until(pilot, idle(app), what="settled queue")
+            start = screen.pos
+            step, forward, back = (1, "]", "[") if start < len(screen.view) - 1 else (-1, "[", "]")
+            await pilot.press(forward)
+            assert screen.pos == start + step
+            assert f"Proposal {start + step + 1} of" in str(screen.query_one("#fill-review").render())
+            await pilot.press(back)
+            assert screen.pos == start
         cid = screen.current_candidate()
         await pilot.press("a")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "PromptDialog", what="note")
