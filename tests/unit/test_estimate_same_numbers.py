@@ -98,16 +98,10 @@ def test_the_k_means_distances_are_numpys_sum_bit_for_bit():
 
 
 def _plain_lloyd(X, k, seed, iterations=50):
-    """Lloyd's k-means as the code before the bounds ran it (k-means++ seeding, every distance every iteration)."""
-    rng = np.random.default_rng(seed)
-    n = len(X)
-    centres = [X[rng.integers(n)]]
-    d2 = ((X - centres[0]) ** 2).sum(axis=1)
-    for _ in range(1, k):
-        pr = d2 / d2.sum() if d2.sum() > 0 else np.full(n, 1 / n)
-        centres.append(X[rng.choice(n, p=pr)])
-        d2 = np.minimum(d2, ((X - centres[-1]) ** 2).sum(axis=1))
-    C = np.array(centres)
+    """Lloyd's k-means as the code before the bounds ran it (the same k-means++ seeding, then every distance every
+    iteration): the bounds are what is checked, not the seeding."""
+    n, rng = len(X), np.random.default_rng(seed)
+    C = kmeans._seed_centres(X, k, rng)
     labels = np.zeros(n, int)
     for it in range(iterations):
         new = ((X[:, None, :] - C[None]) ** 2).sum(axis=2).argmin(axis=1)
