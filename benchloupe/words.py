@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """*n* and *noun*, in the plural unless *n* is 1 (*plural* when the noun's is not noun + "s")."""
@@ -18,3 +20,15 @@ def clip(text: str, limit: int) -> str:
     head = flat[:limit - 1]
     space = head.rfind(" ")
     return (head[:space] if space > 0 else head).rstrip(" ,;:") + "…"  # a first word longer than the limit: cut
+
+
+def estimate_text(est, lo, hi, seen, n_items) -> str:
+    """"est. 61.2 % [58.9, 63.5] · 30 of 249 items" (issue 34): how every face shows a predicted full-benchmark
+    accuracy, always saying it is an estimate and from how many items; blank for a model without one."""
+    try:
+        value = float(est)
+    except (TypeError, ValueError):
+        return ""
+    if math.isnan(value):
+        return ""
+    return f"est. {100 * value:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}] \u00b7 {int(seen)} of {int(n_items)} items"

@@ -8,6 +8,7 @@ from benchloupe.cli.errors import connect_db, db_path
 from benchloupe.cli.options import StderrProgress, ranged_argument
 from benchloupe.cli.output import kv, print_json, table
 from benchloupe.textsafe import visible
+from benchloupe.words import estimate_text
 
 RUN_RANGE = ranges.FIELDS["EstimateConfig.run"]  # the Runs screen's form reads the same ranges
 LEVEL_RANGE = ranges.FIELDS["EstimateConfig.level"]
@@ -113,10 +114,10 @@ def cmd_next_items(args) -> int:
         return 0
     import pandas as pd
 
-    print(f"{visible(out['model'])} on {visible(args.benchmark)}: est. {100 * out['estimate']:.1f} % "
-          f"[{100 * out['estimate_lo']:.1f}, {100 * out['estimate_hi']:.1f}] · {out['seen']} of {out['n_items']} "
-          f"items (calibration run #{out['calibration_run']}); the next {len(out['items'])} items to run, most "
-          "informative at its current ability first:")
+    shown = estimate_text(out["estimate"], out["estimate_lo"], out["estimate_hi"], out["seen"], out["n_items"])
+    print(f"{visible(out['model'])} on {visible(args.benchmark)}: {shown} (calibration run "
+          f"#{out['calibration_run']}); the next {len(out['items'])} items to run, most informative at its current "
+          "ability first:")
     print(table(pd.DataFrame(out["items"]), max_width=60))
     if out.get("exported_benchmark"):
         print(f"exported as benchmark {visible(out['exported_benchmark'])} (`benchloupe export items "

@@ -27,6 +27,7 @@ from benchloupe.engine.common import EngineError, Progress, check_cancel, no_pro
 from benchloupe.hints import Alt, Opt, say
 from benchloupe.store import read, runs
 from benchloupe.store.db import connect
+from benchloupe.words import estimate_text
 
 from .base import Analysis, RunContext, fingerprint, register
 
@@ -271,8 +272,7 @@ def estimate_rows(conn, run_id: int) -> pd.DataFrame:
 
 def describe(row) -> str:
     """"est. 61.2 % [58.9, 63.5] · 30 of 249 items": how the faces show an estimate (never as an observed score)."""
-    return (f"est. {100 * row['estimate']:.1f} % [{100 * row['estimate_lo']:.1f}, {100 * row['estimate_hi']:.1f}] "
-            f"\u00b7 {int(row['seen'])} of {int(row['n_items'])} items")
+    return estimate_text(row["estimate"], row["estimate_lo"], row["estimate_hi"], row["seen"], row["n_items"])
 
 
 # the Runs screen starts it as it starts every analysis (a job, the form prefilled with these defaults)

@@ -30,7 +30,7 @@ from benchloupe.tui.widgets.table import (
     keep_tail,
     status_width,
 )
-from benchloupe.words import count
+from benchloupe.words import count, estimate_text
 
 SEARCH_DEBOUNCE = 0.05
 RUN_WORDS = {"joint": "joint fit", "static": "static fit", "arena": "arena fit", "bt": "Bradley-Terry baseline",
@@ -64,14 +64,6 @@ COLUMNS = [
 
 ESTIMATE_COLUMN = Column("est", "estimated full accuracy (seen items)", 38, sort_key="estimate",
                          export=("estimate", "estimate_lo", "estimate_hi", "seen", "n_items", "observed"))
-
-
-def estimate_text(est, lo, hi, seen, n_items) -> str:
-    """"est. 61.2 % [58.9, 63.5] · 30 of 249 items" (issue 34): an estimate always says it is one and from how
-    many items; blank for a model without one."""
-    if est is None or pd.isna(est):
-        return ""
-    return f"est. {100 * est:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}] · {int(seen)} of {int(n_items)} items"
 
 
 def columns_for(width: int, *, estimates: bool = False) -> list[Column]:
