@@ -175,7 +175,18 @@ def test_full_protocol_through_run_audit_and_report_sections():
 def test_direct_mirt_k_points_as_replicates_choose_the_sequential_k(dif_case):
     """Table 4's K curve runs one replicate per (fold, K) (issue 36); each fold's K is the one the sequential
     C.3 selection picks on the same split and seed."""
-    from benchloupe.engine.neartie.direct_mirt import _fold_matrices, select_dimension_direct
+    from benchloupe.engine.neartie.direct_mirt import (
+        _fold_matrices,
+        nested_split,
+        one_se_choice,
+        validation_loss,
+    )
+
+    def select_dimension_direct(y, obs, owners, groups, grid, seed, validation_fraction, calibration_fraction,
+                                max_updates):  # C.3's selection as one sequential loop, as the code before ran it
+        split = nested_split(y, obs, owners, groups, seed, validation_fraction, calibration_fraction)
+        return one_se_choice([validation_loss(split, k, seed, 2, max_updates) for k in grid
+                              if k <= split.grid_limit])
 
     res, inputs = dif_case
     cfg = res.config

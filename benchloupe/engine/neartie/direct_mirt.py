@@ -189,17 +189,6 @@ def one_se_choice(rows) -> tuple[int, pd.DataFrame]:
     return int(curve.loc[curve["mean_log_loss"] <= threshold, "dimension"].iloc[0]), curve
 
 
-def select_dimension_direct(y, obs, owners, groups, grid, seed, validation_fraction=0.25,
-                            calibration_fraction=0.5, inits=2, max_updates=6000, cancel=None) -> tuple[int, pd.DataFrame]:
-    """C.3's nested owner / item split with direct MIRT fits; one-SE rule over the feasible grid."""
-    split = nested_split(y, obs, owners, groups, seed, validation_fraction, calibration_fraction)
-    rows = []
-    for k in [k for k in grid if k <= split.grid_limit]:
-        check_cancel(cancel)
-        rows.append(validation_loss(split, k, seed, inits, max_updates, cancel))
-    return one_se_choice(rows)
-
-
 def direct_offsets(y, obs, selected, k, seed, max_updates=6000, inits=2, cancel=None) -> np.ndarray:
     """Coordinates from the selected items (joint fit), centred and frozen; all items' a, b fitted; a.theta."""
     joint = joint_fit(y[selected], None if obs is None else obs[selected], k, seed, inits, max_updates, cancel)
