@@ -12,6 +12,7 @@ and writes SQLite.  ``dask.distributed`` is the optional extra ``benchloupe[clus
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 from collections.abc import Iterator
@@ -215,8 +216,9 @@ class DaskCluster:
 _BACKEND = "benchloupe-dask"
 
 
+@functools.cache
 def _dask_backend() -> str:
-    """joblib's Dask backend, told when the scheduler gives up on a batch (registered under its own name).
+    """joblib's Dask backend, told when the scheduler gives up on a batch (registered once, under its own name).
 
     joblib's own backend hears of a batch only when it returns: a batch that Dask itself fails (``KilledWorker``
     after ``distributed.scheduler.allowed-failures`` worker deaths) sets its future's error but never reaches

@@ -387,3 +387,16 @@ def test_a_cluster_connection_prints_no_library_log_lines(local_cluster):
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "connected", p.stderr
     assert "boom" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_the_dask_backend_is_registered_once():
+    """joblib's backend registry holds one class under benchloupe's name for the whole process: each cluster run
+    registered a new class (a new subclass per `with using(...)`, the old one left to the garbage collector)."""
+    pytest.importorskip("distributed")
+    from joblib.parallel import BACKENDS
+
+    from benchloupe.jobs.workers import _dask_backend
+
+    name = _dask_backend()
+    first = BACKENDS[name]
+    assert _dask_backend() == name and BACKENDS[name] is first
