@@ -41,6 +41,12 @@ async def test_models_screen_shows_estimates_apart(estimated):
         app.screen._detail()
         detail = str(app.screen.query_one("#models-detail").render())
         assert "est. " in detail and "observed" in detail and f"on the {K} items it answered" in detail
+        # which runs they came from: the columns may show another run (r), the estimate names its own
+        import sqlite3
+
+        with sqlite3.connect(estimated) as conn:
+            (fit,), (est,) = conn.execute("SELECT id FROM runs WHERE kind IN ('static', 'estimate') ORDER BY id")
+        assert f"estimate run #{est} from calibration run #{fit}" in detail, detail
 
 
 # --------------------------------------------------------------- marking two models compares them (issue 34, part 4)

@@ -97,6 +97,7 @@ class ModelsScreen(BenchScreen):
         self._haystack = np.array([], dtype=object)
         self._timer: Timer | None = None
         self.marked: tuple[int, str] | None = None  # (model id, name) marked with m to compare with another
+        self.estimate_source: tuple[int | None, int | None] = (None, None)  # (estimate run, its calibration run)
 
     def compose_body(self) -> ComposeResult:
         yield SafeStatic("", id="models-status", classes="status-line", markup=False)
@@ -115,6 +116,11 @@ class ModelsScreen(BenchScreen):
         df["rank_ci"] = [rank_interval(a, b) for a, b in zip(df["rank_lo"], df["rank_hi"])]
         flags = views.model_flag_summary(conn, read.benchmark_id(conn, benchmark), "anomaly")  # per model, by SQL
         est_run, est = views.latest_estimates(conn, benchmark)
+        est_from = None  # the calibration the estimates came from: named beside them, the columns may be another run's
+        if est_run is not None:
+            from benchloupe.store import runs as stored
+
+            est_from = (stored.get_run(conn, est_run).get("metrics") or {}).get("calibration_run")
         columns = columns_for(self.app.size.width, estimates=bool(est))
         if est:  # partly evaluated models (issue 34): the estimate in its own column, never in the observed ones
             for f in views.ESTIMATE_FIELDS:
@@ -124,7 +130,8 @@ class ModelsScreen(BenchScreen):
         hay = (df["name"].astype(str) + "\n" + df["family"].fillna("").astype(str) + "\n"
                + df["owner"].fillna("").astype(str)).str.lower().to_numpy()
         return {"frame": df, "columns": columns, "flags": flags,  # the table formats the rows it draws
-                "runs": runs, "run_id": rid, "haystack": hay, "estimate_run": est_run}
+                "runs": runs, "run_id": rid, "haystack": hay, "estimate_run": est_run,
+                "estimate_from": est_from}
 
     def show(self, data: dict) -> None:
         self.flags = data["flags"]
@@ -137,6 +144,7 @@ class ModelsScreen(BenchScreen):
             table.sort_key, table.descending = None, False
             table.set_view(np.arange(len(df)))
         self.shown_run = data["run_id"]
+        self.estimate_source = (data["estimate_run"], data["estimate_from"])
         self._haystack = data["haystack"]
         if self.marked is not None and not (df["id"] == self.marked[0]).any():
             self.marked = None  # the marked model is gone (removed, or another benchmark)
@@ -302,6 +310,9 @@ class ModelsScreen(BenchScreen):
                                       row["n_items"]), style="bold")
             text.append(f"  estimated for the whole benchmark; observed {100 * row['observed']:.1f} % on the "
                         f"{int(row['seen'])} items it answered", style="dim")
+            est_run, est_from = self.estimate_source
+            text.append(f" · estimate run #{est_run}" + (f" from calibration run #{est_from}" if est_from else ""),
+                        style="dim")
         text.append("\n")
         mine = self.flags.get(int(row["id"]))
         if not mine:
