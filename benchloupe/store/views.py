@@ -162,17 +162,20 @@ def run_model_table(conn: sqlite3.Connection, benchmark: str, run_id: int | None
 ESTIMATE_FIELDS = ("estimate", "estimate_lo", "estimate_hi", "seen", "n_items", "observed")
 
 
-def latest_estimates(conn: sqlite3.Connection, benchmark: str) -> tuple[int | None, dict[int, dict]]:
-    """The latest ``estimate`` run of the benchmark (issue 34) and, per model it estimated, its predicted full
-    accuracy with the interval, the items seen of the calibrated ones and the observed accuracy on them."""
+def latest_estimates(conn: sqlite3.Connection, benchmark: str) -> tuple[int | None, int | None, dict[int, dict]]:
+    """The latest ``estimate`` run of the benchmark (issue 34), the calibration run it estimated from and, per
+    model it estimated, its predicted full accuracy with the interval, the items seen of the calibrated ones and
+    the observed accuracy on them."""
     rid = latest_run_id(conn, benchmark, ("estimate",))
     if rid is None:
-        return None, {}
+        return None, None, {}
+    metrics = conn.execute("SELECT metrics FROM runs WHERE id = ?", (rid,)).fetchone()[0]
+    calibration = json.loads(metrics or "{}").get("calibration_run")
     out = {}
     for mid, extra in conn.execute("SELECT model_id, extra FROM run_models WHERE run_id = ?", (rid,)):
         d = json.loads(extra or "{}")
         out[int(mid)] = {k: d.get(k) for k in ESTIMATE_FIELDS}
-    return rid, out
+    return rid, calibration, out
 
 
 def item_detail(conn: sqlite3.Connection, item_id: int) -> dict:

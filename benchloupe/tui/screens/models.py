@@ -115,12 +115,8 @@ class ModelsScreen(BenchScreen):
         df["ci"] = [_interval(lo, hi) for lo, hi in zip(df["lo"], df["hi"])]
         df["rank_ci"] = [rank_interval(a, b) for a, b in zip(df["rank_lo"], df["rank_hi"])]
         flags = views.model_flag_summary(conn, read.benchmark_id(conn, benchmark), "anomaly")  # per model, by SQL
-        est_run, est = views.latest_estimates(conn, benchmark)
-        est_from = None  # the calibration the estimates came from: named beside them, the columns may be another run's
-        if est_run is not None:
-            from benchloupe.store import runs as stored
-
-            est_from = (stored.get_run(conn, est_run).get("metrics") or {}).get("calibration_run")
+        # the calibration the estimates came from is named beside them: the columns may be another run's
+        est_run, est_from, est = views.latest_estimates(conn, benchmark)
         columns = columns_for(self.app.size.width, estimates=bool(est))
         if est:  # partly evaluated models (issue 34): the estimate in its own column, never in the observed ones
             for f in views.ESTIMATE_FIELDS:
