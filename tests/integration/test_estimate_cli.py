@@ -228,7 +228,7 @@ def _shown(db, name: str) -> dict:
     conn = connect(db)
     try:
         mid = conn.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()[0]
-        return views.latest_estimates(conn, "mc")[1][int(mid)]
+        return views.latest_estimates(conn, "mc")[2][int(mid)]
     finally:
         conn.close()
 
